@@ -1,0 +1,388 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"iter"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // registers file://
+	"gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob" // registers s3://
+	"gocloud.dev/gcerrors"
+)
+
+// Attrs describes a stored object.
+type Attrs struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Bucket is the narrow surface every store and the fault injector implement.
+// Keys are relative to the bucket and must satisfy the rules in doc.go.
+type Bucket interface {
+	// Put stores the bytes of r under key. The object appears completely or
+	// not at all: if reading r fails or ctx is cancelled, no object is left.
+	// With ifNotExist, an existing key is never replaced and Put returns an
+	// error wrapping ErrExists.
+	Put(ctx context.Context, key string, r io.Reader, ifNotExist bool) error
+	// Open reads length bytes from offset (length < 0: to the end).
+	// A missing key is ErrNotFound.
+	Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+	// Stat returns the object's attributes; a missing key is ErrNotFound.
+	Stat(ctx context.Context, key string) (Attrs, error)
+	// List yields the objects whose key starts with prefix, in key order.
+	// After an error it yields nothing more.
+	List(ctx context.Context, prefix string) iter.Seq2[Attrs, error]
+	// Delete removes key; a missing key is ErrNotFound.
+	Delete(ctx context.Context, key string) error
+	Close() error
+}
+
+// OpenBucket opens the bucket a store URL names; see doc.go for the forms.
+func OpenBucket(ctx context.Context, storeURL string) (Bucket, error) {
+	loc, err := parseLocation(storeURL)
+	if err != nil {
+		return nil, err
+	}
+	return openBucket(ctx, loc)
+}
+
+// location is a parsed store URL.
+type location struct {
+	scheme string
+	host   string     // s3 bucket or mem bucket name
+	dir    string     // file: absolute root directory
+	prefix string     // s3, mem: key prefix without slashes at either end
+	query  url.Values // driver parameters
+}
+
+// base is the URI prefix of every object in the store: no query, no
+// trailing slash.
+func (l location) base() string {
+	if l.scheme == "file" {
+		return "file://" + filepath.ToSlash(l.dir)
+	}
+	b := l.scheme + "://" + l.host
+	if l.prefix != "" {
+		b += "/" + l.prefix
+	}
+	return b
+}
+
+func parseLocation(raw string) (location, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return location{}, fmt.Errorf("objstore: parse store url: %w", err)
+	}
+	fail := func(format string, args ...any) (location, error) {
+		return location{}, fmt.Errorf("objstore: store url %q: "+format, append([]any{raw}, args...)...)
+	}
+	if u.User != nil || u.Fragment != "" || u.Opaque != "" {
+		return fail("user info, fragment and opaque forms are not supported")
+	}
+	loc := location{scheme: u.Scheme, host: u.Host, query: u.Query()}
+	if loc.query.Has("prefix") || loc.query.Has("key") {
+		return fail("give the key prefix as the url path, not as a query parameter")
+	}
+	switch u.Scheme {
+	case "file":
+		dir := u.Path
+		switch u.Host {
+		case "", "localhost":
+		case ".":
+			if dir, err = filepath.Abs(strings.TrimPrefix(dir, "/")); err != nil {
+				return fail("%w", err)
+			}
+		default:
+			return fail("host must be empty, localhost or \".\"")
+		}
+		if !filepath.IsAbs(dir) {
+			return fail("path must be absolute")
+		}
+		if loc.dir = filepath.Clean(dir); loc.dir == string(filepath.Separator) {
+			return fail("the file system root cannot be a store")
+		}
+		loc.host = ""
+		return loc, nil
+	case "mem", "s3":
+		if u.Scheme == "s3" && u.Host == "" {
+			return fail("the host must name the s3 bucket")
+		}
+		if loc.prefix = strings.Trim(u.Path, "/"); loc.prefix != "" {
+			if err := checkKey(loc.prefix); err != nil {
+				return fail("prefix: %w", err)
+			}
+		}
+		return loc, nil
+	default:
+		return fail("unsupported scheme %q (want file, mem or s3)", u.Scheme)
+	}
+}
+
+// memBuckets holds the named mem:// buckets of this process.
+var memBuckets struct {
+	sync.Mutex
+	m map[string]*blob.Bucket
+}
+
+// memBucket returns the process-wide bucket called name, or a private one
+// if name is empty.
+func memBucket(name string) *blob.Bucket {
+	if name == "" {
+		return memblob.OpenBucket(&memblob.Options{NoMD5: true})
+	}
+	memBuckets.Lock()
+	defer memBuckets.Unlock()
+	if memBuckets.m[name] == nil {
+		if memBuckets.m == nil {
+			memBuckets.m = map[string]*blob.Bucket{}
+		}
+		memBuckets.m[name] = memblob.OpenBucket(&memblob.Options{NoMD5: true})
+	}
+	return memBuckets.m[name]
+}
+
+func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
+	b := &gcBucket{base: loc.base()}
+	if loc.prefix != "" {
+		b.prefix = loc.prefix + "/"
+	}
+	var err error
+	switch loc.scheme {
+	case "file":
+		q := loc.query
+		if !q.Has("create_dir") {
+			q.Set("create_dir", "true")
+		}
+		if !q.Has("metadata") {
+			// No .attrs sidecars: fileblob writes them non-atomically, and a
+			// torn sidecar makes its object unreadable.
+			q.Set("metadata", "skip")
+		}
+		b.dir = loc.dir
+		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(loc.dir), RawQuery: q.Encode()}).String())
+	case "mem":
+		if len(loc.query) > 0 {
+			return nil, fmt.Errorf("objstore: open %s: mem urls take no parameters", b.base)
+		}
+		b.b, b.shared = memBucket(loc.host), loc.host != ""
+	case "s3":
+		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "s3", Host: loc.host, RawQuery: loc.query.Encode()}).String())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("objstore: open %s: %w", b.base, err)
+	}
+	return b, nil
+}
+
+// gcBucket adapts a gocloud bucket to Bucket.
+type gcBucket struct {
+	b      *blob.Bucket
+	base   string // for error messages
+	prefix string // "" or a key prefix ending in "/"
+	dir    string // file:// root directory; "" for other drivers
+	shared bool   // a named mem bucket that outlives this handle
+}
+
+var _ Bucket = (*gcBucket)(nil)
+
+// commitLocks serialize the existence check and rename that fileblob's
+// IfNotExist performs at Close: fileblob gives each writer its own mutex,
+// so without these two writers in one process could both pass the check.
+var commitLocks [64]sync.Mutex
+
+func commitLock(path string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(path))
+	return &commitLocks[h.Sum32()%uint32(len(commitLocks))]
+}
+
+func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist bool) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("objstore: put %q: %w", key, err)
+	}
+	if ifNotExist {
+		// Refuse early rather than upload an object only to have it rejected;
+		// this also covers stores that ignore the precondition (doc.go).
+		switch _, err := b.Stat(ctx, key); {
+		case err == nil:
+			return fmt.Errorf("objstore: put %q: %w", key, ErrExists)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	// Cancelling the writer's context before Close aborts the upload in
+	// every driver, so a failed Put leaves no object behind.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	abort := func(w *blob.Writer, cause error) error {
+		cancel()
+		_ = w.Close() // reports only the cancellation we just caused
+		return fmt.Errorf("objstore: put %q: %w", key, cause)
+	}
+	var f *os.File
+	opts := &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifNotExist}
+	if b.dir != "" {
+		opts.BeforeWrite = func(as func(any) bool) error {
+			as(&f) // fileblob's temporary file, synced before the rename
+			return nil
+		}
+	}
+	w, err := b.b.NewWriter(ctx, b.prefix+key, opts)
+	if err != nil {
+		return b.errorf("put", key, err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		return abort(w, err)
+	}
+	if f != nil {
+		if err := f.Sync(); err != nil {
+			return abort(w, err)
+		}
+	}
+	if b.dir != "" && ifNotExist {
+		mu := commitLock(filepath.Join(b.dir, filepath.FromSlash(b.prefix+key)))
+		mu.Lock()
+		err = w.Close()
+		mu.Unlock()
+	} else {
+		err = w.Close()
+	}
+	if err != nil {
+		if code := gcerrors.Code(err); ifNotExist && (code == gcerrors.FailedPrecondition || code == gcerrors.AlreadyExists) {
+			return fmt.Errorf("objstore: put %q: %w: %w", key, ErrExists, err)
+		}
+		return b.errorf("put", key, err)
+	}
+	if b.dir != "" {
+		if err := syncDirs(b.dir, filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))); err != nil {
+			return fmt.Errorf("objstore: put %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// syncDirs makes the directory entries leading to path durable, from its
+// parent up to root.
+func syncDirs(root, path string) error {
+	for dir := filepath.Dir(path); len(dir) >= len(root); dir = filepath.Dir(dir) {
+		d, err := os.Open(dir)
+		if err != nil {
+			return fmt.Errorf("sync directory: %w", err)
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sync directory: %w", err)
+		}
+	}
+	return nil
+}
+
+func (b *gcBucket) Open(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := checkKey(key); err != nil {
+		return nil, fmt.Errorf("objstore: open %q: %w", key, err)
+	}
+	r, err := b.b.NewRangeReader(ctx, b.prefix+key, offset, length, nil)
+	if err != nil {
+		return nil, b.errorf("open", key, err)
+	}
+	return &gcReader{r: r, b: b, key: key}, nil
+}
+
+// gcReader gives read errors the same treatment as the other operations.
+type gcReader struct {
+	r   *blob.Reader
+	b   *gcBucket
+	key string
+}
+
+func (r *gcReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = r.b.errorf("read", r.key, err)
+	}
+	return n, err
+}
+
+func (r *gcReader) Close() error {
+	if err := r.r.Close(); err != nil {
+		return r.b.errorf("close reader", r.key, err)
+	}
+	return nil
+}
+
+func (b *gcBucket) Stat(ctx context.Context, key string) (Attrs, error) {
+	if err := checkKey(key); err != nil {
+		return Attrs{}, fmt.Errorf("objstore: stat %q: %w", key, err)
+	}
+	a, err := b.b.Attributes(ctx, b.prefix+key)
+	if err != nil {
+		return Attrs{}, b.errorf("stat", key, err)
+	}
+	return Attrs{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+func (b *gcBucket) List(ctx context.Context, prefix string) iter.Seq2[Attrs, error] {
+	return func(yield func(Attrs, error) bool) {
+		it := b.b.List(&blob.ListOptions{Prefix: b.prefix + prefix})
+		for {
+			o, err := it.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Attrs{}, b.errorf("list", prefix, err))
+				return
+			}
+			if o.IsDir {
+				continue
+			}
+			if !yield(Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime}, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (b *gcBucket) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("objstore: delete %q: %w", key, err)
+	}
+	if err := b.b.Delete(ctx, b.prefix+key); err != nil {
+		return b.errorf("delete", key, err)
+	}
+	return nil
+}
+
+func (b *gcBucket) Close() error {
+	if b.shared {
+		return nil
+	}
+	if err := b.b.Close(); err != nil {
+		return fmt.Errorf("objstore: close %s: %w", b.base, err)
+	}
+	return nil
+}
+
+// errorf wraps a gocloud error with the operation and key, adding
+// ErrNotFound when gocloud classifies it so.
+func (b *gcBucket) errorf(op, key string, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return fmt.Errorf("objstore: %s %q in %s: %w: %w", op, key, b.base, ErrNotFound, err)
+	}
+	return fmt.Errorf("objstore: %s %q in %s: %w", op, key, b.base, err)
+}

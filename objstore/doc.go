@@ -1,0 +1,126 @@
+// Package objstore is thaw's object storage: snapshots, staging files and
+// manifests. It is the only package in thaw that imports gocloud.dev; the
+// rest of thaw sees Bucket, Store and the errors below.
+//
+// # URLs
+//
+// OpenBucket and Open take one URL. The query carries driver parameters
+// and never becomes part of an object's address. The key prefix is the URL
+// path; the gocloud "prefix" and "key" parameters are refused.
+//
+//	file:///data/remote                   fileblob rooted at /data/remote
+//	file://./rel                          the same, relative to the working directory
+//	mem://name/prefix                     memblob shared by every Open of mem://name in this process
+//	mem://                                a private memblob, new on each Open
+//	s3://bucket/prefix?region=R           s3blob (AWS SDK v2, default credential chain)
+//	s3://bucket/prefix?endpoint=http://127.0.0.1:P&region=us-east-1&use_path_style=true
+//	                                      an S3-compatible server such as gofakes3
+//
+// file:// accepts fileblob's parameters (create_dir, metadata, no_tmp_dir,
+// dir_file_mode, base_url, secret_key_path), and objstore sets
+// create_dir=true and metadata=skip unless the URL sets them. metadata=skip
+// means no ".attrs" sidecar files: fileblob writes them without a rename,
+// and a torn sidecar makes its object unreadable. Sidecars that exist anyway
+// never appear in List. fileblob stages writes in os.TempDir and renames
+// them into place, which fails with EXDEV if that is another file system
+// than the root. Then set TMPDIR, or no_tmp_dir=true, which stages next to
+// the object, where List can see an in-flight or crashed upload's temporary
+// file.
+//
+// s3:// accepts s3blob's and gocloud's AWS parameters (region, endpoint,
+// use_path_style, hostname_immutable, profile, anonymous,
+// request_checksum_calculation, response_checksum_validation, ...).
+// Credentials come from the SDK's default chain, for example
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+//
+// mem:// takes no parameters. A named mem bucket lives as long as the
+// process; Close on one handle leaves it open for the others.
+//
+// # Keys and URIs
+//
+// A key is a "/"-separated, valid UTF-8 path relative to the store: not
+// empty, no leading or trailing "/", no empty, "." or ".." segment, no
+// control characters, '\', '?' or '#', and no ".attrs" suffix, which
+// fileblob reserves. Buckets from OpenBucket, and so Stores from Open, and
+// PutIfAbsent on any Store refuse other keys with ErrInvalidKey. On file:// one key cannot also be a directory of others:
+// "a" and "a/b" cannot both exist.
+//
+// Base is the store URL without its query and without a trailing slash:
+// "file:///data/remote", "mem://name/prefix", "s3://bucket/prefix". URI(key)
+// is Base + "/" + key, and Key inverts it. Key works on the exact string:
+// a URI with another scheme, host or prefix, a query, or a tail that is not
+// a valid key is ErrOutsideStore.
+//
+// # Writes
+//
+// Every Put is atomic. The object appears whole when Put returns nil, or
+// not at all. Put aborts the upload by cancelling the writer's context
+// before closing it, so a failed read of the content or a cancelled ctx
+// leaves nothing. On file://, the data goes to a temporary file that is
+// renamed into place. On mem://, nothing is stored until Close. On s3://, a
+// single PutObject sends nothing until the content ends, and a failed
+// multipart upload is aborted. Close errors are never dropped: an upload
+// only completes at Close. A plain Put (ifNotExist false) replaces an
+// existing object.
+//
+// Write-if-absent (Put with ifNotExist, and PutIfAbsent) first checks with
+// Stat, then writes with gocloud's IfNotExist, which each driver checks
+// again when the upload commits:
+//
+//   - file: fileblob stats the final path and renames under a mutex, but
+//     the mutex belongs to the writer, so two writers can both pass the check.
+//     objstore serializes that check and rename per path inside the process,
+//     and tests show that exactly one writer wins. Two processes writing one
+//     file:// key can still both pass the check, and the later rename
+//     replaces the earlier one. Give each key one writing process.
+//   - mem: memblob checks and stores under the bucket lock, so the
+//     precondition is atomic.
+//   - s3: a conditional write (If-None-Match: *). AWS S3 enforces it on
+//     PutObject and on CompleteMultipartUpload. gofakes3 v1.2.0 enforces it
+//     atomically on PutObject, which the AWS SDK's transfer manager uses
+//     below 16 MiB. It ignores it on CompleteMultipartUpload (tested: a
+//     17 MiB upload replaced an object created mid-upload). Against such
+//     servers only the Stat check protects large objects, and two writers
+//     racing on one key can both succeed.
+//
+// An existing key yields an error wrapping ErrExists. PutIfAbsent never
+// replaces an object with different bytes; the exceptions are the
+// cross-process file:// case and the large-object case on servers that
+// ignore the condition, both described above.
+//
+// Durability: on file://, Put fsyncs the data before the rename and then
+// fsyncs every directory from the object's parent up to the root, so an
+// object that Put reported is still there after a crash. Delete does not
+// fsync. Temporary files of aborted writes are removed, and empty
+// directories may remain. An s3:// object is durable when the server
+// acknowledges it. mem:// keeps nothing beyond the process.
+//
+// # Digests
+//
+// PutIfAbsent hashes the content with SHA-256 as it streams it to the
+// store, without reading it twice, and returns the size and the lowercase
+// hex digest. If the key is taken, it compares the existing object with
+// the Source. Sizes are compared first. Only if they match is the existing
+// object read and hashed, and the Source is read again only if it was not
+// read through while writing. Identical bytes give Adopted=true. Anything
+// else wraps ErrConflict, and the message names the key, both sizes and the
+// digests it computed. OpenVerified returns a reader that returns
+// ErrIntegrity instead of io.EOF if the object's size or SHA-256 differs
+// from the expected values, and as soon as more bytes than expected arrive.
+// Data is verified only once that reader has returned io.EOF.
+//
+// # Concurrency
+//
+// Buckets from OpenBucket, Store and Faults are safe for concurrent use. A
+// reader from Open or OpenVerified belongs to one goroutine.
+//
+// # Fault injection
+//
+// Faults wraps any Bucket for tests in other packages. FailNth fails the
+// n-th call of an operation, counted from when the fault is armed. FailKey
+// fails every call on matching keys. TruncateWrite tears an upload after n
+// bytes, and because Put is atomic no object appears, as on a real store.
+// CorruptRead flips a byte that Open returns, and OpenVerified detects it.
+// Calls and Reset complete the set. An injected failure returns before the
+// inner bucket is called.
+package objstore
