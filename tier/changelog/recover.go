@@ -1,0 +1,259 @@
+package changelog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// OpenSegmentLog opens the segment log in dir, creating the directory and
+// an empty log (start = end = 0) if needed, and recovers it: every
+// segment's header is checked, the last segment is scanned and
+// CRC-checked completely, a torn tail is cut off, and empty segments left
+// by an interrupted ResetTo are removed. Earlier segments are CRC-checked
+// as they are read. Corruption is a *CorruptError.
+func OpenSegmentLog(dir string, opts ...Option) (*SegmentLog, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return openSegmentLog(dir, o)
+}
+
+func openSegmentLog(dir string, o options) (_ *SegmentLog, err error) {
+	if err := ensureDir(dir); err != nil {
+		return nil, err
+	}
+	l := &SegmentLog{dir: dir, opts: o, sem: make(chan struct{}, 1)}
+	l.mu.notify = make(chan struct{})
+
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: list log directory: %w", err)
+	}
+	var bases []int64
+	for _, e := range entries {
+		if base, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	if len(bases) == 0 {
+		seg, err := createSegment(dir, 0)
+		if err != nil {
+			return nil, err
+		}
+		l.mu.segs = []*segment{seg}
+		l.w.seg, l.w.f = seg, seg.f
+		return l, nil
+	}
+
+	segs := make([]*segment, len(bases))
+	for i, base := range bases[:len(bases)-1] {
+		segs[i] = newSegment(dir, base)
+		if err := checkSealed(segs[i]); err != nil {
+			return nil, err
+		}
+	}
+	last := newSegment(dir, bases[len(bases)-1])
+	end, err := l.recoverActive(last)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, last.f.Close())
+		}
+	}()
+	segs[len(segs)-1] = last
+
+	// Only an interrupted ResetTo leaves an empty segment before the last,
+	// and only when the whole log is empty. Keep the last one.
+	empty := func(s *segment) bool { return s.size == segHeaderLen }
+	if len(segs) > 1 && !slices.ContainsFunc(segs, func(s *segment) bool { return !empty(s) }) {
+		if err := removeSegments(dir, segs[:len(segs)-1]); err != nil {
+			return nil, err
+		}
+		segs = segs[len(segs)-1:]
+	}
+	for _, s := range segs[:len(segs)-1] {
+		if empty(s) {
+			return nil, &CorruptError{Segment: s.path, Pos: segHeaderLen, Offset: s.base, Reason: "empty segment before the last"}
+		}
+	}
+	l.mu.segs = segs
+	l.mu.end = end
+	l.w.seg, l.w.f = last, last.f
+	return l, nil
+}
+
+// ensureDir creates dir if it does not exist and makes its entry durable.
+func ensureDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("changelog: stat log directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("changelog: create log directory: %w", err)
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// checkSealed checks the header of a segment that is not the last and
+// records its size. Its frames are checked when read.
+func checkSealed(s *segment) (err error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("changelog: open segment: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("changelog: close segment %s: %w", s.path, cerr)
+		}
+	}()
+	hdr := make([]byte, segHeaderLen)
+	n, err := f.ReadAt(hdr, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("changelog: read segment header %s: %w", s.path, err)
+	}
+	if reason := checkSegmentHeader(hdr[:n], s.base); reason != "" {
+		return &CorruptError{Segment: s.path, Pos: 0, Offset: s.base, Reason: reason}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("changelog: stat segment: %w", err)
+	}
+	s.size = st.Size()
+	return nil
+}
+
+// recoverActive opens the last segment for writing, checks every frame,
+// repairs a torn tail or a torn header, indexes it, and returns the log's
+// end offset.
+func (l *SegmentLog) recoverActive(s *segment) (_ int64, err error) {
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("changelog: open segment: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, f.Close())
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("changelog: stat segment: %w", err)
+	}
+	size := st.Size()
+	hdr := make([]byte, segHeaderLen)
+	n, err := f.ReadAt(hdr, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("changelog: read segment header %s: %w", s.path, err)
+	}
+	end := s.base
+	if reason := checkSegmentHeader(hdr[:n], s.base); reason != "" {
+		if err := l.repairHeader(s, f, size, reason); err != nil {
+			return 0, err
+		}
+		size = segHeaderLen
+	} else if end, size, err = l.scanActive(s, f, size); err != nil {
+		return 0, err
+	}
+	s.f, s.refs = f, 1
+	s.size = size
+	s.scanned, s.scannedOff = size, end
+	return end, nil
+}
+
+// scanActive follows and checks every frame of the last segment. At the
+// first bad frame it decides between a torn tail (cut it off) and
+// corruption. It returns the end offset and the segment's good size.
+func (l *SegmentLog) scanActive(s *segment, f *os.File, size int64) (end, good int64, err error) {
+	r := newFrameReader(f, segHeaderLen, size)
+	defer r.release()
+	off := s.base
+	var buf []byte
+	for {
+		pos := r.pos
+		h, reason, err := r.header(off)
+		if err == io.EOF {
+			return off, size, nil
+		}
+		if err == nil && reason == "" {
+			buf, reason, err = r.body(h, buf)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
+		}
+		if reason != "" {
+			return off, pos, l.repairTail(s, f, pos, off, size, reason)
+		}
+		if last := s.index[len(s.index)-1]; pos-last.pos >= l.opts.indexIntervalBytes {
+			s.index = append(s.index, indexEntry{off: off, pos: pos})
+		}
+		off = h.next()
+	}
+}
+
+// repairTail handles a bad frame at pos of the last segment. It is a torn
+// tail (the unsynced write of an Append that never returned) if no more
+// bytes follow than one batch can hold and no valid later batch follows; it
+// is then cut off. Otherwise it is corruption.
+func (l *SegmentLog) repairTail(s *segment, f *os.File, pos, off, size int64, reason string) error {
+	corrupt := &CorruptError{Segment: s.path, Pos: pos, Offset: off, Reason: reason}
+	if tail := size - pos; tail > l.opts.maxBatchBytes {
+		corrupt.Reason += fmt.Sprintf("; %d bytes follow, more than one batch can hold, so it is not a torn tail", tail)
+		return corrupt
+	}
+	if q, found, err := findBatch(f, pos+1, size, off); err != nil {
+		return fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
+	} else if found {
+		corrupt.Reason += fmt.Sprintf("; a valid batch follows at byte %d, so it is not a torn tail", q)
+		return corrupt
+	}
+	if err := f.Truncate(pos); err != nil {
+		return fmt.Errorf("changelog: cut torn tail of %s: %w", s.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("changelog: sync %s: %w", s.path, err)
+	}
+	if l.opts.onTailRepair != nil {
+		l.opts.onTailRepair(TailRepair{Segment: s.path, Pos: pos, Dropped: size - pos, Reason: reason})
+	}
+	return nil
+}
+
+// repairHeader handles a last segment whose header is bad. Segments are
+// created with a synced header before any batch goes in, so if no valid
+// batch follows, the creation was torn and the header is rewritten;
+// otherwise it is corruption.
+func (l *SegmentLog) repairHeader(s *segment, f *os.File, size int64, reason string) error {
+	corrupt := &CorruptError{Segment: s.path, Pos: 0, Offset: s.base, Reason: reason}
+	if size > segHeaderLen+l.opts.maxBatchBytes {
+		corrupt.Reason += fmt.Sprintf("; the segment holds %d bytes, so it is not a torn creation", size)
+		return corrupt
+	}
+	if q, found, err := findBatch(f, 0, size, s.base); err != nil {
+		return fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
+	} else if found {
+		corrupt.Reason += fmt.Sprintf("; a valid batch follows at byte %d", q)
+		return corrupt
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("changelog: rewrite torn segment header of %s: %w", s.path, err)
+	}
+	if _, err := f.WriteAt(encodeSegmentHeader(s.base), 0); err != nil {
+		return fmt.Errorf("changelog: rewrite torn segment header of %s: %w", s.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("changelog: sync %s: %w", s.path, err)
+	}
+	if l.opts.onTailRepair != nil {
+		l.opts.onTailRepair(TailRepair{Segment: s.path, Pos: 0, Dropped: size, Reason: reason})
+	}
+	return nil
+}
