@@ -1,0 +1,241 @@
+package kv
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Column is one column of a table schema.
+type Column struct {
+	Name     string `json:"name"`
+	Type     Type   `json:"type"`
+	Nullable bool   `json:"nullable"`
+}
+
+// Bucketing selects the function that maps bucket-key bytes to a bucket.
+type Bucketing uint8
+
+const (
+	// BucketingFluss is Fluss's default: murmurHash(hashUnsafeBytes(compacted bucket key, 42)) % N.
+	BucketingFluss Bucketing = iota
+	// BucketingIceberg is the Iceberg spec's bucket(col, N) over one bucket-key column.
+	BucketingIceberg
+	// BucketingPaimon is Paimon's: abs(hashUnsafeBytes(compacted bucket key, 42) % N).
+	BucketingPaimon
+)
+
+var bucketingNames = [...]string{
+	BucketingFluss:   "fluss",
+	BucketingIceberg: "iceberg",
+	BucketingPaimon:  "paimon",
+}
+
+// String returns "fluss", "iceberg" or "paimon".
+func (b Bucketing) String() string {
+	if int(b) < len(bucketingNames) {
+		return bucketingNames[b]
+	}
+	return "Bucketing(" + strconv.Itoa(int(b)) + ")"
+}
+
+// ParseBucketing parses "fluss", "iceberg" or "paimon", ignoring case.
+func ParseBucketing(s string) (Bucketing, error) {
+	for b, name := range bucketingNames {
+		if strings.EqualFold(s, name) {
+			return Bucketing(b), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown bucketing %q (want fluss, iceberg or paimon)", ErrInvalidSchema, s)
+}
+
+// MarshalText returns the bucketing's name; an unknown value is an error.
+func (b Bucketing) MarshalText() ([]byte, error) {
+	if int(b) >= len(bucketingNames) {
+		return nil, fmt.Errorf("%w: unknown bucketing %d", ErrInvalidSchema, b)
+	}
+	return []byte(b.String()), nil
+}
+
+// UnmarshalText parses text with ParseBucketing.
+func (b *Bucketing) UnmarshalText(text []byte) error {
+	v, err := ParseBucketing(string(text))
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// MaxBuckets is the largest bucket count, Fluss's default max.bucket.num.
+const MaxBuckets = 4096
+
+// TableSchema defines a primary-key table. It is a plain definition; NewTable
+// validates and compiles it.
+type TableSchema struct {
+	SchemaID      int16     `json:"schema_id"`
+	Columns       []Column  `json:"columns"`
+	PrimaryKey    []string  `json:"primary_key"`
+	PartitionKeys []string  `json:"partition_keys,omitempty"`
+	BucketKey     []string  `json:"bucket_key,omitempty"` // empty = default: primary key minus partition keys
+	Buckets       int       `json:"buckets"`
+	Bucketing     Bucketing `json:"bucketing"`
+}
+
+// Validate checks the schema against Fluss's rules and reports the first violation,
+// naming the offending column or value, as an error wrapping ErrInvalidSchema:
+//
+//   - there is at least one column; names are non-empty, unique and do not start
+//     with the reserved prefix "__"; every type is valid;
+//   - schema_id is not negative;
+//   - the primary key is non-empty, names existing columns once each, and its
+//     columns are not nullable;
+//   - partition keys name primary-key columns once each, of a type a partition
+//     name can hold (every kind but DECIMAL);
+//   - the physical primary key (primary key minus partition keys) is not empty;
+//   - a bucket key names primary-key columns once each and no partition key, so it
+//     is a subset of the physical primary key; empty means the physical primary key;
+//   - buckets is within 1..4096 and bucketing is known;
+//   - iceberg bucketing has exactly one bucket-key column, of a kind Fluss's Iceberg
+//     key encoder supports (see AppendIcebergKey).
+func (s TableSchema) Validate() error {
+	_, err := compile(s)
+	return err
+}
+
+func schemaError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidSchema, fmt.Sprintf(format, args...))
+}
+
+// compile validates s and builds the table it defines.
+func compile(s TableSchema) (*Table, error) {
+	if len(s.Columns) == 0 {
+		return nil, schemaError("no columns")
+	}
+	if s.SchemaID < 0 {
+		return nil, schemaError("schema id %d is negative", s.SchemaID)
+	}
+	t := &Table{cols: slices.Clone(s.Columns), index: make(map[string]int, len(s.Columns))}
+	for i, c := range s.Columns {
+		switch {
+		case c.Name == "":
+			return nil, schemaError("column %d has an empty name", i)
+		case strings.HasPrefix(c.Name, "__"):
+			return nil, schemaError("column %q uses the reserved prefix \"__\"", c.Name)
+		}
+		if _, dup := t.index[c.Name]; dup {
+			return nil, schemaError("duplicate column %q", c.Name)
+		}
+		if err := c.Type.check(); err != nil {
+			return nil, schemaError("column %q has invalid type %s: %v", c.Name, c.Type, err)
+		}
+		t.index[c.Name] = i
+	}
+
+	pk, err := t.resolve("primary key", s.PrimaryKey)
+	if err != nil {
+		return nil, err
+	}
+	if len(pk) == 0 {
+		return nil, schemaError("primary key is empty")
+	}
+	for _, i := range pk {
+		if s.Columns[i].Nullable {
+			return nil, schemaError("primary key column %q is nullable", s.Columns[i].Name)
+		}
+	}
+
+	if t.partKeys, err = t.resolve("partition key", s.PartitionKeys); err != nil {
+		return nil, err
+	}
+	for _, i := range t.partKeys {
+		c := s.Columns[i]
+		if !slices.Contains(pk, i) {
+			return nil, schemaError("partition key %q is not part of the primary key %v", c.Name, s.PrimaryKey)
+		}
+		if c.Type.Kind == KindDecimal {
+			return nil, schemaError("partition key %q has type %s, which cannot be a partition key", c.Name, c.Type)
+		}
+	}
+	for _, i := range pk {
+		if !slices.Contains(t.partKeys, i) {
+			t.physKey = append(t.physKey, i)
+		}
+	}
+	if len(t.physKey) == 0 {
+		return nil, schemaError("primary key %v consists only of partition keys, so the physical primary key is empty", s.PrimaryKey)
+	}
+
+	if t.bucketKey, err = t.resolve("bucket key", s.BucketKey); err != nil {
+		return nil, err
+	}
+	for _, i := range t.bucketKey {
+		name := s.Columns[i].Name
+		if slices.Contains(t.partKeys, i) {
+			return nil, schemaError("bucket key %q is a partition key", name)
+		}
+		if !slices.Contains(pk, i) {
+			return nil, schemaError("bucket key %q is not part of the primary key %v", name, s.PrimaryKey)
+		}
+	}
+	if len(t.bucketKey) == 0 {
+		t.bucketKey = slices.Clone(t.physKey)
+	}
+
+	if s.Buckets < 1 || s.Buckets > MaxBuckets {
+		return nil, schemaError("buckets %d is out of range 1..%d", s.Buckets, MaxBuckets)
+	}
+	switch s.Bucketing {
+	case BucketingFluss, BucketingPaimon:
+	case BucketingIceberg:
+		if len(t.bucketKey) != 1 {
+			return nil, schemaError("iceberg bucketing needs exactly one bucket key column, got %d %v", len(t.bucketKey), t.names(t.bucketKey))
+		}
+		if c := s.Columns[t.bucketKey[0]]; !icebergKeyKind(c.Type.Kind) {
+			return nil, schemaError("iceberg bucketing does not support bucket key column %q of type %s", c.Name, c.Type)
+		}
+	default:
+		return nil, schemaError("unknown bucketing %d", s.Bucketing)
+	}
+
+	t.schema = TableSchema{
+		SchemaID:      s.SchemaID,
+		Columns:       t.cols,
+		PrimaryKey:    slices.Clone(s.PrimaryKey),
+		PartitionKeys: slices.Clone(s.PartitionKeys),
+		BucketKey:     t.names(t.bucketKey),
+		Buckets:       s.Buckets,
+		Bucketing:     s.Bucketing,
+	}
+	t.all = make([]int, len(t.cols))
+	for i := range t.all {
+		t.all[i] = i
+	}
+	t.bucketIsKey = s.Bucketing != BucketingIceberg && slices.Equal(t.bucketKey, t.physKey)
+	return t, nil
+}
+
+// resolve maps column names to indexes; each must exist and appear once.
+func (t *Table) resolve(what string, names []string) ([]int, error) {
+	var idx []int
+	for _, name := range names {
+		i, ok := t.index[name]
+		if !ok {
+			return nil, schemaError("%s column %q does not exist", what, name)
+		}
+		if slices.Contains(idx, i) {
+			return nil, schemaError("%s lists column %q twice", what, name)
+		}
+		idx = append(idx, i)
+	}
+	return idx, nil
+}
+
+func (t *Table) names(idx []int) []string {
+	names := make([]string, len(idx))
+	for j, i := range idx {
+		names[j] = t.cols[i].Name
+	}
+	return names
+}
