@@ -1,0 +1,469 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/thawdb/thaw/tier/changelog"
+)
+
+// ctxCheckEvery is how many rows a read handles between ctx checks.
+const ctxCheckEvery = 1024
+
+// Replica is one bucket replica: a Pebble database fed by the bucket's
+// changelog. It is safe for concurrent use; see doc.go and DESIGN.md.
+type Replica struct {
+	h            *Host
+	id           ReplicaID
+	logID        changelog.BucketLogID
+	dir          string
+	memTableSize uint64
+	db           *pebble.DB    // set by Open, then fixed
+	log          changelog.Log // set by Open, then fixed
+
+	// lifecycle is read-held by every use of db and log, write-held by Close.
+	lifecycle sync.RWMutex
+	closed    bool // guarded by lifecycle
+
+	// mu is the apply lock: one goroutine at a time applies records and
+	// moves meta, which always equals the state record in db.
+	mu struct {
+		sync.Mutex
+		meta replicaMeta
+	}
+	applied atomic.Int64 // mu.meta.next - 1, for lock-free reads
+	rows    atomic.Int64 // mu.meta.rows, likewise
+
+	// snapMu runs one Snapshot at a time and guards sums: the size and
+	// SHA-256 of SST files already hashed or downloaded, by local path.
+	// Pebble never reuses a file number within a database, and SST files
+	// are immutable, so an entry stays valid while the file exists.
+	snapMu sync.Mutex
+	sums   map[string]fileSum
+}
+
+// ID returns the replica's id.
+func (r *Replica) ID() ReplicaID { return r.id }
+
+// AppliedOffset returns the offset of the last changelog record applied,
+// -1 if none.
+func (r *Replica) AppliedOffset() int64 { return r.applied.Load() }
+
+// RowCount returns the number of rows in the replica.
+func (r *Replica) RowCount() int64 { return r.rows.Load() }
+
+// MemTableSize returns the memtable size the replica was opened with.
+func (r *Replica) MemTableSize() uint64 { return r.memTableSize }
+
+// Write is the leader's write path. It validates muts against the host's
+// request limits, appends them to the changelog as one batch (one record
+// per mutation; durable when Append returns), applies them to Pebble and
+// returns the offset of the first; mutation i got offset first+i. An
+// invalid or oversized batch writes nothing. Once the append succeeded, ctx
+// no longer stops the apply; if the apply fails the records are durable
+// and the next Write, Follow or restore applies them.
+func (r *Replica) Write(ctx context.Context, muts []Mutation) (first int64, err error) {
+	recs, err := r.encode(muts)
+	if err != nil {
+		return 0, fmt.Errorf("replica: write %v: %w", r.id, err)
+	}
+	r.lifecycle.RLock()
+	defer r.lifecycle.RUnlock()
+	if r.closed {
+		return 0, fmt.Errorf("replica: write %v: %w", r.id, ErrClosed)
+	}
+	if first, err = r.log.Append(ctx, recs); err != nil {
+		if errors.Is(err, changelog.ErrTooLarge) {
+			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		return 0, fmt.Errorf("replica: write %v: append to changelog: %w", r.id, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.applyBatchLocked(context.WithoutCancel(ctx), first, recs); err != nil {
+		return first, fmt.Errorf("replica: write %v: apply offsets %d..%d: %w", r.id, first, first+int64(len(recs))-1, err)
+	}
+	return first, nil
+}
+
+// encode checks muts and returns their changelog records.
+func (r *Replica) encode(muts []Mutation) ([][]byte, error) {
+	lim := r.h.opts
+	if len(muts) == 0 {
+		return nil, fmt.Errorf("%w: empty batch", ErrInvalidRequest)
+	}
+	if len(muts) > lim.maxRows {
+		return nil, fmt.Errorf("%w: %d mutations, the limit is %d", ErrTooLarge, len(muts), lim.maxRows)
+	}
+	total := 0
+	for i, m := range muts {
+		switch {
+		case len(m.Key) == 0:
+			return nil, fmt.Errorf("%w: mutation %d", ErrEmptyKey, i)
+		case bytes.Equal(m.Key, metaKey):
+			return nil, fmt.Errorf("%w: mutation %d writes the reserved key %q", ErrInvalidRequest, i, metaKey)
+		case m.Op != OpUpsert && m.Op != OpDelete:
+			return nil, fmt.Errorf("%w: mutation %d has %v", ErrInvalidRequest, i, m.Op)
+		case m.Op == OpDelete && len(m.Value) > 0:
+			return nil, fmt.Errorf("%w: delete %d carries a value", ErrInvalidRequest, i)
+		}
+		if total += encodedLen(m); total > lim.maxBytes {
+			return nil, fmt.Errorf("%w: batch exceeds %d bytes at mutation %d", ErrTooLarge, lim.maxBytes, i)
+		}
+	}
+	buf := make([]byte, 0, total)
+	recs := make([][]byte, len(muts))
+	for i, m := range muts {
+		n := len(buf)
+		buf = appendRecord(buf, m)
+		recs[i] = buf[n:len(buf):len(buf)]
+	}
+	return recs, nil
+}
+
+// Follow tails the changelog and applies what appears, until ctx is done
+// (then it returns nil), the replica closes (ErrClosed) or applying fails.
+// A follower runs it; on a leader it is harmless, since records are applied
+// once, in offset order, whoever reads them first.
+func (r *Replica) Follow(ctx context.Context) error {
+	for {
+		if _, err := r.log.Wait(ctx, r.applied.Load()+1); err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, changelog.ErrClosed):
+				return fmt.Errorf("replica: follow %v: %w: %w", r.id, ErrClosed, err)
+			}
+			return fmt.Errorf("replica: follow %v: wait for offset %d: %w", r.id, r.applied.Load()+1, err)
+		}
+		if err := r.catchUp(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("replica: follow %v: %w", r.id, err)
+		}
+	}
+}
+
+// catchUp applies the changelog up to its current end.
+func (r *Replica) catchUp(ctx context.Context) error {
+	r.lifecycle.RLock()
+	defer r.lifecycle.RUnlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.replayLocked(ctx, -1)
+}
+
+// applyBatchLocked applies the batch appended at first, after replaying
+// whatever precedes it that is not applied yet, and skipping what another
+// applier already applied.
+func (r *Replica) applyBatchLocked(ctx context.Context, first int64, recs [][]byte) error {
+	if r.mu.meta.next < first {
+		if err := r.replayLocked(ctx, first); err != nil {
+			return err
+		}
+	}
+	skip := r.mu.meta.next - first
+	if skip >= int64(len(recs)) {
+		return nil
+	}
+	return r.applyLocked(r.mu.meta.next, recs[skip:])
+}
+
+// replayLocked applies changelog records from meta.next until meta.next
+// reaches upTo (upTo < 0: the log's end when called).
+func (r *Replica) replayLocked(ctx context.Context, upTo int64) error {
+	if upTo < 0 {
+		_, end, err := r.log.Offsets(ctx)
+		if err != nil {
+			return fmt.Errorf("changelog offsets: %w", err)
+		}
+		upTo = end
+	}
+	for next := r.mu.meta.next; next < upTo; next = r.mu.meta.next {
+		recs, err := r.log.Read(ctx, next, r.h.opts.maxBytes)
+		if err != nil {
+			return fmt.Errorf("read changelog at %d: %w", next, err)
+		}
+		if len(recs) == 0 {
+			return fmt.Errorf("%w: changelog ends at %d, want records up to %d", ErrLogGap, next, upTo)
+		}
+		data := make([][]byte, len(recs))
+		for i, rec := range recs {
+			if rec.Offset != next+int64(i) {
+				return fmt.Errorf("%w: changelog returned offset %d, want %d", ErrLogGap, rec.Offset, next+int64(i))
+			}
+			data[i] = rec.Data
+		}
+		if err := r.applyLocked(next, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyLocked applies the records at offsets first.. in one Pebble batch
+// together with the new state record, so data and applied offset move
+// atomically. The caller ensures first == meta.next.
+func (r *Replica) applyLocked(first int64, recs [][]byte) error {
+	b := r.db.NewIndexedBatch()
+	defer b.Close()
+	meta := r.mu.meta
+	for i, rec := range recs {
+		m, err := decodeRecord(rec)
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", first+int64(i), err)
+		}
+		exists, err := has(b, m.Key)
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", first+int64(i), err)
+		}
+		switch {
+		case m.Op == OpUpsert:
+			err = b.Set(m.Key, m.Value, nil)
+			if !exists {
+				meta.rows++
+			}
+		case exists:
+			err = b.Delete(m.Key, nil)
+			meta.rows--
+		}
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", first+int64(i), err)
+		}
+	}
+	meta.next = first + int64(len(recs))
+	if err := b.Set(metaKey, meta.encode(), nil); err != nil {
+		return err
+	}
+	// The changelog is the write-ahead log: Pebble's own is disabled.
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("commit offsets %d..%d: %w", first, meta.next-1, err)
+	}
+	r.setMetaLocked(meta)
+	return nil
+}
+
+// setMetaLocked adopts meta and publishes it to the lock-free mirrors.
+func (r *Replica) setMetaLocked(meta replicaMeta) {
+	r.mu.meta = meta
+	r.applied.Store(meta.next - 1)
+	r.rows.Store(meta.rows)
+}
+
+// commitMetaLocked writes meta as the state record and adopts it.
+func (r *Replica) commitMetaLocked(meta replicaMeta) error {
+	if err := r.db.Set(metaKey, meta.encode(), pebble.NoSync); err != nil {
+		return fmt.Errorf("write replica state: %w", err)
+	}
+	r.setMetaLocked(meta)
+	return nil
+}
+
+// has reports whether key exists in b (an indexed batch) or below it.
+func has(b *pebble.Batch, key []byte) (bool, error) {
+	_, closer, err := b.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
+}
+
+// Lookup returns the value of each key, nil for a key that does not exist,
+// all read from one consistent view. At most the host's row limit of keys;
+// no key may be empty.
+func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	if len(keys) > r.h.opts.maxRows {
+		return nil, fmt.Errorf("replica: lookup %v: %w: %d keys, the limit is %d", r.id, ErrTooLarge, len(keys), r.h.opts.maxRows)
+	}
+	for i, k := range keys {
+		if len(k) == 0 {
+			return nil, fmt.Errorf("replica: lookup %v: %w: key %d", r.id, ErrEmptyKey, i)
+		}
+	}
+	r.lifecycle.RLock()
+	defer r.lifecycle.RUnlock()
+	if r.closed {
+		return nil, fmt.Errorf("replica: lookup %v: %w", r.id, ErrClosed)
+	}
+	snap := r.db.NewSnapshot()
+	defer snap.Close()
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		if i%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+			}
+		}
+		if bytes.Equal(k, metaKey) {
+			continue
+		}
+		v, closer, err := snap.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+		}
+		out[i] = append(make([]byte, 0, len(v)), v...)
+		if err := closer.Close(); err != nil {
+			return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+		}
+	}
+	return out, nil
+}
+
+// PrefixLookup returns, in key order, up to limit rows whose key starts
+// with prefix (a bucket-key prefix; not empty). limit must be in [1, the
+// host's row limit].
+func (r *Replica) PrefixLookup(ctx context.Context, prefix []byte, limit int) ([]KV, error) {
+	if len(prefix) == 0 {
+		return nil, fmt.Errorf("replica: prefix lookup %v: %w: empty prefix", r.id, ErrEmptyKey)
+	}
+	if err := r.checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("replica: prefix lookup %v: %w", r.id, err)
+	}
+	rows, _, err := r.scan(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}, limit, false)
+	if err != nil {
+		return nil, fmt.Errorf("replica: prefix lookup %v: %w", r.id, err)
+	}
+	return rows, nil
+}
+
+// Scan returns one page of rows in key order: those after startAfter (nil:
+// from the first), at most limit rows and, beyond the first row, at most
+// the host's byte limit of keys and values. next is the key to pass as
+// startAfter for the following page, nil when the scan is complete. Pages
+// are stable: paging by key never repeats or skips a row that exists for
+// the whole scan, whatever is written meanwhile.
+func (r *Replica) Scan(ctx context.Context, startAfter []byte, limit int) (rows []KV, next []byte, err error) {
+	if err := r.checkLimit(limit); err != nil {
+		return nil, nil, fmt.Errorf("replica: scan %v: %w", r.id, err)
+	}
+	var lower []byte
+	if len(startAfter) > 0 {
+		lower = append(bytes.Clone(startAfter), 0) // the immediate successor
+	}
+	rows, next, err = r.scan(ctx, &pebble.IterOptions{LowerBound: lower}, limit, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replica: scan %v: %w", r.id, err)
+	}
+	return rows, next, nil
+}
+
+func (r *Replica) checkLimit(limit int) error {
+	if limit < 1 || limit > r.h.opts.maxRows {
+		return fmt.Errorf("%w: limit %d not in [1, %d]", ErrInvalidRequest, limit, r.h.opts.maxRows)
+	}
+	return nil
+}
+
+// scan collects up to limit rows within opts' bounds, skipping metaKey,
+// and with byteLimit also stops at the host's byte limit. next is the last
+// row's key when rows remain.
+func (r *Replica) scan(ctx context.Context, opts *pebble.IterOptions, limit int, byteLimit bool) (rows []KV, next []byte, err error) {
+	r.lifecycle.RLock()
+	defer r.lifecycle.RUnlock()
+	if r.closed {
+		return nil, nil, ErrClosed
+	}
+	it, err := r.db.NewIterWithContext(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	size := 0
+	for it.First(); it.Valid(); it.Next() {
+		if bytes.Equal(it.Key(), metaKey) {
+			continue
+		}
+		if len(rows) == limit || (byteLimit && size >= r.h.opts.maxBytes) {
+			return rows, rows[len(rows)-1].Key, nil
+		}
+		if len(rows)%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, nil, err
+		}
+		kv := KV{Key: bytes.Clone(it.Key()), Value: append(make([]byte, 0, len(v)), v...)}
+		rows = append(rows, kv)
+		size += len(kv.Key) + len(kv.Value)
+	}
+	return rows, nil, it.Error()
+}
+
+// prefixEnd is the smallest key above every key with prefix p, nil if
+// there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Close closes the replica's database and its changelog handle and
+// unregisters it from the host; it waits for running calls. Unflushed
+// applied data is dropped (Pebble's WAL is off): a replica always reopens
+// from a snapshot plus the changelog. A running Follow returns ErrClosed.
+func (r *Replica) Close() error {
+	r.lifecycle.Lock()
+	if r.closed {
+		r.lifecycle.Unlock()
+		return fmt.Errorf("replica: close %v: %w", r.id, ErrClosed)
+	}
+	r.closed = true
+	err := errors.Join(r.log.Close(), r.db.Close())
+	r.lifecycle.Unlock()
+	r.h.release(r.logID, r)
+	if err != nil {
+		return fmt.Errorf("replica: close %v: %w", r.id, err)
+	}
+	return nil
+}
+
+// Destroy closes the replica (if open) and removes its local directory.
+// The bucket's changelog and snapshots stay.
+func (r *Replica) Destroy() error {
+	if err := r.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		return err
+	}
+	if err := os.RemoveAll(r.dir); err != nil {
+		return fmt.Errorf("replica: destroy %v: %w", r.id, err)
+	}
+	return nil
+}
+
+// discard undoes a failed Open: it closes what was opened and removes the
+// local directory.
+func (r *Replica) discard() error {
+	var errs []error
+	if r.log != nil {
+		errs = append(errs, r.log.Close())
+	}
+	if r.db != nil {
+		errs = append(errs, r.db.Close())
+	}
+	errs = append(errs, os.RemoveAll(r.dir))
+	return errors.Join(errs...)
+}

@@ -1,0 +1,392 @@
+package replica
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/snapshotbuild"
+)
+
+// putRecorder records the key of every Put the store sees.
+type putRecorder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func recordPuts(e *env) *putRecorder {
+	p := &putRecorder{}
+	e.faults.FailKey(objstore.OpPut, func(k string) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.keys = append(p.keys, k)
+		return false
+	}, errors.New("never"))
+	return p
+}
+
+func (p *putRecorder) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.keys
+	p.keys = nil
+	slices.Sort(k)
+	return k
+}
+
+func sumSizes(fs []snapshot.KvFileHandle) (n int64) {
+	for _, f := range fs {
+		n += f.Handle.Size
+	}
+	return n
+}
+
+// A snapshot restored on another host holds exactly the source's
+// contents; its _METADATA decodes to what Snapshot returned.
+func TestSnapshotRestoreIdentical(t *testing.T) {
+	e := newEnv(t)
+	e.target.Partition, e.target.PartitionID = "2026-11-29", 12
+	h1, _ := e.host(t)
+	r := open(t, h1, e.id(5), nil)
+	want := map[string]string{}
+	for i := range 4 {
+		b := upserts(i*100, 150, "x")
+		b = append(b, Mutation{Op: OpDelete, Key: key(i*100 + 7)})
+		write(t, r, b)
+		model(want, b)
+	}
+	md, path, err := r.Snapshot(t.Context(), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != e.target.MetadataPath(5, 3) || md.LogOffset != r.AppliedOffset()+1 || *md.RowCount != int64(len(want)) {
+		t.Fatalf("snapshot at %s, log_offset %d, rows %d", path, md.LogOffset, *md.RowCount)
+	}
+	if md.PartitionID == nil || *md.PartitionID != 12 || md.BucketID != 5 || md.TableID != 7 {
+		t.Fatalf("snapshot ids: %+v", md)
+	}
+	if len(md.SharedFiles) == 0 || md.IncrementalSize != sumSizes(md.SharedFiles)+sumSizes(md.PrivateFiles) {
+		t.Fatalf("first snapshot: %d shared files, incremental size %d", len(md.SharedFiles), md.IncrementalSize)
+	}
+	for _, f := range md.SharedFiles {
+		if !strings.HasPrefix(f.Handle.Path, e.target.SharedDir(5)+"/shared-") || !strings.HasSuffix(f.LocalPath, ".sst") {
+			t.Fatalf("shared file %+v", f)
+		}
+	}
+	for _, f := range md.PrivateFiles {
+		if f.Handle.Path != md.SnapshotLocation+"/"+snapshot.PrivateFileName(f.Handle.SHA256, f.LocalPath) || strings.HasSuffix(f.LocalPath, ".sst") {
+			t.Fatalf("private file %+v", f)
+		}
+	}
+	key, _ := e.store.Key(path)
+	body, err := e.store.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := snapshot.DecodeMetadata(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := snapshot.EncodeMetadata(md); string(again) != string(body) {
+		t.Fatalf("stored _METADATA differs from the returned metadata")
+	}
+
+	h2, _ := e.host(t)
+	r2 := open(t, h2, e.id(5), stored)
+	sameContents(t, r2, want)
+	if r2.AppliedOffset() != r.AppliedOffset() {
+		t.Fatalf("restored at %d, source at %d", r2.AppliedOffset(), r.AppliedOffset())
+	}
+	if _, err := h2.Open(t.Context(), e.id(6), stored); !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("restore of another bucket's snapshot: %v", err)
+	}
+	// The database's own state record must agree with the metadata.
+	h3, _ := e.host(t)
+	for name, edit := range map[string]func(m *snapshot.Metadata){
+		"log_offset": func(m *snapshot.Metadata) { m.LogOffset-- },
+		"row_count":  func(m *snapshot.Metadata) { *m.RowCount++ },
+	} {
+		bad := *stored
+		bad.RowCount = new(*stored.RowCount)
+		edit(&bad)
+		if _, err := h3.Open(t.Context(), e.id(5), &bad); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("restore with a wrong %s: %v", name, err)
+		}
+	}
+}
+
+// A second snapshot after a small write uploads only the new SST, the
+// private files and _METADATA; the unchanged SST is referenced.
+func TestIncrementalSnapshot(t *testing.T) {
+	e := newEnv(t)
+	// Every flushed SST holds the state record, so all L0 files overlap and
+	// Pebble may merge them at any time; keep the file set still.
+	h, _ := e.host(t, func(o *options) {
+		o.tune = func(po *pebble.Options) { po.DisableAutomaticCompactions = true }
+	})
+	r := open(t, h, e.id(0), nil)
+	want := map[string]string{}
+	b := upserts(0, 500, "a")
+	write(t, r, b)
+	model(want, b)
+	puts := recordPuts(e)
+
+	md1 := snap(t, r, 1, nil)
+	if got := puts.take(); len(got) != len(md1.SharedFiles)+len(md1.PrivateFiles)+1 {
+		t.Fatalf("first snapshot: %d puts for %d files", len(got), len(md1.SharedFiles)+len(md1.PrivateFiles))
+	}
+	if len(md1.SharedFiles) != 1 {
+		t.Fatalf("first snapshot has %d SSTs, want 1", len(md1.SharedFiles))
+	}
+
+	b = []Mutation{{Op: OpUpsert, Key: key(9000), Value: []byte("new")}}
+	write(t, r, b)
+	model(want, b)
+	md2 := snap(t, r, 2, md1)
+	if len(md2.SharedFiles) != 2 || !slices.Contains(md2.SharedFiles, md1.SharedFiles[0]) {
+		t.Fatalf("second snapshot shared files %+v, want md1's plus one", md2.SharedFiles)
+	}
+	var fresh snapshot.KvFileHandle
+	for _, f := range md2.SharedFiles {
+		if f != md1.SharedFiles[0] {
+			fresh = f
+		}
+	}
+	var want2 []string
+	for _, f := range append([]snapshot.KvFileHandle{fresh}, md2.PrivateFiles...) {
+		k, _ := e.store.Key(f.Handle.Path)
+		want2 = append(want2, k)
+	}
+	mk, _ := e.store.Key(e.target.MetadataPath(0, 2))
+	want2 = append(want2, mk)
+	slices.Sort(want2)
+	if got := puts.take(); !slices.Equal(got, want2) {
+		t.Fatalf("second snapshot put\n%q\nwant\n%q", got, want2)
+	}
+	if md2.IncrementalSize != fresh.Handle.Size+sumSizes(md2.PrivateFiles) {
+		t.Fatalf("incremental size %d, want %d", md2.IncrementalSize, fresh.Handle.Size+sumSizes(md2.PrivateFiles))
+	}
+	if md2.LogOffset != 501 {
+		t.Fatalf("log_offset %d, want 501", md2.LogOffset)
+	}
+
+	h2, _ := e.host(t)
+	sameContents(t, open(t, h2, e.id(0), md2), want)
+}
+
+// A snapshot file that does not match its size and SHA-256 fails the
+// restore with an integrity error and leaves nothing behind.
+func TestRestoreCorruptFile(t *testing.T) {
+	e := newEnv(t)
+	h1, _ := e.host(t)
+	r := open(t, h1, e.id(0), nil)
+	write(t, r, upserts(0, 100, "a"))
+	md := snap(t, r, 1, nil)
+
+	h2, root := e.host(t)
+	for _, match := range []string{".sst", "/private-"} {
+		e.faults.CorruptRead(func(k string) bool { return strings.Contains(k, match) })
+		_, err := h2.Open(t.Context(), e.id(0), md)
+		if !errors.Is(err, objstore.ErrIntegrity) {
+			t.Fatalf("restore with corrupt %s files: %v", match, err)
+		}
+		if ents, _ := os.ReadDir(root); len(ents) != 0 {
+			t.Fatalf("failed restore left %d entries in the host root", len(ents))
+		}
+		if n := h2.Replicas(); n != 0 {
+			t.Fatalf("failed restore left %d replicas registered", n)
+		}
+		e.faults.Reset()
+	}
+	// A truncated size in the metadata is caught the same way.
+	bad := *md
+	bad.SharedFiles = slices.Clone(md.SharedFiles)
+	bad.SharedFiles[0].Handle.Size--
+	if _, err := h2.Open(t.Context(), e.id(0), &bad); !errors.Is(err, objstore.ErrIntegrity) {
+		t.Fatalf("restore with a wrong size: %v", err)
+	}
+	bad.SharedFiles[0].Handle.Size++
+	bad.SharedFiles[0].Handle.SHA256 = ""
+	if _, err := h2.Open(t.Context(), e.id(0), &bad); !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("restore without a digest: %v", err)
+	}
+	r2 := open(t, h2, e.id(0), md)
+	if r2.RowCount() != 100 {
+		t.Fatalf("restore after the faults: %d rows", r2.RowCount())
+	}
+}
+
+// A bulk-load snapshot built offline by snapshotbuild (only private
+// files, no replica state record) restores through the same path, and the
+// replica continues from its log_offset.
+func TestRestoreBulkSnapshot(t *testing.T) {
+	e := newEnv(t)
+	b, err := snapshotbuild.New(e.store, snapshotbuild.Target{
+		NumBuckets: 1, Snapshot: e.target, SnapshotIDs: []int64{100},
+	}, snapshotbuild.Options{TempDir: t.TempDir(), Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 300 {
+		k, v := key(i*2), []byte("bulk")
+		want[string(k)] = string(v)
+		if err := b.AddPair(t.Context(), 0, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.Finish(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mk, _ := e.store.Key(res[0].MetadataPath)
+	body, err := e.store.Get(t.Context(), mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk, err := snapshot.DecodeMetadata(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bulk.SharedFiles) != 0 {
+		t.Fatalf("bulk snapshot with shared files")
+	}
+
+	h, _ := e.host(t)
+	r := open(t, h, e.id(0), bulk)
+	sameContents(t, r, want)
+	if r.AppliedOffset() != bulk.LogOffset-1 {
+		t.Fatalf("AppliedOffset %d, want log_offset-1 = %d", r.AppliedOffset(), bulk.LogOffset-1)
+	}
+	// The fresh changelog was moved up to the snapshot's log_offset.
+	w := []Mutation{{Op: OpUpsert, Key: key(1), Value: []byte("online")}, {Op: OpDelete, Key: key(0)}}
+	if first := write(t, r, w); first != bulk.LogOffset {
+		t.Fatalf("first online offset %d, want %d", first, bulk.LogOffset)
+	}
+	model(want, w)
+
+	// A snapshot that the changelog does not reach, or no longer covers.
+	h3, _ := e.host(t)
+	for _, off := range []int64{bulk.LogOffset + 10, bulk.LogOffset - 1} {
+		bad := *bulk
+		bad.LogOffset = off
+		if _, err := h3.Open(t.Context(), e.id(0), &bad); !errors.Is(err, ErrLogGap) {
+			t.Fatalf("restore at log_offset %d of a log holding [%d, %d): %v", off, bulk.LogOffset, bulk.LogOffset+2, err)
+		}
+	}
+
+	// The replica's own snapshot on top of the bulk one: the bulk SSTs move
+	// to shared/, and that snapshot restores too.
+	md := snap(t, r, 101, bulk)
+	h2, _ := e.host(t)
+	sameContents(t, open(t, h2, e.id(0), md), want)
+}
+
+func TestRetain(t *testing.T) {
+	loc := func(id string) string { return "file:///r/kv/db/t-7/0/snap-" + id }
+	meta := func(id string) string { return loc(id) + "/_METADATA" }
+	shared := func(n string) snapshot.KvFileHandle {
+		return snapshot.KvFileHandle{Handle: snapshot.FileHandle{Path: "file:///r/kv/db/t-7/0/shared/" + n}, LocalPath: n}
+	}
+	private := func(id, n string) snapshot.KvFileHandle {
+		return snapshot.KvFileHandle{Handle: snapshot.FileHandle{Path: loc(id) + "/" + n}, LocalPath: n}
+	}
+	s := func(id int64, sh []snapshot.KvFileHandle, pr ...snapshot.KvFileHandle) snapshot.Metadata {
+		return snapshot.Metadata{SnapshotID: id, SnapshotLocation: loc(strconv.FormatInt(id, 10)), SharedFiles: sh, PrivateFiles: pr}
+	}
+	s1 := s(1, []snapshot.KvFileHandle{shared("a.sst"), shared("b.sst")}, private("1", "M1"))
+	s2 := s(2, []snapshot.KvFileHandle{shared("b.sst"), shared("c.sst")}, private("2", "M2"))
+	s3 := s(3, []snapshot.KvFileHandle{shared("c.sst"), shared("d.sst")}, private("3", "M3"))
+	bulk := s(4, nil, private("4", "000005.sst"), private("4", "M4"))
+	s5 := s(5, []snapshot.KvFileHandle{shared("d.sst"), shared("e.sst")}, private("5", "M5"))
+
+	ids := func(ms []snapshot.Metadata) (out []int64) {
+		for _, m := range ms {
+			out = append(out, m.SnapshotID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		in        []snapshot.Metadata
+		keep      int
+		retained  []int64
+		deletable []string
+	}{
+		{"empty", nil, 2, nil, nil},
+		{"fewer than keep", []snapshot.Metadata{s2, s1}, 3, []int64{1, 2}, nil},
+		{"keep last two", []snapshot.Metadata{s3, s1, s2}, 2, []int64{2, 3},
+			[]string{meta("1"), "file:///r/kv/db/t-7/0/shared/a.sst", loc("1") + "/M1"}},
+		{"keep last one", []snapshot.Metadata{s1, s2, s3}, 1, []int64{3},
+			[]string{meta("1"), meta("2"),
+				"file:///r/kv/db/t-7/0/shared/a.sst", "file:///r/kv/db/t-7/0/shared/b.sst",
+				loc("1") + "/M1", loc("2") + "/M2"}},
+		{"keep zero keeps one", []snapshot.Metadata{s1, s2}, 0, []int64{2},
+			[]string{meta("1"), "file:///r/kv/db/t-7/0/shared/a.sst", loc("1") + "/M1"}},
+		{"bulk snapshot private files", []snapshot.Metadata{s3, bulk, s5}, 1, []int64{5},
+			[]string{meta("3"), meta("4"), "file:///r/kv/db/t-7/0/shared/c.sst",
+				loc("3") + "/M3", loc("4") + "/000005.sst", loc("4") + "/M4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			retained, deletable := Retain(tc.in, tc.keep)
+			if !slices.Equal(ids(retained), tc.retained) {
+				t.Fatalf("retained %v, want %v", ids(retained), tc.retained)
+			}
+			if !slices.Equal(deletable, tc.deletable) {
+				t.Fatalf("deletable\n%q\nwant\n%q", deletable, tc.deletable)
+			}
+		})
+	}
+}
+
+// Retention on real snapshots: deleting what Retain lists leaves every
+// retained snapshot restorable, and repeating the delete is harmless.
+func TestRetainDeleteRestore(t *testing.T) {
+	e := newEnv(t)
+	h, _ := e.host(t)
+	r := open(t, h, e.id(0), nil)
+	var all []snapshot.Metadata
+	var prev *snapshot.Metadata
+	want := map[string]string{}
+	for i := range 4 {
+		b := upserts(i*50, 60, "r")
+		write(t, r, b)
+		model(want, b)
+		prev = snap(t, r, int64(i+1), prev)
+		all = append(all, *prev)
+	}
+	retained, deletable := Retain(all, 2)
+	if len(retained) != 2 || len(deletable) == 0 {
+		t.Fatalf("retained %d, deletable %d", len(retained), len(deletable))
+	}
+	for range 2 {
+		if err := DeleteFiles(t.Context(), e.store, deletable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, uri := range deletable {
+		k, _ := e.store.Key(uri)
+		if _, err := e.store.Stat(t.Context(), k); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("%s still there: %v", k, err)
+		}
+	}
+	h2, _ := e.host(t)
+	for i := range retained {
+		r2 := open(t, h2, e.id(0), &retained[i])
+		if err := r2.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameContents(t, open(t, h2, e.id(0), &retained[1]), want)
+}
