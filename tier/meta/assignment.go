@@ -1,0 +1,134 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// GetAssignment reads a target's assignment; ErrNotFound if there is none
+// (the target does not exist or is being dropped).
+func (s *Store) GetAssignment(ctx context.Context, t Target) (Versioned[Assignment], error) {
+	return get[Assignment](ctx, s, s.k.assignment(t), "assignment of "+t.String())
+}
+
+// ListAssignments returns every assignment, in key order.
+func (s *Store) ListAssignments(ctx context.Context) ([]Versioned[Assignment], error) {
+	as, _, err := list[Assignment](ctx, s, s.k.assignments(), assignmentPage)
+	return as, err
+}
+
+// PutAssignment replaces a target's assignment if it still has mod
+// revision rev, and returns the new revision. Assignments are created with
+// their table or partition and deleted with it, so rev must be that of an
+// existing assignment: ErrNotFound if there is none, fencing.
+// ErrPreconditionFailed if it has moved. The caller keeps the bucket count
+// and the replication factor of the table; a zero Version is written as
+// RecordVersion.
+func (s *Store) PutAssignment(ctx context.Context, g Guard, a Assignment, rev int64) (int64, error) {
+	if a.Version == 0 {
+		a.Version = RecordVersion
+	}
+	if rev <= 0 {
+		return 0, fmt.Errorf("%w: put assignment of %s: revision %d (an assignment is replaced, never created)", ErrInvalid, a.Target(), rev)
+	}
+	key := s.k.assignment(a.Target())
+	op, err := put(key, a)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.txn(ctx, g,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)},
+		[]clientv3.Op{op},
+		[]clientv3.Op{clientv3.OpGet(key, clientv3.WithCountOnly())})
+	switch {
+	case failed(err) && count(resp, 0) == 0:
+		return 0, fmt.Errorf("%w: assignment of %s", ErrNotFound, a.Target())
+	case err != nil:
+		return 0, fmt.Errorf("meta: put assignment of %s at revision %d: %w", a.Target(), rev, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// AssignmentUpdate is one delivery of WatchAssignments. Applying the
+// updates in order keeps a copy of the assignments equal to etcd's at Rev.
+type AssignmentUpdate struct {
+	// Reset says Put holds every assignment and replaces whatever the
+	// receiver held: the first update, and again whenever the watch could
+	// not resume (its revision was compacted).
+	Reset bool
+	// Rev is the etcd revision the receiver's copy is current at.
+	Rev int64
+	// Put holds the assignments created or changed, each target once.
+	Put []Versioned[Assignment]
+	// Deleted holds the targets whose assignment was deleted (dropped),
+	// each once and never also in Put.
+	Deleted []Target
+}
+
+// WatchAssignments delivers every assignment and then every change, as
+// AssignmentUpdates, until ctx is done; then it closes the channel. It
+// survives etcd errors (it retries with backoff) and compaction (it lists
+// again and sends a Reset). Deliveries block until received: a slow
+// receiver delays them but loses nothing. An undecodable assignment is
+// logged and skipped.
+func (s *Store) WatchAssignments(ctx context.Context) <-chan AssignmentUpdate {
+	ch := make(chan AssignmentUpdate)
+	send := func(u AssignmentUpdate) bool {
+		select {
+		case ch <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	go func() {
+		defer close(ch)
+		s.follow(ctx, s.k.assignments(), assignmentPage,
+			func(kvs []*mvccpb.KeyValue, rev int64) bool {
+				u := AssignmentUpdate{Reset: true, Rev: rev, Put: make([]Versioned[Assignment], 0, len(kvs))}
+				for _, kv := range kvs {
+					if a, ok := s.decodeAssignment(kv); ok {
+						u.Put = append(u.Put, a)
+					}
+				}
+				return send(u)
+			},
+			func(evs []*clientv3.Event) bool {
+				u := AssignmentUpdate{Rev: evs[len(evs)-1].Kv.ModRevision}
+				for _, ev := range lastEvents(evs) {
+					if ev.Type == clientv3.EventTypePut {
+						if a, ok := s.decodeAssignment(ev.Kv); ok {
+							u.Put = append(u.Put, a)
+						}
+						continue
+					}
+					t, err := s.k.parseAssignmentKey(string(ev.Kv.Key))
+					if err != nil {
+						s.log.Error("meta skips a deleted key", "key", string(ev.Kv.Key), "err", err)
+						continue
+					}
+					u.Deleted = append(u.Deleted, t)
+				}
+				return len(u.Put)+len(u.Deleted) == 0 || send(u)
+			})
+	}()
+	return ch
+}
+
+func (s *Store) decodeAssignment(kv *mvccpb.KeyValue) (Versioned[Assignment], bool) {
+	a, err := decodeKV[Assignment](kv)
+	if err == nil {
+		var t Target
+		if t, err = s.k.parseAssignmentKey(string(kv.Key)); err == nil && t != a.Value.Target() {
+			err = fmt.Errorf("%w: key %s holds the assignment of %s", ErrCorrupt, kv.Key, a.Value.Target())
+		}
+	}
+	if err != nil {
+		s.log.Error("meta skips an undecodable assignment", "key", string(kv.Key), "err", err)
+		return a, false
+	}
+	return a, true
+}

@@ -1,0 +1,229 @@
+package meta
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// EmbeddedConfig configures a single-member etcd run inside the process.
+type EmbeddedConfig struct {
+	// Dir is the data directory (required). A restart on the same
+	// directory keeps all data.
+	Dir string
+	// ClientURL is where clients connect: "host:port" or
+	// "http://host:port"; default "127.0.0.1:0" (a random free port, see
+	// Endpoints). Plain HTTP only: bind it to loopback unless the network
+	// is trusted.
+	ClientURL string
+	// Logger receives etcd's warnings and errors; nil discards them.
+	Logger *slog.Logger
+	// CompactionRetention is how much history etcd keeps (periodic
+	// compaction); default one hour. Watches that fall further behind
+	// list again.
+	CompactionRetention time.Duration
+	// UnsafeNoFsync turns off fsync: a crash can lose acknowledged writes.
+	// For tests only.
+	UnsafeNoFsync bool
+}
+
+// Embedded is a running single-member etcd.
+type Embedded struct {
+	e   *embed.Etcd
+	log *slog.Logger
+}
+
+// StartEmbedded starts etcd and returns once it serves clients, or fails
+// when it cannot start or ctx is done first.
+func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: embedded etcd: no data directory", ErrInvalid)
+	}
+	clientURL, err := parseListenURL(cfg.ClientURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CompactionRetention == 0 {
+		cfg.CompactionRetention = time.Hour
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ec := embed.NewConfig()
+	ec.Dir = cfg.Dir
+	ec.ListenClientUrls = []url.URL{clientURL}
+	// One member never talks to a peer, but etcd wants a peer listener.
+	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(log))
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return &Embedded{e: e, log: log}, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, context.Cause(ctx))
+	}
+}
+
+// parseListenURL accepts "host:port" or "http://host:port"; "" is
+// 127.0.0.1:0.
+func parseListenURL(s string) (url.URL, error) {
+	if s == "" {
+		s = "127.0.0.1:0"
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "http" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+		return url.URL{}, fmt.Errorf("%w: embedded etcd client url %q (want host:port or http://host:port)", ErrInvalid, s)
+	}
+	return url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}
+
+// Endpoints returns the client URLs etcd listens on, with the ports it got.
+func (m *Embedded) Endpoints() []string {
+	eps := make([]string, len(m.e.Clients))
+	for i, l := range m.e.Clients {
+		eps[i] = "http://" + l.Addr().String()
+	}
+	return eps
+}
+
+// Client connects a new client to the embedded etcd; the caller closes it,
+// before Close.
+func (m *Embedded) Client(ctx context.Context) (*clientv3.Client, error) {
+	return Connect(ctx, m.Endpoints(), ClientOptions{Logger: m.log})
+}
+
+// Close stops etcd, waiting for it to shut down, and returns the error it
+// stopped with, if any.
+func (m *Embedded) Close() error {
+	m.e.Close()
+	select {
+	case err, ok := <-m.e.Err():
+		if ok && err != nil {
+			return fmt.Errorf("meta: embedded etcd: %w", err)
+		}
+	default:
+	}
+	return nil
+}
+
+// ClientOptions configures Connect.
+type ClientOptions struct {
+	DialTimeout        time.Duration // default 5s
+	TLS                *tls.Config   // nil: plain HTTP
+	Username, Password string
+	Logger             *slog.Logger // the client's warnings and errors; nil discards them
+}
+
+// Connect returns a client of the etcd cluster at endpoints once one of
+// them has answered a read, or fails when ctx is done first. The client
+// lives until closed, not until ctx is done.
+func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clientv3.Client, error) {
+	if len(endpoints) == 0 || slices.Contains(endpoints, "") {
+		return nil, fmt.Errorf("%w: connect etcd: endpoints %q", ErrInvalid, endpoints)
+	}
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: opts.DialTimeout,
+		TLS:         opts.TLS,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		Logger:      zapLogger(log),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: connect etcd %v: %w", endpoints, err)
+	}
+	// The read etcdctl's health check makes: any answer, even "permission
+	// denied", proves a member with a quorum serves us.
+	if _, err := cli.Get(ctx, "health"); err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		return nil, errors.Join(fmt.Errorf("meta: connect etcd %v: %w", endpoints, err), cli.Close())
+	}
+	return cli, nil
+}
+
+// zapLogger bridges etcd's zap logging to slog, warnings and errors only.
+func zapLogger(log *slog.Logger) *zap.Logger {
+	if log.Handler() == slog.DiscardHandler {
+		return zap.NewNop()
+	}
+	return zap.New(slogCore{log: log})
+}
+
+// slogCore is a zapcore.Core that writes warnings and errors to slog with
+// the message "etcd" and etcd's message as the attribute "event".
+type slogCore struct {
+	log    *slog.Logger
+	fields []zapcore.Field
+}
+
+func (c slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
+
+func (c slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return slogCore{log: c.log, fields: append(slices.Clip(c.fields), fields...)}
+}
+
+func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range c.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	attrs := make([]slog.Attr, 0, len(enc.Fields)+2)
+	attrs = append(attrs, slog.String("event", e.Message))
+	if e.LoggerName != "" {
+		attrs = append(attrs, slog.String("logger", e.LoggerName))
+	}
+	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
+		attrs = append(attrs, slog.Any(k, enc.Fields[k]))
+	}
+	level := slog.LevelWarn
+	if e.Level >= zapcore.ErrorLevel {
+		level = slog.LevelError
+	}
+	c.log.LogAttrs(context.Background(), level, "etcd", attrs...)
+	return nil
+}
+
+func (c slogCore) Sync() error { return nil }
