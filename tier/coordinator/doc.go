@@ -1,11 +1,102 @@
 // Package coordinator is the tier's coordinator: one active, any number on
-// standby, elected in etcd. It owns all metadata (databases, tables,
-// partitions, bucket assignment, the snapshot registry, bulk-load
-// transactions).
+// standby, elected in etcd. The active one owns all metadata in etcd
+// (databases, tables, partitions, bucket assignment, the snapshot
+// registry) through package meta, serves the CoordinatorService
+// (thaw.tier.v1) and keeps every target's buckets placed on the live tablet
+// servers.
 //
-// Contract: every metadata write is an etcd transaction that compares the
-// leader key (the coordinator epoch), and every coordinator → tablet request
-// carries the epoch; a deposed coordinator can change nothing.
+// # Leadership and fencing
 //
-// Status: implemented with issue 4.
+// Run campaigns with fencing.Elect under meta's election prefix
+// ({p}/coordinator/election), the candidate value being Config.ID, and
+// publishes Config.AdvertiseAddress at {p}/coordinators/{id} under a lease
+// of its own. A term's epoch (fencing.Epoch) guards every metadata write:
+// each is one etcd transaction that compares the leader key's create
+// revision with the epoch (meta.Guard), so a deposed coordinator changes
+// nothing, however late its write arrives. Every coordinator → tablet
+// request (NotifyAssignment, TakeSnapshot) carries the epoch as
+// coordinator_epoch; tablet servers admit it through a fencing.Gate and
+// reject lower ones. When a term ends (lease lost, leader key gone, client
+// closed, a write found fenced) the leader work stops, the term is resigned
+// and Run campaigns again; when Run's context ends it resigns, so a standby
+// takes over at once. A standby continues from etcd alone: it keeps no
+// state that etcd does not hold.
+//
+// # Requests
+//
+// Only the active coordinator serves the CoordinatorService. A standby (or
+// a coordinator whose term just ended) answers every RPC but GetLeader
+// with NOT_LEADER, whose metadata names the active coordinator
+// ("leader_id", "leader_address", "leader_epoch") when etcd knows it;
+// GetLeader is answered by every coordinator, as the API promises.
+// Requests are validated before anything is read (names, schemas through
+// kv.NewTable, replication factor 1..MaxReplicationFactor, partition names
+// through kv), and errors carry tier/tierpb reasons (see rpcError for the
+// mapping from meta's errors). A rejected request writes nothing. Writes
+// whose outcome is unknown (etcd failed mid-way) report UNAVAILABLE; creates
+// and drops are safe to retry with ignore_if_exists / ignore_if_not_exists.
+//
+// # Assignment
+//
+// Placement is the pure rule (see its documentation): new targets spread
+// over the least loaded live servers, replicas on dead servers are
+// replaced, a bucket whose leader died gets a surviving replica as leader
+// with leader_epoch+1, and joins are rebalanced by at most
+// Config.MaxMovesPerRound replicas per round. CreateTable and
+// CreatePartition place the new target's buckets and write them with the
+// table or partition record in one transaction, so a target never exists
+// without an assignment. A replication factor above the number of live
+// servers is not an error: the buckets get every live server, the shortfall
+// is logged and exported as thaw_coordinator_under_replicated_buckets, and
+// later rounds repair it when servers join. A target created while no
+// server is live has leaderless buckets until one registers.
+//
+// While it leads, the coordinator runs reconcile rounds: on every change of
+// the live server set (meta.WatchServers), after DDL, every
+// Config.ResyncInterval, and every Config.RebalanceInterval while a round
+// still moved replicas toward balance. A round reads every live target and
+// its assignment, runs Placement, and writes each changed assignment as a
+// compare-and-swap on the revision it read (a lost race costs a retry).
+// Each change, creation and drop is then pushed (NotifyAssignment, bounded
+// fan-out, best effort) to the servers concerned; tablet servers also
+// watch the assignments in etcd, so a lost push only delays them. Targets
+// a bulk load holds (LOADING, or carrying a bulk_load_id) are pinned: their
+// replicas are repaired but not moved for balance.
+//
+// # Snapshots
+//
+// ReportSnapshot (called by a bucket leader once a snapshot's files and
+// _METADATA are written) checks the leader epoch against the assignment
+// (STALE_EPOCH otherwise), checks that the metadata path is the canonical
+// one and that the _METADATA there describes exactly the reported
+// snapshot, registers it (meta.AddSnapshot; idempotent), then applies
+// retention: the Config.SnapshotRetention newest registry entries stay;
+// older entries are removed from the registry first, then their _METADATA,
+// then every file of theirs that no retained snapshot references and that
+// lies inside the bucket's directory (replica.Retain decides; files of a
+// bulk-loaded snapshot belong to it alone and go with it). Nothing a
+// retained snapshot references is deleted; if a retained snapshot's
+// document cannot be read, no file is deleted at all. An object that
+// cannot be deleted is left (logged, counted in
+// thaw_coordinator_snapshot_files_leaked_total) for a later sweep. The
+// response carries the oldest retained log offset, below which the leader
+// may truncate the bucket's changelog. Reports of one bucket are
+// serialized. TriggerSnapshot asks each addressed bucket's leader to take
+// one (TakeSnapshot) and returns the registered snapshots.
+//
+// # Metrics
+//
+// thaw_coordinator_leader, _epoch, _terms_total, _ddl_total{op,result},
+// _reconcile_rounds_total{result}, _replica_moves_total,
+// _bucket_leader_changes_total, _under_replicated_buckets,
+// _live_tablet_servers, _assignment_notifications_total{result},
+// _snapshot_reports_total{result}, _snapshots_pruned_total,
+// _snapshot_files_deleted_total, _snapshot_files_leaked_total; registered
+// on Deps.Registerer.
+//
+// # Concurrency
+//
+// A Coordinator is safe for concurrent use: RPC handlers run on the
+// server's goroutines; Run owns the term. DESIGN.md describes the
+// goroutines and locks.
 package coordinator

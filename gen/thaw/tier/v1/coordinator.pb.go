@@ -1499,6 +1499,165 @@ func (x *GetLeaderResponse) GetAddress() string {
 	return ""
 }
 
+// ReportSnapshotRequest is the request of ReportSnapshot.
+type ReportSnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The target.
+	Target *TargetId `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// The bucket.
+	Bucket int32 `protobuf:"varint,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// Leader epoch of the bucket under which the snapshot was taken; it must
+	// equal the bucket's current one.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Snapshot id (from the bucket's snapshot id sequence).
+	SnapshotId int64 `protobuf:"varint,4,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	// Changelog offset the snapshot covers (its _METADATA log_offset).
+	LogOffset int64 `protobuf:"varint,5,opt,name=log_offset,json=logOffset,proto3" json:"log_offset,omitempty"`
+	// URI of the snapshot's _METADATA object:
+	// {remote_data_dir}/kv/{db}/{table}-{tableId}[/{partition}-p{partitionId}]/{bucket}/snap-{snapshotId}/_METADATA.
+	MetadataPath string `protobuf:"bytes,6,opt,name=metadata_path,json=metadataPath,proto3" json:"metadata_path,omitempty"`
+	// Tablet server id of the reporting leader; when set, it must be the
+	// bucket's current leader.
+	ServerId      string `protobuf:"bytes,7,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSnapshotRequest) Reset() {
+	*x = ReportSnapshotRequest{}
+	mi := &file_thaw_tier_v1_coordinator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSnapshotRequest) ProtoMessage() {}
+
+func (x *ReportSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thaw_tier_v1_coordinator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*ReportSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_thaw_tier_v1_coordinator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReportSnapshotRequest) GetTarget() *TargetId {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ReportSnapshotRequest) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *ReportSnapshotRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ReportSnapshotRequest) GetSnapshotId() int64 {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return 0
+}
+
+func (x *ReportSnapshotRequest) GetLogOffset() int64 {
+	if x != nil {
+		return x.LogOffset
+	}
+	return 0
+}
+
+func (x *ReportSnapshotRequest) GetMetadataPath() string {
+	if x != nil {
+		return x.MetadataPath
+	}
+	return ""
+}
+
+func (x *ReportSnapshotRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+// ReportSnapshotResponse is the response of ReportSnapshot.
+type ReportSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Smallest log_offset among the bucket's retained snapshots: the leader may
+	// truncate the bucket's changelog below it.
+	OldestRetainedLogOffset int64 `protobuf:"varint,1,opt,name=oldest_retained_log_offset,json=oldestRetainedLogOffset,proto3" json:"oldest_retained_log_offset,omitempty"`
+	// The bucket's retained snapshots after retention, newest first.
+	Retained      []*BucketSnapshot `protobuf:"bytes,2,rep,name=retained,proto3" json:"retained,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSnapshotResponse) Reset() {
+	*x = ReportSnapshotResponse{}
+	mi := &file_thaw_tier_v1_coordinator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSnapshotResponse) ProtoMessage() {}
+
+func (x *ReportSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thaw_tier_v1_coordinator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*ReportSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_thaw_tier_v1_coordinator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReportSnapshotResponse) GetOldestRetainedLogOffset() int64 {
+	if x != nil {
+		return x.OldestRetainedLogOffset
+	}
+	return 0
+}
+
+func (x *ReportSnapshotResponse) GetRetained() []*BucketSnapshot {
+	if x != nil {
+		return x.Retained
+	}
+	return nil
+}
+
 var File_thaw_tier_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_thaw_tier_v1_coordinator_proto_rawDesc = "" +
@@ -1579,7 +1738,21 @@ const file_thaw_tier_v1_coordinator_proto_rawDesc = "" +
 	"\x11GetLeaderResponse\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress2\xe2\t\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\"\x84\x02\n" +
+	"\x15ReportSnapshotRequest\x12.\n" +
+	"\x06target\x18\x01 \x01(\v2\x16.thaw.tier.v1.TargetIdR\x06target\x12\x16\n" +
+	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x1f\n" +
+	"\vsnapshot_id\x18\x04 \x01(\x03R\n" +
+	"snapshotId\x12\x1d\n" +
+	"\n" +
+	"log_offset\x18\x05 \x01(\x03R\tlogOffset\x12#\n" +
+	"\rmetadata_path\x18\x06 \x01(\tR\fmetadataPath\x12\x1b\n" +
+	"\tserver_id\x18\a \x01(\tR\bserverId\"\x8f\x01\n" +
+	"\x16ReportSnapshotResponse\x12;\n" +
+	"\x1aoldest_retained_log_offset\x18\x01 \x01(\x03R\x17oldestRetainedLogOffset\x128\n" +
+	"\bretained\x18\x02 \x03(\v2\x1c.thaw.tier.v1.BucketSnapshotR\bretained2\xbf\n" +
+	"\n" +
 	"\x12CoordinatorService\x12[\n" +
 	"\x0eCreateDatabase\x12#.thaw.tier.v1.CreateDatabaseRequest\x1a$.thaw.tier.v1.CreateDatabaseResponse\x12U\n" +
 	"\fDropDatabase\x12!.thaw.tier.v1.DropDatabaseRequest\x1a\".thaw.tier.v1.DropDatabaseResponse\x12X\n" +
@@ -1595,7 +1768,8 @@ const file_thaw_tier_v1_coordinator_proto_rawDesc = "" +
 	"\x12GetTargetLocations\x12'.thaw.tier.v1.GetTargetLocationsRequest\x1a(.thaw.tier.v1.GetTargetLocationsResponse\x12R\n" +
 	"\vListServers\x12 .thaw.tier.v1.ListServersRequest\x1a!.thaw.tier.v1.ListServersResponse\x12^\n" +
 	"\x0fTriggerSnapshot\x12$.thaw.tier.v1.TriggerSnapshotRequest\x1a%.thaw.tier.v1.TriggerSnapshotResponse\x12L\n" +
-	"\tGetLeader\x12\x1e.thaw.tier.v1.GetLeaderRequest\x1a\x1f.thaw.tier.v1.GetLeaderResponseB0Z.github.com/thawdb/thaw/gen/thaw/tier/v1;tierv1b\x06proto3"
+	"\tGetLeader\x12\x1e.thaw.tier.v1.GetLeaderRequest\x1a\x1f.thaw.tier.v1.GetLeaderResponse\x12[\n" +
+	"\x0eReportSnapshot\x12#.thaw.tier.v1.ReportSnapshotRequest\x1a$.thaw.tier.v1.ReportSnapshotResponseB0Z.github.com/thawdb/thaw/gen/thaw/tier/v1;tierv1b\x06proto3"
 
 var (
 	file_thaw_tier_v1_coordinator_proto_rawDescOnce sync.Once
@@ -1609,7 +1783,7 @@ func file_thaw_tier_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_thaw_tier_v1_coordinator_proto_rawDescData
 }
 
-var file_thaw_tier_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_thaw_tier_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_thaw_tier_v1_coordinator_proto_goTypes = []any{
 	(*CreateDatabaseRequest)(nil),      // 0: thaw.tier.v1.CreateDatabaseRequest
 	(*CreateDatabaseResponse)(nil),     // 1: thaw.tier.v1.CreateDatabaseResponse
@@ -1639,73 +1813,79 @@ var file_thaw_tier_v1_coordinator_proto_goTypes = []any{
 	(*TriggerSnapshotResponse)(nil),    // 25: thaw.tier.v1.TriggerSnapshotResponse
 	(*GetLeaderRequest)(nil),           // 26: thaw.tier.v1.GetLeaderRequest
 	(*GetLeaderResponse)(nil),          // 27: thaw.tier.v1.GetLeaderResponse
-	(*TablePath)(nil),                  // 28: thaw.tier.v1.TablePath
-	(*TableSchema)(nil),                // 29: thaw.tier.v1.TableSchema
-	(*TableInfo)(nil),                  // 30: thaw.tier.v1.TableInfo
-	(*PartitionSpec)(nil),              // 31: thaw.tier.v1.PartitionSpec
-	(*PartitionInfo)(nil),              // 32: thaw.tier.v1.PartitionInfo
-	(*TargetPath)(nil),                 // 33: thaw.tier.v1.TargetPath
-	(*TargetId)(nil),                   // 34: thaw.tier.v1.TargetId
-	(DataState)(0),                     // 35: thaw.tier.v1.DataState
-	(*BucketLocation)(nil),             // 36: thaw.tier.v1.BucketLocation
-	(*ServerInfo)(nil),                 // 37: thaw.tier.v1.ServerInfo
-	(*BucketSnapshot)(nil),             // 38: thaw.tier.v1.BucketSnapshot
+	(*ReportSnapshotRequest)(nil),      // 28: thaw.tier.v1.ReportSnapshotRequest
+	(*ReportSnapshotResponse)(nil),     // 29: thaw.tier.v1.ReportSnapshotResponse
+	(*TablePath)(nil),                  // 30: thaw.tier.v1.TablePath
+	(*TableSchema)(nil),                // 31: thaw.tier.v1.TableSchema
+	(*TableInfo)(nil),                  // 32: thaw.tier.v1.TableInfo
+	(*PartitionSpec)(nil),              // 33: thaw.tier.v1.PartitionSpec
+	(*PartitionInfo)(nil),              // 34: thaw.tier.v1.PartitionInfo
+	(*TargetPath)(nil),                 // 35: thaw.tier.v1.TargetPath
+	(*TargetId)(nil),                   // 36: thaw.tier.v1.TargetId
+	(DataState)(0),                     // 37: thaw.tier.v1.DataState
+	(*BucketLocation)(nil),             // 38: thaw.tier.v1.BucketLocation
+	(*ServerInfo)(nil),                 // 39: thaw.tier.v1.ServerInfo
+	(*BucketSnapshot)(nil),             // 40: thaw.tier.v1.BucketSnapshot
 }
 var file_thaw_tier_v1_coordinator_proto_depIdxs = []int32{
-	28, // 0: thaw.tier.v1.CreateTableRequest.path:type_name -> thaw.tier.v1.TablePath
-	29, // 1: thaw.tier.v1.CreateTableRequest.schema:type_name -> thaw.tier.v1.TableSchema
-	30, // 2: thaw.tier.v1.CreateTableResponse.table:type_name -> thaw.tier.v1.TableInfo
-	28, // 3: thaw.tier.v1.DropTableRequest.path:type_name -> thaw.tier.v1.TablePath
-	28, // 4: thaw.tier.v1.GetTableRequest.path:type_name -> thaw.tier.v1.TablePath
-	30, // 5: thaw.tier.v1.GetTableResponse.table:type_name -> thaw.tier.v1.TableInfo
-	28, // 6: thaw.tier.v1.CreatePartitionRequest.path:type_name -> thaw.tier.v1.TablePath
-	31, // 7: thaw.tier.v1.CreatePartitionRequest.partition_spec:type_name -> thaw.tier.v1.PartitionSpec
-	32, // 8: thaw.tier.v1.CreatePartitionResponse.partition:type_name -> thaw.tier.v1.PartitionInfo
-	28, // 9: thaw.tier.v1.DropPartitionRequest.path:type_name -> thaw.tier.v1.TablePath
-	31, // 10: thaw.tier.v1.DropPartitionRequest.partition_spec:type_name -> thaw.tier.v1.PartitionSpec
-	28, // 11: thaw.tier.v1.ListPartitionsRequest.path:type_name -> thaw.tier.v1.TablePath
-	32, // 12: thaw.tier.v1.ListPartitionsResponse.partitions:type_name -> thaw.tier.v1.PartitionInfo
-	33, // 13: thaw.tier.v1.GetTargetLocationsRequest.target:type_name -> thaw.tier.v1.TargetPath
-	34, // 14: thaw.tier.v1.GetTargetLocationsResponse.target_id:type_name -> thaw.tier.v1.TargetId
-	29, // 15: thaw.tier.v1.GetTargetLocationsResponse.schema:type_name -> thaw.tier.v1.TableSchema
-	35, // 16: thaw.tier.v1.GetTargetLocationsResponse.data_state:type_name -> thaw.tier.v1.DataState
-	36, // 17: thaw.tier.v1.GetTargetLocationsResponse.buckets:type_name -> thaw.tier.v1.BucketLocation
-	37, // 18: thaw.tier.v1.ListServersResponse.servers:type_name -> thaw.tier.v1.ServerInfo
-	33, // 19: thaw.tier.v1.TriggerSnapshotRequest.target:type_name -> thaw.tier.v1.TargetPath
-	38, // 20: thaw.tier.v1.TriggerSnapshotResponse.snapshots:type_name -> thaw.tier.v1.BucketSnapshot
-	0,  // 21: thaw.tier.v1.CoordinatorService.CreateDatabase:input_type -> thaw.tier.v1.CreateDatabaseRequest
-	2,  // 22: thaw.tier.v1.CoordinatorService.DropDatabase:input_type -> thaw.tier.v1.DropDatabaseRequest
-	4,  // 23: thaw.tier.v1.CoordinatorService.ListDatabases:input_type -> thaw.tier.v1.ListDatabasesRequest
-	6,  // 24: thaw.tier.v1.CoordinatorService.CreateTable:input_type -> thaw.tier.v1.CreateTableRequest
-	8,  // 25: thaw.tier.v1.CoordinatorService.DropTable:input_type -> thaw.tier.v1.DropTableRequest
-	10, // 26: thaw.tier.v1.CoordinatorService.GetTable:input_type -> thaw.tier.v1.GetTableRequest
-	12, // 27: thaw.tier.v1.CoordinatorService.ListTables:input_type -> thaw.tier.v1.ListTablesRequest
-	14, // 28: thaw.tier.v1.CoordinatorService.CreatePartition:input_type -> thaw.tier.v1.CreatePartitionRequest
-	16, // 29: thaw.tier.v1.CoordinatorService.DropPartition:input_type -> thaw.tier.v1.DropPartitionRequest
-	18, // 30: thaw.tier.v1.CoordinatorService.ListPartitions:input_type -> thaw.tier.v1.ListPartitionsRequest
-	20, // 31: thaw.tier.v1.CoordinatorService.GetTargetLocations:input_type -> thaw.tier.v1.GetTargetLocationsRequest
-	22, // 32: thaw.tier.v1.CoordinatorService.ListServers:input_type -> thaw.tier.v1.ListServersRequest
-	24, // 33: thaw.tier.v1.CoordinatorService.TriggerSnapshot:input_type -> thaw.tier.v1.TriggerSnapshotRequest
-	26, // 34: thaw.tier.v1.CoordinatorService.GetLeader:input_type -> thaw.tier.v1.GetLeaderRequest
-	1,  // 35: thaw.tier.v1.CoordinatorService.CreateDatabase:output_type -> thaw.tier.v1.CreateDatabaseResponse
-	3,  // 36: thaw.tier.v1.CoordinatorService.DropDatabase:output_type -> thaw.tier.v1.DropDatabaseResponse
-	5,  // 37: thaw.tier.v1.CoordinatorService.ListDatabases:output_type -> thaw.tier.v1.ListDatabasesResponse
-	7,  // 38: thaw.tier.v1.CoordinatorService.CreateTable:output_type -> thaw.tier.v1.CreateTableResponse
-	9,  // 39: thaw.tier.v1.CoordinatorService.DropTable:output_type -> thaw.tier.v1.DropTableResponse
-	11, // 40: thaw.tier.v1.CoordinatorService.GetTable:output_type -> thaw.tier.v1.GetTableResponse
-	13, // 41: thaw.tier.v1.CoordinatorService.ListTables:output_type -> thaw.tier.v1.ListTablesResponse
-	15, // 42: thaw.tier.v1.CoordinatorService.CreatePartition:output_type -> thaw.tier.v1.CreatePartitionResponse
-	17, // 43: thaw.tier.v1.CoordinatorService.DropPartition:output_type -> thaw.tier.v1.DropPartitionResponse
-	19, // 44: thaw.tier.v1.CoordinatorService.ListPartitions:output_type -> thaw.tier.v1.ListPartitionsResponse
-	21, // 45: thaw.tier.v1.CoordinatorService.GetTargetLocations:output_type -> thaw.tier.v1.GetTargetLocationsResponse
-	23, // 46: thaw.tier.v1.CoordinatorService.ListServers:output_type -> thaw.tier.v1.ListServersResponse
-	25, // 47: thaw.tier.v1.CoordinatorService.TriggerSnapshot:output_type -> thaw.tier.v1.TriggerSnapshotResponse
-	27, // 48: thaw.tier.v1.CoordinatorService.GetLeader:output_type -> thaw.tier.v1.GetLeaderResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	30, // 0: thaw.tier.v1.CreateTableRequest.path:type_name -> thaw.tier.v1.TablePath
+	31, // 1: thaw.tier.v1.CreateTableRequest.schema:type_name -> thaw.tier.v1.TableSchema
+	32, // 2: thaw.tier.v1.CreateTableResponse.table:type_name -> thaw.tier.v1.TableInfo
+	30, // 3: thaw.tier.v1.DropTableRequest.path:type_name -> thaw.tier.v1.TablePath
+	30, // 4: thaw.tier.v1.GetTableRequest.path:type_name -> thaw.tier.v1.TablePath
+	32, // 5: thaw.tier.v1.GetTableResponse.table:type_name -> thaw.tier.v1.TableInfo
+	30, // 6: thaw.tier.v1.CreatePartitionRequest.path:type_name -> thaw.tier.v1.TablePath
+	33, // 7: thaw.tier.v1.CreatePartitionRequest.partition_spec:type_name -> thaw.tier.v1.PartitionSpec
+	34, // 8: thaw.tier.v1.CreatePartitionResponse.partition:type_name -> thaw.tier.v1.PartitionInfo
+	30, // 9: thaw.tier.v1.DropPartitionRequest.path:type_name -> thaw.tier.v1.TablePath
+	33, // 10: thaw.tier.v1.DropPartitionRequest.partition_spec:type_name -> thaw.tier.v1.PartitionSpec
+	30, // 11: thaw.tier.v1.ListPartitionsRequest.path:type_name -> thaw.tier.v1.TablePath
+	34, // 12: thaw.tier.v1.ListPartitionsResponse.partitions:type_name -> thaw.tier.v1.PartitionInfo
+	35, // 13: thaw.tier.v1.GetTargetLocationsRequest.target:type_name -> thaw.tier.v1.TargetPath
+	36, // 14: thaw.tier.v1.GetTargetLocationsResponse.target_id:type_name -> thaw.tier.v1.TargetId
+	31, // 15: thaw.tier.v1.GetTargetLocationsResponse.schema:type_name -> thaw.tier.v1.TableSchema
+	37, // 16: thaw.tier.v1.GetTargetLocationsResponse.data_state:type_name -> thaw.tier.v1.DataState
+	38, // 17: thaw.tier.v1.GetTargetLocationsResponse.buckets:type_name -> thaw.tier.v1.BucketLocation
+	39, // 18: thaw.tier.v1.ListServersResponse.servers:type_name -> thaw.tier.v1.ServerInfo
+	35, // 19: thaw.tier.v1.TriggerSnapshotRequest.target:type_name -> thaw.tier.v1.TargetPath
+	40, // 20: thaw.tier.v1.TriggerSnapshotResponse.snapshots:type_name -> thaw.tier.v1.BucketSnapshot
+	36, // 21: thaw.tier.v1.ReportSnapshotRequest.target:type_name -> thaw.tier.v1.TargetId
+	40, // 22: thaw.tier.v1.ReportSnapshotResponse.retained:type_name -> thaw.tier.v1.BucketSnapshot
+	0,  // 23: thaw.tier.v1.CoordinatorService.CreateDatabase:input_type -> thaw.tier.v1.CreateDatabaseRequest
+	2,  // 24: thaw.tier.v1.CoordinatorService.DropDatabase:input_type -> thaw.tier.v1.DropDatabaseRequest
+	4,  // 25: thaw.tier.v1.CoordinatorService.ListDatabases:input_type -> thaw.tier.v1.ListDatabasesRequest
+	6,  // 26: thaw.tier.v1.CoordinatorService.CreateTable:input_type -> thaw.tier.v1.CreateTableRequest
+	8,  // 27: thaw.tier.v1.CoordinatorService.DropTable:input_type -> thaw.tier.v1.DropTableRequest
+	10, // 28: thaw.tier.v1.CoordinatorService.GetTable:input_type -> thaw.tier.v1.GetTableRequest
+	12, // 29: thaw.tier.v1.CoordinatorService.ListTables:input_type -> thaw.tier.v1.ListTablesRequest
+	14, // 30: thaw.tier.v1.CoordinatorService.CreatePartition:input_type -> thaw.tier.v1.CreatePartitionRequest
+	16, // 31: thaw.tier.v1.CoordinatorService.DropPartition:input_type -> thaw.tier.v1.DropPartitionRequest
+	18, // 32: thaw.tier.v1.CoordinatorService.ListPartitions:input_type -> thaw.tier.v1.ListPartitionsRequest
+	20, // 33: thaw.tier.v1.CoordinatorService.GetTargetLocations:input_type -> thaw.tier.v1.GetTargetLocationsRequest
+	22, // 34: thaw.tier.v1.CoordinatorService.ListServers:input_type -> thaw.tier.v1.ListServersRequest
+	24, // 35: thaw.tier.v1.CoordinatorService.TriggerSnapshot:input_type -> thaw.tier.v1.TriggerSnapshotRequest
+	26, // 36: thaw.tier.v1.CoordinatorService.GetLeader:input_type -> thaw.tier.v1.GetLeaderRequest
+	28, // 37: thaw.tier.v1.CoordinatorService.ReportSnapshot:input_type -> thaw.tier.v1.ReportSnapshotRequest
+	1,  // 38: thaw.tier.v1.CoordinatorService.CreateDatabase:output_type -> thaw.tier.v1.CreateDatabaseResponse
+	3,  // 39: thaw.tier.v1.CoordinatorService.DropDatabase:output_type -> thaw.tier.v1.DropDatabaseResponse
+	5,  // 40: thaw.tier.v1.CoordinatorService.ListDatabases:output_type -> thaw.tier.v1.ListDatabasesResponse
+	7,  // 41: thaw.tier.v1.CoordinatorService.CreateTable:output_type -> thaw.tier.v1.CreateTableResponse
+	9,  // 42: thaw.tier.v1.CoordinatorService.DropTable:output_type -> thaw.tier.v1.DropTableResponse
+	11, // 43: thaw.tier.v1.CoordinatorService.GetTable:output_type -> thaw.tier.v1.GetTableResponse
+	13, // 44: thaw.tier.v1.CoordinatorService.ListTables:output_type -> thaw.tier.v1.ListTablesResponse
+	15, // 45: thaw.tier.v1.CoordinatorService.CreatePartition:output_type -> thaw.tier.v1.CreatePartitionResponse
+	17, // 46: thaw.tier.v1.CoordinatorService.DropPartition:output_type -> thaw.tier.v1.DropPartitionResponse
+	19, // 47: thaw.tier.v1.CoordinatorService.ListPartitions:output_type -> thaw.tier.v1.ListPartitionsResponse
+	21, // 48: thaw.tier.v1.CoordinatorService.GetTargetLocations:output_type -> thaw.tier.v1.GetTargetLocationsResponse
+	23, // 49: thaw.tier.v1.CoordinatorService.ListServers:output_type -> thaw.tier.v1.ListServersResponse
+	25, // 50: thaw.tier.v1.CoordinatorService.TriggerSnapshot:output_type -> thaw.tier.v1.TriggerSnapshotResponse
+	27, // 51: thaw.tier.v1.CoordinatorService.GetLeader:output_type -> thaw.tier.v1.GetLeaderResponse
+	29, // 52: thaw.tier.v1.CoordinatorService.ReportSnapshot:output_type -> thaw.tier.v1.ReportSnapshotResponse
+	38, // [38:53] is the sub-list for method output_type
+	23, // [23:38] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_thaw_tier_v1_coordinator_proto_init() }
@@ -1729,7 +1909,7 @@ func file_thaw_tier_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thaw_tier_v1_coordinator_proto_rawDesc), len(file_thaw_tier_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -77,6 +77,9 @@ const (
 	// CoordinatorServiceGetLeaderProcedure is the fully-qualified name of the CoordinatorService's
 	// GetLeader RPC.
 	CoordinatorServiceGetLeaderProcedure = "/thaw.tier.v1.CoordinatorService/GetLeader"
+	// CoordinatorServiceReportSnapshotProcedure is the fully-qualified name of the CoordinatorService's
+	// ReportSnapshot RPC.
+	CoordinatorServiceReportSnapshotProcedure = "/thaw.tier.v1.CoordinatorService/ReportSnapshot"
 )
 
 // CoordinatorServiceClient is a client for the thaw.tier.v1.CoordinatorService service.
@@ -120,6 +123,14 @@ type CoordinatorServiceClient interface {
 	// GetLeader names the active coordinator. Every coordinator answers it,
 	// standbys included.
 	GetLeader(context.Context, *connect.Request[v1.GetLeaderRequest]) (*connect.Response[v1.GetLeaderResponse], error)
+	// ReportSnapshot registers an ordinary snapshot a bucket leader completed
+	// (its files and _METADATA already written), applies snapshot retention to
+	// the bucket and returns the oldest log offset still needed. Called by
+	// tablet servers. STALE_EPOCH if leader_epoch is not the bucket's current
+	// one (metadata "epoch"); NOT_FOUND for an unknown target or bucket;
+	// INVALID_ARGUMENT if the _METADATA does not match the request. Idempotent:
+	// reporting a registered snapshot again succeeds.
+	ReportSnapshot(context.Context, *connect.Request[v1.ReportSnapshotRequest]) (*connect.Response[v1.ReportSnapshotResponse], error)
 }
 
 // NewCoordinatorServiceClient constructs a client for the thaw.tier.v1.CoordinatorService service.
@@ -217,6 +228,12 @@ func NewCoordinatorServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(coordinatorServiceMethods.ByName("GetLeader")),
 			connect.WithClientOptions(opts...),
 		),
+		reportSnapshot: connect.NewClient[v1.ReportSnapshotRequest, v1.ReportSnapshotResponse](
+			httpClient,
+			baseURL+CoordinatorServiceReportSnapshotProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("ReportSnapshot")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -236,6 +253,7 @@ type coordinatorServiceClient struct {
 	listServers        *connect.Client[v1.ListServersRequest, v1.ListServersResponse]
 	triggerSnapshot    *connect.Client[v1.TriggerSnapshotRequest, v1.TriggerSnapshotResponse]
 	getLeader          *connect.Client[v1.GetLeaderRequest, v1.GetLeaderResponse]
+	reportSnapshot     *connect.Client[v1.ReportSnapshotRequest, v1.ReportSnapshotResponse]
 }
 
 // CreateDatabase calls thaw.tier.v1.CoordinatorService.CreateDatabase.
@@ -308,6 +326,11 @@ func (c *coordinatorServiceClient) GetLeader(ctx context.Context, req *connect.R
 	return c.getLeader.CallUnary(ctx, req)
 }
 
+// ReportSnapshot calls thaw.tier.v1.CoordinatorService.ReportSnapshot.
+func (c *coordinatorServiceClient) ReportSnapshot(ctx context.Context, req *connect.Request[v1.ReportSnapshotRequest]) (*connect.Response[v1.ReportSnapshotResponse], error) {
+	return c.reportSnapshot.CallUnary(ctx, req)
+}
+
 // CoordinatorServiceHandler is an implementation of the thaw.tier.v1.CoordinatorService service.
 type CoordinatorServiceHandler interface {
 	// CreateDatabase creates a database. ALREADY_EXISTS unless ignore_if_exists.
@@ -349,6 +372,14 @@ type CoordinatorServiceHandler interface {
 	// GetLeader names the active coordinator. Every coordinator answers it,
 	// standbys included.
 	GetLeader(context.Context, *connect.Request[v1.GetLeaderRequest]) (*connect.Response[v1.GetLeaderResponse], error)
+	// ReportSnapshot registers an ordinary snapshot a bucket leader completed
+	// (its files and _METADATA already written), applies snapshot retention to
+	// the bucket and returns the oldest log offset still needed. Called by
+	// tablet servers. STALE_EPOCH if leader_epoch is not the bucket's current
+	// one (metadata "epoch"); NOT_FOUND for an unknown target or bucket;
+	// INVALID_ARGUMENT if the _METADATA does not match the request. Idempotent:
+	// reporting a registered snapshot again succeeds.
+	ReportSnapshot(context.Context, *connect.Request[v1.ReportSnapshotRequest]) (*connect.Response[v1.ReportSnapshotResponse], error)
 }
 
 // NewCoordinatorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -442,6 +473,12 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 		connect.WithSchema(coordinatorServiceMethods.ByName("GetLeader")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorServiceReportSnapshotHandler := connect.NewUnaryHandler(
+		CoordinatorServiceReportSnapshotProcedure,
+		svc.ReportSnapshot,
+		connect.WithSchema(coordinatorServiceMethods.ByName("ReportSnapshot")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/thaw.tier.v1.CoordinatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorServiceCreateDatabaseProcedure:
@@ -472,6 +509,8 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 			coordinatorServiceTriggerSnapshotHandler.ServeHTTP(w, r)
 		case CoordinatorServiceGetLeaderProcedure:
 			coordinatorServiceGetLeaderHandler.ServeHTTP(w, r)
+		case CoordinatorServiceReportSnapshotProcedure:
+			coordinatorServiceReportSnapshotHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -535,4 +574,8 @@ func (UnimplementedCoordinatorServiceHandler) TriggerSnapshot(context.Context, *
 
 func (UnimplementedCoordinatorServiceHandler) GetLeader(context.Context, *connect.Request[v1.GetLeaderRequest]) (*connect.Response[v1.GetLeaderResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("thaw.tier.v1.CoordinatorService.GetLeader is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) ReportSnapshot(context.Context, *connect.Request[v1.ReportSnapshotRequest]) (*connect.Response[v1.ReportSnapshotResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("thaw.tier.v1.CoordinatorService.ReportSnapshot is not implemented"))
 }

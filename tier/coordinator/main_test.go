@@ -1,0 +1,403 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/thawdb/thaw/fencing"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// endpoint is the client URL of the embedded etcd shared by all tests of
+// this binary; each test works under its own prefix.
+var endpoint string
+
+func TestMain(m *testing.M) {
+	stop, err := startEtcd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+// startEtcd starts a single-member etcd on random loopback ports, with
+// short election ticks so that its minimum lease TTL is one second.
+func startEtcd() (stop func(), err error) {
+	dir, err := os.MkdirTemp("", "coordinator-etcd-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	loopback := []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
+	cfg.ListenClientUrls, cfg.ListenPeerUrls = loopback, loopback
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.UnsafeNoFsync = true
+	cfg.TickMs, cfg.ElectionMs = 20, 200
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	stop = func() {
+		e.Close()
+		os.RemoveAll(dir)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		stop()
+		return nil, err
+	case <-time.After(30 * time.Second):
+		stop()
+		return nil, errors.New("not ready after 30s")
+	}
+	endpoint = "http://" + e.Clients[0].Addr().String()
+	return stop, nil
+}
+
+// newClient returns a client of the shared etcd, closed at the end of the
+// test unless the test closes it first.
+func newClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{endpoint},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+var envs atomic.Int64
+
+// env is one test's world: a prefix of its own in the shared etcd, an
+// object store in a temporary directory and fake tablet servers.
+type env struct {
+	t       *testing.T
+	prefix  string
+	cli     *clientv3.Client // the test's own client (not a coordinator's)
+	store   *meta.Store
+	objects *objstore.Store
+	remote  string // the object store's base: the remote data dir
+
+	mu      sync.Mutex
+	tablets map[string]*fakeTablet // by address
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, tablets: make(map[string]*fakeTablet)}
+	e.prefix = fmt.Sprintf("/c/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), envs.Add(1))
+	e.cli = newClient(t)
+	var err error
+	if e.store, err = meta.New(e.cli, e.prefix); err != nil {
+		t.Fatal(err)
+	}
+	if e.objects, err = objstore.Open(t.Context(), "file://"+t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.objects.Close() })
+	e.remote = e.objects.Base()
+	return e
+}
+
+// node is one running coordinator, its etcd client and its HTTP server.
+type node struct {
+	c      *Coordinator
+	cli    *clientv3.Client
+	url    string
+	client tierv1connect.CoordinatorServiceClient
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error // Run's result
+}
+
+// startNode starts coordinator id with its own etcd client, serving its
+// CoordinatorService over httptest.
+func (e *env) startNode(id string, tweak func(*Config)) *node {
+	e.t.Helper()
+	var h atomicHandler
+	srv := httptest.NewServer(&h)
+	e.t.Cleanup(srv.Close)
+	cli := newClient(e.t)
+	store, err := meta.New(cli, e.prefix)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := Config{
+		ID:                id,
+		AdvertiseAddress:  srv.URL,
+		RemoteDataDir:     e.remote,
+		LeaseTTL:          time.Second,
+		RebalanceInterval: 50 * time.Millisecond,
+		ResyncInterval:    time.Second,
+		TabletTimeout:     5 * time.Second,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	reg := prometheus.NewRegistry()
+	c, err := New(cfg, Deps{
+		Etcd:       cli,
+		Meta:       store,
+		Tablets:    e.tabletClient,
+		Objects:    e.objects,
+		Logger:     slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Registerer: reg,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	path, handler := c.Handler()
+	mux := http.NewServeMux()
+	mux.Handle(path, handler)
+	h.Store(mux)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(e.t.Context()))
+	n := &node{c: c, cli: cli, url: srv.URL, reg: reg, cancel: cancel, done: make(chan error, 1),
+		client: tierv1connect.NewCoordinatorServiceClient(srv.Client(), srv.URL)}
+	go func() { n.done <- c.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-n.done:
+		case <-time.After(10 * time.Second):
+			e.t.Errorf("coordinator %s did not stop", id)
+		}
+	})
+	return n
+}
+
+// awaitLeader waits until n leads and returns its term.
+func (e *env) awaitLeader(n *node) *term {
+	e.t.Helper()
+	var t *term
+	eventually(e.t, 15*time.Second, "coordinator "+n.c.cfg.ID+" leads", func() bool {
+		t = n.c.current()
+		return t != nil
+	})
+	return t
+}
+
+type atomicHandler struct{ atomic.Pointer[http.ServeMux] }
+
+func (h *atomicHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m := h.Load(); m != nil {
+		m.ServeHTTP(w, r)
+		return
+	}
+	http.Error(w, "not ready", http.StatusServiceUnavailable)
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// eventually polls cond every 20ms until it holds or d has passed.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dump returns every key and value under the env's prefix, except the
+// keys that come and go on their own (leases of coordinators and servers).
+func (e *env) dump() map[string]string {
+	e.t.Helper()
+	resp, err := e.cli.Get(e.t.Context(), e.prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := make(map[string]string)
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		if strings.HasPrefix(k, e.prefix+"/coordinator/election/") || strings.HasPrefix(k, e.prefix+"/coordinators/") {
+			continue
+		}
+		out[k] = string(kv.Value)
+	}
+	return out
+}
+
+func sameDump(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	for k, v := range after {
+		if before[k] != v {
+			t.Errorf("key %s changed: %q -> %q", k, before[k], v)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			t.Errorf("key %s deleted", k)
+		}
+	}
+}
+
+// reasonOf asserts that err carries reason want.
+func wantReason(t *testing.T, err error, want tierpb.Reason) {
+	t.Helper()
+	if got := tierpb.ReasonOf(err); got != want {
+		t.Fatalf("reason %q (err %v), want %q", got, err, want)
+	}
+}
+
+// register registers a tablet server record with a fake tablet behind its
+// address, under a lease of ttl held by cli (close cli to let it expire).
+func (e *env) register(cli *clientv3.Client, id string, ttl time.Duration) (*meta.Registration, *fakeTablet) {
+	e.t.Helper()
+	ft := &fakeTablet{id: id}
+	path, handler := tierv1connect.NewTabletServiceHandler(ft)
+	mux := http.NewServeMux()
+	mux.Handle(path, handler)
+	srv := httptest.NewServer(mux)
+	e.t.Cleanup(srv.Close)
+	e.mu.Lock()
+	e.tablets[srv.URL] = ft
+	e.mu.Unlock()
+	store, err := meta.New(cli, e.prefix)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := store.RegisterServer(e.t.Context(), meta.ServerRecord{ID: id, Address: srv.URL}, ttl)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { r.Close(context.WithoutCancel(e.t.Context())) })
+	return r, ft
+}
+
+// tabletClient is the coordinators' tablet client factory.
+func (e *env) tabletClient(address string) tierv1connect.TabletServiceClient {
+	return tierv1connect.NewTabletServiceClient(http.DefaultClient, address)
+}
+
+// fakeTablet is the coordinator-facing half of a tablet server, enough to
+// observe what the coordinator sends: it admits coordinator epochs through a
+// fencing.Gate as a real one does, records NotifyAssignment calls and takes
+// snapshots through take.
+type fakeTablet struct {
+	tierv1connect.UnimplementedTabletServiceHandler
+	id   string
+	gate fencing.Gate
+
+	mu      sync.Mutex
+	notices []*tierv1.NotifyAssignmentRequest
+	take    func(ctx context.Context, req *tierv1.TakeSnapshotRequest) (*tierv1.BucketSnapshot, error)
+}
+
+func (f *fakeTablet) admit(epoch int64) error {
+	if err := f.gate.Admit(fencing.Epoch(epoch)); err != nil {
+		return tierpb.NewStaleEpochError(err.Error(), int64(f.gate.Highest()))
+	}
+	return nil
+}
+
+func (f *fakeTablet) NotifyAssignment(_ context.Context, req *connect.Request[tierv1.NotifyAssignmentRequest]) (*connect.Response[tierv1.NotifyAssignmentResponse], error) {
+	if err := f.admit(req.Msg.GetCoordinatorEpoch()); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.notices = append(f.notices, req.Msg)
+	f.mu.Unlock()
+	return connect.NewResponse(&tierv1.NotifyAssignmentResponse{AssignmentRevision: req.Msg.GetAssignmentRevision()}), nil
+}
+
+func (f *fakeTablet) TakeSnapshot(ctx context.Context, req *connect.Request[tierv1.TakeSnapshotRequest]) (*connect.Response[tierv1.TakeSnapshotResponse], error) {
+	if err := f.admit(req.Msg.GetCoordinatorEpoch()); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	take := f.take
+	f.mu.Unlock()
+	if take == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("no snapshots here"))
+	}
+	s, err := take(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&tierv1.TakeSnapshotResponse{Snapshot: s}), nil
+}
+
+func (f *fakeTablet) noticeList() []*tierv1.NotifyAssignmentRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.notices)
+}
+
+func isNotLeader(err error) bool { return errors.Is(err, fencing.ErrNotLeader) }
+
+// metricValue returns the value of the metric name with the given labels
+// (a counter or a gauge), failing the test if there is none.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s %v", name, labels)
+	return 0
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	return metricValue(t, reg, name, labels)
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return metricValue(t, reg, name, nil)
+}

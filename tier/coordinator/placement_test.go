@@ -1,0 +1,404 @@
+package coordinator
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// bp parses "a,b,c@a#3": replicas a, b, c, leader a, leader epoch 3. "" is a
+// never-placed bucket; "@#2" has no replicas, no leader and epoch 2.
+func bp(s string) BucketPlacement {
+	if s == "" {
+		return BucketPlacement{}
+	}
+	reps, rest, _ := strings.Cut(s, "@")
+	leader, epoch, _ := strings.Cut(rest, "#")
+	e, err := strconv.Atoi(epoch)
+	if err != nil {
+		panic(fmt.Sprintf("bad bucket %q", s))
+	}
+	var r []string
+	if reps != "" {
+		r = strings.Split(reps, ",")
+	}
+	return BucketPlacement{Replicas: r, Leader: leader, LeaderEpoch: int32(e)}
+}
+
+func (b BucketPlacement) String() string {
+	if neverPlaced(b) {
+		return ""
+	}
+	return fmt.Sprintf("%s@%s#%d", strings.Join(b.Replicas, ","), b.Leader, b.LeaderEpoch)
+}
+
+func target(rf int, buckets ...string) TargetPlacement {
+	t := TargetPlacement{RF: rf}
+	for _, b := range buckets {
+		t.Buckets = append(t.Buckets, bp(b))
+	}
+	return t
+}
+
+// newTarget is a target of n never-placed buckets.
+func newTarget(rf, n int) TargetPlacement {
+	return TargetPlacement{RF: rf, Buckets: make([]BucketPlacement, n)}
+}
+
+func pinned(t TargetPlacement) TargetPlacement {
+	t.Pinned = true
+	return t
+}
+
+func render(ts []TargetPlacement) []string {
+	var out []string
+	for _, t := range ts {
+		var bs []string
+		for _, b := range t.Buckets {
+			bs = append(bs, b.String())
+		}
+		out = append(out, strings.Join(bs, " "))
+	}
+	return out
+}
+
+func TestPlacement(t *testing.T) {
+	tests := []struct {
+		name     string
+		servers  []string
+		targets  []TargetPlacement
+		maxMoves int
+
+		want            []string // one line per target: buckets separated by spaces
+		changed         []bool
+		repairs, moves  int
+		leaderChanges   int
+		underReplicated int
+		balanced        bool
+	}{
+		{
+			name:    "new target spreads replicas and leaders",
+			servers: []string{"a", "b", "c"},
+			targets: []TargetPlacement{newTarget(3, 3)},
+			want:    []string{"a,b,c@a#0 b,a,c@b#0 c,a,b@c#0"},
+			changed: []bool{true}, repairs: 9, balanced: true,
+		},
+		{
+			name:    "new target on more servers than rf is even",
+			servers: []string{"a", "b", "c", "d"},
+			targets: []TargetPlacement{newTarget(2, 4)},
+			want:    []string{"a,b@a#0 c,d@c#0 b,a@b#0 d,c@d#0"},
+			changed: []bool{true}, repairs: 8, balanced: true,
+		},
+		{
+			name:    "servers are sorted and deduplicated",
+			servers: []string{"c", "a", "b", "a"},
+			targets: []TargetPlacement{newTarget(1, 3)},
+			want:    []string{"a@a#0 b@b#0 c@c#0"},
+			changed: []bool{true}, repairs: 3, balanced: true,
+		},
+		{
+			name:    "new target goes to the least loaded servers",
+			servers: []string{"a", "b", "c"},
+			targets: []TargetPlacement{target(1, "a@a#0", "a@a#0", "b@b#0"), newTarget(1, 2)},
+			want:    []string{"a@a#0 a@a#0 b@b#0", "c@c#0 b@b#0"},
+			changed: []bool{false, true}, repairs: 2, balanced: true,
+		},
+		{
+			name:    "follower on a dead server is replaced, leader and epoch stay",
+			servers: []string{"a", "b", "d"},
+			targets: []TargetPlacement{target(3, "a,b,c@a#4")},
+			want:    []string{"a,b,d@a#4"},
+			changed: []bool{true}, repairs: 1, balanced: true,
+		},
+		{
+			name:    "leader on a dead server: first surviving replica leads with epoch+1",
+			servers: []string{"b", "c", "d"},
+			targets: []TargetPlacement{target(3, "a,c,b@a#4")},
+			want:    []string{"c,b,d@c#5"},
+			changed: []bool{true}, repairs: 1, leaderChanges: 1, balanced: true,
+		},
+		{
+			name:    "every replica dead and no other server: leaderless with epoch+1",
+			servers: []string{"z"},
+			targets: []TargetPlacement{target(1, "a@a#2")},
+			want:    []string{"z@z#3"},
+			changed: []bool{true}, repairs: 1, leaderChanges: 1, balanced: true,
+		},
+		{
+			name:    "no live server at all",
+			servers: nil,
+			targets: []TargetPlacement{target(2, "a,b@a#2"), newTarget(2, 1)},
+			want:    []string{"@#3", ""},
+			changed: []bool{true, false}, leaderChanges: 1, underReplicated: 2, balanced: true,
+		},
+		{
+			name:    "rf above live servers places on all and reports under-replication",
+			servers: []string{"a", "b"},
+			targets: []TargetPlacement{newTarget(3, 2)},
+			want:    []string{"a,b@a#0 b,a@b#0"},
+			changed: []bool{true}, repairs: 4, underReplicated: 2, balanced: true,
+		},
+		{
+			name:    "under-replicated bucket is repaired when a server joins",
+			servers: []string{"a", "b", "c"},
+			targets: []TargetPlacement{target(3, "a,b@a#0", "b,a@b#1")},
+			want:    []string{"a,b,c@a#0 b,a,c@b#1"},
+			changed: []bool{true}, repairs: 2, balanced: true,
+		},
+		{
+			name:    "rf below one counts as one",
+			servers: []string{"a", "b"},
+			targets: []TargetPlacement{newTarget(0, 1)},
+			want:    []string{"a@a#0"},
+			changed: []bool{true}, repairs: 1, balanced: true,
+		},
+		{
+			name:    "duplicates and replicas beyond rf are dropped, never the leader",
+			servers: []string{"a", "b", "c"},
+			targets: []TargetPlacement{target(2, "a,a,b,c@c#1")},
+			want:    []string{"a,c@c#1"},
+			changed: []bool{true}, balanced: true,
+		},
+		{
+			name:    "leader not among replicas is replaced",
+			servers: []string{"a", "b"},
+			targets: []TargetPlacement{target(2, "a,b@x#7")},
+			want:    []string{"a,b@a#8"},
+			changed: []bool{true}, leaderChanges: 1, balanced: true,
+		},
+		{
+			name:     "join moves followers, at most maxMoves",
+			servers:  []string{"a", "b", "c", "d"},
+			targets:  []TargetPlacement{target(3, "a,b,c@a#0", "b,c,a@b#0", "c,a,b@c#0", "a,c,b@a#1")},
+			maxMoves: 1,
+			want:     []string{"a,b,c@a#0 b,c,d@b#0 c,a,b@c#0 a,c,b@a#1"},
+			changed:  []bool{true}, moves: 1, balanced: false,
+		},
+		{
+			name:     "join balances within one given enough moves",
+			servers:  []string{"a", "b", "c", "d"},
+			targets:  []TargetPlacement{target(3, "a,b,c@a#0", "b,c,a@b#0", "c,a,b@c#0", "a,c,b@a#1")},
+			maxMoves: 10,
+			want:     []string{"a,d,c@a#0 b,c,d@b#0 c,a,b@c#0 a,d,b@a#1"},
+			changed:  []bool{true}, moves: 3, balanced: true,
+		},
+		{
+			name:     "join with only leaders to move moves a leader with epoch+1",
+			servers:  []string{"a", "b"},
+			targets:  []TargetPlacement{target(1, "a@a#0", "a@a#5")},
+			maxMoves: 5,
+			want:     []string{"b@b#1 a@a#5"},
+			changed:  []bool{true}, moves: 1, leaderChanges: 1, balanced: true,
+		},
+		{
+			name:     "a moved leader hands over to the next replica",
+			servers:  []string{"a", "b", "c"},
+			targets:  []TargetPlacement{target(2, "a,b@a#0", "a,c@a#2", "a,b@a#0")},
+			maxMoves: 1,
+			want:     []string{"b,c@b#1 a,c@a#2 a,b@a#0"},
+			changed:  []bool{true}, moves: 1, leaderChanges: 1, balanced: true,
+		},
+		{
+			name:     "pinned targets are repaired but never moved for balance",
+			servers:  []string{"a", "b", "c"},
+			targets:  []TargetPlacement{pinned(target(1, "a@a#0", "a@a#0", "a@a#0", "x@x#2")), target(1, "c@c#0")},
+			maxMoves: 10,
+			want:     []string{"a@a#0 a@a#0 a@a#0 b@b#3", "c@c#0"},
+			changed:  []bool{true, false}, repairs: 1, leaderChanges: 1, balanced: false,
+		},
+		{
+			name:     "zero maxMoves repairs but never rebalances",
+			servers:  []string{"a", "b", "c"},
+			targets:  []TargetPlacement{target(1, "a@a#0", "a@a#0", "a@a#0")},
+			maxMoves: 0,
+			want:     []string{"a@a#0 a@a#0 a@a#0"},
+			changed:  []bool{false}, balanced: false,
+		},
+		{
+			name:     "balanced input is left alone",
+			servers:  []string{"a", "b", "c"},
+			targets:  []TargetPlacement{target(2, "a,b@a#0", "b,c@b#0", "c,a@c#3")},
+			maxMoves: 10,
+			want:     []string{"a,b@a#0 b,c@b#0 c,a@c#3"},
+			changed:  []bool{false}, balanced: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := render(tt.targets)
+			res := Placement(tt.servers, tt.targets, tt.maxMoves)
+			if got := render(res.Targets); !slices.Equal(got, tt.want) {
+				t.Errorf("targets:\n got %q\nwant %q", got, tt.want)
+			}
+			if !slices.Equal(res.Changed, tt.changed) {
+				t.Errorf("changed = %v, want %v", res.Changed, tt.changed)
+			}
+			if res.Repairs != tt.repairs || res.Moves != tt.moves || res.LeaderChanges != tt.leaderChanges ||
+				res.UnderReplicated != tt.underReplicated || res.Balanced != tt.balanced {
+				t.Errorf("repairs %d moves %d leader changes %d under-replicated %d balanced %v; want %d %d %d %d %v",
+					res.Repairs, res.Moves, res.LeaderChanges, res.UnderReplicated, res.Balanced,
+					tt.repairs, tt.moves, tt.leaderChanges, tt.underReplicated, tt.balanced)
+			}
+			if got := render(tt.targets); !slices.Equal(got, in) {
+				t.Errorf("input modified: %q, was %q", got, in)
+			}
+			checkPlacement(t, tt.servers, tt.targets, res)
+			// Placement of its own balanced output is a fixed point.
+			if res.Balanced && res.UnderReplicated == 0 {
+				again := Placement(tt.servers, res.Targets, tt.maxMoves)
+				if slices.Contains(again.Changed, true) {
+					t.Errorf("not a fixed point: %q -> %q", render(res.Targets), render(again.Targets))
+				}
+			}
+		})
+	}
+}
+
+// checkPlacement checks the invariants of one Placement round.
+func checkPlacement(t *testing.T, servers []string, in []TargetPlacement, res PlacementResult) {
+	t.Helper()
+	live := make(map[string]bool)
+	for _, s := range servers {
+		live[s] = true
+	}
+	if len(res.Targets) != len(in) || len(res.Changed) != len(in) {
+		t.Fatalf("%d targets and %d changed flags for %d targets", len(res.Targets), len(res.Changed), len(in))
+	}
+	under := 0
+	for i, tp := range res.Targets {
+		if len(tp.Buckets) != len(in[i].Buckets) || tp.RF != in[i].RF {
+			t.Fatalf("target %d: %d buckets rf %d, want %d rf %d", i, len(tp.Buckets), tp.RF, len(in[i].Buckets), in[i].RF)
+		}
+		rf := max(tp.RF, 1)
+		for b, nb := range tp.Buckets {
+			ob := in[i].Buckets[b]
+			seen := make(map[string]bool)
+			for _, r := range nb.Replicas {
+				if seen[r] {
+					t.Errorf("target %d bucket %d: duplicate replica %s in %v", i, b, r, nb)
+				}
+				seen[r] = true
+				if !live[r] {
+					t.Errorf("target %d bucket %d: replica %s is not live: %v", i, b, r, nb)
+				}
+			}
+			if want := min(rf, len(live)); len(nb.Replicas) != want {
+				t.Errorf("target %d bucket %d: %d replicas, want %d: %v", i, b, len(nb.Replicas), want, nb)
+			}
+			if len(nb.Replicas) < rf {
+				under++
+			}
+			if (nb.Leader == "") != (len(nb.Replicas) == 0) || (nb.Leader != "" && !seen[nb.Leader]) {
+				t.Errorf("target %d bucket %d: leader %q not one of the replicas %v", i, b, nb.Leader, nb.Replicas)
+			}
+			if nb.LeaderEpoch < ob.LeaderEpoch {
+				t.Errorf("target %d bucket %d: epoch went down from %d to %d", i, b, ob.LeaderEpoch, nb.LeaderEpoch)
+			}
+			if nb.Leader != ob.Leader && !neverPlaced(ob) && nb.LeaderEpoch <= ob.LeaderEpoch {
+				t.Errorf("target %d bucket %d: leader %q -> %q without a new epoch (%d -> %d)", i, b, ob.Leader, nb.Leader, ob.LeaderEpoch, nb.LeaderEpoch)
+			}
+			if ob.Leader == nb.Leader && ob.LeaderEpoch != nb.LeaderEpoch {
+				t.Errorf("target %d bucket %d: epoch changed %d -> %d with the same leader %q", i, b, ob.LeaderEpoch, nb.LeaderEpoch, nb.Leader)
+			}
+			if ob.Leader != "" && live[ob.Leader] && slices.Contains(ob.Replicas, ob.Leader) && nb.Leader != ob.Leader && res.Moves == 0 {
+				t.Errorf("target %d bucket %d: live leader %s replaced without a move", i, b, ob.Leader)
+			}
+		}
+	}
+	if under != res.UnderReplicated {
+		t.Errorf("under-replicated = %d, counted %d", res.UnderReplicated, under)
+	}
+	load := make(map[string]int)
+	for _, s := range servers {
+		load[s] = 0
+	}
+	for _, tp := range res.Targets {
+		for _, b := range tp.Buckets {
+			for _, r := range b.Replicas {
+				load[r]++
+			}
+		}
+	}
+	lo, hi := -1, -1
+	for _, n := range load {
+		if lo < 0 || n < lo {
+			lo = n
+		}
+		if hi < 0 || n > hi {
+			hi = n
+		}
+	}
+	if balanced := hi-lo <= 1; balanced != res.Balanced {
+		t.Errorf("balanced = %v, loads %v", res.Balanced, load)
+	}
+}
+
+// TestPlacementProperties runs random clusters through many rounds of
+// servers dying and joining and targets appearing, checking the invariants
+// after every round, and that rounds without changes reach balance.
+func TestPlacementProperties(t *testing.T) {
+	for seed := range uint64(200) {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x7468617721))
+			var (
+				pool    []string
+				targets []TargetPlacement
+			)
+			for i := range 12 {
+				pool = append(pool, fmt.Sprintf("ts-%02d", i))
+			}
+			live := slices.Clone(pool[:1+rng.IntN(6)])
+			maxMoves := rng.IntN(4)
+			for round := range 30 {
+				switch rng.IntN(5) {
+				case 0: // a server dies
+					if len(live) > 0 {
+						i := rng.IntN(len(live))
+						live = slices.Delete(live, i, i+1)
+					}
+				case 1: // a server joins
+					if s := pool[rng.IntN(len(pool))]; !slices.Contains(live, s) {
+						live = append(live, s)
+						slices.Sort(live)
+					}
+				case 2: // a target is created
+					targets = append(targets, newTarget(1+rng.IntN(4), 1+rng.IntN(8)))
+				case 3: // a target is dropped
+					if len(targets) > 0 {
+						i := rng.IntN(len(targets))
+						targets = slices.Delete(targets, i, i+1)
+					}
+				}
+				res := Placement(live, targets, maxMoves)
+				checkPlacement(t, live, targets, res)
+				if t.Failed() {
+					t.Fatalf("round %d, live %v, max moves %d", round, live, maxMoves)
+				}
+				targets = res.Targets
+			}
+			// Quiet cluster: rounds with moves reach balance and then a
+			// fixed point.
+			total := 0
+			for _, tp := range targets {
+				total += len(tp.Buckets) * max(tp.RF, 1)
+			}
+			maxMoves = max(maxMoves, 1)
+			for range total + 1 {
+				res := Placement(live, targets, maxMoves)
+				checkPlacement(t, live, targets, res)
+				targets = res.Targets
+				if res.Balanced {
+					break
+				}
+			}
+			res := Placement(live, targets, maxMoves)
+			if !res.Balanced || slices.Contains(res.Changed, true) || res.Moves != 0 {
+				t.Fatalf("not balanced after %d rounds: live %v, %q", total+1, live, render(targets))
+			}
+		})
+	}
+}

@@ -1,0 +1,282 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/thawdb/thaw/fencing"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/tier/meta"
+)
+
+// reconciler is the leader's assignment loop: one goroutine (run) that
+// computes Placement over every live target and writes the assignments
+// that change, level-based: each round reads everything again, so a missed
+// or merged trigger costs nothing. Triggers (server-set changes, DDL, the
+// resync ticker) are deduplicated by a one-slot channel.
+type reconciler struct {
+	c    *Coordinator
+	t    *term
+	log  *slog.Logger
+	kick chan struct{} // one slot: a pending request
+
+	underReplicated int // as of the last round; run's goroutine only
+
+	mu struct {
+		sync.Mutex
+		// pending are targets created or dropped by DDL whose servers must
+		// be told, with servers to tell besides the current replicas (the
+		// replicas of a dropped target).
+		pending map[meta.Target][]string
+	}
+}
+
+func newReconciler(c *Coordinator, t *term, log *slog.Logger) *reconciler {
+	r := &reconciler{c: c, t: t, log: log, kick: make(chan struct{}, 1)}
+	r.mu.pending = make(map[meta.Target][]string)
+	return r
+}
+
+// request asks for a round; requests made before a round starts are
+// served by it.
+func (r *reconciler) request() {
+	select {
+	case r.kick <- struct{}{}:
+	default: // a round is already requested
+	}
+}
+
+// notifyLater asks for a round that tells the servers of target (its
+// replicas, and also extra) about its assignment, or about its drop.
+func (r *reconciler) notifyLater(target meta.Target, extra []string) {
+	r.mu.Lock()
+	r.mu.pending[target] = union(r.mu.pending[target], extra)
+	r.mu.Unlock()
+	r.request()
+}
+
+// takePending takes the notifications a round covers.
+func (r *reconciler) takePending() map[meta.Target][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pending := r.mu.pending
+	r.mu.pending = make(map[meta.Target][]string)
+	return pending
+}
+
+// requeue puts back notifications of a round that failed.
+func (r *reconciler) requeue(pending map[meta.Target][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, s := range pending {
+		r.mu.pending[t] = union(r.mu.pending[t], s)
+	}
+}
+
+// run runs rounds until ctx is done or the term is found to be over (a
+// fenced write), which it returns.
+func (r *reconciler) run(ctx context.Context) error {
+	resync := time.NewTicker(r.c.cfg.ResyncInterval)
+	defer resync.Stop()
+	var again <-chan time.Time // a follow-up round: retry, or more moves
+	retry := newBackoff(100*time.Millisecond, 5*time.Second)
+	r.request()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.kick:
+		case <-resync.C:
+		case <-again:
+		}
+		again = nil
+		pending := r.takePending()
+		log := r.log.With("round", n)
+		more, err := r.round(ctx, log, pending)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case fencing.IsFenced(err):
+			r.c.m.rounds.WithLabelValues("fenced").Inc()
+			log.Warn("coordinator reconcile fenced: the term is over", "err", err)
+			return err
+		case err != nil:
+			r.c.m.rounds.WithLabelValues("retry").Inc()
+			r.requeue(pending)
+			d := retry.next()
+			log.Warn("coordinator reconcile round failed; retrying", "err", err, "in", d)
+			again = time.After(d)
+		default:
+			r.c.m.rounds.WithLabelValues("ok").Inc()
+			retry.reset()
+			if more {
+				again = time.After(r.c.cfg.RebalanceInterval)
+			}
+		}
+	}
+}
+
+// notice is one NotifyAssignment to send to each of servers: the target's
+// current assignment, or its drop (state nil).
+type notice struct {
+	target  meta.Target
+	state   *targetState
+	servers []string
+}
+
+// round runs Placement over every live target, writes the assignments that
+// change (each a compare-and-swap on the revision read) and pushes them to
+// the tablet servers concerned. It reports whether another round would
+// move more replicas.
+func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[meta.Target][]string) (more bool, err error) {
+	cl, err := r.c.readCluster(ctx)
+	if err != nil {
+		return false, err
+	}
+	res := Placement(cl.servers.ids(), cl.placements(), r.c.cfg.MaxMovesPerRound)
+	var (
+		notes []notice
+		errs  []error
+	)
+	for i := range cl.targets {
+		ts := &cl.targets[i]
+		tgt := ts.target()
+		extra, wanted := pending[tgt]
+		delete(pending, tgt)
+		if !res.Changed[i] {
+			if wanted {
+				notes = append(notes, notice{target: tgt, state: ts, servers: union(replicasOf(ts.assignment.Value), extra)})
+			}
+			continue
+		}
+		old := ts.assignment.Value
+		next := old
+		next.Buckets = toMeta(res.Targets[i].Buckets)
+		rev, err := r.c.store.PutAssignment(ctx, r.t.guard, next, ts.assignment.Rev)
+		switch {
+		case fencing.IsFenced(err):
+			return false, err
+		case errors.Is(err, meta.ErrNotFound):
+			continue // dropped since it was read
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		log.Info("coordinator reassigned target", "target", tgt.String(), "rev", rev,
+			"moved_from", diff(replicasOf(old), replicasOf(next)), "moved_to", diff(replicasOf(next), replicasOf(old)))
+		ts.assignment = meta.Versioned[meta.Assignment]{Value: next, Rev: rev}
+		notes = append(notes, notice{target: tgt, state: ts, servers: union(union(replicasOf(old), replicasOf(next)), extra)})
+	}
+	// Pending targets that are no longer live were dropped.
+	for _, tgt := range slices.SortedFunc(maps.Keys(pending), compareTargets) {
+		notes = append(notes, notice{target: tgt, servers: pending[tgt]})
+	}
+	r.c.m.moves.Add(float64(res.Moves))
+	r.c.m.leaderChanges.Add(float64(res.LeaderChanges))
+	r.c.m.underReplicated.Set(float64(res.UnderReplicated))
+	r.c.m.liveServers.Set(float64(len(cl.servers)))
+	if res.UnderReplicated != r.underReplicated && res.UnderReplicated > 0 {
+		log.Warn("coordinator has under-replicated buckets", "buckets", res.UnderReplicated, "servers", len(cl.servers))
+	}
+	r.underReplicated = res.UnderReplicated
+	r.push(ctx, log, cl, notes)
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	return !res.Balanced && res.Moves > 0, nil
+}
+
+// push sends every notice to its live servers, at most Fanout at a time.
+// Pushes are best effort: tablet servers also watch the assignments in
+// etcd, so a failed push only delays them.
+func (r *reconciler) push(ctx context.Context, log *slog.Logger, cl *cluster, notes []notice) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.c.cfg.Fanout)
+	epoch := int64(r.t.epoch())
+	for _, n := range notes {
+		for _, id := range n.servers {
+			addr := cl.servers.address(id)
+			if addr == "" {
+				continue // not live: it learns from etcd when it comes back
+			}
+			req := notifyRequest(epoch, cl, n, id)
+			g.Go(func() error {
+				cctx, cancel := context.WithTimeout(gctx, r.c.cfg.TabletTimeout)
+				defer cancel()
+				_, err := r.c.tablets(addr).NotifyAssignment(cctx, connect.NewRequest(req))
+				if err != nil {
+					r.c.m.notifies.WithLabelValues("error").Inc()
+					log.Debug("coordinator could not notify a tablet server", "server", id, "target", n.target.String(), "err", err)
+					return nil
+				}
+				r.c.m.notifies.WithLabelValues("ok").Inc()
+				return nil
+			})
+		}
+	}
+	_ = g.Wait() // the goroutines return nil: failures are logged
+}
+
+// notifyRequest builds the NotifyAssignment of notice n for server id.
+func notifyRequest(epoch int64, cl *cluster, n notice, id string) *tierv1.NotifyAssignmentRequest {
+	req := &tierv1.NotifyAssignmentRequest{CoordinatorEpoch: epoch, Target: targetIDProto(n.target)}
+	if n.state == nil {
+		// Dropped: an empty list stops every replica; any revision after
+		// the drop orders it after the last assignment.
+		req.AssignmentRevision = cl.rev
+		return req
+	}
+	ts := n.state
+	tr := ts.table.Value
+	req.Path = targetPathProto(ts)
+	req.Schema = schemaToProto(tr.Schema)
+	req.RemoteDataDir = tr.RemoteDataDir
+	req.AssignmentRevision = ts.assignment.Rev
+	req.DataState, req.BulkLoadId = dataStateOf(ts)
+	req.StateRevision = ts.stateRev()
+	for b, ba := range ts.assignment.Value.Buckets {
+		if slices.Contains(ba.Replicas, id) {
+			req.Buckets = append(req.Buckets, bucketLocation(b, ba, cl.servers))
+		}
+	}
+	return req
+}
+
+func replicasOf(a meta.Assignment) []string {
+	var out []string
+	for _, b := range a.Buckets {
+		out = union(out, b.Replicas)
+	}
+	return out
+}
+
+// union returns the sorted union of a and b.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// diff returns the elements of a not in b.
+func diff(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func compareTargets(a, b meta.Target) int {
+	return cmp.Or(cmp.Compare(a.TableID, b.TableID), cmp.Compare(a.PartitionID, b.PartitionID))
+}

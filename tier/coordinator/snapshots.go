@@ -1,0 +1,385 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// reportSnapshot registers a snapshot a bucket leader completed and applies
+// retention to the bucket:
+//
+//  1. the request names a live target and bucket, and its leader epoch is
+//     the bucket's current one (else STALE_EPOCH: a deposed bucket leader
+//     registers nothing);
+//  2. its metadata path is the canonical one, and the _METADATA there
+//     describes exactly this snapshot (ids, bucket, log offset, location);
+//  3. the registry entry is added (guarded; idempotent);
+//  4. retention keeps the SnapshotRetention newest entries: it removes the
+//     others from the registry first, then deletes their _METADATA, then
+//     their files that no retained snapshot references (see garbage).
+//
+// Reports of one bucket are serialized (snapLocks); step 4 failing to delete
+// an object only leaks it (logged and counted), it fails nothing.
+func (c *Coordinator) reportSnapshot(ctx context.Context, m *tierv1.ReportSnapshotRequest) (*tierv1.ReportSnapshotResponse, error) {
+	t, err := c.leading(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tgt := meta.Target{TableID: m.GetTarget().GetTableId(), PartitionID: m.GetTarget().GetPartitionId()}
+	bucket, id := int(m.GetBucket()), m.GetSnapshotId()
+	switch {
+	case m.GetTarget() == nil || tgt.TableID < 1 || tgt.PartitionID < 0:
+		return nil, invalid("report snapshot: target %v", m.GetTarget())
+	case bucket < 0 || id < 1 || m.GetLogOffset() < 0 || m.GetLeaderEpoch() < 0:
+		return nil, invalid("report snapshot: bucket %d, snapshot id %d, log offset %d, leader epoch %d", bucket, id, m.GetLogOffset(), m.GetLeaderEpoch())
+	case m.GetMetadataPath() == "":
+		return nil, invalid("report snapshot: no metadata path")
+	case m.GetServerId() != "" && !isServerID(m.GetServerId()):
+		return nil, invalid("report snapshot: server id %q", m.GetServerId())
+	}
+	what := fmt.Sprintf("report snapshot %d of %s bucket %d", id, tgt, bucket)
+
+	mu := c.snapLock(tgt, bucket)
+	mu.Lock()
+	defer mu.Unlock()
+
+	ts, err := c.targetByID(ctx, tgt)
+	if err != nil {
+		return nil, err
+	}
+	buckets := ts.assignment.Value.Buckets
+	if bucket >= len(buckets) {
+		return nil, notFound("%s: the target has %d buckets", what, len(buckets))
+	}
+	ba := buckets[bucket]
+	switch {
+	case m.GetLeaderEpoch() != ba.LeaderEpoch:
+		return nil, tierpb.NewStaleEpochError(fmt.Sprintf("coordinator: %s: leader epoch %d, the bucket's is %d", what, m.GetLeaderEpoch(), ba.LeaderEpoch), int64(ba.LeaderEpoch))
+	case m.GetServerId() != "" && m.GetServerId() != ba.Leader:
+		return nil, tierpb.NewStaleEpochError(fmt.Sprintf("coordinator: %s: server %s does not lead the bucket (%q does)", what, m.GetServerId(), ba.Leader), int64(ba.LeaderEpoch))
+	}
+	if state, bl := dataStateOf(ts); state == tierv1.DataState_DATA_STATE_LOADING {
+		return nil, tierpb.NewTargetLoadingError(fmt.Sprintf("coordinator: %s: the target is loading", what), state, bl)
+	}
+	st := snapshotTargetOf(ts)
+	if want := st.MetadataPath(bucket, id); m.GetMetadataPath() != want {
+		return nil, invalid("%s: metadata path %q, want %q", what, m.GetMetadataPath(), want)
+	}
+	doc, err := c.readMetadata(ctx, m.GetMetadataPath())
+	if err != nil {
+		if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrOutsideStore) || errors.Is(err, objstore.ErrInvalidKey) || errors.Is(err, snapshot.ErrSyntax) || isDecodeError(err) {
+			return nil, invalid("%s: %v", what, err)
+		}
+		return nil, unavailable("%s: %v", what, err)
+	}
+	if msg := checkMetadata(doc, tgt, bucket, id, m.GetLogOffset(), st.SnapshotDir(bucket, id)); msg != "" {
+		return nil, invalid("%s: _METADATA %s", what, msg)
+	}
+	snap := meta.BucketSnapshot{SnapshotID: id, LogOffset: m.GetLogOffset(), MetadataPath: m.GetMetadataPath()}
+	if _, err := c.store.AddSnapshot(ctx, t.guard, tgt, bucket, snap); err != nil {
+		return nil, c.rpcError(ctx, what, err)
+	}
+	c.log.Info("coordinator registered snapshot", "target", tgt.String(), "bucket", bucket, "snapshot", id, "log_offset", m.GetLogOffset())
+
+	kept, err := c.retain(ctx, t, tgt, bucket, st.TabletDir(bucket), map[int64]*snapshot.Metadata{id: doc})
+	if err != nil {
+		return nil, c.rpcError(ctx, what+": retention", err)
+	}
+	resp := &tierv1.ReportSnapshotResponse{OldestRetainedLogOffset: oldestLogOffset(kept)}
+	for _, e := range kept {
+		resp.Retained = append(resp.Retained, &tierv1.BucketSnapshot{Bucket: int32(bucket), SnapshotId: e.ID, LogOffset: e.LogOffset, MetadataPath: e.MetadataPath})
+	}
+	return resp, nil
+}
+
+// retain applies retention to one bucket and returns the entries it keeps,
+// newest first. known holds documents already read, by snapshot id.
+func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, bucket int, bucketDir string, known map[int64]*snapshot.Metadata) ([]snapshotEntry, error) {
+	vs, err := c.store.ListSnapshots(ctx, tgt, bucket)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]snapshotEntry, len(vs))
+	for i, v := range vs {
+		entries[i] = snapshotEntry{ID: v.Value.SnapshotID, LogOffset: v.Value.LogOffset, MetadataPath: v.Value.MetadataPath}
+	}
+	retained, removed := splitRetained(entries, c.cfg.SnapshotRetention)
+	if len(removed) == 0 {
+		return retained, nil
+	}
+	log := c.log.With("target", tgt.String(), "bucket", bucket)
+	docs := c.readDocs(ctx, log, slices.Concat(retained, removed), known)
+	objects, skipped := garbage(bucketDir, docs[:len(retained)], docs[len(retained):])
+
+	// The registry first: from now on nobody restores from them.
+	for i, e := range removed {
+		if err := c.store.DeleteSnapshot(ctx, t.guard, tgt, bucket, e.ID); err != nil && !errors.Is(err, meta.ErrNotFound) {
+			c.m.snapshotsPruned.Add(float64(i))
+			return nil, err
+		}
+	}
+	c.m.snapshotsPruned.Add(float64(len(removed)))
+	if skipped > 0 {
+		log.Warn("coordinator leaves files of pruned snapshots: a snapshot document could not be read", "snapshots", skipped)
+	}
+	deleted, err := c.deleteObjects(ctx, objects)
+	c.m.filesDeleted.Add(float64(deleted))
+	if err != nil {
+		c.m.filesLeaked.Add(float64(len(objects) - deleted))
+		log.Warn("coordinator could not delete files of pruned snapshots; they are left for a sweep", "deleted", deleted, "left", len(objects)-deleted, "err", err)
+	}
+	log.Info("coordinator pruned snapshots", "pruned", len(removed), "kept", len(retained), "deleted_files", deleted)
+	return retained, nil
+}
+
+// readDocs reads the _METADATA of every entry, Fanout at a time; a document
+// that cannot be read or does not describe its entry is nil.
+func (c *Coordinator) readDocs(ctx context.Context, log *slog.Logger, entries []snapshotEntry, known map[int64]*snapshot.Metadata) []snapshotDoc {
+	docs := make([]snapshotDoc, len(entries))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.cfg.Fanout)
+	for i, e := range entries {
+		docs[i].entry = e
+		if d, ok := known[e.ID]; ok {
+			docs[i].doc = d
+			continue
+		}
+		g.Go(func() error {
+			d, err := c.readMetadata(gctx, e.MetadataPath)
+			if err == nil && d.SnapshotID != e.ID {
+				err = fmt.Errorf("document of snapshot %d at %s names snapshot %d", e.ID, e.MetadataPath, d.SnapshotID)
+			}
+			if err != nil {
+				log.Warn("coordinator cannot read a snapshot document", "snapshot", e.ID, "err", err)
+				return nil
+			}
+			docs[i].doc = d
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines return nil
+	return docs
+}
+
+// deleteObjects deletes the objects in the order garbage lists them: the
+// _METADATA objects one by one (stopping at the first failure, so that no
+// file of a snapshot goes while its _METADATA is still there), then the
+// files Fanout at a time. A missing object counts as deleted. It returns
+// how many it deleted.
+func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, error) {
+	del := func(ctx context.Context, uri string) error {
+		key, err := c.objects.Key(uri)
+		if err != nil {
+			return err
+		}
+		if err := c.objects.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("coordinator: delete %s: %w", uri, err)
+		}
+		return nil
+	}
+	n := 0
+	for n < len(uris) && isMetadataURI(uris[n]) {
+		if err := del(ctx, uris[n]); err != nil {
+			return n, err
+		}
+		n++
+	}
+	files := uris[n:]
+	var (
+		mu      sync.Mutex
+		deleted = n
+		errs    []error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.cfg.Fanout)
+	for _, uri := range files {
+		g.Go(func() error {
+			err := del(gctx, uri)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				deleted++
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines return nil
+	return deleted, errors.Join(errs...)
+}
+
+func isMetadataURI(uri string) bool {
+	return len(uri) > len(snapshot.MetadataFileName) && uri[len(uri)-len(snapshot.MetadataFileName)-1:] == "/"+snapshot.MetadataFileName
+}
+
+// readMetadata reads and decodes a _METADATA document.
+func (c *Coordinator) readMetadata(ctx context.Context, uri string) (*snapshot.Metadata, error) {
+	key, err := c.objects.Key(uri)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.objects.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot.DecodeMetadata(b)
+}
+
+func isDecodeError(err error) bool {
+	var de *snapshot.DecodeError
+	return errors.As(err, &de)
+}
+
+// checkMetadata returns what is wrong with a reported snapshot's document,
+// or "".
+func checkMetadata(d *snapshot.Metadata, tgt meta.Target, bucket int, id, logOffset int64, location string) string {
+	switch {
+	case d.TableID != tgt.TableID:
+		return fmt.Sprintf("names table id %d", d.TableID)
+	case tgt.Partitioned() && (d.PartitionID == nil || *d.PartitionID != tgt.PartitionID):
+		return fmt.Sprintf("names partition id %v, want %d", d.PartitionID, tgt.PartitionID)
+	case !tgt.Partitioned() && d.PartitionID != nil:
+		return fmt.Sprintf("names partition id %d of a non-partitioned table", *d.PartitionID)
+	case int(d.BucketID) != bucket:
+		return fmt.Sprintf("names bucket %d", d.BucketID)
+	case d.SnapshotID != id:
+		return fmt.Sprintf("names snapshot %d", d.SnapshotID)
+	case d.LogOffset != logOffset:
+		return fmt.Sprintf("has log offset %d, the report %d", d.LogOffset, logOffset)
+	case d.SnapshotLocation != location:
+		return fmt.Sprintf("has location %q, want %q", d.SnapshotLocation, location)
+	}
+	return ""
+}
+
+// snapshotTargetOf returns the snapshot layout target of a target.
+func snapshotTargetOf(ts *targetState) snapshot.Target {
+	st := ts.table.Value.SnapshotTarget()
+	if ts.partition != nil {
+		st.Partition, st.PartitionID = ts.partition.Value.Name, ts.partition.Value.ID
+	}
+	return st
+}
+
+// snapLock returns the lock serializing the reports of one bucket.
+func (c *Coordinator) snapLock(tgt meta.Target, bucket int) *sync.Mutex {
+	h := uint64(tgt.TableID)*1_000_003 ^ uint64(tgt.PartitionID)*10_007 ^ uint64(bucket)
+	return &c.snapLocks[h%uint64(len(c.snapLocks))]
+}
+
+// targetByID reads the live target with the given ids and its assignment;
+// NOT_FOUND if there is none. Names are looked up through a cache of id →
+// name, refreshed by a listing on a miss.
+func (c *Coordinator) targetByID(ctx context.Context, tgt meta.Target) (*targetState, error) {
+	tv, err := c.tableByID(ctx, tgt.TableID)
+	if err != nil {
+		return nil, err
+	}
+	ts := &targetState{table: tv}
+	switch {
+	case tv.Value.Partitioned() != tgt.Partitioned():
+		return nil, notFound("%s: table %s.%s is %s", tgt, tv.Value.Database, tv.Value.Name, map[bool]string{true: "partitioned", false: "not partitioned"}[tv.Value.Partitioned()])
+	case tgt.Partitioned():
+		pv, err := c.partitionByID(ctx, tgt.TableID, tgt.PartitionID)
+		if err != nil {
+			return nil, err
+		}
+		ts.partition = &pv
+	}
+	a, err := c.store.GetAssignment(ctx, tgt)
+	if err != nil {
+		return nil, c.rpcError(ctx, "read assignment of "+tgt.String(), err)
+	}
+	ts.assignment = a
+	return ts, nil
+}
+
+// tableName is a table's database and name.
+type tableName struct{ db, name string }
+
+func (c *Coordinator) tableByID(ctx context.Context, id int64) (meta.Versioned[meta.TableRecord], error) {
+	c.names.Lock()
+	n, ok := c.names.tables[id]
+	c.names.Unlock()
+	if ok {
+		tv, err := c.store.GetTable(ctx, n.db, n.name)
+		if err == nil && tv.Value.ID == id && !tv.Value.Dropping {
+			return tv, nil
+		}
+		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+			return tv, c.rpcError(ctx, fmt.Sprintf("read table id %d", id), err)
+		}
+	}
+	tables, err := c.store.ListTables(ctx, "")
+	if err != nil {
+		return meta.Versioned[meta.TableRecord]{}, c.rpcError(ctx, "list tables", err)
+	}
+	var found *meta.Versioned[meta.TableRecord]
+	c.names.Lock()
+	c.names.tables = make(map[int64]tableName, len(tables))
+	for i, tv := range tables {
+		c.names.tables[tv.Value.ID] = tableName{tv.Value.Database, tv.Value.Name}
+		if tv.Value.ID == id && !tv.Value.Dropping {
+			found = &tables[i]
+		}
+	}
+	c.names.Unlock()
+	if found == nil {
+		return meta.Versioned[meta.TableRecord]{}, notFound("no table with id %d", id)
+	}
+	return *found, nil
+}
+
+func (c *Coordinator) partitionByID(ctx context.Context, tableID, id int64) (meta.Versioned[meta.PartitionRecord], error) {
+	tgt := meta.Target{TableID: tableID, PartitionID: id}
+	c.names.Lock()
+	n, ok := c.names.partitions[tgt]
+	c.names.Unlock()
+	if ok {
+		pv, err := c.store.GetPartition(ctx, tableID, n)
+		if err == nil && pv.Value.ID == id && !pv.Value.Dropping {
+			return pv, nil
+		}
+		if err != nil && !errors.Is(err, meta.ErrNotFound) {
+			return pv, c.rpcError(ctx, "read "+tgt.String(), err)
+		}
+	}
+	parts, err := c.store.ListPartitions(ctx, tableID)
+	if err != nil {
+		return meta.Versioned[meta.PartitionRecord]{}, c.rpcError(ctx, "list partitions", err)
+	}
+	var found *meta.Versioned[meta.PartitionRecord]
+	c.names.Lock()
+	if c.names.partitions == nil {
+		c.names.partitions = make(map[meta.Target]string)
+	}
+	for t := range c.names.partitions {
+		if t.TableID == tableID {
+			delete(c.names.partitions, t)
+		}
+	}
+	for i, pv := range parts {
+		c.names.partitions[pv.Value.Target()] = pv.Value.Name
+		if pv.Value.ID == id && !pv.Value.Dropping {
+			found = &parts[i]
+		}
+	}
+	c.names.Unlock()
+	if found == nil {
+		return meta.Versioned[meta.PartitionRecord]{}, notFound("no %s", tgt)
+	}
+	return *found, nil
+}
