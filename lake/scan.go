@@ -1,0 +1,378 @@
+package lake
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// ScanOptions select what Scan reads.
+type ScanOptions struct {
+	// SnapshotID is the snapshot to read; nil means the current one. The rows
+	// are read with that snapshot's schema (Iceberg's time-travel rule), for
+	// the current snapshot too, so a given (table, snapshot) always yields the
+	// same columns.
+	SnapshotID *int64
+	// Partitions restricts the scan to the data files of these lake
+	// partitions (PartitionStats.Ref); empty reads the whole table. Delete
+	// files are applied whatever partition they sit in.
+	Partitions []PartitionRef
+	// Columns selects columns by name, in the schema's order; empty means
+	// all. With Mapping, the source columns of derived keys must be selected.
+	Columns []string
+	// Mapping, when set, appends its derived partition key columns (see
+	// PartitionKeyMapping.Derived) to every batch, computed from the rows.
+	Mapping *PartitionMapping
+	// BatchSize caps the rows of a batch (default: the table's
+	// read.parquet.batch-size, else iceberg-go's default).
+	BatchSize int
+	// Concurrency is how many data files are decoded at once (default
+	// GOMAXPROCS). Batches still come in file order.
+	Concurrency int
+}
+
+// Scan streams the rows of table name, deletes applied, as Arrow record
+// batches. The schema is returned first, also when there are no rows.
+//
+// Order: data files are read in ascending data sequence number (ties by file
+// path), and rows keep their order within a file, so when a key was written
+// again by a later snapshot its newest row comes last. Concurrency does not
+// change this order; it only decodes files ahead.
+//
+// Memory: batches are produced as the caller consumes them. Up to
+// Concurrency files are decoded ahead of the one being returned, so the scan
+// holds at most about Concurrency x the rows of the largest data file.
+//
+// The caller must Release every batch it receives. The iterator is
+// single-use; an error ends it. Types: as iceberg-go reads them, except that
+// uuid columns come as fixed_size_binary(16) (not the arrow.uuid extension).
+func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
+	tbl, err := l.loadTable(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := resolveSnapshot(name, tbl, opts.SnapshotID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var so []table.ScanOption
+	if snap != nil {
+		so = append(so, table.WithSnapshotID(snap.SnapshotID))
+	}
+	if len(opts.Columns) > 0 {
+		so = append(so, table.WithSelectedFields(opts.Columns...))
+	}
+	if opts.BatchSize > 0 {
+		so = append(so, table.WithArrowBatchSize(opts.BatchSize))
+	}
+	if opts.Concurrency > 0 {
+		so = append(so, table.WithMaxConcurrency(opts.Concurrency))
+	}
+	sc := tbl.Scan(so...)
+	proj, err := sc.Projection()
+	if err != nil {
+		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
+	}
+	var tasks []table.FileScanTask
+	if snap != nil {
+		if tasks, err = sc.PlanFiles(ctx); err != nil {
+			return nil, nil, fmt.Errorf("lake: plan scan of %s: %w", name, err)
+		}
+	}
+	if len(opts.Partitions) > 0 {
+		if tasks, err = filterTasks(tbl.Metadata(), tasks, opts.Partitions); err != nil {
+			return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
+		}
+	}
+	slices.SortStableFunc(tasks, func(a, b table.FileScanTask) int {
+		if c := cmp.Compare(taskSeq(a), taskSeq(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.File.FilePath(), b.File.FilePath())
+	})
+	schema, batches, err := sc.ReadTasks(ctx, tasks)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
+	}
+	conv, err := newConverter(schema, proj, opts.Mapping)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
+	}
+	if conv == nil {
+		return schema, wrapErrors(name, batches), nil
+	}
+	return conv.out, conv.apply(name, batches), nil
+}
+
+func taskSeq(t table.FileScanTask) int64 {
+	if t.DataSequenceNumber != nil {
+		return *t.DataSequenceNumber
+	}
+	return 0
+}
+
+func filterTasks(meta table.Metadata, tasks []table.FileScanTask, refs []PartitionRef) ([]table.FileScanTask, error) {
+	want := map[PartitionRef]bool{}
+	for _, r := range refs {
+		if meta.PartitionSpecByID(r.SpecID) == nil {
+			return nil, fmt.Errorf("%w: partition spec %d", ErrNotFound, r.SpecID)
+		}
+		want[r] = true
+	}
+	pt := newPartitionTyper(meta)
+	out := tasks[:0:0]
+	for _, t := range tasks {
+		spec := int(t.File.SpecID())
+		_, path, err := pt.values(spec, t.File.Partition())
+		if err != nil {
+			return nil, fmt.Errorf("partition of %s: %w", t.File.FilePath(), err)
+		}
+		if want[PartitionRef{SpecID: spec, Path: path}] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func wrapErrors(name string, seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range seq {
+			if err != nil {
+				yield(nil, fmt.Errorf("lake: read %s: %w", name, err))
+				return
+			}
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	}
+}
+
+// converter rewrites iceberg-go's batches: extension columns to their storage
+// and derived partition key columns appended.
+type converter struct {
+	out     *arrow.Schema
+	unwrap  []bool // per input column
+	derived []derivedColumn
+	mem     memory.Allocator
+}
+
+type derivedColumn struct {
+	key    PartitionKeyMapping
+	source int // input column index
+	unit   int64
+	isDate bool
+	// memo of the last unit value and what it gave
+	memo     bool
+	last     int64
+	lastS    string
+	lastYear int32
+}
+
+// newConverter returns nil when batches pass through unchanged.
+func newConverter(in *arrow.Schema, proj *iceberg.Schema, m *PartitionMapping) (*converter, error) {
+	c := &converter{unwrap: make([]bool, in.NumFields()), mem: memory.DefaultAllocator}
+	fields := make([]arrow.Field, 0, in.NumFields())
+	changed := false
+	for i, f := range in.Fields() {
+		if ext, ok := f.Type.(arrow.ExtensionType); ok {
+			f.Type = ext.StorageType()
+			c.unwrap[i] = true
+			changed = true
+		}
+		fields = append(fields, f)
+	}
+	if m != nil {
+		for _, k := range m.Keys {
+			if !k.Derived {
+				continue
+			}
+			idx := -1
+			if name, ok := proj.FindColumnName(k.SourceID); ok {
+				if ix := in.FieldIndices(name); len(ix) > 0 {
+					idx = ix[0]
+				}
+			}
+			if idx < 0 {
+				return nil, fmt.Errorf("%w: derived partition key %q needs source column %q (field id %d) in the scan", ErrNotFound, k.Column, k.Source, k.SourceID)
+			}
+			d := derivedColumn{key: k, source: idx}
+			switch t := in.Field(idx).Type.(type) {
+			case *arrow.Date32Type:
+				d.isDate = true
+			case *arrow.TimestampType:
+				switch t.Unit {
+				case arrow.Microsecond:
+					d.unit = 1e6
+				case arrow.Nanosecond:
+					d.unit = 1e9
+				case arrow.Millisecond:
+					d.unit = 1e3
+				default:
+					d.unit = 1
+				}
+			default:
+				return nil, fmt.Errorf("%w: derived partition key %q: source %q has arrow type %s", ErrUnmappable, k.Column, k.Source, t)
+			}
+			var at arrow.DataType
+			switch k.Transform {
+			case "day":
+				at = arrow.FixedWidthTypes.Date32
+			case "year":
+				at = arrow.PrimitiveTypes.Int32
+			default:
+				at = arrow.BinaryTypes.String
+			}
+			fields = append(fields, arrow.Field{Name: k.Column, Type: at, Nullable: true})
+			c.derived = append(c.derived, d)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, nil
+	}
+	md := in.Metadata()
+	c.out = arrow.NewSchema(fields, &md)
+	return c, nil
+}
+
+func (c *converter) apply(name string, seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range seq {
+			if err != nil {
+				yield(nil, fmt.Errorf("lake: read %s: %w", name, err))
+				return
+			}
+			out := c.convert(rec)
+			rec.Release()
+			if !yield(out, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *converter) convert(rec arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, 0, len(c.out.Fields()))
+	var owned []arrow.Array
+	for i, col := range rec.Columns() {
+		if c.unwrap[i] {
+			col = col.(array.ExtensionArray).Storage()
+		}
+		cols = append(cols, col)
+	}
+	for i := range c.derived {
+		a := c.derived[i].build(c.mem, rec.Column(c.derived[i].source))
+		cols = append(cols, a)
+		owned = append(owned, a)
+	}
+	out := array.NewRecordBatch(c.out, cols, rec.NumRows())
+	for _, a := range owned {
+		a.Release()
+	}
+	return out
+}
+
+const microsPerDay = 86_400_000_000
+
+// build computes the derived column from the source column: the same values
+// PartitionMapping.PartitionName derives from partition tuples. A derived
+// value is null exactly where the source is, so fixed-width results share
+// the source's validity bitmap.
+func (d *derivedColumn) build(mem memory.Allocator, src arrow.Array) arrow.Array {
+	n := src.Len()
+	off := src.Data().Offset()
+	hour := d.key.Transform == "hour"
+	// u holds the epoch units (days, or hours for hour) of the rows; division
+	// by a constant compiles to a multiplication.
+	u := make([]int64, n)
+	if d.isDate {
+		for i, v := range src.(*array.Date32).Date32Values() {
+			u[i] = int64(v)
+			if hour {
+				u[i] *= 24
+			}
+		}
+	} else {
+		ts := src.(*array.Timestamp).TimestampValues()
+		switch {
+		case d.unit == 1e6 && !hour:
+			for i, v := range ts {
+				q, r := int64(v)/microsPerDay, int64(v)%microsPerDay
+				if r < 0 {
+					q--
+				}
+				u[i] = q
+			}
+		default:
+			div := d.unit * 86400
+			if hour {
+				div = d.unit * 3600
+			}
+			for i, v := range ts {
+				u[i] = floorDiv(int64(v), div)
+			}
+		}
+	}
+	switch d.key.Transform {
+	case "day", "year":
+		buf := memory.NewResizableBuffer(mem)
+		buf.Resize((off + n) * 4)
+		vals := arrow.Int32Traits.CastFromBytes(buf.Bytes())[off:]
+		if d.key.Transform == "day" {
+			for i, v := range u {
+				vals[i] = int32(v)
+			}
+		} else {
+			for i, v := range u {
+				if !d.memo || v != d.last {
+					d.memo, d.last = true, v
+					d.lastYear = int32(epoch.AddDate(0, 0, int(v)).Year())
+				}
+				vals[i] = d.lastYear
+			}
+		}
+		typ := arrow.DataType(arrow.PrimitiveTypes.Int32)
+		if d.key.Transform == "day" {
+			typ = arrow.FixedWidthTypes.Date32
+		}
+		data := array.NewData(typ, n, []*memory.Buffer{src.Data().Buffers()[0], buf}, nil, src.NullN(), off)
+		buf.Release()
+		defer data.Release()
+		return array.MakeFromData(data)
+	default: // month, hour: strings
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.Reserve(n)
+		layout := "2006-01"
+		if hour {
+			layout = "2006-01-02-15"
+		}
+		for i, v := range u {
+			if src.IsNull(i) {
+				b.AppendNull()
+				continue
+			}
+			if !d.memo || v != d.last {
+				d.memo, d.last = true, v
+				if hour {
+					d.lastS = time.Unix(v*3600, 0).UTC().Format(layout)
+				} else {
+					d.lastS = epoch.AddDate(0, 0, int(v)).Format(layout)
+				}
+			}
+			b.Append(d.lastS)
+		}
+		return b.NewArray()
+	}
+}
