@@ -1,9 +1,157 @@
 // Package tablet is the tier's tablet server: it registers under an etcd
-// lease, hosts bucket replicas (one Pebble database each, sharing one block
-// cache and a bounded memtable budget), restores replicas from the latest
-// completed snapshot plus the changelog, serves lookups, prefix lookups and
-// scans, takes ordinary snapshots, and rejects requests from a stale epoch or
-// for a target that is not ACTIVE.
+// lease, follows its assignment, hosts bucket replicas (package
+// tier/tablet/replica: one Pebble database each, sharing one block cache
+// and a bounded memtable budget), restores them from the bucket's latest
+// snapshot plus the changelog, serves the TabletService (writes, lookups,
+// prefix lookups, scans and the coordinator's control RPCs), takes
+// ordinary snapshots, and refuses requests from a stale coordinator epoch
+// or for a target that is not ACTIVE.
 //
-// Status: implemented with issue 4.
+// # Lifecycle
+//
+// New builds a Server from a Config and its Deps (metadata store, etcd
+// client, changelog provider, object store, coordinator client, logger,
+// Prometheus registerer); Run is a Runnable: it blocks until its context
+// is done, then closes and removes every replica, revokes the
+// registration and returns nil. Handler returns the TabletService's path
+// and handler; the daemon mounts it at "/t/{id}/" (http.StripPrefix), and
+// Config.AdvertiseAddress is that base URL ("http://host:port/t/{id}"),
+// which the server registers for the coordinator and for leader hints.
+//
+// # Registration and assignment
+//
+// The server registers {p}/servers/{id} under a lease (meta.RegisterServer)
+// and keeps it alive. When the lease is lost (expired, revoked, not kept
+// alive) the coordinator will move its replicas, so the server stops
+// serving them at once (closes and removes them) and registers again; if
+// the assignment still names it, it restores them afresh.
+//
+// It follows the assignments (meta.WatchAssignments), the table and
+// partition records ({p}/tables/ and {p}/partitions/, watched directly),
+// the live servers (for leader hints) and the coordinator election (see
+// Fencing). NotifyAssignment pushes are applied too: watch and push carry
+// the etcd mod revision of the assignment, and the newer one wins, so a
+// late push never undoes a newer assignment. A bucket replica is opened for
+// every bucket whose replicas include this server, once the target's names
+// and schema are known; a replica no longer assigned is closed and its
+// local directory removed. At most Config.RestoreConcurrency replicas
+// restore at once.
+//
+// # Restore
+//
+// A replica restores from the bucket's latest registered snapshot
+// (meta.LatestSnapshot; none: an empty replica): replica.Host.Open downloads
+// every file, verifying its size and SHA-256, opens Pebble and replays the
+// changelog from the snapshot's log_offset to its end. Local state is a
+// cache: a replica is always rebuilt from snapshot plus changelog, never
+// reopened from its directory, and Run removes replica directories an
+// earlier process left. A failed restore, or a changelog tail that fails
+// (for example a follower that fell behind a truncation), is retried with
+// backoff (RetryMin..RetryMax) from the latest snapshot; meanwhile
+// ReplicaStatus reports FAILED with the error. RestoreSnapshot restores from
+// an explicit snapshot instead (a bulk load's): for a bulk load, an empty
+// changelog is first reset to the snapshot's log_offset; a failed explicit
+// restore stays FAILED until the coordinator asks again.
+//
+// # Write path
+//
+// Write goes to the bucket leader. It is checked in this order, and nothing
+// is written unless every check passes:
+//
+//  1. the target is known here (else NOT_FOUND) and the bucket is in
+//     [0, buckets) (else INVALID_ARGUMENT);
+//  2. this server leads the bucket at exactly the request's leader_epoch:
+//     NOT_LEADER (metadata leader_id, leader_address, leader_epoch) when
+//     another server leads it or it is not hosted here; STALE_EPOCH
+//     (metadata epoch and the leader) for an older epoch; UNAVAILABLE for a
+//     newer one this server has not seen yet; UNAVAILABLE while the replica
+//     restores;
+//  3. the target is ACTIVE, else TARGET_LOADING (metadata data_state,
+//     bulk_load_id);
+//  4. the batch is not empty (INVALID_ARGUMENT) and within
+//     MaxBatchMutations and MaxBatchBytes of changelog record bytes, else
+//     BATCH_TOO_LARGE (metadata limit);
+//  5. every mutation decodes with the table's current schema: an upsert's
+//     value has the table's schema id (else SCHEMA_MISMATCH, metadata
+//     schema_id) and decodes (kv.Table.DecodeValue), its key is exactly
+//     EncodeKey of the decoded row, the row's bucket is the request's and,
+//     for a partition, its partition is the target's; a delete has no value
+//     and its key decodes and re-encodes to itself in the request's bucket.
+//     A bad mutation is INVALID_ARGUMENT (or SCHEMA_MISMATCH) with metadata
+//     index naming it.
+//
+// The batch is then appended to the bucket's changelog as one batch, one
+// record per mutation, durable before the answer, applied to Pebble, and
+// acknowledged with its first offset (mutation i has first_offset + i).
+// Every replica, leader or follower, tails the changelog (replica.Follow);
+// records are applied once, in offset order, whoever reads them first.
+//
+// # Reads
+//
+// Lookup, PrefixLookup and Scan are served by any ready replica here when
+// the request carries no leader_epoch (a follower may lag the leader), and
+// only by the leader at that epoch when it carries one (checked as for
+// Write), which then sees every write acknowledged before; a replica that
+// has just become the leader first catches up with the changelog. Reads of
+// a target that is not ACTIVE fail with TARGET_LOADING. A Lookup reads its
+// keys, and a PrefixLookup all its prefixes, from one consistent view; a
+// PrefixLookup's rows together are bounded by MaxBatchMutations rows and
+// MaxBatchBytes bytes (else BATCH_TOO_LARGE). Scan pages are consistent and
+// report the changelog offset they reflect; paging never repeats or skips a
+// row that exists for the whole scan. A consistent scan pins one view for
+// all its pages; the view is released when the scan completes, after
+// ScanIdleTimeout without a page, or when the replica closes, and its token
+// then fails with SCAN_EXPIRED.
+//
+// # Data state
+//
+// Each target's data state (ACTIVE, or LOADING with a bulk-load id) comes
+// from its table or partition record and from SetDataState pushes; both
+// carry the record's etcd mod revision and the newer one wins. Every client
+// request holds the target's fence (a read lock) from its state check to
+// the end of its work on the replica. SetDataState stores the state, then
+// takes the fence once for writing, which waits for every request admitted
+// under the previous state, and for LOADING makes every replica here apply
+// the whole changelog; only then does it answer, with each replica's
+// log_end_offset and empty (no row and no record in the changelog), which
+// stay final until the fence is lifted.
+//
+// # Fencing
+//
+// Coordinator requests (NotifyAssignment, SetDataState, RestoreSnapshot,
+// TakeSnapshot) carry the coordinator epoch and pass a fencing.Gate, which
+// refuses an epoch lower than the highest admitted with STALE_EPOCH
+// (metadata epoch). The server also admits the epoch of every coordinator
+// it sees elected (fencing.Observe), so a deposed coordinator is refused
+// even if its successor has not called yet. Control requests are admitted
+// on the loop goroutine, in the order they are applied.
+//
+// # Snapshots
+//
+// A leader replica snapshots itself every SnapshotInterval if it applied
+// records since its last snapshot (taken or restored) and its target is
+// ACTIVE; TakeSnapshot snapshots on demand. A snapshot gets its id from the
+// bucket's sequence (meta.NextSnapshotID, under the guard of the current
+// coordinator's term), is checkpointed and uploaded incrementally over the
+// previous one (replica.Snapshot), and reported with
+// CoordinatorService.ReportSnapshot (with the leader epoch and server id);
+// the coordinator registers it, applies retention and answers the oldest
+// retained log_offset, below which the replica lets the changelog drop
+// records (never records it has not applied). Snapshots of a replica run
+// one at a time.
+//
+// # Metrics and logs
+//
+// Metrics go to Deps.Registerer labelled server="{id}": replicas by role
+// and state, writes and reads by result, write batch sizes, restore and
+// snapshot durations, snapshot bytes uploaded, registration and lease
+// losses. Logs use slog with the keys server, table, partition, bucket and
+// epoch.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use. One loop goroutine owns the
+// assignments, records, data states and the replica map, and publishes
+// what the handlers read under a read-write lock; each replica has one
+// worker goroutine. DESIGN.md lists the goroutines, locks and files.
 package tablet

@@ -75,6 +75,20 @@
 // prefix), Scan pages through all rows by key: each page is consistent,
 // and paging by key neither repeats nor skips a row that exists for the
 // whole scan. Reads see every acknowledged Write of this replica.
+// ScanPage adds a key prefix and returns the changelog offset its page
+// reflects. NewView pins the replica's state (a Pebble snapshot taken
+// under the apply lock, so it holds exactly the records below its
+// LogOffset) for scans and lookups that must all read one state; close it
+// promptly, since it holds back compaction's garbage. Closing the replica
+// closes its views.
+//
+// # Changelog helpers
+//
+// CatchUp applies the changelog up to its current end (a follower that
+// becomes leader, a fence that must see every admitted write).
+// LogOffsets reports the changelog's retained range. TruncateLog lets the
+// changelog drop records below a registered snapshot's log_offset, but
+// never a record this replica has not applied.
 //
 // # Restore
 //

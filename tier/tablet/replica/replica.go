@@ -47,6 +47,12 @@ type Replica struct {
 	// are immutable, so an entry stays valid while the file exists.
 	snapMu sync.Mutex
 	sums   map[string]fileSum
+
+	// views guards the set of open Views (each guards its own state).
+	views struct {
+		sync.Mutex
+		open map[*View]struct{}
+	}
 }
 
 // ID returns the replica's id.
@@ -286,14 +292,6 @@ func has(b *pebble.Batch, key []byte) (bool, error) {
 // all read from one consistent view. At most the host's row limit of keys;
 // no key may be empty.
 func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
-	if len(keys) > r.h.opts.maxRows {
-		return nil, fmt.Errorf("replica: lookup %v: %w: %d keys, the limit is %d", r.id, ErrTooLarge, len(keys), r.h.opts.maxRows)
-	}
-	for i, k := range keys {
-		if len(k) == 0 {
-			return nil, fmt.Errorf("replica: lookup %v: %w: key %d", r.id, ErrEmptyKey, i)
-		}
-	}
 	r.lifecycle.RLock()
 	defer r.lifecycle.RUnlock()
 	if r.closed {
@@ -301,11 +299,28 @@ func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
 	}
 	snap := r.db.NewSnapshot()
 	defer snap.Close()
+	out, err := r.lookup(ctx, snap, keys)
+	if err != nil {
+		return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+	}
+	return out, nil
+}
+
+// lookup reads keys from snap; the caller holds lifecycle (read).
+func (r *Replica) lookup(ctx context.Context, snap *pebble.Snapshot, keys [][]byte) ([][]byte, error) {
+	if len(keys) > r.h.opts.maxRows {
+		return nil, fmt.Errorf("%w: %d keys, the limit is %d", ErrTooLarge, len(keys), r.h.opts.maxRows)
+	}
+	for i, k := range keys {
+		if len(k) == 0 {
+			return nil, fmt.Errorf("%w: key %d", ErrEmptyKey, i)
+		}
+	}
 	out := make([][]byte, len(keys))
 	for i, k := range keys {
 		if i%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+				return nil, err
 			}
 		}
 		if bytes.Equal(k, metaKey) {
@@ -316,11 +331,11 @@ func (r *Replica) Lookup(ctx context.Context, keys [][]byte) ([][]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+			return nil, err
 		}
 		out[i] = append(make([]byte, 0, len(v)), v...)
 		if err := closer.Close(); err != nil {
-			return nil, fmt.Errorf("replica: lookup %v: %w", r.id, err)
+			return nil, err
 		}
 	}
 	return out, nil
@@ -371,16 +386,22 @@ func (r *Replica) checkLimit(limit int) error {
 	return nil
 }
 
-// scan collects up to limit rows within opts' bounds, skipping metaKey,
-// and with byteLimit also stops at the host's byte limit. next is the last
-// row's key when rows remain.
+// scan collects up to limit rows within opts' bounds from the database.
 func (r *Replica) scan(ctx context.Context, opts *pebble.IterOptions, limit int, byteLimit bool) (rows []KV, next []byte, err error) {
 	r.lifecycle.RLock()
 	defer r.lifecycle.RUnlock()
 	if r.closed {
 		return nil, nil, ErrClosed
 	}
-	it, err := r.db.NewIterWithContext(ctx, opts)
+	return r.collect(ctx, func() (*pebble.Iterator, error) { return r.db.NewIterWithContext(ctx, opts) }, limit, byteLimit)
+}
+
+// collect reads up to limit rows from the iterator newIter opens,
+// skipping metaKey, and with byteLimit also stops at the host's byte
+// limit. next is the last row's key when rows remain. The caller holds
+// lifecycle (read).
+func (r *Replica) collect(ctx context.Context, newIter func() (*pebble.Iterator, error), limit int, byteLimit bool) (rows []KV, next []byte, err error) {
+	it, err := newIter()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -433,7 +454,7 @@ func (r *Replica) Close() error {
 		return fmt.Errorf("replica: close %v: %w", r.id, ErrClosed)
 	}
 	r.closed = true
-	err := errors.Join(r.log.Close(), r.db.Close())
+	err := errors.Join(r.closeViews(), r.log.Close(), r.db.Close())
 	r.lifecycle.Unlock()
 	r.h.release(r.logID, r)
 	if err != nil {

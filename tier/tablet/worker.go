@@ -1,0 +1,216 @@
+package tablet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tablet/replica"
+)
+
+// runEntry is the worker of one replica entry. It waits until the bucket's
+// previous replica on this server is gone, restores the replica, then
+// serves it (tails the changelog, takes periodic snapshots) until the
+// entry is stopped; then it closes and removes the replica. A failed
+// restore or tail is retried with backoff from the bucket's latest
+// snapshot; a failed explicit restore (RestoreSnapshot) stays FAILED until
+// the coordinator asks again.
+func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
+	defer close(e.done)
+	ctx := e.ctx
+	log := s.log.With(logAttrs(e.key)...)
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return
+		}
+	}
+	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	src := e.source
+	for ctx.Err() == nil {
+		rep, err := s.restore(ctx, e, src, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.m.replicaFailures.Inc()
+			e.setStatus(entryStatus{state: failedState, err: err.Error(), restoringID: -1})
+			log.Warn("tablet replica restore failed", "err", err)
+			if src.explicit {
+				<-ctx.Done()
+				return
+			}
+			b.sleep(ctx)
+			continue
+		}
+		b.reset()
+		e.rep.Store(rep)
+		e.setStatus(entryStatus{state: readyState, restoringID: -1})
+		log.Info("tablet replica ready", "applied", rep.AppliedOffset(), "rows", rep.RowCount(), "snapshot", e.latestID.Load())
+
+		err = s.serveReplica(ctx, e, rep)
+		e.rep.Store(nil)
+		e.snap.Lock() // let a running snapshot finish with the replica
+		derr := rep.Destroy()
+		e.snap.Unlock()
+		if derr != nil {
+			log.Warn("tablet could not remove a replica", "err", derr)
+		}
+		if err == nil {
+			return // stopped
+		}
+		s.m.replicaFailures.Inc()
+		e.setStatus(entryStatus{state: failedState, err: err.Error(), restoringID: -1})
+		log.Warn("tablet replica stopped tailing the changelog; restoring it again", "err", err)
+		src = restoreSource{}
+		b.sleep(ctx)
+	}
+}
+
+// serveReplica tails the changelog into rep and, on a leader, takes
+// periodic snapshots, until ctx is done (nil) or tailing fails.
+func (s *Server) serveReplica(ctx context.Context, e *replicaEntry, rep *replica.Replica) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if s.cfg.SnapshotInterval > 0 {
+		wg.Go(func() { s.snapshotLoop(ctx, e) })
+	}
+	err := rep.Follow(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// restore opens the replica of e from src, under the server's restore
+// limit: the snapshot is downloaded and verified (size and SHA-256 of
+// every file), opened, and the changelog replayed from its log offset.
+func (s *Server) restore(ctx context.Context, e *replicaEntry, src restoreSource, log *slog.Logger) (_ *replica.Replica, err error) {
+	select {
+	case s.restoreSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.restoreSem }()
+	start := time.Now()
+	defer func() {
+		result := "ok"
+		if err != nil {
+			result = "error"
+			if ctx.Err() != nil {
+				result = "canceled"
+			}
+		}
+		s.m.restoreSeconds.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	}()
+
+	e.setStatus(entryStatus{state: restoringState, restoringID: src.restoringID()})
+	md, err := s.snapshotToRestore(ctx, e, src)
+	if err != nil {
+		return nil, fmt.Errorf("tablet: restore %v: %w", e.rid, err)
+	}
+	if md != nil {
+		var total int64
+		for _, fs := range [][]snapshot.KvFileHandle{md.SharedFiles, md.PrivateFiles} {
+			for _, f := range fs {
+				total += f.Handle.Size
+			}
+		}
+		e.setStatus(entryStatus{state: restoringState, restoringID: md.SnapshotID, totalBytes: total})
+		if src.explicit && src.bulkLoadID != "" {
+			if err := s.positionBulkLog(ctx, e.rid, md.LogOffset); err != nil {
+				return nil, fmt.Errorf("tablet: restore %v: %w", e.rid, err)
+			}
+		}
+	}
+	log.Info("tablet replica restoring", "snapshot", snapshotIDOf(md), "explicit", src.explicit)
+	rep, err := s.host.Open(ctx, e.rid, md)
+	if err != nil {
+		return nil, fmt.Errorf("tablet: restore %v: %w", e.rid, err)
+	}
+	e.snap.Lock()
+	e.snap.prev, e.snap.lastOffset = md, 0
+	if md != nil {
+		e.snap.lastOffset = md.LogOffset
+		e.latestID.Store(md.SnapshotID)
+	}
+	e.snap.Unlock()
+	return rep, nil
+}
+
+func snapshotIDOf(md *snapshot.Metadata) int64 {
+	if md == nil {
+		return 0
+	}
+	return md.SnapshotID
+}
+
+// snapshotToRestore returns the metadata of the snapshot src names: the
+// explicit one, or the bucket's latest registered one (nil if it has none,
+// for a new, empty replica).
+func (s *Server) snapshotToRestore(ctx context.Context, e *replicaEntry, src restoreSource) (*snapshot.Metadata, error) {
+	id, path := src.snapshotID, src.metadataPath
+	if !src.explicit {
+		v, err := s.deps.Meta.LatestSnapshot(ctx, e.key.target, int(e.key.bucket))
+		if errors.Is(err, meta.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the latest snapshot: %w", err)
+		}
+		id, path = v.Value.SnapshotID, v.Value.MetadataPath
+	}
+	md, err := s.readMetadata(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %d: %w", id, err)
+	}
+	if md.SnapshotID != id {
+		return nil, fmt.Errorf("%w: _METADATA at %s names snapshot %d, want %d", replica.ErrBadSnapshot, path, md.SnapshotID, id)
+	}
+	return md, nil
+}
+
+// readMetadata reads and decodes a _METADATA document.
+func (s *Server) readMetadata(ctx context.Context, uri string) (*snapshot.Metadata, error) {
+	key, err := s.deps.Objects.Key(uri)
+	if err != nil {
+		return nil, fmt.Errorf("metadata path: %w", err)
+	}
+	b, err := s.deps.Objects.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", uri, err)
+	}
+	md, err := snapshot.DecodeMetadata(b)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", uri, err)
+	}
+	return md, nil
+}
+
+// positionBulkLog prepares the changelog for a bulk-loaded snapshot: a log
+// that holds no records starts at the snapshot's log offset (ResetTo), even
+// if it ended above it. A log that holds records is left alone (the
+// restore then replays it from the offset, or fails if it cannot).
+func (s *Server) positionBulkLog(ctx context.Context, rid replica.ReplicaID, offset int64) (err error) {
+	l, err := s.deps.Changelog.Open(ctx, rid.LogID())
+	if err != nil {
+		return fmt.Errorf("open changelog: %w", err)
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	start, end, err := l.Offsets(ctx)
+	if err != nil {
+		return fmt.Errorf("changelog offsets: %w", err)
+	}
+	if start == end && end != offset {
+		if err := l.ResetTo(ctx, offset); err != nil {
+			return fmt.Errorf("reset changelog to %d: %w", offset, err)
+		}
+	}
+	return nil
+}
