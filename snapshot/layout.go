@@ -51,7 +51,7 @@ func (t Target) Validate() error {
 		return fmt.Errorf("%w: negative table id %d", ErrInvalidTarget, t.TableID)
 	}
 	if t.Partition != "" {
-		if err := validateName(t.Partition); err != nil {
+		if err := validatePartitionName(t.Partition); err != nil {
 			return fmt.Errorf("%w: partition name %q: %s", ErrInvalidTarget, t.Partition, err)
 		}
 		if t.PartitionID < 0 {
@@ -154,6 +154,21 @@ func validateName(s string) error {
 		c := s[i]
 		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return fmt.Errorf("character %q not in [A-Za-z0-9_-]", c)
+		}
+	}
+	return nil
+}
+
+// validatePartitionName checks a partition name: one value per partition
+// key joined by '$' (Fluss's ResolvedPartitionSpec), each value a non-empty
+// [A-Za-z0-9_-] string other than "." or "..", at most 200 characters in all.
+func validatePartitionName(s string) error {
+	if len(s) > maxNameLen {
+		return fmt.Errorf("length %d not in 1..%d", len(s), maxNameLen)
+	}
+	for _, v := range strings.Split(s, "$") {
+		if err := validateName(v); err != nil {
+			return fmt.Errorf("value %q: %v", v, err)
 		}
 	}
 	return nil

@@ -46,13 +46,18 @@ func TestTargetValidate(t *testing.T) {
 		}
 	}
 	part := good
-	part.Partition, part.PartitionID = "2024-01-01$EU", 0
-	if err := part.Validate(); err == nil {
-		t.Error("'$' is not allowed in a partition directory name") // Fluss allows only [A-Za-z0-9_-]
+	// Multi-key partition names join their values with '$' (Fluss).
+	for _, name := range []string{"2024-01-01", "2024-01-01$EU", "1$2$3"} {
+		part.Partition, part.PartitionID = name, 0
+		if err := part.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
-	part.Partition = "2024-01-01"
-	if err := part.Validate(); err != nil {
-		t.Error(err)
+	for _, name := range []string{"$", "a$", "$a", "a$$b", "a$..", "a$b/c"} {
+		part.Partition = name
+		if err := part.Validate(); err == nil {
+			t.Errorf("partition %q: want an error", name)
+		}
 	}
 	unpart := good
 	unpart.PartitionID = -1 // ignored without a partition
