@@ -1,13 +1,65 @@
 // Package daemon is the only place where thaw's concrete parts are wired
 // together: embedded or external etcd, the object store, the changelog, the
-// coordinator and tablet servers, the promoter and its triggers.
+// coordinator and tablet servers (and, later, the promoter and its
+// triggers).
 //
-// Contract: every long-running piece is a Runnable (Start(ctx) error that
-// blocks until ctx is done) composed here; leader-gated pieces start only
-// after their lease is won and stop when it is lost. Nothing outside this
-// package (and cmd/thaw, internal/cli) constructs concrete dependencies of
-// another package; libraries take small consumer-side interfaces.
+// # Roles
 //
-// Status: the roles arrive with the tier (issue 4) and promoter (issue 8)
-// work; this package holds no code yet.
+//   - RunServer (`thaw server`): the embedded tier in one process, through
+//     StartEmbedded: etcd on {data_dir}/etcd, one coordinator, N tablet
+//     servers ts-1..ts-N sharing one changelog.LocalProvider on
+//     {data_dir}/changelog, replicas under {data_dir}/tablets/{id}, and a
+//     file:// object store on {data_dir}/remote unless configured.
+//   - RunCoordinator (`thaw coordinator`) and RunTablet (`thaw tablet`): one
+//     role each against an external etcd, each on its own listener.
+//
+// # One listener per process
+//
+// Every process serves one http.Server speaking HTTP/1.1 and h2c. In the
+// embedded mode the CoordinatorService is at "/" (served by whichever
+// local coordinator leads), tablet server {id} at "/t/{id}/" (so its
+// registered address is "http://HOST:PORT/t/{id}") and every coordinator
+// also at "/c/{id}/". /metrics serves the injected Prometheus registry plus
+// one registry per component instance (labels coordinator="id" or
+// server="id"); /healthz answers while the process serves; /readyz checks
+// that etcd answers, a coordinator is elected and (embedded, thaw tablet)
+// the tablet servers are registered.
+//
+// # Lifecycle
+//
+// Every long-running part is a Runnable (Start or Run blocks until its
+// context is done). StartEmbedded starts them and returns; Close shuts down
+// in order: readiness turns 503, the HTTP server drains running requests
+// (bounded by the shutdown timeout), coordinators resign, tablet servers
+// deregister and close their replicas, then the changelog, the object
+// store and etcd close. A component that fails on its own closes Done and
+// RunServer stops the process.
+//
+// # Test hooks
+//
+// Embedded.KillTablet and KillCoordinator stop a component as a crash
+// would, as far as the rest of the tier can tell: its own etcd client is
+// closed first, so it neither deregisters nor resigns, and its mount
+// answers UNAVAILABLE at once. (Its goroutines still unwind in the
+// process; a tablet server's local replicas are never reused anyway, they
+// are rebuilt from snapshot and changelog.) KillTablet then revokes the
+// dead registration's lease (a crash noticed at once;
+// KillTabletKeepLease leaves it to expire), KillCoordinator leaves the
+// election lease to expire. StartTablet and StartCoordinator start them
+// again on the same directories.
+//
+// # Limits
+//
+// The local changelog provider locks its root: one process per root. The
+// tablet servers of a host therefore share a process (thaw server); a
+// `thaw tablet` process has its own root, and since followers replicate by
+// tailing the leader's log, replicas of one bucket on tablet processes
+// with different roots do not replicate. Until the Kafka changelog
+// exists, thaw server is the supported deployment and thaw coordinator /
+// thaw tablet serve only replication factor 1 across processes.
+//
+// # Concurrency
+//
+// Embedded's methods are safe for concurrent use. DESIGN.md lists the
+// goroutines.
 package daemon

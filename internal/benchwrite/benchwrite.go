@@ -1,0 +1,512 @@
+package benchwrite
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+type config struct {
+	rows        int64
+	buckets     int
+	batchRows   int
+	batchBytes  int
+	inflight    int
+	perBucket   int
+	keyBytes    int
+	valueBytes  int
+	dataDir     string
+	server      string
+	tablets     int
+	replication int
+	protocol    tierclient.Protocol
+	sample      int
+	fullCount   bool
+	seed        uint64
+	debug       bool
+	cpuProfile  string
+}
+
+func parseArgs(stdout io.Writer, args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("thaw bench write", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows to write")
+	fs.IntVar(&c.buckets, "buckets", 8, "bucket count of the table")
+	fs.IntVar(&c.batchRows, "batch", tierclient.DefaultMaxBatchRows, "most rows per write request")
+	fs.IntVar(&c.batchBytes, "batch-bytes", tierclient.DefaultMaxBatchBytes, "most key+value bytes per write request")
+	fs.IntVar(&c.inflight, "inflight", tierclient.DefaultMaxInFlight, "most requests in flight over all buckets")
+	fs.IntVar(&c.perBucket, "inflight-per-bucket", tierclient.DefaultMaxInFlightPerBucket, "most write requests in flight per bucket (1 keeps per-key order)")
+	fs.IntVar(&c.keyBytes, "key-bytes", 8, "key bytes: 8 makes a BIGINT id, other sizes a BYTES key")
+	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the STRING payload column")
+	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&c.server, "server", "", "HOST:PORT of a running tier's coordinator (default: start an embedded tier in the process)")
+	fs.IntVar(&c.tablets, "tablets", daemon.DefaultTabletServers, "tablet servers of the embedded tier")
+	fs.IntVar(&c.replication, "replication", 0, "replication factor of the table (0: the tier's default)")
+	proto := fs.String("protocol", tierclient.ProtocolConnectHTTP1.String(), "wire protocol: connect+http1, connect+h2c or grpc+h2c")
+	fs.IntVar(&c.sample, "verify-sample", 1000, "rows read back with Get and compared")
+	fs.BoolVar(&c.fullCount, "verify-count", true, "count every row with a Scan of every bucket")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
+	fs.BoolVar(&c.debug, "debug", false, "log the client's retries to stdout")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured part (whole process) to this file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("bench write: unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.protocol, err = tierclient.ParseProtocol(*proto); err != nil {
+		return c, fmt.Errorf("bench write: --protocol: %w", err)
+	}
+	switch {
+	case c.rows < 1:
+		return c, errors.New("bench write: --rows must be at least 1")
+	case c.buckets < 1 || c.buckets > kv.MaxBuckets:
+		return c, fmt.Errorf("bench write: --buckets must be in [1, %d]", kv.MaxBuckets)
+	case c.keyBytes < 1 || c.keyBytes > 1<<16:
+		return c, errors.New("bench write: --key-bytes must be in [1, 65536]")
+	case c.keyBytes < 8 && c.rows > 1<<(8*c.keyBytes):
+		return c, fmt.Errorf("bench write: %d rows need keys of more than %d bytes", c.rows, c.keyBytes)
+	case c.valueBytes < 0 || c.valueBytes > 1<<20:
+		return c, errors.New("bench write: --value-bytes must be in [0, 1MiB]")
+	case c.sample < 0:
+		return c, errors.New("bench write: --verify-sample must not be negative")
+	case c.replication < 0:
+		return c, errors.New("bench write: --replication must not be negative")
+	}
+	return c, nil
+}
+
+// Run parses args, writes the rows and prints the report to stdout; the
+// last line is "ordinary write: R rows/s".
+func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
+	cfg, err := parseArgs(stdout, args)
+	if err != nil {
+		return err
+	}
+	addr := cfg.server
+	where := "server " + addr
+	if addr == "" {
+		dir := cfg.dataDir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "thaw-bench-write-"); err != nil {
+				return fmt.Errorf("bench write: %w", err)
+			}
+			defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+		}
+		tier, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+			DataDir:       filepath.Join(dir, "tier"),
+			Listen:        "127.0.0.1:0",
+			TabletServers: cfg.tablets,
+		})
+		if err != nil {
+			return fmt.Errorf("bench write: start the embedded tier: %w", err)
+		}
+		defer func() { err = errors.Join(err, tier.Close()) }()
+		if err := tier.WaitReady(ctx); err != nil {
+			return fmt.Errorf("bench write: %w", err)
+		}
+		addr = tier.HostPort()
+		where = fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
+	}
+	return bench(ctx, stdout, cfg, addr, where)
+}
+
+// bench runs the measurement against the tier at addr.
+func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string) error {
+	var lat latencies
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.debug {
+		logger = slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	client, err := tierclient.New(ctx, addr,
+		tierclient.WithLogger(logger),
+		tierclient.WithProtocol(cfg.protocol),
+		tierclient.WithMaxBatchRows(cfg.batchRows),
+		tierclient.WithMaxBatchBytes(cfg.batchBytes),
+		tierclient.WithMaxInFlight(cfg.inflight),
+		tierclient.WithMaxInFlightPerBucket(cfg.perBucket),
+		tierclient.WithMaxBufferedBytes(max(tierclient.DefaultMaxBufferedBytes, 4*int64(cfg.batchBytes))),
+		tierclient.WithOnBatch(lat.add))
+	if err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	defer client.Close()
+
+	g := newGenerator(cfg)
+	target := tierclient.Target{Database: "bench", Table: fmt.Sprintf("write_%d", time.Now().UnixNano())}
+	if err := client.CreateDatabase(ctx, target.Database); err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	info, err := client.CreateTable(ctx, target.Database, target.Table, g.schema(), cfg.replication)
+	if err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	if cfg.server != "" {
+		defer func() {
+			if derr := client.DropTable(context.WithoutCancel(ctx), target.Database, target.Table); derr != nil {
+				fmt.Fprintf(stdout, "note: %v\n", derr)
+			}
+		}()
+	}
+	if err := waitServing(ctx, client, target, info); err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	keyLen, valLen, err := g.encodedSizes(info.KV)
+	if err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	logical := cfg.rows * int64(keyLen+valLen)
+	fmt.Fprintf(stdout, "thaw bench write: rows=%d buckets=%d batch=%d batch-bytes=%d inflight=%d inflight-per-bucket=%d key-bytes=%d value-bytes=%d protocol=%s replication=%d GOMAXPROCS=%d\n",
+		cfg.rows, cfg.buckets, cfg.batchRows, cfg.batchBytes, cfg.inflight, cfg.perBucket, cfg.keyBytes, cfg.valueBytes, cfg.protocol, info.ReplicationFactor, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "tier: %s\n", where)
+	fmt.Fprintf(stdout, "table %v: %s; encoded row: key %d B, value %d B; %s logical key+value bytes\n",
+		target, g.describe(), keyLen, valLen, fmtBytes(logical))
+	fmt.Fprintf(stdout, "loadavg before: %s\n", loadavg())
+
+	// The measured part: every row written through one Writer, then Flush
+	// (every row acknowledged: durable in its bucket's changelog and applied
+	// by the leader).
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench write: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench write: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := cpuTime()
+	start := time.Now()
+	w, err := client.NewWriter(ctx, target)
+	if err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	row := make(kv.Row, 2)
+	for i := range cfg.rows {
+		g.row(row, i)
+		if err := w.Write(ctx, row); err != nil {
+			_ = w.Close(ctx)
+			return fmt.Errorf("bench write: row %d: %w", i, err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		return fmt.Errorf("bench write: %w", err)
+	}
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	pprof.StopCPUProfile()
+	st := w.Stats()
+	rss := peakRSS()
+	load := loadavg()
+	if st.AckedRows != cfg.rows {
+		return fmt.Errorf("bench write: %d rows acknowledged, want %d", st.AckedRows, cfg.rows)
+	}
+
+	// Readable: a sample read back and compared, and every row counted.
+	vstart := time.Now()
+	if err := verifySample(ctx, client, target, info, g, cfg); err != nil {
+		return fmt.Errorf("bench write: verify: %w", err)
+	}
+	sampleTime := time.Since(vstart)
+	countNote := "count skipped (--verify-count=false)"
+	if cfg.fullCount {
+		cstart := time.Now()
+		var n int64
+		if err := client.Scan(ctx, target, func(kv.Row) error { n++; return nil }); err != nil {
+			return fmt.Errorf("bench write: verify: %w", err)
+		}
+		if n != cfg.rows {
+			return fmt.Errorf("bench write: verify: a scan of every bucket counted %d rows, want %d", n, cfg.rows)
+		}
+		countNote = fmt.Sprintf("a Scan of every bucket counted %d rows in %.2fs", n, time.Since(cstart).Seconds())
+	}
+
+	secs := elapsed.Seconds()
+	p50, p99, pmax := lat.percentiles()
+	fmt.Fprintf(stdout, "\nwrote %d rows in %.2fs: %.0f rows/s, %.1f MB/s (logical key+value)\n", cfg.rows, secs, float64(cfg.rows)/secs, float64(logical)/secs/1e6)
+	fmt.Fprintf(stdout, "batches: %d acknowledged, %.0f rows/batch on average, %d retries\n", st.Batches, float64(st.AckedRows)/float64(max(st.Batches, 1)), st.Retries)
+	fmt.Fprintf(stdout, "CPU (user+sys, whole process): %.2fs, %.2f µs/row, %.2f of %d cores busy on average\n",
+		cpu.Seconds(), float64(cpu.Microseconds())/float64(cfg.rows), cpu.Seconds()/secs, runtime.NumCPU())
+	fmt.Fprintf(stdout, "batch latency (first attempt to acknowledgement): p50 %s, p99 %s, max %s\n", fmtDur(p50), fmtDur(p99), fmtDur(pmax))
+	fmt.Fprintf(stdout, "peak RSS (VmHWM, whole process%s): %s\n", map[bool]string{true: "", false: ": client, etcd, coordinator and tablet servers"}[cfg.server != ""], fmtRSS(rss))
+	fmt.Fprintf(stdout, "verified: %d sampled rows read back equal (%.2fs); %s\n", min(int64(cfg.sample), cfg.rows), sampleTime.Seconds(), countNote)
+	fmt.Fprintf(stdout, "loadavg after: %s\n", load)
+	fmt.Fprintf(stdout, "ordinary write: %.0f rows/s\n", float64(cfg.rows)/secs)
+	return nil
+}
+
+// waitServing waits until the leader of every bucket of t serves reads
+// (its replica restored), so that the measurement does not include the
+// new table's start-up: it looks up one key of each bucket, which the
+// client retries while a leader is missing or restoring.
+func waitServing(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo) error {
+	probes := make([]kv.Row, 0, info.KV.Buckets())
+	seen := make(map[int]bool)
+	for i := int64(-1); len(seen) < info.KV.Buckets(); i-- {
+		row := kv.Row{i, nil}
+		if info.KV.Schema().Columns[0].Type.Kind == kv.KindBytes {
+			row[0] = binary.BigEndian.AppendUint64(nil, uint64(i))
+		}
+		b, err := info.KV.Bucket(row)
+		if err != nil {
+			return err
+		}
+		if !seen[b] {
+			seen[b] = true
+			probes = append(probes, row)
+		}
+	}
+	_, err := c.Get(ctx, t, probes)
+	return err
+}
+
+// verifySample reads back cfg.sample rows spread over the key space and
+// compares them with what was written.
+func verifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo, g *generator, cfg config) error {
+	n := min(int64(cfg.sample), cfg.rows)
+	if n == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
+	keys := make([]kv.Row, n)
+	want := make([]kv.Row, n)
+	for j := range n {
+		i := rng.Int64N(cfg.rows)
+		want[j] = make(kv.Row, 2)
+		g.row(want[j], i)
+		keys[j] = kv.Row{want[j][0], nil}
+	}
+	got, err := c.Get(ctx, t, keys)
+	if err != nil {
+		return err
+	}
+	for j := range got {
+		a, _ := info.KV.EncodeValue(got[j])
+		b, _ := info.KV.EncodeValue(want[j])
+		if got[j] == nil || !bytes.Equal(a, b) {
+			return fmt.Errorf("row with key %v: read %v, wrote %v", keys[j][0], got[j], want[j])
+		}
+	}
+	return nil
+}
+
+// generator makes row i deterministically: a unique key (the BIGINT or
+// the first 8 key bytes are a bijection of i, so keys arrive in random
+// order as real ones do) and a STRING payload of value-bytes ASCII
+// characters, 16 pseudo-random then a pattern, from a pool of distinct
+// values.
+type generator struct {
+	cfg  config
+	pool []string
+}
+
+const poolSize = 4096
+
+func newGenerator(cfg config) *generator {
+	g := &generator{cfg: cfg, pool: make([]string, poolSize)}
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+	pattern := "thaw-bench-write-payload-"
+	b := make([]byte, cfg.valueBytes)
+	for i := range g.pool {
+		x := splitmix(cfg.seed ^ uint64(i)*0x9e3779b97f4a7c15)
+		for j := range b {
+			if j < 16 {
+				x = splitmix(x)
+				b[j] = alphabet[x%uint64(len(alphabet))]
+			} else {
+				b[j] = pattern[j%len(pattern)]
+			}
+		}
+		g.pool[i] = string(b)
+	}
+	return g
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// scramble is a bijection of uint64: every step is invertible.
+func scramble(x, seed uint64) uint64 {
+	x ^= seed * 0xd1342543de82ef95
+	x *= 0x9e3779b97f4a7c15
+	x ^= x >> 29
+	x *= 0xbf58476d1ce4e5b9
+	return x ^ x>>32
+}
+
+func (g *generator) schema() kv.TableSchema {
+	key := kv.Column{Name: "id", Type: kv.Type{Kind: kv.KindBigInt}}
+	if g.cfg.keyBytes != 8 {
+		key = kv.Column{Name: "k", Type: kv.Type{Kind: kv.KindBytes}}
+	}
+	return kv.TableSchema{
+		Columns:    []kv.Column{key, {Name: "payload", Type: kv.Type{Kind: kv.KindString}, Nullable: true}},
+		PrimaryKey: []string{key.Name},
+		Buckets:    g.cfg.buckets,
+	}
+}
+
+func (g *generator) describe() string {
+	if g.cfg.keyBytes == 8 {
+		return fmt.Sprintf("(id BIGINT primary key, payload STRING of %d bytes)", g.cfg.valueBytes)
+	}
+	return fmt.Sprintf("(k BYTES of %d bytes primary key, payload STRING of %d bytes)", g.cfg.keyBytes, g.cfg.valueBytes)
+}
+
+// row sets r to row i.
+func (g *generator) row(r kv.Row, i int64) {
+	x := scramble(uint64(i), g.cfg.seed)
+	if g.cfg.keyBytes == 8 {
+		r[0] = int64(x)
+	} else {
+		k := make([]byte, g.cfg.keyBytes)
+		var w [8]byte
+		binary.BigEndian.PutUint64(w[:], x)
+		if g.cfg.keyBytes < 8 {
+			binary.BigEndian.PutUint64(w[:], uint64(i)) // a plain counter: unique for short keys
+			copy(k, w[8-g.cfg.keyBytes:])
+		} else {
+			copy(k, w[:])
+			for j := 8; j < len(k); j += 8 {
+				x = splitmix(x)
+				binary.BigEndian.PutUint64(w[:], x)
+				copy(k[j:], w[:])
+			}
+		}
+		r[0] = k
+	}
+	r[1] = g.pool[i%poolSize]
+}
+
+// encodedSizes returns the encoded key and value sizes of row 0 (the same
+// for every row but for a BIGINT key, whose encoding has a variable
+// length: then the average over a sample).
+func (g *generator) encodedSizes(t *kv.Table) (int, int, error) {
+	enc := t.NewEncoder()
+	row := make(kv.Row, 2)
+	const n = 4096
+	var ks, vs int
+	for i := range int64(n) {
+		g.row(row, i)
+		k, v, _, err := enc.Encode(kv.RowFields(row))
+		if err != nil {
+			return 0, 0, err
+		}
+		ks += len(k)
+		vs += len(v)
+	}
+	return (ks + n/2) / n, (vs + n/2) / n, nil
+}
+
+// latencies collects batch latencies.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(b tierclient.BatchInfo) {
+	if b.Err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.d = append(l.d, b.Latency)
+	l.mu.Unlock()
+}
+
+func (l *latencies) percentiles() (p50, p99, pmax time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(l.d)
+	at := func(q float64) time.Duration { return l.d[min(len(l.d)-1, int(q*float64(len(l.d))))] }
+	return at(0.50), at(0.99), l.d[len(l.d)-1]
+}
+
+// cpuTime is the user+system CPU time the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// peakRSS is VmHWM from /proc/self/status in bytes, or -1.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			if f := strings.Fields(rest); len(f) >= 1 {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func fmtRSS(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+)
+
+// NewHTTPClient returns an HTTP client for the tier's RPCs: HTTP/1.1 and
+// HTTP/2 without TLS (h2c with prior knowledge for http:// URLs), so that
+// gRPC works too.
+func NewHTTPClient() *http.Client {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Protocols = &protos
+	tr.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: tr}
+}
+
+// BaseURL turns a registered address ("host:port", "host:port/t/ts-1" or
+// a URL) into a base URL for connect clients.
+func BaseURL(address string) string {
+	address = strings.TrimRight(address, "/")
+	if strings.Contains(address, "://") {
+		return address
+	}
+	return "http://" + address
+}
+
+// tabletClients caches one TabletService client per address.
+type tabletClients struct {
+	hc *http.Client
+	mu sync.Mutex
+	m  map[string]tierv1connect.TabletServiceClient
+}
+
+func newTabletClients(hc *http.Client) *tabletClients {
+	return &tabletClients{hc: hc, m: make(map[string]tierv1connect.TabletServiceClient)}
+}
+
+func (c *tabletClients) get(address string) tierv1connect.TabletServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.m[address]
+	if !ok {
+		cl = tierv1connect.NewTabletServiceClient(c.hc, BaseURL(address))
+		c.m[address] = cl
+	}
+	return cl
+}

@@ -1,0 +1,626 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is implemented by *ServerConfig, *CoordinatorConfig and
+// *TabletConfig: Defaults sets every field to its default, Validate
+// reports every invalid field (errors.Join), naming it by its YAML key.
+type Config interface {
+	Defaults()
+	Validate() error
+}
+
+// LoadConfig reads the YAML file at path into cfg over its defaults and
+// validates the result. Decoding is strict: an unknown or misspelt key, a
+// value of the wrong type, a duplicate key or a second YAML document is an
+// error that names the line.
+func LoadConfig(path string, cfg Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("daemon: read config: %w", err)
+	}
+	if err := DecodeConfig(bytes.NewReader(b), path, cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("daemon: config %s: %w", path, err)
+	}
+	return nil
+}
+
+// DecodeConfig sets cfg to its defaults and decodes the YAML document in r
+// over them, strictly (see LoadConfig). It does not validate, so that
+// flags can override the file first; name labels errors. An empty document
+// leaves the defaults.
+func DecodeConfig(r io.Reader, name string, cfg Config) error {
+	cfg.Defaults()
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	err := dec.Decode(cfg)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return fmt.Errorf("daemon: config %s: %w", name, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("daemon: config %s: more than one YAML document (line %d)", name, extra.Line)
+	}
+	return nil
+}
+
+// Defaults of the configuration; docs/tier.md lists every key.
+const (
+	DefaultListen            = "127.0.0.1:7070"
+	DefaultTabletListen      = "127.0.0.1:7071"
+	DefaultTabletServers     = 3
+	DefaultPrefix            = "/thaw"
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultEtcdDialTimeout   = 5 * time.Second
+	DefaultEmbeddedEtcd      = "127.0.0.1:0"
+	DefaultEtcdCompaction    = time.Hour
+	DefaultLeaseTTL          = 10 * time.Second
+	DefaultSnapshotInterval  = 10 * time.Minute
+	DefaultReplication       = 3
+	DefaultSnapshotRetention = 3
+	DefaultCacheSize         = 256 << 20
+	DefaultMemTableBudget    = 256 << 20
+	DefaultSegmentBytes      = 64 << 20
+	DefaultMaxBatchBytes     = 8 << 20
+	DefaultMaxBatchRows      = 10_000
+	DefaultMaxRequestBytes   = 4 << 20
+
+	// MaxEmbeddedTabletServers bounds `tablets` of the embedded mode.
+	MaxEmbeddedTabletServers = 64
+)
+
+// ByteSize is a size in bytes. In YAML it is an integer or a string with a
+// unit: "512", "64KiB", "256MiB", "2GiB" (also KB, MB, GB as powers of
+// 1000).
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+// ParseByteSize parses "256MiB", "64KB" or "1024".
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || (mult > 1 && n > (1<<62)/mult) {
+		return 0, fmt.Errorf("size %q is not a byte count like 1024, 64KiB or 256MiB", s)
+	}
+	return ByteSize(n * mult), nil
+}
+
+// UnmarshalYAML accepts an integer or a string with a unit.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a size must be a number or a string like 256MiB", n.Line)
+	}
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+// MarshalYAML writes the size with the largest binary unit that divides it.
+func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }
+
+// String returns the size with the largest binary unit that divides it:
+// "256MiB", "1536KiB", "1000".
+func (b ByteSize) String() string {
+	if b != 0 {
+		for i := 3; i >= 0; i-- {
+			if u := byteUnits[i]; int64(b)%u.mult == 0 {
+				return strconv.FormatInt(int64(b)/u.mult, 10) + u.suffix
+			}
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// LogConfig configures the process's slog logger.
+type LogConfig struct {
+	// Level is debug, info, warn or error (default info).
+	Level string `yaml:"level"`
+	// Format is text or json (default text).
+	Format string `yaml:"format"`
+}
+
+func (c *LogConfig) defaults() { *c = LogConfig{Level: "info", Format: "text"} }
+
+func (c LogConfig) validate() error {
+	var errs []error
+	switch c.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level %q is not debug, info, warn or error", c.Level))
+	}
+	switch c.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format %q is not text or json", c.Format))
+	}
+	return errors.Join(errs...)
+}
+
+// EtcdConfig reaches an external etcd cluster (thaw coordinator, thaw
+// tablet). The password comes from the environment variable
+// THAW_ETCD_PASSWORD, never from the file.
+type EtcdConfig struct {
+	// Endpoints are the cluster's client URLs (required), e.g.
+	// ["http://10.0.0.1:2379"].
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix is the key prefix of the tier's metadata (default /thaw).
+	Prefix string `yaml:"prefix"`
+	// DialTimeout bounds connecting (default 5s).
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// Username for etcd authentication (optional).
+	Username string `yaml:"username"`
+}
+
+func (c *EtcdConfig) defaults() {
+	*c = EtcdConfig{Prefix: DefaultPrefix, DialTimeout: DefaultEtcdDialTimeout}
+}
+
+func (c EtcdConfig) validate() error {
+	var errs []error
+	if len(c.Endpoints) == 0 {
+		errs = append(errs, errors.New("etcd.endpoints: at least one endpoint is required"))
+	}
+	for _, e := range c.Endpoints {
+		if strings.TrimSpace(e) == "" {
+			errs = append(errs, errors.New("etcd.endpoints: empty endpoint"))
+		}
+	}
+	errs = append(errs, validatePrefix("etcd.prefix", c.Prefix))
+	if c.DialTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("etcd.dial_timeout %v must be positive", c.DialTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// EmbeddedEtcdConfig configures the etcd that thaw server runs in the
+// process, on {data_dir}/etcd.
+type EmbeddedEtcdConfig struct {
+	// Listen is the client address of the embedded etcd (default
+	// 127.0.0.1:0, a free loopback port chosen at start and logged).
+	Listen string `yaml:"listen"`
+	// Prefix is the key prefix of the tier's metadata (default /thaw).
+	Prefix string `yaml:"prefix"`
+	// CompactionRetention is how much history etcd keeps (default 1h).
+	CompactionRetention time.Duration `yaml:"compaction_retention"`
+}
+
+func (c *EmbeddedEtcdConfig) defaults() {
+	*c = EmbeddedEtcdConfig{Listen: DefaultEmbeddedEtcd, Prefix: DefaultPrefix, CompactionRetention: DefaultEtcdCompaction}
+}
+
+func (c EmbeddedEtcdConfig) validate() error {
+	var errs []error
+	if err := validateHostPort("etcd.listen", c.Listen); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, validatePrefix("etcd.prefix", c.Prefix))
+	if c.CompactionRetention <= 0 {
+		errs = append(errs, fmt.Errorf("etcd.compaction_retention %v must be positive", c.CompactionRetention))
+	}
+	return errors.Join(errs...)
+}
+
+// CoordinatorOptions tune a coordinator (the `coordinator:` section).
+type CoordinatorOptions struct {
+	// LeaseTTL is the election lease: how long a crashed leader holds on
+	// before a standby takes over (default 10s, at least 1s).
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// DefaultReplicationFactor is used when a table is created with
+	// replication 0 (default 3; thaw server lowers it to the number of
+	// tablet servers when that is smaller).
+	DefaultReplicationFactor int `yaml:"default_replication_factor"`
+	// SnapshotRetention is how many completed snapshots of a bucket are
+	// kept (default 3).
+	SnapshotRetention int `yaml:"snapshot_retention"`
+	// MaxMovesPerRound bounds the replicas one rebalance round moves
+	// (default 16).
+	MaxMovesPerRound int `yaml:"max_moves_per_round"`
+	// RebalanceInterval is the pause between rounds that still move
+	// replicas (default 2s).
+	RebalanceInterval time.Duration `yaml:"rebalance_interval"`
+	// ResyncInterval is how often the coordinator reconciles without an
+	// event (default 30s).
+	ResyncInterval time.Duration `yaml:"resync_interval"`
+	// TabletTimeout bounds one coordinator → tablet call (default 30s).
+	TabletTimeout time.Duration `yaml:"tablet_timeout"`
+	// Fanout bounds concurrent coordinator → tablet calls (default 8).
+	Fanout int `yaml:"fanout"`
+}
+
+func (c *CoordinatorOptions) defaults() {
+	*c = CoordinatorOptions{
+		LeaseTTL:                 DefaultLeaseTTL,
+		DefaultReplicationFactor: DefaultReplication,
+		SnapshotRetention:        DefaultSnapshotRetention,
+		MaxMovesPerRound:         16,
+		RebalanceInterval:        2 * time.Second,
+		ResyncInterval:           30 * time.Second,
+		TabletTimeout:            30 * time.Second,
+		Fanout:                   8,
+	}
+}
+
+func (c CoordinatorOptions) validate() error {
+	var errs []error
+	if c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("coordinator.lease_ttl %v is shorter than 1s", c.LeaseTTL))
+	}
+	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > 16 {
+		errs = append(errs, fmt.Errorf("coordinator.default_replication_factor %d not in 1..16", c.DefaultReplicationFactor))
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"snapshot_retention", c.SnapshotRetention}, {"max_moves_per_round", c.MaxMovesPerRound}, {"fanout", c.Fanout}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("coordinator.%s %d is below 1", f.key, f.v))
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   time.Duration
+	}{{"rebalance_interval", c.RebalanceInterval}, {"resync_interval", c.ResyncInterval}, {"tablet_timeout", c.TabletTimeout}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Errorf("coordinator.%s %v must be positive", f.key, f.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TabletOptions tune a tablet server (the `tablet:` section).
+type TabletOptions struct {
+	// LeaseTTL is the registration lease: how long after a crash the
+	// coordinator notices and moves the server's replicas (default 10s, at
+	// least 1s).
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// SnapshotInterval is how often a bucket leader snapshots a bucket that
+	// changed (default 10m; negative disables periodic snapshots).
+	SnapshotInterval time.Duration `yaml:"snapshot_interval"`
+	// CacheSize is the block cache shared by all replicas of the server
+	// (default 256MiB, at least 1MiB).
+	CacheSize ByteSize `yaml:"cache_size"`
+	// MemTableBudget is the memory all replicas' memtables share (default
+	// 256MiB, at least 512KiB).
+	MemTableBudget ByteSize `yaml:"memtable_budget"`
+	// ExpectedReplicas sizes memtables as if at least this many replicas
+	// were open (default 0: as they open).
+	ExpectedReplicas int `yaml:"expected_replicas"`
+	// MaxBatchRows bounds the mutations of one write, the keys of one
+	// lookup and the rows of one scan page (default 10000).
+	MaxBatchRows int `yaml:"max_batch_rows"`
+	// MaxBatchBytes bounds the encoded bytes of one write and of one scan
+	// page (default 4MiB; below changelog.max_batch_bytes).
+	MaxBatchBytes ByteSize `yaml:"max_batch_bytes"`
+	// RestoreConcurrency bounds the replicas restoring at once (default 4).
+	RestoreConcurrency int `yaml:"restore_concurrency"`
+	// TransferConcurrency bounds the files one restore or snapshot moves
+	// at once (default 4).
+	TransferConcurrency int `yaml:"transfer_concurrency"`
+}
+
+func (c *TabletOptions) defaults() {
+	*c = TabletOptions{
+		LeaseTTL:            DefaultLeaseTTL,
+		SnapshotInterval:    DefaultSnapshotInterval,
+		CacheSize:           DefaultCacheSize,
+		MemTableBudget:      DefaultMemTableBudget,
+		MaxBatchRows:        DefaultMaxBatchRows,
+		MaxBatchBytes:       DefaultMaxRequestBytes,
+		RestoreConcurrency:  4,
+		TransferConcurrency: 4,
+	}
+}
+
+func (c TabletOptions) validate() error {
+	var errs []error
+	if c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("tablet.lease_ttl %v is shorter than 1s", c.LeaseTTL))
+	}
+	if c.SnapshotInterval == 0 {
+		errs = append(errs, errors.New("tablet.snapshot_interval must not be 0 (negative disables periodic snapshots)"))
+	}
+	if c.CacheSize < 1<<20 {
+		errs = append(errs, fmt.Errorf("tablet.cache_size %v is below 1MiB", c.CacheSize))
+	}
+	if c.MemTableBudget < 512<<10 {
+		errs = append(errs, fmt.Errorf("tablet.memtable_budget %v is below 512KiB", c.MemTableBudget))
+	}
+	if c.ExpectedReplicas < 0 {
+		errs = append(errs, fmt.Errorf("tablet.expected_replicas %d is negative", c.ExpectedReplicas))
+	}
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"max_batch_rows", int64(c.MaxBatchRows)}, {"max_batch_bytes", int64(c.MaxBatchBytes)},
+		{"restore_concurrency", int64(c.RestoreConcurrency)}, {"transfer_concurrency", int64(c.TransferConcurrency)}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("tablet.%s %d is below 1", f.key, f.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateBatchBytes checks that a write batch fits a changelog append.
+func validateBatchBytes(t TabletOptions, l ChangelogOptions) error {
+	if t.MaxBatchBytes >= l.MaxBatchBytes {
+		return fmt.Errorf("tablet.max_batch_bytes %v must be below changelog.max_batch_bytes %v", t.MaxBatchBytes, l.MaxBatchBytes)
+	}
+	return nil
+}
+
+// ChangelogOptions tune the local segment log (the `changelog:` section).
+type ChangelogOptions struct {
+	// Dir is the root of the local changelog (thaw tablet only; default
+	// {data_dir}/changelog; thaw server always uses {data_dir}/changelog).
+	// One process at a time may use a root.
+	Dir string `yaml:"dir"`
+	// SegmentBytes is the size at which a bucket log rolls to a new segment
+	// (default 64MiB).
+	SegmentBytes ByteSize `yaml:"segment_bytes"`
+	// MaxBatchBytes bounds one append (default 8MiB; at most segment_bytes
+	// minus the segment header). Never lower it across a restart after a
+	// crash.
+	MaxBatchBytes ByteSize `yaml:"max_batch_bytes"`
+}
+
+func (c *ChangelogOptions) defaults() {
+	*c = ChangelogOptions{SegmentBytes: DefaultSegmentBytes, MaxBatchBytes: DefaultMaxBatchBytes}
+}
+
+func (c ChangelogOptions) validate() error {
+	var errs []error
+	if c.SegmentBytes < 1<<20 || c.SegmentBytes > 1<<31 {
+		errs = append(errs, fmt.Errorf("changelog.segment_bytes %v not in 1MiB..2GiB", c.SegmentBytes))
+	}
+	if c.MaxBatchBytes < 64<<10 || c.MaxBatchBytes > c.SegmentBytes-4096 {
+		errs = append(errs, fmt.Errorf("changelog.max_batch_bytes %v not in 64KiB..segment_bytes-4KiB", c.MaxBatchBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// ServerConfig configures `thaw server`: the embedded single-process tier
+// (embedded etcd, one coordinator, N tablet servers, file:// object
+// storage and the local changelog, all under DataDir).
+type ServerConfig struct {
+	// DataDir holds everything: etcd/, remote/ (unless object_store is
+	// set), changelog/ and tablets/{id}/ (required).
+	DataDir string `yaml:"data_dir"`
+	// Listen is the one HTTP listener (default 127.0.0.1:7070): the
+	// coordinator at /, tablet server {id} at /t/{id}/, /metrics, /healthz,
+	// /readyz.
+	Listen string `yaml:"listen"`
+	// Advertise is the host:port clients reach Listen at (default: Listen,
+	// with an unspecified host replaced by 127.0.0.1).
+	Advertise string `yaml:"advertise"`
+	// Tablets is the number of tablet servers, ts-1..ts-N (default 3).
+	Tablets int `yaml:"tablets"`
+	// ObjectStore is the URL of snapshot storage (default
+	// file://{data_dir}/remote).
+	ObjectStore string `yaml:"object_store"`
+	// ShutdownTimeout bounds a graceful shutdown (default 30s).
+	ShutdownTimeout time.Duration      `yaml:"shutdown_timeout"`
+	Etcd            EmbeddedEtcdConfig `yaml:"etcd"`
+	Coordinator     CoordinatorOptions `yaml:"coordinator"`
+	Tablet          TabletOptions      `yaml:"tablet"`
+	Changelog       ChangelogOptions   `yaml:"changelog"`
+	Log             LogConfig          `yaml:"log"`
+}
+
+// Defaults implements Config.
+func (c *ServerConfig) Defaults() {
+	*c = ServerConfig{Listen: DefaultListen, Tablets: DefaultTabletServers, ShutdownTimeout: DefaultShutdownTimeout}
+	c.Etcd.defaults()
+	c.Coordinator.defaults()
+	c.Tablet.defaults()
+	c.Changelog.defaults()
+	c.Log.defaults()
+}
+
+// Validate implements Config.
+func (c *ServerConfig) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir is required"))
+	}
+	errs = append(errs, validateHostPort("listen", c.Listen))
+	if c.Advertise != "" {
+		errs = append(errs, validateHostPort("advertise", c.Advertise))
+	}
+	if c.Tablets < 1 || c.Tablets > MaxEmbeddedTabletServers {
+		errs = append(errs, fmt.Errorf("tablets %d not in 1..%d", c.Tablets, MaxEmbeddedTabletServers))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown_timeout %v must be positive", c.ShutdownTimeout))
+	}
+	errs = append(errs, c.Etcd.validate(), c.Coordinator.validate(), c.Tablet.validate(), c.Changelog.validate(), c.Log.validate(),
+		validateBatchBytes(c.Tablet, c.Changelog))
+	if c.Changelog.Dir != "" {
+		errs = append(errs, errors.New("changelog.dir: thaw server keeps the changelog in {data_dir}/changelog; remove the key"))
+	}
+	return errors.Join(errs...)
+}
+
+// CoordinatorConfig configures `thaw coordinator`: one coordinator against
+// an external etcd, on its own listener.
+type CoordinatorConfig struct {
+	// ID names the coordinator, [a-z0-9-] (required).
+	ID string `yaml:"id"`
+	// Listen is the HTTP listener (default 127.0.0.1:7070).
+	Listen string `yaml:"listen"`
+	// Advertise is the host:port clients and standbys reach this
+	// coordinator at (default: Listen, with an unspecified host replaced
+	// by 127.0.0.1).
+	Advertise string `yaml:"advertise"`
+	// ObjectStore is the URL of snapshot storage shared by every
+	// coordinator and tablet server (required).
+	ObjectStore     string             `yaml:"object_store"`
+	ShutdownTimeout time.Duration      `yaml:"shutdown_timeout"`
+	Etcd            EtcdConfig         `yaml:"etcd"`
+	Coordinator     CoordinatorOptions `yaml:"coordinator"`
+	Log             LogConfig          `yaml:"log"`
+}
+
+// Defaults implements Config.
+func (c *CoordinatorConfig) Defaults() {
+	*c = CoordinatorConfig{Listen: DefaultListen, ShutdownTimeout: DefaultShutdownTimeout}
+	c.Etcd.defaults()
+	c.Coordinator.defaults()
+	c.Log.defaults()
+}
+
+// Validate implements Config.
+func (c *CoordinatorConfig) Validate() error {
+	var errs []error
+	errs = append(errs, validateID("id", c.ID), validateHostPort("listen", c.Listen))
+	if c.Advertise != "" {
+		errs = append(errs, validateHostPort("advertise", c.Advertise))
+	}
+	if c.ObjectStore == "" {
+		errs = append(errs, errors.New("object_store is required"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown_timeout %v must be positive", c.ShutdownTimeout))
+	}
+	errs = append(errs, c.Etcd.validate(), c.Coordinator.validate(), c.Log.validate())
+	return errors.Join(errs...)
+}
+
+// TabletConfig configures `thaw tablet`: one tablet server against an
+// external etcd, on its own listener, with its own local changelog root.
+type TabletConfig struct {
+	// ID names the tablet server, [a-z0-9-] (required).
+	ID string `yaml:"id"`
+	// Listen is the HTTP listener (default 127.0.0.1:7071).
+	Listen string `yaml:"listen"`
+	// Advertise is the host:port the coordinator and clients reach this
+	// server at (default: Listen, with an unspecified host replaced by
+	// 127.0.0.1).
+	Advertise string `yaml:"advertise"`
+	// DataDir holds replicas/ and, unless changelog.dir is set,
+	// changelog/ (required).
+	DataDir string `yaml:"data_dir"`
+	// ObjectStore is the URL of snapshot storage shared by every
+	// coordinator and tablet server (required).
+	ObjectStore     string           `yaml:"object_store"`
+	ShutdownTimeout time.Duration    `yaml:"shutdown_timeout"`
+	Etcd            EtcdConfig       `yaml:"etcd"`
+	Tablet          TabletOptions    `yaml:"tablet"`
+	Changelog       ChangelogOptions `yaml:"changelog"`
+	Log             LogConfig        `yaml:"log"`
+}
+
+// Defaults implements Config.
+func (c *TabletConfig) Defaults() {
+	*c = TabletConfig{Listen: DefaultTabletListen, ShutdownTimeout: DefaultShutdownTimeout}
+	c.Etcd.defaults()
+	c.Tablet.defaults()
+	c.Changelog.defaults()
+	c.Log.defaults()
+}
+
+// Validate implements Config.
+func (c *TabletConfig) Validate() error {
+	var errs []error
+	errs = append(errs, validateID("id", c.ID), validateHostPort("listen", c.Listen))
+	if c.Advertise != "" {
+		errs = append(errs, validateHostPort("advertise", c.Advertise))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir is required"))
+	}
+	if c.ObjectStore == "" {
+		errs = append(errs, errors.New("object_store is required"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown_timeout %v must be positive", c.ShutdownTimeout))
+	}
+	errs = append(errs, c.Etcd.validate(), c.Tablet.validate(), c.Changelog.validate(), c.Log.validate(),
+		validateBatchBytes(c.Tablet, c.Changelog))
+	return errors.Join(errs...)
+}
+
+func validateHostPort(key, s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%s %q is not host:port", key, s)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%s %q: bad port", key, s)
+	}
+	if strings.ContainsAny(host, "/ ") {
+		return fmt.Errorf("%s %q: bad host", key, s)
+	}
+	return nil
+}
+
+func validatePrefix(key, p string) error {
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("%s %q must start with / and not end with one", key, p)
+	}
+	return nil
+}
+
+// validateID checks a coordinator or tablet server id: 1..63 of [a-z0-9-].
+func validateID(key, id string) error {
+	if id == "" || len(id) > 63 {
+		return fmt.Errorf("%s %q must be 1..63 characters [a-z0-9-]", key, id)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return fmt.Errorf("%s %q must be 1..63 characters [a-z0-9-]", key, id)
+		}
+	}
+	return nil
+}
+
+// advertised returns the address others reach a listener at: advertise if
+// set, else the listener's address with an unspecified host replaced by
+// 127.0.0.1.
+func advertised(advertise string, ln net.Addr) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, port, err := net.SplitHostPort(ln.String())
+	if err != nil {
+		return ln.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

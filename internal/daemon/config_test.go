@@ -1,0 +1,166 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "thaw.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadServerConfig(t *testing.T) {
+	p := writeFile(t, `
+data_dir: /var/lib/thaw
+listen: 0.0.0.0:7070
+advertise: db1.example:7070
+tablets: 5
+etcd:
+  prefix: /prod
+coordinator:
+  lease_ttl: 3s
+  snapshot_retention: 5
+tablet:
+  snapshot_interval: 90s
+  cache_size: 1GiB
+  memtable_budget: 64MiB
+changelog:
+  segment_bytes: 128MiB
+log:
+  level: debug
+  format: json
+`)
+	var cfg ServerConfig
+	if err := LoadConfig(p, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var def ServerConfig
+	def.Defaults()
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"data_dir", cfg.DataDir, "/var/lib/thaw"},
+		{"listen", cfg.Listen, "0.0.0.0:7070"},
+		{"tablets", cfg.Tablets, 5},
+		{"etcd.prefix", cfg.Etcd.Prefix, "/prod"},
+		{"etcd.listen (default)", cfg.Etcd.Listen, def.Etcd.Listen},
+		{"coordinator.lease_ttl", cfg.Coordinator.LeaseTTL, 3 * time.Second},
+		{"coordinator.snapshot_retention", cfg.Coordinator.SnapshotRetention, 5},
+		{"coordinator.fanout (default)", cfg.Coordinator.Fanout, 8},
+		{"tablet.snapshot_interval", cfg.Tablet.SnapshotInterval, 90 * time.Second},
+		{"tablet.cache_size", cfg.Tablet.CacheSize, ByteSize(1 << 30)},
+		{"tablet.memtable_budget", cfg.Tablet.MemTableBudget, ByteSize(64 << 20)},
+		{"tablet.lease_ttl (default)", cfg.Tablet.LeaseTTL, DefaultLeaseTTL},
+		{"changelog.segment_bytes", cfg.Changelog.SegmentBytes, ByteSize(128 << 20)},
+		{"changelog.max_batch_bytes (default)", cfg.Changelog.MaxBatchBytes, ByteSize(DefaultMaxBatchBytes)},
+		{"log.level", cfg.Log.Level, "debug"},
+		{"shutdown_timeout (default)", cfg.ShutdownTimeout, DefaultShutdownTimeout},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	ec := cfg.Embedded()
+	if ec.TabletServers != 5 || ec.Prefix != "/prod" || ec.Tablet.CacheSize != 1<<30 {
+		t.Errorf("Embedded() = %+v", ec)
+	}
+}
+
+func TestLoadConfigStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		cfg        Config
+		want       []string
+	}{
+		{"unknown key", "data_dir: /d\nlisten: 127.0.0.1:1\ntablet:\n  cache_sise: 1MiB\n", &ServerConfig{}, []string{"line 4", "cache_sise"}},
+		{"unknown top key", "data_dir: /d\nlisen: x\n", &ServerConfig{}, []string{"line 2", "lisen"}},
+		{"wrong type", "tablets: many\n", &ServerConfig{}, []string{"line 1", "many"}},
+		{"bad duration", "data_dir: /d\ncoordinator:\n  lease_ttl: soon\n", &ServerConfig{}, []string{"line 3"}},
+		{"bad size", "data_dir: /d\ntablet:\n  cache_size: lots\n", &ServerConfig{}, []string{"line 3", `"lots"`}},
+		{"duplicate key", "data_dir: /a\ndata_dir: /b\n", &ServerConfig{}, []string{"line 2", "already"}},
+		{"two documents", "data_dir: /a\n---\ndata_dir: /b\n", &ServerConfig{}, []string{"more than one YAML document"}},
+		{"invalid values", "data_dir: ''\ntablets: 0\nlog:\n  level: loud\n", &ServerConfig{}, []string{"data_dir is required", "tablets 0", "log.level \"loud\""}},
+		{"coordinator needs etcd", "id: c1\nobject_store: file:///tmp/x\n", &CoordinatorConfig{}, []string{"etcd.endpoints"}},
+		{"coordinator bad id", "id: C_1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\n", &CoordinatorConfig{}, []string{`id "C_1"`}},
+		{"tablet needs data dir", "id: ts-1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\n", &TabletConfig{}, []string{"data_dir is required"}},
+		{"tablet unknown section", "id: ts-1\ncoordinator:\n  lease_ttl: 1s\n", &TabletConfig{}, []string{"line 2", "coordinator"}},
+		{"server has no changelog dir", "data_dir: /d\nchangelog:\n  dir: /x\n", &ServerConfig{}, []string{"changelog.dir"}},
+		{"bad prefix", "data_dir: /d\netcd:\n  prefix: thaw/\n", &ServerConfig{}, []string{"etcd.prefix"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := LoadConfig(writeFile(t, tc.body), tc.cfg)
+			if err == nil {
+				t.Fatalf("no error for %q", tc.body)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigDefaultsValidate(t *testing.T) {
+	var s ServerConfig
+	s.Defaults()
+	s.DataDir = "/d"
+	if err := s.Validate(); err != nil {
+		t.Errorf("server defaults + data_dir: %v", err)
+	}
+	var c CoordinatorConfig
+	c.Defaults()
+	c.ID, c.ObjectStore, c.Etcd.Endpoints = "coord-1", "file:///tmp/r", []string{"http://127.0.0.1:2379"}
+	if err := c.Validate(); err != nil {
+		t.Errorf("coordinator defaults + required: %v", err)
+	}
+	var tc TabletConfig
+	tc.Defaults()
+	tc.ID, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = "ts-1", "/d", "file:///tmp/r", []string{"http://127.0.0.1:2379"}
+	if err := tc.Validate(); err != nil {
+		t.Errorf("tablet defaults + required: %v", err)
+	}
+	// An empty file is all defaults (and fails only on required keys).
+	var e ServerConfig
+	err := LoadConfig(writeFile(t, ""), &e)
+	if err == nil || !strings.Contains(err.Error(), "data_dir is required") || e.Listen != DefaultListen {
+		t.Errorf("empty file: err %v, listen %q", err, e.Listen)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ByteSize
+		str  string
+	}{
+		{"1024", 1024, "1KiB"},
+		{"64KiB", 64 << 10, "64KiB"},
+		{"256MiB", 256 << 20, "256MiB"},
+		{"2GiB", 2 << 30, "2GiB"},
+		{"1536KiB", 1536 << 10, "1536KiB"},
+		{"10MB", 10_000_000, "10000000"},
+		{"7", 7, "7"},
+		{"0", 0, "0"},
+	} {
+		got, err := ParseByteSize(tc.in)
+		if err != nil || got != tc.want || got.String() != tc.str {
+			t.Errorf("ParseByteSize(%q) = %d (%s), %v; want %d (%s)", tc.in, got, got, err, tc.want, tc.str)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1.5GiB", "MiB", "12XB", "99999999999TiB"} {
+		if _, err := ParseByteSize(bad); err == nil {
+			t.Errorf("ParseByteSize(%q) succeeded", bad)
+		}
+	}
+}

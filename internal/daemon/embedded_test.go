@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+func startTest(t *testing.T, cfg EmbeddedConfig) *Embedded {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cfg.EtcdUnsafeNoFsync = true
+	if cfg.Coordinator.LeaseTTL == 0 {
+		cfg.Coordinator.LeaseTTL = 2 * time.Second
+	}
+	if cfg.Tablet.LeaseTTL == 0 {
+		cfg.Tablet.LeaseTTL = 2 * time.Second
+	}
+	e, err := StartEmbedded(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestEmbeddedServes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := startTest(t, EmbeddedConfig{TabletServers: 2, Registry: reg})
+	if code, body := get(t, e.Address()+PathHealthz); code != 200 || body != "ok\n" {
+		t.Errorf("healthz: %d %q", code, body)
+	}
+	if code, body := get(t, e.Address()+PathReadyz); code != 200 || !strings.Contains(body, "tablets: ok") {
+		t.Errorf("readyz: %d %q", code, body)
+	}
+	ctx := t.Context()
+	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	servers, err := coord.ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, s := range servers.Msg.GetServers() {
+		addrs = append(addrs, s.GetServerId()+"="+s.GetAddress())
+	}
+	want := []string{"ts-1=" + e.TabletAddress("ts-1"), "ts-2=" + e.TabletAddress("ts-2")}
+	if strings.Join(addrs, " ") != strings.Join(want, " ") {
+		t.Errorf("servers %v, want %v", addrs, want)
+	}
+	// The coordinator is also at /c/coord-1/, a tablet server at /t/{id}/.
+	leader, err := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.CoordinatorAddress("coord-1")).
+		GetLeader(ctx, connect.NewRequest(&tierv1.GetLeaderRequest{}))
+	if err != nil || leader.Msg.GetCoordinatorId() != "coord-1" || leader.Msg.GetAddress() != e.HostPort() {
+		t.Errorf("GetLeader: %v %v", leader, err)
+	}
+	ts := tierv1connect.NewTabletServiceClient(e.HTTPClient(), e.TabletAddress("ts-1"))
+	if _, err := ts.Lookup(ctx, connect.NewRequest(&tierv1.LookupRequest{Target: &tierv1.TargetId{TableId: 99}, Keys: [][]byte{{1}}})); tierpb.ReasonOf(err) != tierpb.ReasonNotFound {
+		t.Errorf("lookup on an unknown target: %v", err)
+	}
+	code, body := get(t, e.Address()+PathMetrics)
+	if code != 200 || !strings.Contains(body, `thaw_coordinator_leader{coordinator="coord-1"} 1`) || !strings.Contains(body, `server="ts-2"`) {
+		t.Errorf("metrics: %d\n%s", code, body)
+	}
+	// A killed tablet server's mount answers UNAVAILABLE.
+	if err := e.KillTablet(ctx, "ts-2"); err != nil {
+		t.Fatal(err)
+	}
+	ts2 := tierv1connect.NewTabletServiceClient(e.HTTPClient(), e.TabletAddress("ts-2"))
+	if _, err := ts2.Lookup(ctx, connect.NewRequest(&tierv1.LookupRequest{Target: &tierv1.TargetId{TableId: 1}})); tierpb.ReasonOf(err) != tierpb.ReasonUnavailable {
+		t.Errorf("lookup on a killed server: %v", err)
+	}
+	if err := e.StartTablet(ctx, "ts-2"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := e.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,206 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// Paths served at the root of every thaw listener.
+const (
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+)
+
+// TabletPath returns the prefix tablet server id is mounted at in the
+// embedded mode: "/t/{id}/".
+func TabletPath(id string) string { return "/t/" + id + "/" }
+
+// httpServer is the Runnable of a process's one listener: HTTP/1.1 and h2c
+// (gRPC needs HTTP/2 without TLS).
+type httpServer struct {
+	ln      net.Listener
+	srv     *http.Server
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+func newHTTPServer(ln net.Listener, h http.Handler, shutdownTimeout time.Duration, log *slog.Logger) *httpServer {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &protos,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return &httpServer{ln: ln, srv: srv, timeout: shutdownTimeout, log: log}
+}
+
+// Start serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets running requests finish for up to the shutdown timeout
+// and then closes what is left.
+func (s *httpServer) Start(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	s.log.Info("http listening", "addr", s.ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("daemon: serve http on %s: %w", s.ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("daemon: http shutdown: %w", err), s.srv.Close())
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// readiness is one named check of /readyz.
+type readiness struct {
+	name  string
+	check func(ctx context.Context) error
+}
+
+// healthHandlers returns /healthz (the process serves) and /readyz (every
+// check passes within 2s). Both answer 503 once draining is set.
+func healthHandlers(draining func() bool, checks []readiness) (healthz, readyz http.Handler) {
+	healthz = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if draining() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	readyz = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var b strings.Builder
+		ok := true
+		for _, c := range checks {
+			if err := c.check(ctx); err != nil {
+				ok = false
+				fmt.Fprintf(&b, "%s: %v\n", c.name, err)
+			} else {
+				fmt.Fprintf(&b, "%s: ok\n", c.name)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(b.String()))
+	})
+	return healthz, readyz
+}
+
+// switchable serves a component's handler while it is up, and UNAVAILABLE
+// (in the caller's RPC protocol) while it is down: killed, restarting or
+// not started yet, as a crashed server's port would refuse it.
+type switchable struct {
+	what string
+	mu   sync.RWMutex
+	h    http.Handler // nil: down
+	ew   *connect.ErrorWriter
+}
+
+func newSwitchable(what string) *switchable {
+	return &switchable{what: what, ew: connect.NewErrorWriter()}
+}
+
+func (s *switchable) set(h http.Handler) {
+	s.mu.Lock()
+	s.h = h
+	s.mu.Unlock()
+}
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	h := s.h
+	s.mu.RUnlock()
+	if h == nil {
+		err := tierpb.NewError(tierpb.ReasonUnavailable, s.what+" is not running", nil)
+		if s.ew.IsSupported(r) {
+			_ = s.ew.Write(w, r, err)
+			return
+		}
+		http.Error(w, err.Message(), http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// gatherers is the /metrics source: the injected registry plus one
+// registry per running component instance (a restarted tablet server gets
+// a fresh one, so its metrics register again without conflict).
+type gatherers struct {
+	root prometheus.Gatherer
+	mu   sync.Mutex
+	regs map[string]*prometheus.Registry
+}
+
+func newGatherers(root prometheus.Gatherer) *gatherers {
+	return &gatherers{root: root, regs: make(map[string]*prometheus.Registry)}
+}
+
+// component returns a fresh registry for the named component instance,
+// replacing the previous one, and a Registerer that labels everything
+// registered with labels (none if nil).
+func (g *gatherers) component(name string, labels prometheus.Labels) prometheus.Registerer {
+	reg := prometheus.NewRegistry()
+	g.mu.Lock()
+	g.regs[name] = reg
+	g.mu.Unlock()
+	if labels == nil {
+		return reg
+	}
+	return prometheus.WrapRegistererWith(labels, reg)
+}
+
+// drop forgets a component's metrics.
+func (g *gatherers) drop(name string) {
+	g.mu.Lock()
+	delete(g.regs, name)
+	g.mu.Unlock()
+}
+
+// Gather implements prometheus.Gatherer, merging families of one name.
+func (g *gatherers) Gather() ([]*dto.MetricFamily, error) {
+	g.mu.Lock()
+	gs := prometheus.Gatherers{g.root}
+	for _, name := range slices.Sorted(maps.Keys(g.regs)) {
+		gs = append(gs, g.regs[name])
+	}
+	g.mu.Unlock()
+	return gs.Gather()
+}
+
+func metricsHandler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}

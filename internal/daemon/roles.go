@@ -1,0 +1,394 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/tier/changelog"
+	"github.com/thawdb/thaw/tier/coordinator"
+	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tablet"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// EnvEtcdPassword is the environment variable holding the etcd password
+// of thaw coordinator and thaw tablet (never in the config file).
+const EnvEtcdPassword = "THAW_ETCD_PASSWORD"
+
+// RunOptions are the process-level dependencies of the Run functions.
+type RunOptions struct {
+	// Logger receives every log (default: discard).
+	Logger *slog.Logger
+	// Registry receives the metrics that /metrics serves (default: a new
+	// registry with the Go and process collectors).
+	Registry *prometheus.Registry
+	// OnReady, if set, is called with the advertised host:port once the
+	// listener serves.
+	OnReady func(address string)
+}
+
+func (o RunOptions) withDefaults() RunOptions {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return o
+}
+
+// Embedded returns the EmbeddedConfig of a validated ServerConfig.
+func (c ServerConfig) Embedded() EmbeddedConfig {
+	return EmbeddedConfig{
+		DataDir:                 c.DataDir,
+		Listen:                  c.Listen,
+		Advertise:               c.Advertise,
+		TabletServers:           c.Tablets,
+		Coordinators:            1,
+		ObjectStore:             c.ObjectStore,
+		EtcdListen:              c.Etcd.Listen,
+		Prefix:                  c.Etcd.Prefix,
+		EtcdCompactionRetention: c.Etcd.CompactionRetention,
+		ShutdownTimeout:         c.ShutdownTimeout,
+		Coordinator:             c.Coordinator,
+		Tablet:                  c.Tablet,
+		Changelog:               c.Changelog,
+	}
+}
+
+// RunServer runs `thaw server`: the embedded tier, until ctx is done (then
+// it shuts down gracefully) or a component fails.
+func RunServer(ctx context.Context, cfg ServerConfig, opts RunOptions) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("daemon: server config: %w", err)
+	}
+	opts = opts.withDefaults()
+	ec := cfg.Embedded()
+	ec.Logger, ec.Registry = opts.Logger, opts.Registry
+	e, err := StartEmbedded(ctx, ec)
+	if err != nil {
+		return err
+	}
+	opts.Logger.Info("thaw server started", "address", e.HostPort(), "data_dir", ec.DataDir, "tablets", ec.TabletServers)
+	if opts.OnReady != nil {
+		opts.OnReady(e.HostPort())
+	}
+	var failure error
+	select {
+	case <-ctx.Done():
+		opts.Logger.Info("thaw server shutting down")
+	case <-e.Done():
+		failure = e.Err()
+		opts.Logger.Error("thaw server component failed; shutting down", "err", failure)
+	}
+	err = errors.Join(failure, e.Close())
+	if err != nil {
+		opts.Logger.Error("thaw server stopped", "err", err)
+	} else {
+		opts.Logger.Info("thaw server stopped")
+	}
+	return err
+}
+
+// connectEtcd connects to the external etcd of cfg.
+func connectEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.Client, error) {
+	return meta.Connect(ctx, cfg.Endpoints, meta.ClientOptions{
+		DialTimeout: cfg.DialTimeout,
+		Username:    cfg.Username,
+		Password:    os.Getenv(EnvEtcdPassword),
+		Logger:      log.With("component", "etcd"),
+	})
+}
+
+// RunCoordinator runs `thaw coordinator`: one coordinator (campaigning,
+// leading or on standby) against an external etcd, serving the
+// CoordinatorService at / of its own listener, until ctx is done.
+func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("daemon: coordinator config: %w", err)
+	}
+	opts = opts.withDefaults()
+	log := opts.Logger
+	cli, err := connectEtcd(ctx, cfg.Etcd, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ignoreCanceled(cli.Close())) }()
+	store, err := meta.New(cli, cfg.Etcd.Prefix, meta.WithLogger(log.With("component", "meta")))
+	if err != nil {
+		return err
+	}
+	objects, err := objstore.Open(ctx, cfg.ObjectStore)
+	if err != nil {
+		return fmt.Errorf("daemon: open object store: %w", err)
+	}
+	defer func() { err = errors.Join(err, objects.Close()) }()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("daemon: listen: %w", err)
+	}
+	addr := advertised(cfg.Advertise, ln.Addr())
+	o := cfg.Coordinator
+	c, err := coordinator.New(coordinator.Config{
+		ID:                       cfg.ID,
+		AdvertiseAddress:         addr,
+		Prefix:                   cfg.Etcd.Prefix,
+		RemoteDataDir:            objects.Base(),
+		LeaseTTL:                 o.LeaseTTL,
+		DefaultReplicationFactor: o.DefaultReplicationFactor,
+		SnapshotRetention:        o.SnapshotRetention,
+		MaxMovesPerRound:         o.MaxMovesPerRound,
+		RebalanceInterval:        o.RebalanceInterval,
+		ResyncInterval:           o.ResyncInterval,
+		TabletTimeout:            o.TabletTimeout,
+		Fanout:                   o.Fanout,
+	}, coordinator.Deps{
+		Etcd:       cli,
+		Meta:       store,
+		Tablets:    newTabletClients(NewHTTPClient()).get,
+		Objects:    objects,
+		Logger:     log.With("component", "coordinator"),
+		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"coordinator": cfg.ID}, opts.Registry),
+	})
+	if err != nil {
+		return errors.Join(err, ln.Close())
+	}
+	var draining atomic.Bool
+	healthz, readyz := healthHandlers(draining.Load, []readiness{
+		{"etcd", func(ctx context.Context) error { _, err := cli.Get(ctx, cfg.Etcd.Prefix+"/health"); return err }},
+		{"coordinator", func(ctx context.Context) error {
+			l, err := fencing.CurrentLeader(ctx, cli, store.ElectionPrefix())
+			if err == nil && l.ID == "" {
+				err = errors.New("no coordinator elected")
+			}
+			return err
+		}},
+	})
+	mux := http.NewServeMux()
+	mux.Handle(PathHealthz, healthz)
+	mux.Handle(PathReadyz, readyz)
+	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
+	_, h := c.Handler()
+	mux.Handle("/", h)
+	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		<-gctx.Done()
+		draining.Store(true)
+		return nil
+	})
+	g.Go(func() error { return srv.Start(gctx) })
+	g.Go(func() error { return c.Run(gctx) })
+	log.Info("thaw coordinator started", "id", cfg.ID, "address", addr)
+	if opts.OnReady != nil {
+		opts.OnReady(addr)
+	}
+	return g.Wait()
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// RunTablet runs `thaw tablet`: one tablet server against an external
+// etcd, serving its TabletService at / of its own listener (registered as
+// http://{advertise}), with its own local changelog root, until ctx is
+// done. See the package documentation for what the local changelog
+// limits.
+func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("daemon: tablet config: %w", err)
+	}
+	opts = opts.withDefaults()
+	log := opts.Logger
+	logDir := cfg.Changelog.Dir
+	if logDir == "" {
+		logDir = filepath.Join(cfg.DataDir, "changelog")
+	}
+	replicaDir := filepath.Join(cfg.DataDir, "replicas")
+	for _, d := range []string{logDir, replicaDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+	}
+	cli, err := connectEtcd(ctx, cfg.Etcd, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, ignoreCanceled(cli.Close())) }()
+	store, err := meta.New(cli, cfg.Etcd.Prefix, meta.WithLogger(log.With("component", "meta")))
+	if err != nil {
+		return err
+	}
+	objects, err := objstore.Open(ctx, cfg.ObjectStore)
+	if err != nil {
+		return fmt.Errorf("daemon: open object store: %w", err)
+	}
+	defer func() { err = errors.Join(err, objects.Close()) }()
+	logs, err := changelog.NewLocalProvider(logDir,
+		changelog.WithSegmentBytes(int64(cfg.Changelog.SegmentBytes)),
+		changelog.WithMaxBatchBytes(int64(cfg.Changelog.MaxBatchBytes)),
+		changelog.WithTailRepairHook(func(r changelog.TailRepair) {
+			log.Warn("changelog torn tail repaired", "segment", r.Segment, "pos", r.Pos, "dropped", r.Dropped, "reason", r.Reason)
+		}))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, logs.Close()) }()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("daemon: listen: %w", err)
+	}
+	addr := advertised(cfg.Advertise, ln.Addr())
+	hc := NewHTTPClient()
+	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, hc.Transport)}
+	srv, err := tablet.New(tabletConfig(cfg.ID, "http://"+addr, replicaDir, cfg.Tablet), tablet.Deps{
+		Meta:        store,
+		Etcd:        cli,
+		Changelog:   logs,
+		Objects:     objects,
+		Coordinator: tierv1connect.NewCoordinatorServiceClient(coordHC, "http://coordinator.invalid"),
+		Logger:      log.With("component", "tablet"),
+		Registerer:  opts.Registry,
+	})
+	if err != nil {
+		return errors.Join(err, ln.Close())
+	}
+	var draining atomic.Bool
+	serverKey := cfg.Etcd.Prefix + "/servers/" + cfg.ID
+	healthz, readyz := healthHandlers(draining.Load, []readiness{
+		{"etcd", func(ctx context.Context) error { _, err := cli.Get(ctx, cfg.Etcd.Prefix+"/health"); return err }},
+		{"registered", func(ctx context.Context) error {
+			resp, err := cli.Get(ctx, serverKey, clientv3.WithCountOnly())
+			if err == nil && resp.Count == 0 {
+				err = fmt.Errorf("%s is not registered", cfg.ID)
+			}
+			return err
+		}},
+	})
+	mux := http.NewServeMux()
+	mux.Handle(PathHealthz, healthz)
+	mux.Handle(PathReadyz, readyz)
+	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
+	_, h := srv.Handler()
+	mux.Handle("/", h)
+	hs := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		<-gctx.Done()
+		draining.Store(true)
+		return nil
+	})
+	g.Go(func() error { return hs.Start(gctx) })
+	g.Go(func() error { return srv.Run(gctx) })
+	log.Info("thaw tablet started", "id", cfg.ID, "address", addr)
+	if opts.OnReady != nil {
+		opts.OnReady(addr)
+	}
+	return g.Wait()
+}
+
+// leaderTransport sends every request to the active coordinator, found in
+// etcd: the election's leader id and the address it published at
+// {prefix}/coordinators/{id}. The request URL's scheme and host are
+// replaced; its path is appended to the address's.
+type leaderTransport struct {
+	cli   *clientv3.Client
+	store *meta.Store
+	inner http.RoundTripper
+	mu    struct {
+		sync.Mutex
+		base string
+		at   time.Time
+	}
+}
+
+func newLeaderTransport(cli *clientv3.Client, store *meta.Store, inner http.RoundTripper) *leaderTransport {
+	return &leaderTransport{cli: cli, store: store, inner: inner}
+}
+
+func (t *leaderTransport) leader(ctx context.Context) (string, error) {
+	t.mu.Lock()
+	base, at := t.mu.base, t.mu.at
+	t.mu.Unlock()
+	if base != "" && time.Since(at) < time.Second {
+		return base, nil
+	}
+	l, err := fencing.CurrentLeader(ctx, t.cli, t.store.ElectionPrefix())
+	if err != nil {
+		return "", err
+	}
+	if l.ID == "" {
+		return "", errors.New("daemon: no coordinator is elected")
+	}
+	resp, err := t.cli.Get(ctx, t.store.Prefix()+"/coordinators/"+l.ID)
+	if err != nil {
+		return "", fmt.Errorf("daemon: read the address of coordinator %s: %w", l.ID, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", fmt.Errorf("daemon: coordinator %s has not published its address", l.ID)
+	}
+	base = BaseURL(string(resp.Kvs[0].Value))
+	t.mu.Lock()
+	t.mu.base, t.mu.at = base, time.Now()
+	t.mu.Unlock()
+	return base, nil
+}
+
+func (t *leaderTransport) forget() {
+	t.mu.Lock()
+	t.mu.base = ""
+	t.mu.Unlock()
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *leaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base, err := t.leader(r.Context())
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, fmt.Errorf("daemon: coordinator address %q: %w", base, err)
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Scheme, r2.URL.Host, r2.Host = u.Scheme, u.Host, ""
+	r2.URL.Path = strings.TrimRight(u.Path, "/") + r.URL.Path
+	r2.URL.RawPath = ""
+	resp, err := t.inner.RoundTrip(r2)
+	if err != nil || resp.Header.Get(tierpb.HeaderReason) == string(tierpb.ReasonNotLeader) {
+		t.forget()
+	}
+	return resp, err
+}

@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/tier/meta"
+)
+
+// TestRunCoordinatorAndTablet runs the two external roles against one
+// etcd, each on its own listener: the tablet server registers under its
+// own address, serves a replication-factor-1 table, and reports a
+// snapshot to the coordinator it finds through etcd.
+func TestRunCoordinatorAndTablet(t *testing.T) {
+	dir := t.TempDir()
+	etcd, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	remote := "file://" + filepath.Join(dir, "remote")
+
+	var cc CoordinatorConfig
+	cc.Defaults()
+	cc.ID, cc.Listen, cc.ObjectStore, cc.Etcd.Endpoints = "coord-1", "127.0.0.1:0", remote, etcd.Endpoints()
+	cc.Coordinator.LeaseTTL = 2 * time.Second
+	var tc TabletConfig
+	tc.Defaults()
+	tc.ID, tc.Listen, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = "ts-1", "127.0.0.1:0", filepath.Join(dir, "ts-1"), remote, etcd.Endpoints()
+	tc.Tablet.LeaseTTL = 2 * time.Second
+	tc.Tablet.CacheSize, tc.Tablet.MemTableBudget = 4<<20, 4<<20
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
+	coordDone, tabletDone := make(chan error, 1), make(chan error, 1)
+	go func() {
+		coordDone <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }})
+	}()
+	go func() {
+		tabletDone <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }})
+	}()
+	ca, ta := <-coordAddr, <-tabletAddr
+	hc := NewHTTPClient()
+	coord := tierv1connect.NewCoordinatorServiceClient(hc, BaseURL(ca))
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c1, _ := get(t, "http://"+ca+PathReadyz)
+		c2, body := get(t, "http://"+ta+PathReadyz)
+		if c1 == 200 && c2 == 200 && strings.Contains(body, "registered: ok") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: coordinator %d, tablet %d %s", c1, c2, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	servers, err := coord.ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{}))
+	if err != nil || len(servers.Msg.GetServers()) != 1 || servers.Msg.GetServers()[0].GetAddress() != "http://"+ta {
+		t.Fatalf("servers: %v %v", servers, err)
+	}
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
+		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 1,
+		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "k", Type: "BIGINT"}}, PrimaryKey: []string{"k"}, Buckets: 1},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	// The tablet server snapshots the bucket and reports it to the
+	// coordinator it finds in etcd.
+	var snaps *connect.Response[tierv1.TriggerSnapshotResponse]
+	for {
+		snaps, err = coord.TriggerSnapshot(ctx, connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || len(snaps.Msg.GetSnapshots()) != 1 || !strings.HasPrefix(snaps.Msg.GetSnapshots()[0].GetMetadataPath(), remote+"/kv/d/t-") {
+		t.Fatalf("snapshot: %v %v", snaps, err)
+	}
+	cancel()
+	for _, done := range []chan error{coordDone, tabletDone} {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("role returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a role did not stop")
+		}
+	}
+}

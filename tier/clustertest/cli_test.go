@@ -1,0 +1,260 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thawdb/thaw/internal/cli"
+)
+
+// thaw runs the CLI in-process.
+func thaw(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = cli.Main(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestCLI runs the client commands against an embedded tier: DDL, put,
+// get and scan in both output formats, and the errors of bad input, which
+// leave the data as it was.
+func TestCLI(t *testing.T) {
+	cl := startCluster(t, nil)
+	ctx := t.Context()
+	server := "--server=" + cl.e.HostPort()
+	ok := func(want string, args ...string) string {
+		t.Helper()
+		code, out, errOut := thaw(t, ctx, append(args, server)...)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("thaw %s: code %d, stdout %q, stderr %q; want %q", strings.Join(args, " "), code, out, errOut, want)
+		}
+		return out
+	}
+	fails := func(wantCode int, want string, args ...string) {
+		t.Helper()
+		code, out, errOut := thaw(t, ctx, append(args, server)...)
+		if code != wantCode || !strings.Contains(errOut, want) {
+			t.Errorf("thaw %s: code %d, stdout %q, stderr %q; want code %d and %q", strings.Join(args, " "), code, out, errOut, wantCode, want)
+		}
+	}
+
+	ok("created database shop", "database", "create", "shop")
+	ok("created table shop.orders", "table", "create", "shop.orders",
+		"--column", "dt STRING", "--column", "id BIGINT", "--column", "item STRING", "--column", "qty INT NOT NULL",
+		"--primary-key", "dt,id", "--partition-key", "dt", "--buckets", "4", "--replication", "3")
+	schema := filepath.Join(t.TempDir(), "users.json")
+	if err := os.WriteFile(schema, []byte(`{"columns":[{"name":"id","type":"BIGINT"},{"name":"name","type":"STRING","nullable":true},
+		{"name":"born","type":"DATE","nullable":true},{"name":"balance","type":"DECIMAL(12,2)","nullable":true}],
+		"primary_key":["id"],"buckets":2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The database is created implicitly.
+	ok("created table crm.users (id 2, 2 buckets, replication 3)", "table", "create", "crm.users", "--schema", schema)
+	if out := ok("crm.users", "table", "list"); out != "crm.users\nshop.orders\n" {
+		t.Errorf("table list: %q", out)
+	}
+	if out := ok("shop", "database", "list", "--output", "json"); strings.Join(strings.Fields(out), "") != `["crm","shop"]` {
+		t.Errorf("database list: %q", out)
+	}
+	var desc struct {
+		Schema struct {
+			PrimaryKey []string `json:"primary_key"`
+			Columns    []struct {
+				Name, Type string
+				Nullable   bool
+			} `json:"columns"`
+		} `json:"schema"`
+		ReplicationFactor int `json:"replication_factor"`
+		Buckets           []struct {
+			Leader   string   `json:"leader"`
+			Replicas []string `json:"replicas"`
+		} `json:"buckets"`
+	}
+	if err := json.Unmarshal([]byte(ok("crm", "table", "describe", "crm.users", "--output", "json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	if desc.ReplicationFactor != 3 || len(desc.Buckets) != 2 || desc.Buckets[0].Leader == "" || len(desc.Buckets[0].Replicas) != 3 ||
+		desc.Schema.Columns[3].Type != "DECIMAL(12,2)" || desc.Schema.Columns[0].Nullable {
+		t.Errorf("describe: %+v", desc)
+	}
+	out := ok("primary key", "table", "describe", "shop.orders")
+	for _, want := range []string{`qty\s+INT\s+NOT NULL`, `partition keys\s+dt\n`, `buckets\s+4 \(fluss bucketing\)`, `replication\s+3\n`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("describe shop.orders misses %q:\n%s", want, out)
+		}
+	}
+
+	ok("created partition 2024-01-01 of shop.orders", "partition", "create", "shop.orders", "2024-01-01")
+	ok("created partition 2024-01-02", "partition", "create", "shop.orders", "2024-01-02")
+	if out := ok("2024-01-02", "partition", "list", "shop.orders"); !regexp.MustCompile(`2024-01-01\s+\d+\s+ACTIVE`).MatchString(out) {
+		t.Errorf("partition list: %q", out)
+	}
+
+	ok("wrote 2 rows to shop.orders", "put", "shop.orders",
+		`{"dt":"2024-01-01","id":1,"item":"apple","qty":3}`, `{"dt":"2024-01-02","id":2,"item":null,"qty":5}`)
+	rows := filepath.Join(t.TempDir(), "rows.jsonl")
+	if err := os.WriteFile(rows, []byte(`{"dt":"2024-01-01","id":3,"item":"pear","qty":1}
+
+{"dt":"2024-01-01","id":1,"item":"apple","qty":4}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok("wrote 2 rows to shop.orders/2024-01-01", "put", "shop.orders", "--input", rows, "--partition", "2024-01-01")
+	ok("wrote 1 rows to shop.orders", "put", "shop.orders", `{"dt":"2024-01-02","id":4,"item":"fig","qty":2}`)
+	ok("wrote 2 rows to crm.users", "put", "crm.users",
+		`{"id":1,"name":"ann","born":"1990-05-17","balance":"10.50"}`, `{"id":2,"balance":7}`)
+
+	if out := ok(`"apple"`, "get", "shop.orders", `{"dt":"2024-01-01","id":1}`, `["2024-01-01",99]`, "--output", "json"); out !=
+		`{"dt":"2024-01-01","id":1,"item":"apple","qty":4}`+"\nnull\n" {
+		t.Errorf("get json: %q", out)
+	}
+	if out := ok("(1 of 2 keys found)", "get", "crm.users", "[1]", "[3]"); !regexp.MustCompile(`1\s+ann\s+1990-05-17\s+10.50`).MatchString(out) {
+		t.Errorf("get table: %q", out)
+	}
+	scanJSON := ok(`"fig"`, "scan", "shop.orders", "--output", "json")
+	if n := strings.Count(scanJSON, "\n"); n != 4 {
+		t.Errorf("scan json: %d rows:\n%s", n, scanJSON)
+	}
+	if out := ok("(first 1 rows)", "scan", "shop.orders", "--partition", "2024-01-02", "--limit", "1"); !strings.HasPrefix(out, "dt") {
+		t.Errorf("scan table: %q", out)
+	}
+	ok("(2 rows)", "scan", "crm.users")
+
+	// Bad input: clear errors, nothing changes.
+	fails(1, `row 1: unknown column "colour"`, "put", "shop.orders", `{"dt":"2024-01-01","id":5,"qty":1,"colour":"red"}`)
+	fails(1, `row 2: column "qty" (INT): want an integer, got a string "many"`, "put", "shop.orders",
+		`{"dt":"2024-01-01","id":6,"qty":1}`, `{"dt":"2024-01-01","id":7,"qty":"many"}`)
+	fails(1, `row 1: missing primary-key column "id"`, "put", "shop.orders", `{"dt":"2024-01-01","qty":1}`)
+	fails(1, `row 1: column "qty" is NOT NULL and has no value`, "put", "shop.orders", `{"dt":"2024-01-01","id":8}`)
+	fails(1, `row 1: duplicate key "id"`, "put", "shop.orders", `{"dt":"2024-01-01","id":8,"id":9,"qty":1}`)
+	fails(1, `row 1: not JSON`, "put", "shop.orders", `dt=2024-01-01`)
+	fails(1, `the row belongs to partition "2024-01-02"`, "put", "shop.orders", "--partition", "2024-01-01", `{"dt":"2024-01-02","id":9,"qty":1}`)
+	fails(1, "NOT_FOUND", "put", "shop.nope", `{"id":1}`)
+	fails(1, "NOT_FOUND", "put", "shop.orders", "--partition", "2030-01-01", `{"dt":"2030-01-01","id":1,"qty":1}`)
+	fails(1, "NOT_FOUND", "scan", "shop.orders", "--partition", "2030-01-01")
+	fails(1, "ALREADY_EXISTS", "table", "create", "crm.users", "--schema", schema)
+	fails(1, "ALREADY_EXISTS", "partition", "create", "shop.orders", "2024-01-01")
+	fails(1, "NOT_FOUND", "table", "describe", "shop.nope")
+	fails(1, "NOT_FOUND", "partition", "drop", "shop.orders", "2030-01-01")
+	fails(2, `--column "id": want "NAME TYPE [NOT NULL]"`, "table", "create", "shop.t2", "--column", "id", "--primary-key", "id")
+	fails(2, "primary key", "table", "create", "shop.t2", "--column", "id BIGINT")
+	if again := ok(`"fig"`, "scan", "shop.orders", "--output", "json"); again != scanJSON {
+		t.Errorf("rows changed by bad input:\nbefore %s\nafter  %s", scanJSON, again)
+	}
+	if code, _, errOut := thaw(t, ctx, "database", "list", "--server=127.0.0.1:1", "--timeout=1s"); code != 1 ||
+		!strings.Contains(errOut, "list databases: UNAVAILABLE: no coordinator answered at http://127.0.0.1:1") {
+		t.Errorf("no server: code %d, stderr %q", code, errOut)
+	}
+
+	ok("dropped partition 2024-01-02 of shop.orders", "partition", "drop", "shop.orders", "2024-01-02")
+	if n := strings.Count(ok("", "scan", "shop.orders", "--output", "json"), "\n"); n != 2 {
+		t.Errorf("after dropping a partition: %d rows", n)
+	}
+	ok("dropped table crm.users", "table", "drop", "crm.users")
+	ok("dropped table crm.users", "table", "drop", "crm.users", "--if-exists")
+	ok("dropped database shop", "database", "drop", "shop", "--cascade")
+	if out := ok("", "table", "list"); out != "" {
+		t.Errorf("tables left: %q", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServerCommand runs `thaw server` in-process: it serves, answers
+// /readyz and client commands, and shuts down gracefully when its context
+// is cancelled, keeping its data for the next start.
+func TestServerCommand(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "thaw.yaml")
+	if err := os.WriteFile(config, []byte("tablets: 1\nlog:\n  level: error\ncoordinator:\n  lease_ttl: 2s\ntablet:\n  lease_ttl: 2s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (addr string, stop func() int) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		var out, errOut syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Main(ctx, []string{"server", "--config", config, "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}, &out, &errOut)
+		}()
+		re := regexp.MustCompile(`serving on http://(\S+) `)
+		eventually(t, "thaw server serving", func(context.Context) error {
+			select {
+			case code := <-done:
+				t.Fatalf("thaw server exited with %d: %s %s", code, out.String(), errOut.String())
+			default:
+			}
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				addr = m[1]
+				return nil
+			}
+			return context.DeadlineExceeded
+		})
+		eventually(t, "thaw server ready", func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return context.DeadlineExceeded
+			}
+			return nil
+		})
+		return addr, func() int {
+			cancel()
+			select {
+			case code := <-done:
+				return code
+			case <-time.After(waitFor):
+				t.Fatal("thaw server did not stop")
+				return -1
+			}
+		}
+	}
+	addr, stop := start()
+	if code, out, errOut := thaw(t, t.Context(), "table", "create", "app.kv", "--column", "k STRING", "--column", "v STRING", "--primary-key", "k", "--server", addr); code != 0 {
+		t.Fatalf("table create: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := thaw(t, t.Context(), "put", "app.kv", `{"k":"a","v":"1"}`, "--server", addr); code != 0 {
+		t.Fatalf("put: %d %s %s", code, out, errOut)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("thaw server exited with %d after cancel", code)
+	}
+	// Everything survives a restart on the same directory.
+	addr, stop = start()
+	code, out, errOut := thaw(t, t.Context(), "get", "app.kv", `["a"]`, "--output", "json", "--server", addr)
+	if code != 0 || out != `{"k":"a","v":"1"}`+"\n" {
+		t.Errorf("get after restart: %d %q %q", code, out, errOut)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("thaw server exited with %d after cancel", code)
+	}
+}

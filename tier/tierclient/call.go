@@ -1,0 +1,82 @@
+package tierclient
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// attemptFunc makes one attempt of a bucket request at loc, the leader
+// st names.
+type attemptFunc func(ctx context.Context, tablet tierv1connect.TabletServiceClient, st *targetState, loc location) error
+
+// call runs one request to a bucket's leader under the retry policy and
+// returns the attempts made. The request was encoded for the target state
+// enc; if the target is found dropped and created again, or its schema
+// changed, call fails with ErrTargetChanged rather than send it to the new
+// target. A BATCH_TOO_LARGE error is returned for the caller to split.
+func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targetState, attempt attemptFunc) (int, error) {
+	r := c.newRetrier()
+	st := e.state.Load()
+	for {
+		if st.id.GetTableId() != enc.id.GetTableId() || st.id.GetPartitionId() != enc.id.GetPartitionId() || st.table != enc.table {
+			return r.attempt, fmt.Errorf("%w: %v is now table id %d, partition id %d, schema id %d",
+				ErrTargetChanged, e.target, st.id.GetTableId(), st.id.GetPartitionId(), st.table.SchemaID())
+		}
+		loc := st.buckets[bucket]
+		var err error
+		if loc.url == "" {
+			err = ErrNoLeader
+		} else {
+			if err := c.acquire(ctx); err != nil {
+				return r.attempt, err
+			}
+			actx, cancel := context.WithTimeout(ctx, c.opts.requestTimeout)
+			err = attempt(actx, c.tablet(loc.url), st, loc)
+			cancel()
+			c.release()
+			if err == nil {
+				return r.attempt, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return r.attempt, err
+		}
+		immediate := false
+		switch classify(err) {
+		case relocate:
+			if hint, ok := tierpb.IsNotLeader(err); ok && e.moveLeader(st, bucket, hint) {
+				immediate = true
+				break
+			}
+			fresh, rerr := c.refresh(ctx, e, st)
+			if rerr != nil {
+				// The target is gone, or the coordinator cannot say.
+				return r.attempt, rerr
+			}
+			immediate = fresh.buckets[bucket] != loc
+		case backoff:
+			// The leader may be restoring, overloaded or gone (a crashed
+			// server's address answers UNAVAILABLE or not at all): wait,
+			// then ask the coordinator where the bucket is now.
+			if !r.next(ctx, false) {
+				return r.attempt, err
+			}
+			if _, rerr := c.refresh(ctx, e, st); rerr != nil && tierpb.ReasonOf(rerr) == tierpb.ReasonNotFound {
+				return r.attempt, rerr
+			}
+			st = e.state.Load()
+			c.opts.logger.Debug("tierclient: retry", "target", e.target.String(), "bucket", bucket, "attempt", r.attempt, "err", err)
+			continue
+		default:
+			return r.attempt, err
+		}
+		if !r.next(ctx, immediate) {
+			return r.attempt, err
+		}
+		st = e.state.Load()
+		c.opts.logger.Debug("tierclient: retry", "target", e.target.String(), "bucket", bucket, "attempt", r.attempt, "err", err)
+	}
+}
