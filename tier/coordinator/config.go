@@ -54,6 +54,8 @@ type Config struct {
 	// Fanout bounds concurrent coordinator → tablet calls and object
 	// deletions of one operation (default 8).
 	Fanout int
+	// BulkLoad configures bulk-load transactions (zero fields: defaults).
+	BulkLoad BulkLoadConfig
 }
 
 // Deps are the parts a Coordinator uses; all but Logger and Registerer are
@@ -74,6 +76,21 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer receives the coordinator's metrics (default: none).
 	Registerer prometheus.Registerer
+	// Clock is the time of bulk-load transactions (default: the wall
+	// clock).
+	Clock Clock
+	// BulkLoadHook, when set, is called at named steps of bulk-load
+	// transactions; an error stops the step as a crash would (its effect is
+	// not performed, or its result not fed back). For tests that inject
+	// failures. The steps: "persist:{op}" before a record write and
+	// "persisted:{op}" after it landed (op: begin, fence-ready, freeze,
+	// decide, adopt, activate, finish-commit, begin-abort, finish-abort;
+	// and "persisted:expire" after the result GC), "delete" before the
+	// result GC, "prove-empty", "allocate", "validate" before and
+	// "validated" after a validation, "send:{fence,restore,publish,unfence}"
+	// before a round command to one server. It may be called from several
+	// goroutines at once.
+	BulkLoadHook func(step string) error
 }
 
 // Defaults.
@@ -155,8 +172,14 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.what, d.v))
 		}
 	}
+	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return cfg, fmt.Errorf("coordinator: config: %w", err)
+	}
+	if cfg.BulkLoad.OrphanCleanInterval == 0 {
+		cfg.BulkLoad.OrphanCleanInterval = DefaultOrphanCleanInterval
 	}
 	return cfg, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/tier/bulktxn"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -32,6 +33,14 @@ type Coordinator struct {
 	objects ObjectStore
 	log     *slog.Logger
 	m       *metrics
+
+	// Bulk load: the state machine's configuration, the object store's
+	// bulk-load capabilities (nil: bulk load unavailable), the clock and
+	// the test hook.
+	bulkCfg     bulktxn.Config
+	bulkObjects BulkObjectStore
+	clock       Clock
+	hook        func(step string) error
 
 	// term is the current leadership term, nil on standby. Written only by
 	// Run's goroutine; read by RPC handlers.
@@ -56,6 +65,7 @@ type term struct {
 	l     *fencing.Leadership
 	guard meta.Guard
 	rec   *reconciler
+	bulk  *bulkManager
 }
 
 func (t *term) epoch() fencing.Epoch { return t.l.Epoch() }
@@ -84,20 +94,37 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry() // private: the metrics go nowhere
 	}
+	bulkCfg, err := cfg.BulkLoad.machineConfig()
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: config: %w", err)
+	}
+	clock := deps.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	bulkObjects, _ := deps.Objects.(BulkObjectStore)
 	return &Coordinator{
-		cfg:     cfg,
-		cli:     deps.Etcd,
-		store:   deps.Meta,
-		tablets: deps.Tablets,
-		objects: deps.Objects,
-		log:     log.With("coordinator", cfg.ID),
-		m:       newMetrics(reg),
+		cfg:         cfg,
+		cli:         deps.Etcd,
+		store:       deps.Meta,
+		tablets:     deps.Tablets,
+		objects:     deps.Objects,
+		log:         log.With("coordinator", cfg.ID),
+		m:           newMetrics(reg),
+		bulkCfg:     bulkCfg,
+		bulkObjects: bulkObjects,
+		clock:       clock,
+		hook:        deps.BulkLoadHook,
 	}, nil
 }
 
-// Handler returns the path and handler of the CoordinatorService.
+// Handler returns the path ("/") and handler of the coordinator's
+// services: the CoordinatorService and the BulkLoadService.
 func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	return tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...)
+	mux := http.NewServeMux()
+	mux.Handle(tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...))
+	mux.Handle(tierv1connect.NewBulkLoadServiceHandler(&bulkService{c: c}, opts...))
+	return "/", mux
 }
 
 // IsLeader reports whether this coordinator currently leads, and its epoch.
@@ -172,6 +199,7 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	log := c.log.With("epoch", int64(l.Epoch()))
 	t := &term{l: l, guard: meta.GuardOf(l)}
 	t.rec = newReconciler(c, t, log)
+	t.bulk = newBulkManager(c, t, log)
 	c.m.terms.Inc()
 	c.m.leader.Set(1)
 	c.m.epoch.Set(float64(l.Epoch()))
@@ -184,6 +212,7 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	g, gctx := errgroup.WithContext(tctx)
 	g.Go(func() error { return t.rec.run(gctx) })
 	g.Go(func() error { return c.watchServers(gctx, t) })
+	g.Go(func() error { return t.bulk.run(gctx) })
 	err := g.Wait()
 
 	c.term.CompareAndSwap(t, nil)

@@ -84,6 +84,35 @@
 // serialized. TriggerSnapshot asks each addressed bucket's leader to take
 // one (TakeSnapshot) and returns the registered snapshots.
 //
+// # Bulk load
+//
+// The coordinator also serves the BulkLoadService (Handler serves both
+// services at "/") and drives every bulk-load transaction: one runner
+// goroutine per transaction record in etcd owns its bulktxn.Machine (the
+// pure state machine) and performs its effects — record writes through
+// meta.PutBulkLoad (each one guarded etcd transaction comparing the epoch,
+// the record's, the registration's and the assignment's revisions),
+// emptiness proofs, snapshot id allocation, manifest validation against
+// the object store (the snapshot.Validator stages, then every data file's
+// size and SHA-256 streamed through objstore.OpenVerified; violations are
+// answers, storage errors are retried), and the fence, restore, publish
+// and unfence rounds as SetDataState and RestoreSnapshot calls carrying
+// the epoch. Results come back tagged with the machine's generation, so a
+// machine replaced after a halt never sees its predecessor's. Replica
+// holders are the assignment's replicas on live servers, each with the
+// create revision of its registration as incarnation, from the assignment
+// and server watches: a change restarts a running round. When a term
+// starts, every record is loaded and resumed (bulktxn.Recover); terminal
+// ones wait for their result expiry, when the record, the manifest and
+// what an aborted transaction left in its snapshot directories are
+// deleted (the orphan cleaner also sweeps every
+// BulkLoadConfig.OrphanCleanInterval). Begin finds the transaction of its
+// caller token (terminal ones included) before admitting a new one;
+// Begin, Commit and Abort wait for the machine's answer, and an answer
+// that only says the machine is being recovered is repeated for the
+// caller. Deps.Clock injects time and Deps.BulkLoadHook named steps (for
+// crash tests). docs/bulkload.md describes the protocol for operators.
+//
 // # Metrics
 //
 // thaw_coordinator_leader, _epoch, _terms_total, _ddl_total{op,result},
@@ -91,8 +120,11 @@
 // _bucket_leader_changes_total, _under_replicated_buckets,
 // _live_tablet_servers, _assignment_notifications_total{result},
 // _snapshot_reports_total{result}, _snapshots_pruned_total,
-// _snapshot_files_deleted_total, _snapshot_files_leaked_total; registered
-// on Deps.Registerer.
+// _snapshot_files_deleted_total, _snapshot_files_leaked_total,
+// _bulkload_transactions{state}, _bulkload_phase_seconds{phase},
+// _bulkload_requests_total{rpc,result}, _bulkload_restoring_replicas,
+// _bulkload_validations_total{result}, _bulkload_recoveries_total,
+// _bulkload_orphan_files_deleted_total; registered on Deps.Registerer.
 //
 // # Concurrency
 //

@@ -22,11 +22,13 @@ type metrics struct {
 	snapshotsPruned prometheus.Counter
 	filesDeleted    prometheus.Counter
 	filesLeaked     prometheus.Counter
+	bulk            *bulkMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	return &metrics{
+		bulk: newBulkMetrics(f),
 		leader: f.NewGauge(prometheus.GaugeOpts{
 			Name: "thaw_coordinator_leader",
 			Help: "1 while this coordinator is the active (elected) one, 0 on standby.",

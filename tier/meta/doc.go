@@ -24,6 +24,7 @@
 //	{p}/assignment/{tableId}[/p{partitionId}]             Assignment
 //	{p}/servers/{serverId}                                ServerRecord, under the server's lease
 //	{p}/snapshots/{tableId}[/p{partitionId}]/{bucket}/{snapshotId:020d}  BucketSnapshot
+//	{p}/bulkload/txn/{tableId}[/p{partitionId}]/{txnId}   bulkload.Record (bulk-load transaction)
 //
 // Sequence values are the next id as 20 decimal digits, so that etcd can
 // compare them as strings; every id starts at 1 and 0 means "none" (a
@@ -69,6 +70,14 @@
 // nothing (fencing.ErrNotLeader), and a concurrent write makes a create or
 // replace fail or retry, never be lost. After any other error the outcome
 // is unknown: re-read.
+//
+// Bulk-load transaction records (PutBulkLoad) are written the same way:
+// each write compares the record's mod revision (absence, to create it)
+// and optionally the target's assignment revision, and either changes the
+// target's registration (SetDataState, the record write as its If/Then)
+// or registers up to MaxBulkLoadAdoptions bucket snapshots, each created
+// or kept byte-identical, so that an adoption batch and the record's
+// cursor land together. Records are bulkload.Record's own strict JSON.
 //
 // Tablet servers write only their own registration (RegisterServer), under
 // their lease and without a guard.

@@ -51,6 +51,12 @@ func (k keys) snapshot(t Target, bucket int, id int64) string {
 	return k.snapshots(t, bucket) + seqValue(id)
 }
 
+func (k keys) bulkLoads() string { return k.p + "/bulkload/txn/" }
+
+// bulkLoadTarget is the prefix of one target's transaction records.
+func (k keys) bulkLoadTarget(t Target) string      { return k.bulkLoads() + t.path() + "/" }
+func (k keys) bulkLoad(t Target, id string) string { return k.bulkLoadTarget(t) + id }
+
 // tableChildren are the prefixes of everything kept by table id, swept by
 // DropTable: assignments (of the table's partitions; the table's own is the
 // key without the slash), snapshots, snapshot id sequences, partitions.

@@ -107,18 +107,28 @@ func (r *Registration) Close(ctx context.Context) error {
 type ServerSet struct {
 	Rev     int64
 	Servers []ServerRecord // by id
+	// Incarnations maps each server id to the create revision of its
+	// registration key: it changes whenever the server registers again
+	// (a restart, or a lost lease), so it tells two lives of one id apart.
+	Incarnations map[string]int64
 }
 
 // ListServers returns the live tablet servers.
 func (s *Store) ListServers(ctx context.Context) (ServerSet, error) {
-	vs, rev, err := list[ServerRecord](ctx, s, s.k.servers(), listPage)
+	set := ServerSet{Servers: []ServerRecord{}, Incarnations: map[string]int64{}}
+	rev, err := s.scan(ctx, s.k.servers(), listPage, func(kv *mvccpb.KeyValue) error {
+		v, err := decodeKV[ServerRecord](kv)
+		if err != nil {
+			return err
+		}
+		set.Servers = append(set.Servers, v.Value)
+		set.Incarnations[v.Value.ID] = kv.CreateRevision
+		return nil
+	})
 	if err != nil {
 		return ServerSet{}, err
 	}
-	set := ServerSet{Rev: rev, Servers: make([]ServerRecord, len(vs))}
-	for i, v := range vs {
-		set.Servers[i] = v.Value
-	}
+	set.Rev = rev
 	return set, nil
 }
 
@@ -130,10 +140,12 @@ func (s *Store) ListServers(ctx context.Context) (ServerSet, error) {
 func (s *Store) WatchServers(ctx context.Context) <-chan ServerSet {
 	ch := make(chan ServerSet, 1)
 	live := map[string]ServerRecord{}
+	created := map[string]int64{}
 	publish := func(rev int64) bool {
-		set := ServerSet{Rev: rev, Servers: make([]ServerRecord, 0, len(live))}
+		set := ServerSet{Rev: rev, Servers: make([]ServerRecord, 0, len(live)), Incarnations: make(map[string]int64, len(live))}
 		for _, id := range slices.Sorted(maps.Keys(live)) {
 			set.Servers = append(set.Servers, live[id])
+			set.Incarnations[id] = created[id]
 		}
 		select { // drop an unread, outdated set; this goroutine is the only sender
 		case <-ch:
@@ -145,6 +157,7 @@ func (s *Store) WatchServers(ctx context.Context) <-chan ServerSet {
 	apply := func(kv *mvccpb.KeyValue, deleted bool) {
 		id := strings.TrimPrefix(string(kv.Key), s.k.servers())
 		delete(live, id)
+		delete(created, id)
 		if deleted {
 			return
 		}
@@ -157,6 +170,7 @@ func (s *Store) WatchServers(ctx context.Context) <-chan ServerSet {
 			return
 		}
 		live[id] = v.Value
+		created[id] = kv.CreateRevision
 	}
 	go func() {
 		defer close(ch)

@@ -60,6 +60,36 @@ const (
 	ReasonPermissionDenied Reason = "PERMISSION_DENIED"
 	// ReasonInternal: a bug or a broken invariant on the server.
 	ReasonInternal Reason = "INTERNAL"
+
+	// Bulk-load reasons (BulkLoadService). Their metadata holds KeyTxnID
+	// and KeyState when a transaction is concerned, and KeyAbortReason for
+	// an aborted one.
+
+	// ReasonTargetOccupied: another transaction (another caller token)
+	// holds the target, or the target is not ACTIVE.
+	ReasonTargetOccupied Reason = "TARGET_OCCUPIED"
+	// ReasonTokenAborted: the transaction of this caller token was
+	// aborted; begin again with a new token.
+	ReasonTokenAborted Reason = "TOKEN_ABORTED"
+	// ReasonInvalidState: the request is not allowed in the transaction's
+	// state (Abort after COMMITTING, Commit after an abort or before Begin
+	// completed).
+	ReasonInvalidState Reason = "INVALID_STATE"
+	// ReasonManifestConflict: Commit names a manifest other than the one
+	// the transaction froze.
+	ReasonManifestConflict Reason = "MANIFEST_CONFLICT"
+	// ReasonInvalidManifest: the manifest, a _METADATA or a data file it
+	// names breaks a validation rule; metadata KeyRules lists the rules.
+	// The transaction stays BEGUN and can be aborted.
+	ReasonInvalidManifest Reason = "INVALID_MANIFEST"
+	// ReasonBulkLoadDeadline: the build or commit-decision deadline passed;
+	// the transaction is (being) aborted.
+	ReasonBulkLoadDeadline Reason = "BULK_LOAD_DEADLINE_EXCEEDED"
+	// ReasonTooManyTransactions: the cluster's limit of active bulk loads,
+	// or the target's limit of retained ones, is reached; retry later.
+	ReasonTooManyTransactions Reason = "TOO_MANY_TRANSACTIONS"
+	// ReasonNotPrimaryKey: the target's table has no primary key.
+	ReasonNotPrimaryKey Reason = "NOT_PRIMARY_KEY"
 )
 
 var codes = map[Reason]connect.Code{
@@ -78,6 +108,15 @@ var codes = map[Reason]connect.Code{
 	ReasonUnauthenticated:  connect.CodeUnauthenticated,
 	ReasonPermissionDenied: connect.CodePermissionDenied,
 	ReasonInternal:         connect.CodeInternal,
+
+	ReasonTargetOccupied:      connect.CodeFailedPrecondition,
+	ReasonTokenAborted:        connect.CodeFailedPrecondition,
+	ReasonInvalidState:        connect.CodeFailedPrecondition,
+	ReasonManifestConflict:    connect.CodeFailedPrecondition,
+	ReasonInvalidManifest:     connect.CodeFailedPrecondition,
+	ReasonBulkLoadDeadline:    connect.CodeFailedPrecondition,
+	ReasonTooManyTransactions: connect.CodeFailedPrecondition,
+	ReasonNotPrimaryKey:       connect.CodeFailedPrecondition,
 }
 
 // byCode maps a code to the one reason that has it, for errors that carry no
@@ -128,6 +167,10 @@ const (
 	KeySchemaID      = "schema_id"      // the table's current schema id
 	KeyIndex         = "index"          // offending position in a repeated request field
 	KeyLimit         = "limit"          // the limit exceeded
+	KeyTxnID         = "txn_id"         // bulk-load transaction id
+	KeyState         = "state"          // bulk-load transaction state, e.g. "BEGUN"
+	KeyAbortReason   = "abort_reason"   // why a bulk load was aborted, e.g. "TARGET_NOT_EMPTY"
+	KeyRules         = "rules"          // comma-separated validation rules a manifest broke
 )
 
 // HeaderReason is the response header (a trailer in gRPC) that repeats an

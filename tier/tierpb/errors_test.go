@@ -32,6 +32,15 @@ func TestReasonCodes(t *testing.T) {
 		"UNAUTHENTICATED":   connect.CodeUnauthenticated,
 		"PERMISSION_DENIED": connect.CodePermissionDenied,
 		"INTERNAL":          connect.CodeInternal,
+
+		"TARGET_OCCUPIED":             connect.CodeFailedPrecondition,
+		"TOKEN_ABORTED":               connect.CodeFailedPrecondition,
+		"INVALID_STATE":               connect.CodeFailedPrecondition,
+		"MANIFEST_CONFLICT":           connect.CodeFailedPrecondition,
+		"INVALID_MANIFEST":            connect.CodeFailedPrecondition,
+		"BULK_LOAD_DEADLINE_EXCEEDED": connect.CodeFailedPrecondition,
+		"TOO_MANY_TRANSACTIONS":       connect.CodeFailedPrecondition,
+		"NOT_PRIMARY_KEY":             connect.CodeFailedPrecondition,
 	}
 	got := make(map[tierpb.Reason]connect.Code)
 	for _, r := range tierpb.Reasons() {

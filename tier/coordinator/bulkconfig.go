@@ -1,0 +1,180 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/bulktxn"
+)
+
+// BulkLoadConfig configures bulk-load transactions. Zero fields take the
+// defaults of bulktxn.DefaultConfig and snapshot.DefaultLimits, except
+// ResendInterval and RetryInterval (DefaultBulkResendInterval: a round
+// command is a cheap RPC, and the restore round polls with it), and
+// DefaultOrphanCleanInterval.
+type BulkLoadConfig struct {
+	DefaultBuildTimeout   time.Duration // Begin without a build timeout
+	MaxBuildTimeout       time.Duration // the longest build timeout Begin accepts
+	CommitDecisionTimeout time.Duration // from freezing a manifest to the COMMITTING decision
+	ResultRetention       time.Duration // a terminal transaction is kept this long
+	ResendInterval        time.Duration // unconfirmed replica commands (and restore polls) are repeated after this
+	RetryInterval         time.Duration // a failed etcd write, check or validation is retried after this
+	AdoptBatch            int           // buckets adopted per etcd transaction, 1..64
+	MaxActive             int           // non-terminal transactions in the cluster
+	MaxPerTarget          int           // transactions retained per target, terminal ones included
+	MaxManifestBytes      int64         // manifest size limit
+	MaxMetadataBytes      int64         // one _METADATA's size limit
+	MaxInputBytes         int64         // manifest + every _METADATA + every data file
+	// OrphanCleanInterval is how often the leader deletes what aborted
+	// transactions left in their snapshot directories; negative disables
+	// the periodic sweep (result garbage collection still cleans).
+	OrphanCleanInterval time.Duration
+}
+
+// Defaults of BulkLoadConfig that differ from bulktxn.DefaultConfig.
+const (
+	DefaultOrphanCleanInterval = 10 * time.Minute
+	DefaultBulkResendInterval  = time.Second
+)
+
+// machineConfig returns the state machine's configuration.
+func (b BulkLoadConfig) machineConfig() (bulktxn.Config, error) {
+	c := bulktxn.DefaultConfig()
+	c.ResendInterval, c.RetryInterval = DefaultBulkResendInterval, DefaultBulkResendInterval
+	dur := func(dst *time.Duration, v time.Duration) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	num := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	num64 := func(dst *int64, v int64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	dur(&c.DefaultBuildTimeout, b.DefaultBuildTimeout)
+	dur(&c.MaxBuildTimeout, b.MaxBuildTimeout)
+	dur(&c.CommitDecisionTimeout, b.CommitDecisionTimeout)
+	dur(&c.ResultRetention, b.ResultRetention)
+	dur(&c.ResendInterval, b.ResendInterval)
+	dur(&c.RetryInterval, b.RetryInterval)
+	num(&c.AdoptBatch, b.AdoptBatch)
+	num(&c.MaxActive, b.MaxActive)
+	num(&c.MaxPerTarget, b.MaxPerTarget)
+	num64(&c.Limits.MaxManifestSize, b.MaxManifestBytes)
+	num64(&c.Limits.MaxMetadataSize, b.MaxMetadataBytes)
+	num64(&c.Limits.MaxInputSize, b.MaxInputBytes)
+	if c.MaxBuildTimeout < c.DefaultBuildTimeout && b.MaxBuildTimeout == 0 {
+		c.MaxBuildTimeout = c.DefaultBuildTimeout
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("bulk load: %w", err)
+	}
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{{"max manifest bytes", c.Limits.MaxManifestSize}, {"max metadata bytes", c.Limits.MaxMetadataSize}} {
+		if l.v < 1 || l.v > snapshot.MaxDocumentSize {
+			return c, fmt.Errorf("bulk load: %s %d not in 1..%d", l.name, l.v, snapshot.MaxDocumentSize)
+		}
+	}
+	if c.Limits.MaxInputSize < 1 {
+		return c, fmt.Errorf("bulk load: max input bytes %d below 1", c.Limits.MaxInputSize)
+	}
+	return c, nil
+}
+
+// Clock is the time source of bulk-load transactions: deadlines, retries,
+// resends and result expiry. Tests inject one they can move forward.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed, unless
+	// the returned timer is stopped first.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a Clock's pending call.
+type Timer interface {
+	// Stop prevents the call if it has not started; it reports whether it
+	// did.
+	Stop() bool
+}
+
+// systemClock is the wall clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// BulkObjectStore is what bulk load needs of the object store on top of
+// ObjectStore: bounded reads of the manifest and _METADATA documents,
+// sizes and verified reads of the data files, and listings for the orphan
+// cleaner. *objstore.Store satisfies it; an ObjectStore without it makes
+// bulk load unavailable.
+type BulkObjectStore interface {
+	ObjectStore
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	OpenVerified(ctx context.Context, key string, size int64, sha string) (io.ReadCloser, error)
+	Stat(ctx context.Context, key string) (objstore.Attrs, error)
+	List(ctx context.Context, prefix string) iter.Seq2[objstore.Attrs, error]
+}
+
+var _ BulkObjectStore = (*objstore.Store)(nil)
+
+// bulkMetrics are the bulk-load metrics.
+type bulkMetrics struct {
+	txns        *prometheus.GaugeVec     // state
+	phase       *prometheus.HistogramVec // phase
+	requests    *prometheus.CounterVec   // rpc, result
+	halts       prometheus.Counter
+	validations *prometheus.CounterVec // result
+	restoring   prometheus.Gauge
+	orphans     prometheus.Counter
+}
+
+func newBulkMetrics(f promauto.Factory) *bulkMetrics {
+	return &bulkMetrics{
+		txns: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "thaw_coordinator_bulkload_transactions",
+			Help: "Bulk-load transactions the active coordinator holds, by state (BEGUN, COMMITTING, COMMITTED, ABORTED; terminal ones until their result expires).",
+		}, []string{"state"}),
+		phase: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "thaw_coordinator_bulkload_phase_seconds",
+			Help:    "Time bulk-load transactions spent in each phase (fencing, building, validating, adopting, restoring, publishing, aborting, ...).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
+		}, []string{"phase"}),
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_coordinator_bulkload_requests_total",
+			Help: "BulkLoadService requests, by RPC and result reason (OK on success).",
+		}, []string{"rpc", "result"}),
+		halts: f.NewCounter(prometheus.CounterOpts{
+			Name: "thaw_coordinator_bulkload_recoveries_total",
+			Help: "Bulk-load transactions recovered from etcd after a write's precondition failed (a halt).",
+		}),
+		validations: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_coordinator_bulkload_validations_total",
+			Help: "Manifest validations, by result (valid, invalid, error).",
+		}, []string{"result"}),
+		restoring: f.NewGauge(prometheus.GaugeOpts{
+			Name: "thaw_coordinator_bulkload_restoring_replicas",
+			Help: "Replicas that have not yet confirmed the restore of a committing bulk load's snapshots.",
+		}),
+		orphans: f.NewCounter(prometheus.CounterOpts{
+			Name: "thaw_coordinator_bulkload_orphan_files_deleted_total",
+			Help: "Objects deleted from the snapshot directories of aborted bulk loads.",
+		}),
+	}
+}
