@@ -12,9 +12,11 @@ import (
 func TestNewValidatesConfig(t *testing.T) {
 	e := newEnv(t)
 	deps := Deps{
-		Etcd:    e.cli,
-		Meta:    e.store,
-		Tablets: func(a string) tierv1connect.TabletServiceClient { return tierv1connect.NewTabletServiceClient(http.DefaultClient, a) },
+		Etcd: e.cli,
+		Meta: e.store,
+		Tablets: func(a string) tierv1connect.TabletServiceClient {
+			return tierv1connect.NewTabletServiceClient(http.DefaultClient, a)
+		},
 		Objects: e.objects,
 	}
 	good := Config{ID: "c-1", AdvertiseAddress: "127.0.0.1:1", RemoteDataDir: e.remote}

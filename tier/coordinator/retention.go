@@ -8,7 +8,6 @@ import (
 
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
-	"github.com/thawdb/thaw/tier/tablet/replica"
 )
 
 // ObjectStore is what snapshot retention needs of the object store: read a
@@ -86,7 +85,7 @@ func garbage(bucketDir string, retained, removed []snapshotDoc) (objects []strin
 	}
 	// The retained entries have the highest ids, so Retain keeps exactly
 	// them.
-	_, deletable := replica.Retain(docs, len(retained))
+	_, deletable := snapshot.Retain(docs, len(retained))
 	for _, uri := range deletable {
 		rest, ok := strings.CutPrefix(uri, bucketDir+"/")
 		if ok && rest != "" && !slices.Contains(strings.Split(rest, "/"), "..") && !slices.Contains(strings.Split(rest, "/"), ".") {

@@ -127,7 +127,7 @@ func checkSnapshot(id ReplicaID, m *snapshot.Metadata) error {
 		return fmt.Errorf("%w: snapshot %d: negative log offset or row count", ErrBadSnapshot, m.SnapshotID)
 	}
 	seen := make(map[string]bool)
-	for _, f := range snapshotFiles(m) {
+	for _, f := range snapshot.Files(m) {
 		if err := snapshot.ValidateLocalPath(f.LocalPath); err != nil {
 			return fmt.Errorf("%w: snapshot %d: %w", ErrBadSnapshot, m.SnapshotID, err)
 		}
@@ -142,14 +142,10 @@ func checkSnapshot(id ReplicaID, m *snapshot.Metadata) error {
 	return nil
 }
 
-func snapshotFiles(m *snapshot.Metadata) []snapshot.KvFileHandle {
-	return append(append([]snapshot.KvFileHandle(nil), m.SharedFiles...), m.PrivateFiles...)
-}
-
 // download fetches every file of m into dir, verifying size and SHA-256 as
 // it streams, and records the SST files' sums.
 func (h *Host) download(ctx context.Context, m *snapshot.Metadata, dir string, sums map[string]fileSum) error {
-	files := snapshotFiles(m)
+	files := snapshot.Files(m)
 	err := forEach(ctx, len(files), h.opts.transfers, func(ctx context.Context, i int) error {
 		return h.downloadFile(ctx, files[i], dir)
 	})

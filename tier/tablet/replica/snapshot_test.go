@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -293,63 +292,6 @@ func TestRestoreBulkSnapshot(t *testing.T) {
 	sameContents(t, open(t, h2, e.id(0), md), want)
 }
 
-func TestRetain(t *testing.T) {
-	loc := func(id string) string { return "file:///r/kv/db/t-7/0/snap-" + id }
-	meta := func(id string) string { return loc(id) + "/_METADATA" }
-	shared := func(n string) snapshot.KvFileHandle {
-		return snapshot.KvFileHandle{Handle: snapshot.FileHandle{Path: "file:///r/kv/db/t-7/0/shared/" + n}, LocalPath: n}
-	}
-	private := func(id, n string) snapshot.KvFileHandle {
-		return snapshot.KvFileHandle{Handle: snapshot.FileHandle{Path: loc(id) + "/" + n}, LocalPath: n}
-	}
-	s := func(id int64, sh []snapshot.KvFileHandle, pr ...snapshot.KvFileHandle) snapshot.Metadata {
-		return snapshot.Metadata{SnapshotID: id, SnapshotLocation: loc(strconv.FormatInt(id, 10)), SharedFiles: sh, PrivateFiles: pr}
-	}
-	s1 := s(1, []snapshot.KvFileHandle{shared("a.sst"), shared("b.sst")}, private("1", "M1"))
-	s2 := s(2, []snapshot.KvFileHandle{shared("b.sst"), shared("c.sst")}, private("2", "M2"))
-	s3 := s(3, []snapshot.KvFileHandle{shared("c.sst"), shared("d.sst")}, private("3", "M3"))
-	bulk := s(4, nil, private("4", "000005.sst"), private("4", "M4"))
-	s5 := s(5, []snapshot.KvFileHandle{shared("d.sst"), shared("e.sst")}, private("5", "M5"))
-
-	ids := func(ms []snapshot.Metadata) (out []int64) {
-		for _, m := range ms {
-			out = append(out, m.SnapshotID)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name      string
-		in        []snapshot.Metadata
-		keep      int
-		retained  []int64
-		deletable []string
-	}{
-		{"empty", nil, 2, nil, nil},
-		{"fewer than keep", []snapshot.Metadata{s2, s1}, 3, []int64{1, 2}, nil},
-		{"keep last two", []snapshot.Metadata{s3, s1, s2}, 2, []int64{2, 3},
-			[]string{meta("1"), "file:///r/kv/db/t-7/0/shared/a.sst", loc("1") + "/M1"}},
-		{"keep last one", []snapshot.Metadata{s1, s2, s3}, 1, []int64{3},
-			[]string{meta("1"), meta("2"),
-				"file:///r/kv/db/t-7/0/shared/a.sst", "file:///r/kv/db/t-7/0/shared/b.sst",
-				loc("1") + "/M1", loc("2") + "/M2"}},
-		{"keep zero keeps one", []snapshot.Metadata{s1, s2}, 0, []int64{2},
-			[]string{meta("1"), "file:///r/kv/db/t-7/0/shared/a.sst", loc("1") + "/M1"}},
-		{"bulk snapshot private files", []snapshot.Metadata{s3, bulk, s5}, 1, []int64{5},
-			[]string{meta("3"), meta("4"), "file:///r/kv/db/t-7/0/shared/c.sst",
-				loc("3") + "/M3", loc("4") + "/000005.sst", loc("4") + "/M4"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			retained, deletable := Retain(tc.in, tc.keep)
-			if !slices.Equal(ids(retained), tc.retained) {
-				t.Fatalf("retained %v, want %v", ids(retained), tc.retained)
-			}
-			if !slices.Equal(deletable, tc.deletable) {
-				t.Fatalf("deletable\n%q\nwant\n%q", deletable, tc.deletable)
-			}
-		})
-	}
-}
-
 // Retention on real snapshots: deleting what Retain lists leaves every
 // retained snapshot restorable, and repeating the delete is harmless.
 func TestRetainDeleteRestore(t *testing.T) {
@@ -366,7 +308,7 @@ func TestRetainDeleteRestore(t *testing.T) {
 		prev = snap(t, r, int64(i+1), prev)
 		all = append(all, *prev)
 	}
-	retained, deletable := Retain(all, 2)
+	retained, deletable := snapshot.Retain(all, 2)
 	if len(retained) != 2 || len(deletable) == 0 {
 		t.Fatalf("retained %d, deletable %d", len(retained), len(deletable))
 	}
