@@ -1,0 +1,732 @@
+// Package benchbuild is the `thaw bench build` harness. In one run and on
+// one data shape (a BYTES primary key of --key-bytes and a BYTES value of
+// --value-bytes, --buckets buckets, Fluss bucketing) it measures:
+//
+//	(a)  the raw sstable writer writing the same number of pre-sorted pairs,
+//	     of the build's encoded sizes, one stream: the write limit the
+//	     ratio line compares against;
+//	(a') the same on min(--workers, --buckets) streams (printed for context,
+//	     with its own ratio line);
+//	(b)  Arrow → key/value encoding and bucket routing alone;
+//	(c)  the full offline build (route, encode, deduplicate, sort under the
+//	     --memory budget, spill, merge, write, ingest, checkpoint, upload
+//	     into a file:// store under --dir).
+//
+// It prints rows/s, MB/s (encoded key+value bytes), each stage's share of
+// the run, CPU time and peak RSS, a breakdown of (c), and last the line
+// "ratio full/limit: R" with R = rate(c) / rate(a).
+//
+// Synthetic input is generated outside the timed sections (its cost is
+// printed). Stages run one after another in one process; before each one the
+// harness collects garbage and resets the kernel's peak-RSS mark
+// (/proc/self/clear_refs), so each stage's VmHWM is its own; where the reset
+// is not allowed the figures are cumulative and the report says so.
+package benchbuild
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/snapshotbuild"
+)
+
+type config struct {
+	rows        int64
+	keyBytes    int
+	valueBytes  int
+	buckets     int
+	workers     int
+	memory      int64
+	dir         string
+	seed        uint64
+	batchRows   int
+	compression snapshotbuild.Compression
+	keep        bool
+	cpuProfile  string
+	trace       bool
+}
+
+func parseArgs(stdout io.Writer, args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("thaw bench build", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Int64Var(&c.rows, "rows", 1_000_000, "number of input rows")
+	fs.IntVar(&c.keyBytes, "key-bytes", 16, "bytes of the (BYTES) primary key column")
+	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the (BYTES) value column")
+	fs.IntVar(&c.buckets, "buckets", 4, "bucket count of the table")
+	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "buckets built concurrently in (c); write streams of (a')")
+	mem := fs.String("memory", "256MiB", "memory budget of the build (e.g. 256MiB, 1GiB, bytes)")
+	fs.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards)")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
+	fs.IntVar(&c.batchRows, "batch-rows", 8192, "rows per Arrow record batch")
+	comp := fs.String("compression", "snappy", "SST compression: snappy, zstd or none")
+	fs.BoolVar(&c.keep, "keep", false, "keep the files written under --dir")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of stage (c) to this file")
+	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("bench build: unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.memory, err = parseBytes(*mem); err != nil {
+		return c, fmt.Errorf("bench build: --memory: %w", err)
+	}
+	switch *comp {
+	case "snappy":
+		c.compression = snapshotbuild.CompressionSnappy
+	case "zstd":
+		c.compression = snapshotbuild.CompressionZstd
+	case "none":
+		c.compression = snapshotbuild.CompressionNone
+	default:
+		return c, fmt.Errorf("bench build: --compression %q: want snappy, zstd or none", *comp)
+	}
+	switch {
+	case c.rows < 1:
+		return c, errors.New("bench build: --rows must be at least 1")
+	case c.keyBytes < 1 || c.keyBytes > 1<<20:
+		return c, errors.New("bench build: --key-bytes must be in [1, 1MiB]")
+	case c.valueBytes < 0 || c.valueBytes > 16<<20:
+		return c, errors.New("bench build: --value-bytes must be in [0, 16MiB]")
+	case c.buckets < 1 || c.buckets > 4096:
+		return c, errors.New("bench build: --buckets must be in [1, 4096]")
+	case c.workers < 1:
+		return c, errors.New("bench build: --workers must be at least 1")
+	case c.batchRows < 1:
+		return c, errors.New("bench build: --batch-rows must be at least 1")
+	case int64(c.batchRows)*int64(max(c.keyBytes, c.valueBytes)) >= 1<<31:
+		return c, errors.New("bench build: --batch-rows times the column size must stay below 2 GiB")
+	}
+	return c, nil
+}
+
+// parseBytes reads "123", "64KiB", "256MiB", "1GiB" (also K, M, G, KB, MB, GB as powers of 1024).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suf) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suf)), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return n * mult, nil
+}
+
+// stage is one measured stage.
+type stage struct {
+	name    string
+	elapsed time.Duration
+	cpu     time.Duration // user+system CPU time of the process during the stage
+	rows    int64
+	bytes   int64 // logical key+value bytes
+	peakRSS int64 // bytes; -1 unknown
+	notes   []string
+}
+
+// Run parses args (the flags after `thaw bench build`), runs the stages and
+// prints the report to stdout. --help prints the flags.
+func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
+	cfg, err := parseArgs(stdout, args)
+	if err != nil {
+		return err
+	}
+	dir := cfg.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "thaw-bench-build-"); err != nil {
+			return fmt.Errorf("bench build: %w", err)
+		}
+		if !cfg.keep {
+			defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+		}
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("bench build: %w", err)
+		}
+		for _, sub := range []string{"limit", "store", "tmp"} {
+			if _, err := os.Stat(filepath.Join(dir, sub)); err == nil {
+				return fmt.Errorf("bench build: %s already exists; use an empty --dir", filepath.Join(dir, sub))
+			}
+		}
+		if !cfg.keep {
+			defer func() {
+				for _, sub := range []string{"limit", "store", "tmp"} {
+					err = errors.Join(err, os.RemoveAll(filepath.Join(dir, sub)))
+				}
+			}()
+		}
+	}
+	table, err := kv.NewTable(kv.TableSchema{
+		SchemaID: 1,
+		Columns: []kv.Column{
+			{Name: "k", Type: kv.Type{Kind: kv.KindBytes}},
+			{Name: "v", Type: kv.Type{Kind: kv.KindBytes}, Nullable: true},
+		},
+		PrimaryKey: []string{"k"},
+		Buckets:    cfg.buckets,
+	})
+	if err != nil {
+		return fmt.Errorf("bench build: %w", err)
+	}
+	g := newGenerator(cfg)
+	keyLen, valLen := g.encodedSizes()
+	logical := cfg.rows * int64(keyLen+valLen)
+
+	fmt.Fprintf(stdout, "thaw bench build: rows=%d key-bytes=%d value-bytes=%d buckets=%d workers=%d memory=%s compression=%s seed=%d GOMAXPROCS=%d\n",
+		cfg.rows, cfg.keyBytes, cfg.valueBytes, cfg.buckets, cfg.workers, fmtBytes(cfg.memory), cfg.compression, cfg.seed, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "encoded pair: key %d B, value %d B; %s logical key+value bytes\n", keyLen, valLen, fmtBytes(logical))
+	resetOK := resetPeakRSS()
+
+	cpu0 := cpuTime()
+	a, err := runLimit(ctx, cfg, g, filepath.Join(dir, "limit"), 1)
+	if err != nil {
+		return err
+	}
+	a.bytes, a.cpu = logical, cpuTime()-cpu0
+	resetPeakRSS()
+	var ap *stage
+	if w := min(cfg.workers, cfg.buckets); w > 1 {
+		if err := os.RemoveAll(filepath.Join(dir, "limit")); err != nil {
+			return fmt.Errorf("bench build: %w", err)
+		}
+		cpu0 = cpuTime()
+		if ap, err = runLimit(ctx, cfg, g, filepath.Join(dir, "limit"), w); err != nil {
+			return err
+		}
+		ap.bytes, ap.cpu = logical, cpuTime()-cpu0
+		resetPeakRSS()
+	}
+	cpu0 = cpuTime()
+	b, err := runEncode(ctx, cfg, g, table)
+	if err != nil {
+		return err
+	}
+	b.bytes, b.cpu = logical, cpuTime()-cpu0
+	resetPeakRSS()
+	cpu0 = cpuTime()
+	c, err := runFull(ctx, cfg, g, table, dir)
+	if err != nil {
+		return err
+	}
+	c.bytes, c.cpu = logical, cpuTime()-cpu0
+
+	stages := []*stage{a, b, c}
+	if ap != nil {
+		stages = []*stage{a, ap, b, c}
+	}
+	var total time.Duration
+	for _, s := range stages {
+		total += s.elapsed
+	}
+	fmt.Fprintf(stdout, "\n%-24s %9s %12s %9s %7s %9s %10s\n", "stage", "time", "rows/s", "MB/s", "share", "CPU", "peak RSS")
+	for _, s := range stages {
+		secs := s.elapsed.Seconds()
+		fmt.Fprintf(stdout, "%-24s %8.2fs %12.0f %9.1f %6.1f%% %8.2fs %10s\n", s.name, secs,
+			float64(s.rows)/secs, float64(s.bytes)/secs/1e6, 100*secs/total.Seconds(), s.cpu.Seconds(), fmtRSS(s.peakRSS))
+		for _, n := range s.notes {
+			fmt.Fprintf(stdout, "    %s\n", n)
+		}
+	}
+	if !resetOK {
+		fmt.Fprintln(stdout, "note: peak RSS could not be reset between stages; figures are cumulative (VmHWM)")
+	}
+	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(stdout, "loadavg at end: %s\n", strings.TrimSpace(string(l)))
+	}
+	if ap != nil {
+		fmt.Fprintf(stdout, "ratio full/limit at equal parallelism, (c) vs (a') %d streams: %.2f\n",
+			min(cfg.workers, cfg.buckets), ap.elapsed.Seconds()/c.elapsed.Seconds())
+	}
+	fmt.Fprintf(stdout, "ratio full/limit: %.2f\n", a.elapsed.Seconds()/c.elapsed.Seconds())
+	return nil
+}
+
+// runLimit writes cfg.rows pre-sorted pairs of the build's encoded sizes
+// with the raw sstable writer, the build's writer options and target file
+// size, one file sequence per bucket, on the given number of goroutines
+// (streams). With one stream it is the raw writer's rate, the "limit" of
+// the ratio line.
+func runLimit(ctx context.Context, cfg config, g *generator, dir string, streams int) (*stage, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench build: %w", err)
+	}
+	wopts := snapshotbuild.WriterOptions(cfg.compression)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	var files, fileBytes atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Go(func() {
+			for {
+				bucket := int(next.Add(1) - 1)
+				if bucket >= cfg.buckets || ctx.Err() != nil {
+					return
+				}
+				lo := cfg.rows * int64(bucket) / int64(cfg.buckets)
+				hi := cfg.rows * int64(bucket+1) / int64(cfg.buckets)
+				n, size, err := writeSorted(filepath.Join(dir, fmt.Sprintf("bucket-%d", bucket)), wopts, g, lo, hi)
+				if err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				files.Add(n)
+				fileBytes.Add(size)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return nil, fmt.Errorf("bench build: raw write: %w", firstErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := "(a) raw sstable write"
+	if streams > 1 {
+		name = fmt.Sprintf("(a') raw write, %d streams", streams)
+	}
+	s := &stage{name: name, elapsed: elapsed, rows: cfg.rows, peakRSS: peakRSS()}
+	s.notes = append(s.notes, fmt.Sprintf("pre-sorted pairs, %d SST files, %s on disk", files.Load(), fmtBytes(fileBytes.Load())))
+	return s, nil
+}
+
+func writeSorted(dir string, wopts sstable.WriterOptions, g *generator, lo, hi int64) (files, size int64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, 0, err
+	}
+	var w *sstable.Writer
+	var path string
+	closeFile := func() error {
+		if w == nil {
+			return nil
+		}
+		err := w.Close()
+		w = nil
+		files++
+		if err != nil {
+			return err
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		size += fi.Size()
+		return nil
+	}
+	key := make([]byte, 0, 1+binary.MaxVarintLen64+g.cfg.keyBytes)
+	for i := lo; i < hi; i++ {
+		if w == nil {
+			path = filepath.Join(dir, fmt.Sprintf("%06d.sst", files+1))
+			f, err := snapshotbuild.LocalFS().Create(path, vfs.WriteCategoryUnspecified)
+			if err != nil {
+				return files, size, err
+			}
+			w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), wopts)
+		}
+		key = g.sortedKey(key[:0], i)
+		if err := w.Set(key, g.encodedValue(i)); err != nil {
+			return files, size, errors.Join(err, closeFile())
+		}
+		if w.Raw().EstimatedSize() >= snapshotbuild.DefaultTargetFileSize {
+			if err := closeFile(); err != nil {
+				return files, size, err
+			}
+		}
+	}
+	return files, size, closeFile()
+}
+
+// runEncode converts the synthetic Arrow batches to key/value pairs and
+// buckets, and does nothing else.
+func runEncode(ctx context.Context, cfg config, g *generator, table *kv.Table) (*stage, error) {
+	enc := snapshotbuild.NewRowEncoder(table, "")
+	perBucket := make([]int64, cfg.buckets)
+	var genTime time.Duration
+	start := time.Now()
+	for batch, lo := int64(0), int64(0); lo < cfg.rows; batch, lo = batch+1, lo+int64(cfg.batchRows) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		rec := g.batch(lo, min(int64(cfg.batchRows), cfg.rows-lo))
+		genTime += time.Since(t0)
+		err := enc.Encode(rec, batch, func(_, bucket int, key, value []byte) error {
+			perBucket[bucket] += int64(len(key) + len(value))
+			return nil
+		})
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("bench build: encode: %w", err)
+		}
+	}
+	elapsed := time.Since(start) - genTime
+	s := &stage{name: "(b) encode + route", elapsed: elapsed, rows: cfg.rows, peakRSS: peakRSS()}
+	s.notes = append(s.notes, fmt.Sprintf("input generation %.2fs excluded", genTime.Seconds()))
+	return s, nil
+}
+
+// runFull builds every bucket's snapshot into a file:// store under dir.
+func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir string) (*stage, error) {
+	storeDir := filepath.Join(dir, "store")
+	tmpDir := filepath.Join(dir, "tmp")
+	for _, d := range []string{storeDir, tmpDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("bench build: %w", err)
+		}
+	}
+	abs, err := filepath.Abs(storeDir)
+	if err != nil {
+		return nil, fmt.Errorf("bench build: %w", err)
+	}
+	store, err := objstore.Open(ctx, "file://"+filepath.ToSlash(abs))
+	if err != nil {
+		return nil, fmt.Errorf("bench build: %w", err)
+	}
+	defer store.Close()
+	ids := make([]int64, cfg.buckets)
+	for i := range ids {
+		ids[i] = 1
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return nil, fmt.Errorf("bench build: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("bench build: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var genTime time.Duration
+	start := time.Now()
+	var progress func(snapshotbuild.BucketProgress)
+	if cfg.trace {
+		var mu sync.Mutex
+		last := map[int]snapshotbuild.Phase{}
+		progress = func(p snapshotbuild.BucketProgress) {
+			mu.Lock()
+			defer mu.Unlock()
+			if last[p.Bucket] != p.Phase {
+				last[p.Bucket] = p.Phase
+				fmt.Fprintf(os.Stderr, "%8.3fs bucket %d %s rows=%d bytes=%d\n", time.Since(start).Seconds(), p.Bucket, p.Phase, p.Rows, p.Bytes)
+			}
+		}
+	}
+	b, err := snapshotbuild.New(store, snapshotbuild.Target{
+		Table:       table,
+		Snapshot:    snapshot.Target{RemoteDir: store.Base(), Database: "bench", Table: "t", TableID: 1},
+		SnapshotIDs: ids,
+	}, snapshotbuild.Options{
+		Workers:      cfg.workers,
+		MemoryBudget: cfg.memory,
+		TempDir:      tmpDir,
+		Compression:  cfg.compression,
+		Progress:     progress,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench build: %w", err)
+	}
+	defer b.Close()
+	for lo := int64(0); lo < cfg.rows; lo += int64(cfg.batchRows) {
+		t0 := time.Now()
+		rec := g.batch(lo, min(int64(cfg.batchRows), cfg.rows-lo))
+		genTime += time.Since(t0)
+		err := b.Add(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("bench build: %w", err)
+		}
+	}
+	addDone := time.Now()
+	if cfg.trace {
+		fmt.Fprintf(os.Stderr, "%8.3fs add phase done\n", addDone.Sub(start).Seconds())
+	}
+	res, err := b.Finish(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench build: %w", err)
+	}
+	end := time.Now()
+	elapsed := end.Sub(start) - genTime
+	st := b.Stats()
+	var rows, dups, snapBytes int64
+	files := 0
+	for _, r := range res {
+		rows += r.RowCount
+		dups += r.Duplicates
+		snapBytes += r.Bytes
+		files += r.Files
+	}
+	s := &stage{name: "(c) full build", elapsed: elapsed, rows: cfg.rows, peakRSS: peakRSS()}
+	s.notes = append(s.notes,
+		fmt.Sprintf("input generation %.2fs excluded; add phase %.2fs, finish %.2fs (wall)",
+			genTime.Seconds(), (addDone.Sub(start)-genTime).Seconds(), end.Sub(addDone).Seconds()),
+		fmt.Sprintf("busy time (summed over goroutines): sort+spill %.2fs, add waiting on spill %.2fs, merge+write %.2fs, ingest+checkpoint %.2fs, upload %.2fs, _METADATA %.2fs",
+			st.SortSpill.Seconds(), st.AddWait.Seconds(), st.MergeWrite.Seconds(), st.Checkpoint.Seconds(), st.Upload.Seconds(), st.MetadataWrite.Seconds()),
+		fmt.Sprintf("%d spill runs (%s); budget peak %s of %s; %d snapshot rows, %d duplicates, %d private files, %s uploaded",
+			st.Spills, fmtBytes(st.SpilledBytes), fmtBytes(st.PeakBudget), fmtBytes(st.MemoryBudget), rows, dups, files, fmtBytes(snapBytes)))
+	if st.UnreproducibleManifests > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("WARNING: %d MANIFESTs could not be normalized (not byte-reproducible)", st.UnreproducibleManifests))
+	}
+	return s, nil
+}
+
+// generator makes the synthetic data, deterministic for a seed: row i has
+// a pseudo-random key of key-bytes bytes (unique for key-bytes >= 8: the
+// first 8 bytes are a bijection of i) and a value of value-bytes bytes, 40
+// pseudo-random then a repeating pattern (compressible like real rows). The
+// values come from a pool of distinct values, so generating is cheap.
+type generator struct {
+	cfg     config
+	pool    []byte // poolSize values of valueBytes each
+	extPool []byte // pool, then its first batchRows values again: any window of a batch is contiguous
+	keyBuf  []byte
+	koff    []int32
+	voff    []int32 // 0, V, 2V, ...: the offsets of every value window
+	// Encoded value template of stage (a): the build's encoded value length.
+	encVal []byte
+}
+
+const poolSize = 4096
+
+func newGenerator(cfg config) *generator {
+	g := &generator{cfg: cfg, pool: make([]byte, poolSize*cfg.valueBytes)}
+	pattern := []byte("thaw-bench-build-pattern-")
+	for i := range poolSize {
+		v := g.pool[i*cfg.valueBytes : (i+1)*cfg.valueBytes]
+		x := cfg.seed ^ uint64(i)*0x9e3779b97f4a7c15
+		for j := range v {
+			if j < 40 {
+				if j%8 == 0 {
+					x = splitmix(x)
+				}
+				v[j] = byte(x >> (8 * (j % 8)))
+			} else {
+				v[j] = pattern[j%len(pattern)]
+			}
+		}
+	}
+	g.extPool = make([]byte, 0, (poolSize+cfg.batchRows)*cfg.valueBytes)
+	g.extPool = append(g.extPool, g.pool...)
+	for i := range cfg.batchRows {
+		j := i % poolSize
+		g.extPool = append(g.extPool, g.pool[j*cfg.valueBytes:(j+1)*cfg.valueBytes]...)
+	}
+	g.keyBuf = make([]byte, 0, cfg.batchRows*cfg.keyBytes)
+	g.koff = make([]int32, cfg.batchRows+1)
+	g.voff = make([]int32, cfg.batchRows+1)
+	for i := range g.voff {
+		g.voff[i] = int32(i * cfg.valueBytes)
+	}
+	// Stage (a) values: byte for byte what the table encodes for a row
+	// (schema id, null bitmap, length-prefixed key and value columns), so
+	// both stages compress alike.
+	_, vl := g.encodedSizes()
+	g.encVal = make([]byte, 0, vl*poolSize)
+	for i := range poolSize {
+		g.encVal = append(g.encVal, 1, 0, 0)
+		g.encVal = binary.AppendUvarint(g.encVal, uint64(cfg.keyBytes))
+		g.encVal = g.rowKey(g.encVal, int64(i))
+		g.encVal = binary.AppendUvarint(g.encVal, uint64(cfg.valueBytes))
+		g.encVal = append(g.encVal, g.pool[i*cfg.valueBytes:(i+1)*cfg.valueBytes]...)
+	}
+	return g
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// encodedSizes are the lengths of one row's key and value bytes as the
+// table encodes them: key = uvarint(len) + key; value = 2-byte schema id +
+// 1-byte null bitmap + both columns length-prefixed.
+func (g *generator) encodedSizes() (int, int) {
+	k := uvarintLen(g.cfg.keyBytes) + g.cfg.keyBytes
+	v := 2 + 1 + k + uvarintLen(g.cfg.valueBytes) + g.cfg.valueBytes
+	return k, v
+}
+
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
+}
+
+// rowKey appends row i's key column bytes.
+func (g *generator) rowKey(dst []byte, i int64) []byte {
+	x := splitmix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
+	var w [8]byte
+	for need := g.cfg.keyBytes; need > 0; {
+		binary.BigEndian.PutUint64(w[:], x)
+		n := min(8, need)
+		dst = append(dst, w[:n]...)
+		need -= n
+		x = splitmix(x)
+	}
+	return dst
+}
+
+// sortedKey appends the i-th key of stage (a): the build's encoded key
+// (uvarint length + key-bytes bytes), strictly ascending in i, and as
+// random as the build's sorted keys: the first 8 bytes are i*step plus a
+// random offset below step (step = 2^64/rows), so neighbours share the same
+// few leading bytes as sorted random keys do; the rest is random. (Keys
+// shorter than 8 bytes are a plain counter.)
+func (g *generator) sortedKey(dst []byte, i int64) []byte {
+	dst = binary.AppendUvarint(dst, uint64(g.cfg.keyBytes))
+	var w [8]byte
+	if g.cfg.keyBytes < 8 {
+		binary.BigEndian.PutUint64(w[:], uint64(i))
+		return append(dst, w[8-g.cfg.keyBytes:]...)
+	}
+	step := math.MaxUint64 / uint64(g.cfg.rows)
+	x := splitmix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
+	binary.BigEndian.PutUint64(w[:], uint64(i)*step+x%step)
+	dst = append(dst, w[:]...)
+	for need := g.cfg.keyBytes - 8; need > 0; {
+		x = splitmix(x)
+		binary.BigEndian.PutUint64(w[:], x)
+		n := min(8, need)
+		dst = append(dst, w[:n]...)
+		need -= n
+	}
+	return dst
+}
+
+func (g *generator) encodedValue(i int64) []byte {
+	_, vl := g.encodedSizes()
+	j := int(i % poolSize)
+	return g.encVal[j*vl : (j+1)*vl]
+}
+
+// batch builds rows [lo, lo+n) as an Arrow record batch: the key column is
+// generated into a reused buffer, the value column is a zero-copy window
+// over the value pool, so generating input costs little next to what is
+// measured. The batch is valid until the next call (the builder and the
+// encoder do not retain batches).
+func (g *generator) batch(lo, n int64) arrow.RecordBatch {
+	vb := g.cfg.valueBytes
+	keys := g.keyBuf[:0]
+	koff := g.koff[:n+1]
+	for r := range n {
+		keys = g.rowKey(keys, lo+r)
+		koff[r+1] = int32(len(keys))
+	}
+	g.keyBuf = keys
+	start := int(lo%poolSize) * vb
+	vals := g.extPool[start : start+int(n)*vb]
+	kArr := array.NewBinaryData(array.NewData(arrow.BinaryTypes.Binary, int(n),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(koff)), memory.NewBufferBytes(keys)}, nil, 0, 0))
+	vArr := array.NewBinaryData(array.NewData(arrow.BinaryTypes.Binary, int(n),
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(g.voff[:n+1])), memory.NewBufferBytes(vals)}, nil, 0, 0))
+	defer kArr.Release()
+	defer vArr.Release()
+	return array.NewRecordBatch(g.schema(), []arrow.Array{kArr, vArr}, n)
+}
+
+var benchSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "k", Type: arrow.BinaryTypes.Binary},
+	{Name: "v", Type: arrow.BinaryTypes.Binary, Nullable: true},
+}, nil)
+
+func (g *generator) schema() *arrow.Schema { return benchSchema }
+
+// resetPeakRSS collects garbage, returns freed memory to the OS and resets
+// the kernel's peak-RSS mark; false when the reset is not possible.
+func resetPeakRSS() bool {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS is VmHWM from /proc/self/status in bytes, or -1.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func fmtRSS(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}

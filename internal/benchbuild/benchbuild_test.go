@@ -1,0 +1,55 @@
+package benchbuild
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestSmoke runs the harness on a small input: it must complete and end
+// with the ratio line. Nothing is asserted about time.
+func TestSmoke(t *testing.T) {
+	var out bytes.Buffer
+	dir := t.TempDir()
+	err := Run(t.Context(), &out, []string{
+		"--rows", "20000", "--key-bytes", "16", "--value-bytes", "100", "--buckets", "3",
+		"--workers", "2", "--memory", "1MiB", "--dir", dir, "--batch-rows", "1000",
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String())
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !regexp.MustCompile(`^ratio full/limit: [0-9]+\.[0-9]+$`).MatchString(last) {
+		t.Fatalf("last line %q is not the ratio line", last)
+	}
+	for _, want := range []string{"(a) raw sstable write", "(b) encode + route", "(c) full build", "rows/s", "MB/s", "share", "peak RSS", "20000 snapshot rows"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q", want)
+		}
+	}
+	// The spill path ran (1 MiB budget for ~2.8 MB of pairs).
+	if regexp.MustCompile(`\b0 spill runs`).MatchString(out.String()) {
+		t.Fatal("no spill runs with a 1 MiB budget")
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--rows", "0"},
+		{"--memory", "lots"},
+		{"--compression", "lz4"},
+		{"--buckets", "0"},
+		{"extra"},
+	} {
+		if err := Run(t.Context(), &bytes.Buffer{}, args); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+	for in, want := range map[string]int64{"123": 123, "64KiB": 64 << 10, "256MiB": 256 << 20, "1GiB": 1 << 30, "2M": 2 << 20} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/daemon"
+)
+
+func runBulk(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := runBulkload(t.Context(), &out, args)
+	return out.String(), err
+}
+
+func TestBulkloadUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "thaw bulkload needs a command"},
+		{[]string{"nope"}, `unknown command "nope" for thaw bulkload`},
+		{[]string{"status"}, "takes one TXN_ID (got 0 arguments)"},
+		{[]string{"abort", "a", "b"}, "takes one TXN_ID (got 2 arguments)"},
+		{[]string{"list", "--target", "nodot"}, `target "nodot": want DATABASE.TABLE`},
+		{[]string{"list", "--target", "a.b/"}, "empty partition"},
+		{[]string{"list", "extra"}, "unexpected arguments: extra"},
+		{[]string{"status", "x", "--output", "yaml"}, `--output "yaml"`},
+	} {
+		_, err := runBulk(t, tc.args...)
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// The commands against an embedded tier: list, status and abort of a real
+// transaction, in both output formats.
+func TestBulkloadCommands(t *testing.T) {
+	e, err := daemon.StartEmbedded(t.Context(), daemon.EmbeddedConfig{
+		DataDir: t.TempDir(), TabletServers: 3, EtcdUnsafeNoFsync: true,
+		Coordinator: daemon.CoordinatorOptions{LeaseTTL: 2 * time.Second, RebalanceInterval: 100 * time.Millisecond, ResyncInterval: time.Second},
+		Tablet:      daemon.TabletOptions{LeaseTTL: 2 * time.Second, SnapshotInterval: -1, CacheSize: 8 << 20, MemTableBudget: 8 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	server := "--server=" + e.HostPort()
+	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
+	bulk := tierv1connect.NewBulkLoadServiceClient(e.HTTPClient(), e.Address())
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
+		Path: &tierv1.TablePath{Database: "shop", Table: "items"},
+		Schema: &tierv1.TableSchema{
+			Columns:    []*tierv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "name", Type: "STRING", Nullable: true}},
+			PrimaryKey: []string{"id"}, Buckets: 2,
+		},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	var begun *tierv1.BeginBulkLoadResponse
+	for {
+		resp, err := bulk.Begin(ctx, connect.NewRequest(&tierv1.BeginBulkLoadRequest{
+			Target: &tierv1.TargetPath{Database: "shop", Table: "items"}, CallerToken: "cli-test",
+		}))
+		if err == nil {
+			begun = resp.Msg
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	id := begun.GetStatus().GetHandle().GetTxnId()
+
+	out, err := runBulk(t, "list", server)
+	if err != nil || !strings.Contains(out, "TXN") || !strings.Contains(out, id) || !strings.Contains(out, "BEGUN") || !strings.Contains(out, "shop.items") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "list", "--target", "shop.items", "--output", "json", server)
+	var list []bulkStatusJSON
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].TxnID != id || !list[0].FenceReady || list[0].Phase != "building" {
+		t.Fatalf("list json: %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "status", id, server)
+	if err != nil || !strings.Contains(out, "registration") || !strings.Contains(out, "LOADING") || !strings.Contains(out, "cli-test") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "abort", id, server)
+	if err != nil || !strings.Contains(out, "aborted bulk load "+id+" of shop.items") {
+		t.Fatalf("abort: %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "status", id, "--output", "json", server)
+	var st bulkStatusJSON
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.State != "ABORTED" || st.AbortReason != "ABORTED_BY_CALLER" || st.Registration != "ACTIVE" {
+		t.Fatalf("status json after abort: %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "list", server)
+	if err != nil || strings.Contains(out, id) {
+		t.Fatalf("list without --all shows the aborted transaction: %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "list", "--all", server)
+	if err != nil || !strings.Contains(out, "ABORTED_BY_CALLER") {
+		t.Fatalf("list --all: %v\n%s", err, out)
+	}
+	_, err = runBulk(t, "status", "00000000-0000-4000-8000-000000000000", server)
+	if err == nil || !strings.Contains(err.Error(), "NOT_FOUND") {
+		t.Fatalf("status of an unknown transaction: %v", err)
+	}
+	_, err = runBulk(t, "abort", id, server, "--output", "json")
+	if err != nil {
+		t.Fatalf("abort again (idempotent): %v", err)
+	}
+}

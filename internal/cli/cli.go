@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// ErrUsage marks an error caused by how the command was invoked.
+var ErrUsage = errors.New("usage")
+
+// usageError reports a bad invocation; Main exits with status 2 for it.
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+}
+
+// command is one subcommand (or a group of them).
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, stdout io.Writer, args []string) error
+}
+
+// commands returns the top-level commands, in the order help lists them.
+func commands() []command {
+	return []command{
+		{name: "version", summary: "print the version and exit", run: runVersion},
+		{name: "bench", summary: "run a benchmark harness (bench build, bench write)", run: runBench},
+		{name: "lake", summary: "read Apache Iceberg tables (tables, describe, partitions, scan, sample)", run: runLake},
+		{name: "server", summary: "run the whole tier in one process: embedded etcd, coordinator, tablet servers", run: runServer},
+		{name: "coordinator", summary: "run a tier coordinator against an external etcd", run: runCoordinator},
+		{name: "tablet", summary: "run a tier tablet server against an external etcd", run: runTablet},
+		{name: "database", summary: "create, drop or list tier databases", run: runDatabase},
+		{name: "table", summary: "create, drop, describe or list tier tables", run: runTable},
+		{name: "partition", summary: "create, drop or list partitions of a tier table", run: runPartition},
+		{name: "put", summary: "upsert JSON rows into a tier table", run: runPut},
+		{name: "get", summary: "look up rows of a tier table by primary key", run: runGet},
+		{name: "scan", summary: "print the rows of a tier table or partition", run: runScan},
+		{name: "bulkload", summary: "inspect and abort bulk-load transactions (list, status, abort)", run: runBulkload},
+	}
+}
+
+// Main runs the command named by args[0] and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, "thaw", commands(), args, stdout)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(stderr, "thaw: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "thaw: %v\n", err)
+		return 1
+	}
+}
+
+// dispatch finds the named subcommand among cmds and runs it.
+func dispatch(ctx context.Context, prefix string, cmds []command, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printCommands(stdout, prefix, cmds)
+		if len(args) == 0 {
+			return usageError("%s needs a command", prefix)
+		}
+		return nil
+	}
+	i := slices.IndexFunc(cmds, func(c command) bool { return c.name == args[0] })
+	if i < 0 {
+		return usageError("unknown command %q for %s (see %s help)", args[0], prefix, prefix)
+	}
+	return cmds[i].run(ctx, stdout, args[1:])
+}
+
+func printCommands(w io.Writer, prefix string, cmds []command) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
+	width := 0
+	for _, c := range cmds {
+		width = max(width, len(c.name))
+	}
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
+	}
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting and
+// prints its usage to stdout only when asked for help.
+func newFlagSet(name string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "usage: %s [flags]\n", name)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parseFlags parses args into fs, turning flag errors into usage errors and
+// refusing positional arguments unless allowArgs.
+func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err // the flag package already printed the usage
+		}
+		return usageError("%s: %v", fs.Name(), err)
+	}
+	if !allowArgs && fs.NArg() > 0 {
+		return usageError("%s: unexpected arguments: %s", fs.Name(), strings.Join(fs.Args(), " "))
+	}
+	return nil
+}

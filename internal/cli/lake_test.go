@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func lakeCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := runLake(t.Context(), &out, args)
+	return out.String(), err
+}
+
+func TestLakeCommands(t *testing.T) {
+	dir := t.TempDir()
+	out, err := lakeCmd(t, "sample", "--dir", dir, "--rows", "600", "--days", "3", "--seed", "9")
+	if err != nil {
+		t.Fatalf("sample: %v\n%s", err, out)
+	}
+	for _, want := range []string{"created lake.events", "6. ", "position delete", "thaw lake partitions lake.events --uri "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sample output misses %q:\n%s", want, out)
+		}
+	}
+	uri := filepath.Join(dir, "catalog.db")
+
+	out, err = lakeCmd(t, "tables", "--uri", uri)
+	if err != nil || out != "lake.events\n" {
+		t.Fatalf("tables: %q %v", out, err)
+	}
+	out, err = lakeCmd(t, "tables", "lake", "--uri", uri, "--json")
+	var tables []string
+	if err != nil || json.Unmarshal([]byte(out), &tables) != nil || len(tables) != 1 {
+		t.Fatalf("tables --json: %q %v", out, err)
+	}
+
+	out, err = lakeCmd(t, "describe", "lake.events", "--uri", uri, "--tier", "--buckets", "4")
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	for _, want := range []string{"identifier fields: id", "event_day\tday(event_ts)", "write.delete.mode", "merge-on-read", "tier schema", "partition key event_day", "= day(event_ts)"} {
+		if !strings.Contains(strings.ReplaceAll(out, "  ", "\t"), want) && !strings.Contains(out, want) {
+			t.Errorf("describe output misses %q:\n%s", want, out)
+		}
+	}
+	out, err = lakeCmd(t, "describe", "--uri", uri, "--json", "lake.events")
+	var info struct {
+		Name      string `json:"name"`
+		Snapshots []any  `json:"snapshots"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &info) != nil || info.Name != "lake.events" || len(info.Snapshots) != 6 {
+		t.Fatalf("describe --json: %v %+v", err, info)
+	}
+
+	out, err = lakeCmd(t, "partitions", "lake.events", "--uri", uri, "--json", "--tier", "--buckets", "4")
+	var parts []struct {
+		Path          string `json:"path"`
+		RecordCount   int64  `json:"record_count"`
+		TierPartition string `json:"tier_partition"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &parts) != nil || len(parts) != 3 {
+		t.Fatalf("partitions --json: %v\n%s", err, out)
+	}
+	if parts[0].Path != "event_day=2024-01-01" || parts[0].TierPartition != "2024-01-01" || parts[0].RecordCount == 0 {
+		t.Errorf("partition 0: %+v", parts[0])
+	}
+	out, err = lakeCmd(t, "partitions", "lake.events", "--uri", uri)
+	if err != nil || !strings.Contains(out, "RECORDS (UPPER BOUND)") || !strings.Contains(out, "event_day=2024-01-03") {
+		t.Errorf("partitions table: %v\n%s", err, out)
+	}
+
+	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--partition", "event_day=2024-01-02", "--columns", "id,event_ts", "--limit", "0", "--json")
+	if err != nil {
+		t.Fatalf("scan --json: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 150 {
+		t.Fatalf("scan of one partition printed %d rows", len(lines))
+	}
+	for _, line := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil || len(row) != 2 || !strings.HasPrefix(row["event_ts"].(string), "2024-01-02") {
+			t.Fatalf("scan row %q (%v)", line, err)
+		}
+	}
+	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--limit", "3")
+	if err != nil || !strings.HasPrefix(out, "id") || !strings.Contains(out, "(first 3 rows)") || strings.Count(out, "\n") != 5 {
+		t.Errorf("scan table: %v\n%s", err, out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"describe", "--uri", uri}, "needs a table"},
+		{[]string{"tables"}, "no catalog"},
+		{[]string{"scan", "lake.events", "--uri", uri, "--snapshot", "x"}, "not a snapshot id"},
+		{[]string{"sample"}, "needs --dir"},
+		{[]string{"nope"}, "unknown command"},
+		{[]string{"tables", "--uri", uri, "--type", "oracle"}, "unknown catalog type"},
+	} {
+		_, err := lakeCmd(t, tc.args...)
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := lakeCmd(t, "describe", "lake.nope", "--uri", uri); err == nil || errors.Is(err, ErrUsage) {
+		t.Errorf("missing table: %v", err)
+	}
+}

@@ -1,0 +1,1635 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// DefaultServer is where the client commands find the tier when neither
+// --server nor THAW_SERVER says otherwise: thaw server's default listener.
+const DefaultServer = daemon.DefaultListen
+
+// tierStdin is what put and get read rows and keys from when they are
+// neither arguments nor --input.
+var tierStdin io.Reader = os.Stdin
+
+// tierLogOutput receives the logs of the role commands.
+var tierLogOutput io.Writer = os.Stderr
+
+// ---------------------------------------------------------------------------
+// Roles: thaw server, thaw coordinator, thaw tablet.
+
+// runServer is `thaw server`: the embedded tier in one process.
+func runServer(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("thaw server", stdout)
+	config := fs.String("config", "", "YAML config file (see docs/tier.md)")
+	dataDir := fs.String("data-dir", "", "data directory (etcd, snapshots, changelog, replicas); overrides data_dir")
+	listen := fs.String("listen", "", "HOST:PORT of the one HTTP listener (default "+daemon.DefaultListen+"); overrides listen")
+	advertise := fs.String("advertise", "", "HOST:PORT clients reach the listener at; overrides advertise")
+	tablets := fs.Int("tablets", 0, "number of tablet servers (default 3); overrides tablets")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	var cfg daemon.ServerConfig
+	if err := loadRoleConfig(*config, &cfg); err != nil {
+		return err
+	}
+	setIf(&cfg.DataDir, *dataDir)
+	setIf(&cfg.Listen, *listen)
+	setIf(&cfg.Advertise, *advertise)
+	if *tablets != 0 {
+		cfg.Tablets = *tablets
+	}
+	if cfg.DataDir == "" {
+		return usageError("thaw server needs --data-dir (or data_dir in --config)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("server config: %w", err)
+	}
+	log := daemon.NewLogger(tierLogOutput, cfg.Log)
+	return daemon.RunServer(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
+		fmt.Fprintf(stdout, "thaw server: serving on http://%s (data in %s, %d tablet servers)\n", addr, cfg.DataDir, cfg.Tablets)
+	}})
+}
+
+// runCoordinator is `thaw coordinator`: one coordinator against an
+// external etcd.
+func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("thaw coordinator", stdout)
+	config := fs.String("config", "", "YAML config file (required; see docs/tier.md)")
+	id := fs.String("id", "", "coordinator id; overrides id")
+	listen := fs.String("listen", "", "HOST:PORT to listen on; overrides listen")
+	advertise := fs.String("advertise", "", "HOST:PORT others reach it at; overrides advertise")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *config == "" {
+		return usageError("thaw coordinator needs --config")
+	}
+	var cfg daemon.CoordinatorConfig
+	if err := loadRoleConfig(*config, &cfg); err != nil {
+		return err
+	}
+	setIf(&cfg.ID, *id)
+	setIf(&cfg.Listen, *listen)
+	setIf(&cfg.Advertise, *advertise)
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("coordinator config: %w", err)
+	}
+	log := daemon.NewLogger(tierLogOutput, cfg.Log)
+	return daemon.RunCoordinator(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
+		fmt.Fprintf(stdout, "thaw coordinator %s: serving on http://%s\n", cfg.ID, addr)
+	}})
+}
+
+// runTablet is `thaw tablet`: one tablet server against an external etcd.
+func runTablet(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("thaw tablet", stdout)
+	config := fs.String("config", "", "YAML config file (required; see docs/tier.md)")
+	id := fs.String("id", "", "tablet server id; overrides id")
+	listen := fs.String("listen", "", "HOST:PORT to listen on; overrides listen")
+	advertise := fs.String("advertise", "", "HOST:PORT others reach it at; overrides advertise")
+	dataDir := fs.String("data-dir", "", "data directory; overrides data_dir")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *config == "" {
+		return usageError("thaw tablet needs --config")
+	}
+	var cfg daemon.TabletConfig
+	if err := loadRoleConfig(*config, &cfg); err != nil {
+		return err
+	}
+	setIf(&cfg.ID, *id)
+	setIf(&cfg.Listen, *listen)
+	setIf(&cfg.Advertise, *advertise)
+	setIf(&cfg.DataDir, *dataDir)
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("tablet config: %w", err)
+	}
+	log := daemon.NewLogger(tierLogOutput, cfg.Log)
+	return daemon.RunTablet(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
+		fmt.Fprintf(stdout, "thaw tablet %s: serving on http://%s\n", cfg.ID, addr)
+	}})
+}
+
+// loadRoleConfig decodes the file (if any) over the defaults; the caller
+// applies flags and validates.
+func loadRoleConfig(path string, cfg daemon.Config) error {
+	if path == "" {
+		cfg.Defaults()
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	return daemon.DecodeConfig(f, path, cfg)
+}
+
+func setIf(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Client plumbing.
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	server  string
+	output  string
+	timeout time.Duration
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	def := os.Getenv("THAW_SERVER")
+	if def == "" {
+		def = DefaultServer
+	}
+	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL ($THAW_SERVER sets the default)")
+	fs.StringVar(&c.output, "output", "table", "output format: table or json")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
+}
+
+func (c *clientFlags) check() error {
+	if c.output != "table" && c.output != "json" {
+		return usageError("--output %q: want table or json", c.output)
+	}
+	if c.server == "" {
+		return usageError("--server is empty")
+	}
+	if c.timeout <= 0 {
+		return usageError("--timeout must be positive")
+	}
+	return nil
+}
+
+func (c *clientFlags) json() bool { return c.output == "json" }
+
+// tierFlagSet is newFlagSet with a usage line that names the positional
+// arguments.
+func tierFlagSet(name, argsUsage string, stdout io.Writer) *flag.FlagSet {
+	fs := newFlagSet(name, stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "usage: %s %s [flags]\n", name, argsUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parseArgs parses flags and positional arguments in any order.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args, true); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// coordConn talks to the active coordinator, following NOT_LEADER hints.
+type coordConn struct {
+	base   string
+	client tierv1connect.CoordinatorServiceClient
+}
+
+func dialCoordinator(server string) *coordConn {
+	base := daemon.BaseURL(server)
+	return &coordConn{base: base, client: tierv1connect.NewCoordinatorServiceClient(daemon.NewHTTPClient(), base)}
+}
+
+// coordDo calls the coordinator: on NOT_LEADER with a leader address it
+// goes there, on UNAVAILABLE or NOT_LEADER without one (an election in
+// progress) it retries with backoff until ctx is done.
+func coordDo[Req, Res any](ctx context.Context, c *coordConn, req *Req,
+	call func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+) (*Res, error) {
+	delay := 50 * time.Millisecond
+	for {
+		resp, err := call(c.client, ctx, connect.NewRequest(req))
+		if err == nil {
+			return resp.Msg, nil
+		}
+		hint, notLeader := tierpb.IsNotLeader(err)
+		switch {
+		case notLeader && hint.Address != "" && daemon.BaseURL(hint.Address) != c.base:
+			c.base = daemon.BaseURL(hint.Address)
+			c.client = tierv1connect.NewCoordinatorServiceClient(daemon.NewHTTPClient(), c.base)
+			continue
+		case notLeader, tierpb.ReasonOf(err) == tierpb.ReasonUnavailable:
+		default:
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no coordinator answered at %s: %w", c.base, err)
+		case <-time.After(delay):
+			delay = min(2*delay, time.Second)
+		}
+	}
+}
+
+// tierError prints a tier RPC error as "what: REASON: message" and keeps
+// the error for errors.Is / tierpb.ReasonOf.
+type tierError struct {
+	what string
+	err  error
+}
+
+func (e *tierError) Error() string {
+	var ce *connect.Error
+	if !errors.As(e.err, &ce) {
+		return fmt.Sprintf("%s: %v", e.what, e.err)
+	}
+	msg := e.err.Error()
+	if ce == e.err {
+		msg = ce.Message()
+	}
+	return fmt.Sprintf("%s: %s: %s", e.what, tierpb.ReasonOf(e.err), msg)
+}
+
+func (e *tierError) Unwrap() error { return e.err }
+
+func wrapTier(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &tierError{what: what, err: err}
+}
+
+// tableName is db.table.
+type tableName struct{ db, table string }
+
+func (n tableName) String() string { return n.db + "." + n.table }
+
+func (n tableName) path() *tierv1.TablePath {
+	return &tierv1.TablePath{Database: n.db, Table: n.table}
+}
+
+func parseTableName(s string) (tableName, error) {
+	db, table, ok := strings.Cut(s, ".")
+	if !ok || db == "" || table == "" || strings.Contains(table, ".") {
+		return tableName{}, usageError("table %q: want DATABASE.TABLE", s)
+	}
+	return tableName{db, table}, nil
+}
+
+func writeTierJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ---------------------------------------------------------------------------
+// thaw database
+
+func databaseCommands() []command {
+	return []command{
+		{name: "create", summary: "create a database", run: runDatabaseCreate},
+		{name: "drop", summary: "drop a database (--cascade drops its tables)", run: runDatabaseDrop},
+		{name: "list", summary: "list databases", run: runDatabaseList},
+	}
+}
+
+func runDatabase(ctx context.Context, stdout io.Writer, args []string) error {
+	return dispatch(ctx, "thaw database", databaseCommands(), args, stdout)
+}
+
+func oneArg(fs *flag.FlagSet, pos []string, what string) (string, error) {
+	if len(pos) != 1 {
+		return "", usageError("%s takes one %s (got %d arguments)", fs.Name(), what, len(pos))
+	}
+	return pos[0], nil
+}
+
+func runDatabaseCreate(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw database create", "DATABASE", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the database exists")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	name, err := oneArg(fs, pos, "DATABASE")
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := dialCoordinator(cf.server)
+	_, err = coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name, IgnoreIfExists: *ifNotExists}, tierv1connect.CoordinatorServiceClient.CreateDatabase)
+	if err != nil {
+		return wrapTier("create database "+name, err)
+	}
+	return printDone(stdout, cf, "created database "+name, map[string]any{"database": name, "created": true})
+}
+
+func runDatabaseDrop(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw database drop", "DATABASE", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	ifExists := fs.Bool("if-exists", false, "succeed if the database does not exist")
+	cascade := fs.Bool("cascade", false, "drop the database's tables too")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	name, err := oneArg(fs, pos, "DATABASE")
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := dialCoordinator(cf.server)
+	_, err = coordDo(ctx, c, &tierv1.DropDatabaseRequest{Database: name, IgnoreIfNotExists: *ifExists, Cascade: *cascade}, tierv1connect.CoordinatorServiceClient.DropDatabase)
+	if err != nil {
+		return wrapTier("drop database "+name, err)
+	}
+	return printDone(stdout, cf, "dropped database "+name, map[string]any{"database": name, "dropped": true})
+}
+
+func runDatabaseList(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("thaw database list", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	resp, err := coordDo(ctx, dialCoordinator(cf.server), &tierv1.ListDatabasesRequest{}, tierv1connect.CoordinatorServiceClient.ListDatabases)
+	if err != nil {
+		return wrapTier("list databases", err)
+	}
+	dbs := resp.GetDatabases()
+	if cf.json() {
+		return writeTierJSON(stdout, nonNil(dbs))
+	}
+	for _, d := range dbs {
+		fmt.Fprintln(stdout, d)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func printDone(stdout io.Writer, cf clientFlags, text string, obj any) error {
+	if cf.json() {
+		return writeTierJSON(stdout, obj)
+	}
+	_, err := fmt.Fprintln(stdout, text)
+	return err
+}
+
+// ---------------------------------------------------------------------------
+// thaw table
+
+func tableCommands() []command {
+	return []command{
+		{name: "create", summary: "create a primary-key table (the database is created if missing)", run: runTableCreate},
+		{name: "drop", summary: "drop a table and its partitions", run: runTableDrop},
+		{name: "describe", summary: "describe a table: schema, replication, state, bucket leaders", run: runTableDescribe},
+		{name: "list", summary: "list the tables of a database (of every database by default)", run: runTableList},
+	}
+}
+
+func runTable(ctx context.Context, stdout io.Writer, args []string) error {
+	return dispatch(ctx, "thaw table", tableCommands(), args, stdout)
+}
+
+// tierStringList is a repeatable flag.
+type tierStringList []string
+
+func (s *tierStringList) String() string     { return strings.Join(*s, ", ") }
+func (s *tierStringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// parseColumn parses "name TYPE [NOT NULL | NULL]".
+func parseColumn(spec string) (kv.Column, error) {
+	s := strings.TrimSpace(spec)
+	name, rest, ok := strings.Cut(s, " ")
+	rest = strings.TrimSpace(rest)
+	if !ok || name == "" || rest == "" {
+		return kv.Column{}, usageError("--column %q: want \"NAME TYPE [NOT NULL]\"", spec)
+	}
+	col := kv.Column{Name: name, Nullable: true}
+	upper := strings.ToUpper(rest)
+	switch {
+	case strings.HasSuffix(upper, " NOT NULL"):
+		col.Nullable = false
+		rest = strings.TrimSpace(rest[:len(rest)-len(" NOT NULL")])
+	case strings.HasSuffix(upper, " NULL"):
+		rest = strings.TrimSpace(rest[:len(rest)-len(" NULL")])
+	}
+	t, err := kv.ParseType(rest)
+	if err != nil {
+		return kv.Column{}, usageError("--column %q: %v", spec, err)
+	}
+	col.Type = t
+	return col, nil
+}
+
+// readSchemaFile reads a kv.TableSchema JSON document strictly.
+func readSchemaFile(path string) (kv.TableSchema, error) {
+	var s kv.TableSchema
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("read schema: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return s, fmt.Errorf("schema %s: %w", path, err)
+	}
+	if dec.More() {
+		return s, fmt.Errorf("schema %s: trailing data after the JSON object", path)
+	}
+	return s, nil
+}
+
+func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw table create", "DATABASE.TABLE", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	schemaFile := fs.String("schema", "", "schema file: a kv.TableSchema JSON document (instead of --column ...)")
+	var columns tierStringList
+	fs.Var(&columns, "column", `a column, "NAME TYPE [NOT NULL]" (repeatable, in order); primary-key columns are NOT NULL`)
+	pk := fs.String("primary-key", "", "comma-separated primary-key columns")
+	partKeys := fs.String("partition-key", "", "comma-separated partition-key columns (a subset of the primary key)")
+	bucketKey := fs.String("bucket-key", "", "comma-separated bucket-key columns (default: primary key minus partition keys)")
+	buckets := fs.Int("buckets", 0, "bucket count (default 1; overrides the schema file's)")
+	bucketing := fs.String("bucketing", "", "bucketing function: fluss (default), paimon or iceberg")
+	replication := fs.Int("replication", 0, "replicas per bucket (default: the tier's default)")
+	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the table exists")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
+	if err != nil {
+		return err
+	}
+	name, err := parseTableName(arg)
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	var schema kv.TableSchema
+	switch {
+	case *schemaFile != "" && (len(columns) > 0 || *pk != "" || *partKeys != "" || *bucketKey != ""):
+		return usageError("thaw table create: give --schema or --column/--primary-key/--partition-key/--bucket-key, not both")
+	case *schemaFile != "":
+		if schema, err = readSchemaFile(*schemaFile); err != nil {
+			return err
+		}
+	case len(columns) == 0:
+		return usageError("thaw table create needs --schema FILE or --column \"NAME TYPE\" ... with --primary-key")
+	default:
+		for _, spec := range columns {
+			col, err := parseColumn(spec)
+			if err != nil {
+				return err
+			}
+			schema.Columns = append(schema.Columns, col)
+		}
+		schema.PrimaryKey = splitList(*pk)
+		schema.PartitionKeys = splitList(*partKeys)
+		schema.BucketKey = splitList(*bucketKey)
+		// A primary key implies NOT NULL, as in SQL.
+		for i, c := range schema.Columns {
+			if slices.Contains(schema.PrimaryKey, c.Name) {
+				schema.Columns[i].Nullable = false
+			}
+		}
+	}
+	if *buckets != 0 {
+		schema.Buckets = *buckets
+	}
+	if schema.Buckets == 0 {
+		schema.Buckets = 1
+	}
+	if *bucketing != "" {
+		b, err := kv.ParseBucketing(*bucketing)
+		if err != nil {
+			return usageError("--bucketing: %v", err)
+		}
+		schema.Bucketing = b
+	}
+	if err := schema.Validate(); err != nil {
+		return usageError("thaw table create %s: %v", name, err)
+	}
+	if *replication < 0 {
+		return usageError("--replication must not be negative")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := dialCoordinator(cf.server)
+	if _, err := coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name.db, IgnoreIfExists: true}, tierv1connect.CoordinatorServiceClient.CreateDatabase); err != nil {
+		return wrapTier("create database "+name.db, err)
+	}
+	resp, err := coordDo(ctx, c, &tierv1.CreateTableRequest{
+		Path: name.path(), Schema: schemaToProto(schema), ReplicationFactor: int32(*replication), IgnoreIfExists: *ifNotExists,
+	}, tierv1connect.CoordinatorServiceClient.CreateTable)
+	if err != nil {
+		return wrapTier("create table "+name.String(), err)
+	}
+	info, err := tableJSONOf(resp.GetTable())
+	if err != nil {
+		return err
+	}
+	if cf.json() {
+		return writeTierJSON(stdout, info)
+	}
+	fmt.Fprintf(stdout, "created table %s (id %d, %d buckets, replication %d)\n", name, info.TableID, info.Schema.Buckets, info.ReplicationFactor)
+	return nil
+}
+
+func runTableDrop(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw table drop", "DATABASE.TABLE", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	ifExists := fs.Bool("if-exists", false, "succeed if the table does not exist")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
+	if err != nil {
+		return err
+	}
+	name, err := parseTableName(arg)
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	_, err = coordDo(ctx, dialCoordinator(cf.server), &tierv1.DropTableRequest{Path: name.path(), IgnoreIfNotExists: *ifExists}, tierv1connect.CoordinatorServiceClient.DropTable)
+	if err != nil {
+		return wrapTier("drop table "+name.String(), err)
+	}
+	return printDone(stdout, cf, "dropped table "+name.String(), map[string]any{"table": name.String(), "dropped": true})
+}
+
+// tableJSON is a table as the CLI prints it; Schema is in the format of
+// --schema files.
+type tableJSON struct {
+	Database          string         `json:"database"`
+	Table             string         `json:"table"`
+	TableID           int64          `json:"table_id"`
+	Schema            kv.TableSchema `json:"schema"`
+	ReplicationFactor int            `json:"replication_factor"`
+	RemoteDataDir     string         `json:"remote_data_dir"`
+	DataState         string         `json:"data_state,omitempty"`
+	BulkLoadID        string         `json:"bulk_load_id,omitempty"`
+	CreatedMs         int64          `json:"created_ms"`
+	ModifiedMs        int64          `json:"modified_ms"`
+	Partitions        []partJSON     `json:"partitions,omitempty"`
+	Buckets           []bucketJSON   `json:"buckets,omitempty"`
+}
+
+type partJSON struct {
+	Name        string `json:"name"`
+	PartitionID int64  `json:"partition_id"`
+	DataState   string `json:"data_state"`
+	BulkLoadID  string `json:"bulk_load_id,omitempty"`
+}
+
+type bucketJSON struct {
+	Bucket      int32    `json:"bucket"`
+	Leader      string   `json:"leader"`
+	LeaderEpoch int32    `json:"leader_epoch"`
+	Address     string   `json:"address,omitempty"`
+	Replicas    []string `json:"replicas"`
+}
+
+func tableJSONOf(t *tierv1.TableInfo) (tableJSON, error) {
+	s, err := schemaFromProto(t.GetSchema())
+	if err != nil {
+		return tableJSON{}, err
+	}
+	out := tableJSON{
+		Database: t.GetPath().GetDatabase(), Table: t.GetPath().GetTable(), TableID: t.GetTableId(), Schema: s,
+		ReplicationFactor: int(t.GetReplicationFactor()), RemoteDataDir: t.GetRemoteDataDir(),
+		BulkLoadID: t.GetBulkLoadId(), CreatedMs: t.GetCreatedMs(), ModifiedMs: t.GetModifiedMs(),
+	}
+	if t.GetDataState() != tierv1.DataState_DATA_STATE_UNSPECIFIED {
+		out.DataState = tierpb.DataStateName(t.GetDataState())
+	}
+	return out, nil
+}
+
+func runTableDescribe(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw table describe", "DATABASE.TABLE", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
+	if err != nil {
+		return err
+	}
+	name, err := parseTableName(arg)
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := dialCoordinator(cf.server)
+	resp, err := coordDo(ctx, c, &tierv1.GetTableRequest{Path: name.path()}, tierv1connect.CoordinatorServiceClient.GetTable)
+	if err != nil {
+		return wrapTier("describe table "+name.String(), err)
+	}
+	info, err := tableJSONOf(resp.GetTable())
+	if err != nil {
+		return err
+	}
+	if len(info.Schema.PartitionKeys) > 0 {
+		parts, err := coordDo(ctx, c, &tierv1.ListPartitionsRequest{Path: name.path()}, tierv1connect.CoordinatorServiceClient.ListPartitions)
+		if err != nil {
+			return wrapTier("list partitions of "+name.String(), err)
+		}
+		info.Partitions = partsJSON(parts.GetPartitions())
+	} else {
+		loc, err := coordDo(ctx, c, &tierv1.GetTargetLocationsRequest{Target: &tierv1.TargetPath{Database: name.db, Table: name.table}}, tierv1connect.CoordinatorServiceClient.GetTargetLocations)
+		if err != nil {
+			return wrapTier("locate "+name.String(), err)
+		}
+		for _, b := range loc.GetBuckets() {
+			info.Buckets = append(info.Buckets, bucketJSON{Bucket: b.GetBucket(), Leader: b.GetLeaderId(), LeaderEpoch: b.GetLeaderEpoch(), Address: b.GetLeaderAddress(), Replicas: nonNil(b.GetReplicas())})
+		}
+	}
+	if cf.json() {
+		return writeTierJSON(stdout, info)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "table\t%s\nid\t%d\n", name, info.TableID)
+	fmt.Fprintln(w, "columns")
+	for _, col := range info.Schema.Columns {
+		null := "NOT NULL"
+		if col.Nullable {
+			null = "NULL"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", col.Name, col.Type, null)
+	}
+	fmt.Fprintf(w, "primary key\t%s\n", strings.Join(info.Schema.PrimaryKey, ", "))
+	fmt.Fprintf(w, "partition keys\t%s\n", orDash(strings.Join(info.Schema.PartitionKeys, ", ")))
+	fmt.Fprintf(w, "bucket key\t%s\n", orDash(strings.Join(info.Schema.BucketKey, ", ")))
+	fmt.Fprintf(w, "buckets\t%d (%s bucketing)\n", info.Schema.Buckets, info.Schema.Bucketing)
+	fmt.Fprintf(w, "replication\t%d\nremote data dir\t%s\n", info.ReplicationFactor, info.RemoteDataDir)
+	if info.DataState != "" {
+		state := info.DataState
+		if info.BulkLoadID != "" {
+			state += " (bulk load " + info.BulkLoadID + ")"
+		}
+		fmt.Fprintf(w, "data state\t%s\n", state)
+	}
+	fmt.Fprintf(w, "created\t%s\n", time.UnixMilli(info.CreatedMs).UTC().Format(time.RFC3339))
+	if len(info.Schema.PartitionKeys) > 0 {
+		fmt.Fprintf(w, "partitions\t%d\n", len(info.Partitions))
+		for _, p := range info.Partitions {
+			fmt.Fprintf(w, "  %s\t%s\n", p.Name, p.DataState)
+		}
+	}
+	if len(info.Buckets) > 0 {
+		fmt.Fprintln(w, "bucket\tleader\tepoch\treplicas")
+		for _, b := range info.Buckets {
+			fmt.Fprintf(w, "  %d\t%s\t%d\t%s\n", b.Bucket, orDash(b.Leader), b.LeaderEpoch, strings.Join(b.Replicas, ","))
+		}
+	}
+	return w.Flush()
+}
+
+func runTableList(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw table list", "[DATABASE]", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usageError("thaw table list takes at most one DATABASE")
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	c := dialCoordinator(cf.server)
+	dbs := pos
+	if len(dbs) == 0 {
+		resp, err := coordDo(ctx, c, &tierv1.ListDatabasesRequest{}, tierv1connect.CoordinatorServiceClient.ListDatabases)
+		if err != nil {
+			return wrapTier("list databases", err)
+		}
+		dbs = resp.GetDatabases()
+	}
+	names := []string{}
+	for _, db := range dbs {
+		resp, err := coordDo(ctx, c, &tierv1.ListTablesRequest{Database: db}, tierv1connect.CoordinatorServiceClient.ListTables)
+		if err != nil {
+			return wrapTier("list tables of "+db, err)
+		}
+		for _, t := range resp.GetTables() {
+			names = append(names, db+"."+t)
+		}
+	}
+	if cf.json() {
+		return writeTierJSON(stdout, names)
+	}
+	for _, n := range names {
+		fmt.Fprintln(stdout, n)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// thaw partition
+
+func partitionCommands() []command {
+	return []command{
+		{name: "create", summary: "create a partition of a partitioned table by name (values joined by $)", run: runPartitionCreate},
+		{name: "drop", summary: "drop a partition", run: runPartitionDrop},
+		{name: "list", summary: "list a partitioned table's partitions", run: runPartitionList},
+	}
+}
+
+func runPartition(ctx context.Context, stdout io.Writer, args []string) error {
+	return dispatch(ctx, "thaw partition", partitionCommands(), args, stdout)
+}
+
+func tableAndPartition(fs *flag.FlagSet, pos []string) (tableName, string, error) {
+	if len(pos) != 2 {
+		return tableName{}, "", usageError("%s takes DATABASE.TABLE PARTITION (got %d arguments)", fs.Name(), len(pos))
+	}
+	name, err := parseTableName(pos[0])
+	if err != nil {
+		return tableName{}, "", err
+	}
+	if err := kv.ValidatePartitionName(pos[1]); err != nil {
+		return tableName{}, "", usageError("partition %q: %v", pos[1], err)
+	}
+	return name, pos[1], nil
+}
+
+func runPartitionCreate(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw partition create", "DATABASE.TABLE PARTITION", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the partition exists")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	name, part, err := tableAndPartition(fs, pos)
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	resp, err := coordDo(ctx, dialCoordinator(cf.server), &tierv1.CreatePartitionRequest{
+		Path: name.path(), Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: part}, IgnoreIfExists: *ifNotExists,
+	}, tierv1connect.CoordinatorServiceClient.CreatePartition)
+	if err != nil {
+		return wrapTier("create partition "+part+" of "+name.String(), err)
+	}
+	p := partsJSON([]*tierv1.PartitionInfo{resp.GetPartition()})[0]
+	if cf.json() {
+		return writeTierJSON(stdout, p)
+	}
+	fmt.Fprintf(stdout, "created partition %s of %s (id %d)\n", p.Name, name, p.PartitionID)
+	return nil
+}
+
+func runPartitionDrop(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw partition drop", "DATABASE.TABLE PARTITION", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	ifExists := fs.Bool("if-exists", false, "succeed if the partition does not exist")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	name, part, err := tableAndPartition(fs, pos)
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	_, err = coordDo(ctx, dialCoordinator(cf.server), &tierv1.DropPartitionRequest{
+		Path: name.path(), Partition: &tierv1.DropPartitionRequest_PartitionName{PartitionName: part}, IgnoreIfNotExists: *ifExists,
+	}, tierv1connect.CoordinatorServiceClient.DropPartition)
+	if err != nil {
+		return wrapTier("drop partition "+part+" of "+name.String(), err)
+	}
+	return printDone(stdout, cf, "dropped partition "+part+" of "+name.String(), map[string]any{"table": name.String(), "partition": part, "dropped": true})
+}
+
+func runPartitionList(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw partition list", "DATABASE.TABLE", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
+	if err != nil {
+		return err
+	}
+	name, err := parseTableName(arg)
+	if err != nil {
+		return err
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	resp, err := coordDo(ctx, dialCoordinator(cf.server), &tierv1.ListPartitionsRequest{Path: name.path()}, tierv1connect.CoordinatorServiceClient.ListPartitions)
+	if err != nil {
+		return wrapTier("list partitions of "+name.String(), err)
+	}
+	parts := partsJSON(resp.GetPartitions())
+	if cf.json() {
+		return writeTierJSON(stdout, parts)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PARTITION\tID\tSTATE")
+	for _, p := range parts {
+		state := p.DataState
+		if p.BulkLoadID != "" {
+			state += " (" + p.BulkLoadID + ")"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\n", p.Name, p.PartitionID, state)
+	}
+	return w.Flush()
+}
+
+func partsJSON(ps []*tierv1.PartitionInfo) []partJSON {
+	out := make([]partJSON, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, partJSON{Name: p.GetPartitionName(), PartitionID: p.GetPartitionId(), DataState: tierpb.DataStateName(p.GetDataState()), BulkLoadID: p.GetBulkLoadId()})
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// Schema conversion.
+
+func schemaToProto(s kv.TableSchema) *tierv1.TableSchema {
+	p := &tierv1.TableSchema{
+		SchemaId: int32(s.SchemaID), PrimaryKey: s.PrimaryKey, PartitionKeys: s.PartitionKeys, BucketKey: s.BucketKey,
+		Buckets: int32(s.Buckets), Bucketing: s.Bucketing.String(),
+	}
+	for _, c := range s.Columns {
+		p.Columns = append(p.Columns, &tierv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: c.Nullable})
+	}
+	return p
+}
+
+func schemaFromProto(p *tierv1.TableSchema) (kv.TableSchema, error) {
+	s := kv.TableSchema{
+		SchemaID: int16(p.GetSchemaId()), PrimaryKey: p.GetPrimaryKey(), PartitionKeys: p.GetPartitionKeys(),
+		BucketKey: p.GetBucketKey(), Buckets: int(p.GetBuckets()),
+	}
+	for _, c := range p.GetColumns() {
+		t, err := kv.ParseType(c.GetType())
+		if err != nil {
+			return s, fmt.Errorf("column %q: %w", c.GetName(), err)
+		}
+		s.Columns = append(s.Columns, kv.Column{Name: c.GetName(), Type: t, Nullable: c.GetNullable()})
+	}
+	if p.GetBucketing() != "" {
+		b, err := kv.ParseBucketing(p.GetBucketing())
+		if err != nil {
+			return s, err
+		}
+		s.Bucketing = b
+	}
+	return s, nil
+}
+
+// ---------------------------------------------------------------------------
+// JSON <-> kv.Row.
+//
+// A row is one JSON object whose keys are column names. Values by type:
+// BOOLEAN true/false; TINYINT..BIGINT integers in range; FLOAT, DOUBLE
+// numbers; DECIMAL(p,s) a number or a string ("12.30"); CHAR, STRING
+// strings; BINARY, BYTES base64 strings; DATE "2024-01-31"; TIME
+// "13:45:00.123"; TIMESTAMP "2024-01-31T13:45:00.123456" (no zone);
+// TIMESTAMP_LTZ RFC 3339 with a zone ("2024-01-31T13:45:00Z"); DATE, TIME,
+// TIMESTAMP and TIMESTAMP_LTZ also take integers (days, millis of day,
+// epoch millis). null or a missing key is NULL.
+
+// rowError says which row and column is wrong.
+func rowErr(row int, format string, args ...any) error {
+	return fmt.Errorf("row %d: %s", row, fmt.Sprintf(format, args...))
+}
+
+// decodeObject reads one JSON object strictly: no duplicate keys, no
+// trailing data; values stay raw.
+func decodeObject(data []byte) ([]string, map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, nil, errors.New("want a JSON object")
+	}
+	var keys []string
+	vals := make(map[string]json.RawMessage)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, fmt.Errorf("bad JSON: %w", err)
+		}
+		k := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, fmt.Errorf("bad JSON value of %q: %w", k, err)
+		}
+		if _, dup := vals[k]; dup {
+			return nil, nil, fmt.Errorf("duplicate key %q", k)
+		}
+		keys = append(keys, k)
+		vals[k] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, fmt.Errorf("bad JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, nil, errors.New("trailing data after the JSON object")
+	}
+	return keys, vals, nil
+}
+
+// rowFromJSON converts one JSON object to a row of t. With keyOnly, only
+// primary-key columns may (and must) appear.
+func rowFromJSON(t *kv.Table, data []byte, rowNum int, keyOnly bool) (kv.Row, error) {
+	keys, vals, err := decodeObject(data)
+	if err != nil {
+		return nil, rowErr(rowNum, "%v", err)
+	}
+	s := t.Schema()
+	row := make(kv.Row, t.NumColumns())
+	for _, k := range keys {
+		i, ok := t.ColumnIndex(k)
+		if !ok {
+			return nil, rowErr(rowNum, "unknown column %q (columns: %s)", k, strings.Join(columnNames(t), ", "))
+		}
+		col := t.Column(i)
+		if keyOnly && !slices.Contains(s.PrimaryKey, k) {
+			return nil, rowErr(rowNum, "column %q is not part of the primary key (%s)", k, strings.Join(s.PrimaryKey, ", "))
+		}
+		v, err := valueFromJSON(col.Type, vals[k])
+		if err != nil {
+			return nil, rowErr(rowNum, "column %q (%s): %v", k, col.Type, err)
+		}
+		row[i] = v
+	}
+	for _, k := range s.PrimaryKey {
+		i, _ := t.ColumnIndex(k)
+		if row[i] == nil {
+			return nil, rowErr(rowNum, "missing primary-key column %q", k)
+		}
+	}
+	if !keyOnly {
+		for i := range t.NumColumns() {
+			if c := t.Column(i); row[i] == nil && !c.Nullable {
+				return nil, rowErr(rowNum, "column %q is NOT NULL and has no value", c.Name)
+			}
+		}
+	}
+	return row, nil
+}
+
+// keyRowFromJSON accepts a key as an object of primary-key columns or an
+// array of the primary-key values in primary-key order.
+func keyRowFromJSON(t *kv.Table, data []byte, rowNum int) (kv.Row, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return rowFromJSON(t, data, rowNum, true)
+	}
+	var vals []json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	if err := dec.Decode(&vals); err != nil {
+		return nil, rowErr(rowNum, "bad JSON array: %v", err)
+	}
+	pk := t.Schema().PrimaryKey
+	if len(vals) != len(pk) {
+		return nil, rowErr(rowNum, "%d key values for the primary key (%s)", len(vals), strings.Join(pk, ", "))
+	}
+	row := make(kv.Row, t.NumColumns())
+	for j, name := range pk {
+		i, _ := t.ColumnIndex(name)
+		v, err := valueFromJSON(t.Column(i).Type, vals[j])
+		if err != nil {
+			return nil, rowErr(rowNum, "column %q (%s): %v", name, t.Column(i).Type, err)
+		}
+		if v == nil {
+			return nil, rowErr(rowNum, "primary-key column %q is null", name)
+		}
+		row[i] = v
+	}
+	return row, nil
+}
+
+func columnNames(t *kv.Table) []string {
+	names := make([]string, t.NumColumns())
+	for i := range names {
+		names[i] = t.Column(i).Name
+	}
+	return names
+}
+
+func jsonKind(raw json.RawMessage) string {
+	b := bytes.TrimSpace(raw)
+	switch {
+	case len(b) == 0:
+		return "nothing"
+	case b[0] == '"':
+		return "a string"
+	case b[0] == '{':
+		return "an object"
+	case b[0] == '[':
+		return "an array"
+	case b[0] == 't' || b[0] == 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+// valueFromJSON converts one JSON value to the Go value of typ; JSON null
+// is nil.
+func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	want := func(what string) error { return fmt.Errorf("want %s, got %s %s", what, jsonKind(raw), raw) }
+	intIn := func(lo, hi int64) (int64, error) {
+		n, ok := v.(json.Number)
+		if !ok {
+			return 0, want("an integer")
+		}
+		i, err := strconv.ParseInt(n.String(), 10, 64)
+		if err != nil || i < lo || i > hi {
+			return 0, fmt.Errorf("%s is not an integer in [%d, %d]", n, lo, hi)
+		}
+		return i, nil
+	}
+	str := func() (string, error) {
+		s, ok := v.(string)
+		if !ok {
+			return "", want("a string")
+		}
+		return s, nil
+	}
+	switch typ.Kind {
+	case kv.KindBoolean:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, want("true or false")
+		}
+		return b, nil
+	case kv.KindTinyInt:
+		i, err := intIn(math.MinInt8, math.MaxInt8)
+		return int8(i), err
+	case kv.KindSmallInt:
+		i, err := intIn(math.MinInt16, math.MaxInt16)
+		return int16(i), err
+	case kv.KindInt:
+		i, err := intIn(math.MinInt32, math.MaxInt32)
+		return int32(i), err
+	case kv.KindBigInt:
+		return intIn(math.MinInt64, math.MaxInt64)
+	case kv.KindFloat, kv.KindDouble:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, want("a number")
+		}
+		f, err := strconv.ParseFloat(n.String(), 64)
+		if err != nil {
+			return nil, err
+		}
+		if typ.Kind == kv.KindFloat {
+			if math.Abs(f) > math.MaxFloat32 {
+				return nil, fmt.Errorf("%s is out of FLOAT range", n)
+			}
+			return float32(f), nil
+		}
+		return f, nil
+	case kv.KindDecimal:
+		var s string
+		switch x := v.(type) {
+		case json.Number:
+			s = x.String()
+		case string:
+			s = x
+		default:
+			return nil, want("a number or a decimal string")
+		}
+		return kv.ParseDecimal(s, typ.Precision, typ.Scale)
+	case kv.KindChar, kv.KindString:
+		return str()
+	case kv.KindBinary, kv.KindBytes:
+		s, err := str()
+		if err != nil {
+			return nil, fmt.Errorf("%w (base64)", err)
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("not base64: %w", err)
+		}
+		return b, nil
+	case kv.KindDate:
+		if _, ok := v.(json.Number); ok {
+			i, err := intIn(math.MinInt32, math.MaxInt32)
+			return kv.Date(i), err
+		}
+		s, err := str()
+		if err != nil {
+			return nil, fmt.Errorf("want a date like 2024-01-31 or days since 1970-01-01, got %s %s", jsonKind(raw), raw)
+		}
+		d, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a date like 2024-01-31", s)
+		}
+		return kv.Date(d.Unix() / 86400), nil
+	case kv.KindTime:
+		if _, ok := v.(json.Number); ok {
+			i, err := intIn(0, 86_399_999)
+			return kv.Time(i), err
+		}
+		s, err := str()
+		if err != nil {
+			return nil, fmt.Errorf("want a time like 13:45:00.123 or millis of the day, got %s %s", jsonKind(raw), raw)
+		}
+		d, err := time.Parse("15:04:05.999999999", s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a time like 13:45:00.123", s)
+		}
+		if d.Nanosecond()%1e6 != 0 {
+			return nil, fmt.Errorf("%q: TIME keeps milliseconds only", s)
+		}
+		return kv.Time(d.Hour()*3_600_000 + d.Minute()*60_000 + d.Second()*1000 + d.Nanosecond()/1e6), nil
+	case kv.KindTimestamp, kv.KindTimestampLTZ:
+		if _, ok := v.(json.Number); ok {
+			i, err := intIn(math.MinInt64, math.MaxInt64)
+			return kv.Timestamp{Millis: i}, err
+		}
+		s, err := str()
+		if err != nil {
+			return nil, fmt.Errorf("want a timestamp string or epoch millis, got %s %s", jsonKind(raw), raw)
+		}
+		var ts time.Time
+		if typ.Kind == kv.KindTimestampLTZ {
+			if ts, err = time.Parse(time.RFC3339Nano, s); err != nil {
+				return nil, fmt.Errorf("%q is not an RFC 3339 instant like 2024-01-31T13:45:00Z", s)
+			}
+		} else {
+			if ts, err = time.Parse("2006-01-02T15:04:05.999999999", strings.Replace(s, " ", "T", 1)); err != nil {
+				return nil, fmt.Errorf("%q is not a timestamp like 2024-01-31T13:45:00.123 (no zone)", s)
+			}
+		}
+		// UnixMilli floors and Nanosecond is never negative, so this is
+		// exact before 1970 too.
+		return kv.Timestamp{Millis: ts.UnixMilli(), NanoOfMilli: int32(ts.Nanosecond() % 1e6)}, nil
+	default:
+		return nil, fmt.Errorf("unsupported type %s", typ)
+	}
+}
+
+// valueToJSON is the inverse of valueFromJSON.
+func valueToJSON(typ kv.Type, v any) any {
+	if v == nil {
+		return nil
+	}
+	switch x := v.(type) {
+	case kv.Decimal:
+		return x.String(typ.Scale)
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x)
+	case kv.Date:
+		return time.Unix(int64(x)*86400, 0).UTC().Format(time.DateOnly)
+	case kv.Time:
+		return time.UnixMilli(int64(x)).UTC().Format("15:04:05.000")
+	case kv.Timestamp:
+		t := time.UnixMilli(x.Millis).Add(time.Duration(x.NanoOfMilli)).UTC()
+		if typ.Kind == kv.KindTimestampLTZ {
+			return t.Format(time.RFC3339Nano)
+		}
+		return t.Format("2006-01-02T15:04:05.999999999")
+	case float32:
+		return float64(x)
+	default:
+		return v
+	}
+}
+
+// rowJSON renders a row as one JSON object, columns in schema order.
+func rowJSON(t *kv.Table, r kv.Row) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range t.NumColumns() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(t.Column(i).Name)
+		b.Write(k)
+		b.WriteByte(':')
+		v, err := json.Marshal(valueToJSON(t.Column(i).Type, r[i]))
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", t.Column(i).Name, err)
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// cellText renders a value for the table output.
+func cellText(typ kv.Type, v any) string {
+	if v == nil {
+		return "null"
+	}
+	switch x := valueToJSON(typ, v).(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// readRowArgs returns the rows given as arguments, or else one per
+// non-empty line of the input file ("" or "-": stdin).
+func readRowArgs(pos []string, input string) ([][]byte, error) {
+	if len(pos) > 0 {
+		if input != "" {
+			return nil, usageError("give rows as arguments or with --input, not both")
+		}
+		rows := make([][]byte, len(pos))
+		for i, p := range pos {
+			rows[i] = []byte(p)
+		}
+		return rows, nil
+	}
+	r := tierStdin
+	if input != "" && input != "-" {
+		f, err := os.Open(input)
+		if err != nil {
+			return nil, fmt.Errorf("read rows: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var rows [][]byte
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			rows = append(rows, bytes.Clone(line))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read rows: %w", err)
+	}
+	return rows, nil
+}
+
+// ---------------------------------------------------------------------------
+// thaw put, get, scan
+
+// dataFlags are the flags of put, get and scan.
+type dataFlags struct {
+	clientFlags
+	partition string
+}
+
+func (d *dataFlags) register(fs *flag.FlagSet) {
+	d.clientFlags.register(fs)
+	fs.StringVar(&d.partition, "partition", "", "one partition of a partitioned table (default: route rows by their partition-key values; scan every partition)")
+}
+
+func (d *dataFlags) target(name tableName) tierclient.Target {
+	return tierclient.Target{Database: name.db, Table: name.table, Partition: d.partition}
+}
+
+// openTable connects a tier client and describes the table.
+func openTable(ctx context.Context, server string, name tableName, opts ...tierclient.Opt) (*tierclient.Client, *tierclient.TableInfo, error) {
+	c, err := tierclient.New(ctx, server, opts...)
+	if err != nil {
+		return nil, nil, wrapTier("connect to "+server, err)
+	}
+	info, err := c.Table(ctx, name.db, name.table)
+	if err != nil {
+		c.Close()
+		return nil, nil, wrapTier("table "+name.String(), err)
+	}
+	return c, info, nil
+}
+
+func runPut(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw put", "DATABASE.TABLE [JSON-ROW ...]", stdout)
+	var df dataFlags
+	df.register(fs)
+	createParts := fs.Bool("create-partitions", false, "create missing partitions of a partitioned table")
+	input := fs.String("input", "", "read rows from this file, one JSON object per line (- or none: stdin)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError("thaw put needs DATABASE.TABLE [JSON-ROW ...] (rows as arguments or one JSON object per line on stdin)")
+	}
+	name, err := parseTableName(pos[0])
+	if err != nil {
+		return err
+	}
+	if err := df.check(); err != nil {
+		return err
+	}
+	raw, err := readRowArgs(pos[1:], *input)
+	if err != nil {
+		return err
+	}
+	if len(raw) == 0 {
+		return usageError("thaw put: no rows")
+	}
+	ctx, cancel := context.WithTimeout(ctx, df.timeout)
+	defer cancel()
+	c, info, err := openTable(ctx, df.server, name, tierclient.WithCreatePartitions(*createParts))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	enc := info.KV.NewEncoder()
+	rows := make([]kv.Row, len(raw))
+	for i, r := range raw {
+		row, err := rowFromJSON(info.KV, r, i+1, false)
+		if err != nil {
+			return fmt.Errorf("put %s: %w", name, err)
+		}
+		if _, _, _, err := enc.Encode(kv.RowFields(row)); err != nil {
+			return fmt.Errorf("put %s: row %d: %w", name, i+1, err)
+		}
+		rows[i] = row
+	}
+	if err := c.Upsert(ctx, df.target(name), rows); err != nil {
+		return wrapTier("put "+df.target(name).String(), err)
+	}
+	return printDone(stdout, df.clientFlags, fmt.Sprintf("wrote %d rows to %s", len(rows), df.target(name)),
+		map[string]any{"table": name.String(), "partition": df.partition, "rows": len(rows)})
+}
+
+func runGet(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw get", "DATABASE.TABLE [KEY-JSON ...]", stdout)
+	var df dataFlags
+	df.register(fs)
+	input := fs.String("input", "", "read keys from this file, one per line (- or none: stdin)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError("thaw get needs DATABASE.TABLE KEY-JSON ... (a key is an object of the primary-key columns or an array of their values)")
+	}
+	name, err := parseTableName(pos[0])
+	if err != nil {
+		return err
+	}
+	if err := df.check(); err != nil {
+		return err
+	}
+	raw, err := readRowArgs(pos[1:], *input)
+	if err != nil {
+		return err
+	}
+	if len(raw) == 0 {
+		return usageError("thaw get: no keys")
+	}
+	ctx, cancel := context.WithTimeout(ctx, df.timeout)
+	defer cancel()
+	c, info, err := openTable(ctx, df.server, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	keys := make([]kv.Row, len(raw))
+	for i, r := range raw {
+		if keys[i], err = keyRowFromJSON(info.KV, r, i+1); err != nil {
+			return fmt.Errorf("get %s: key %w", name, err)
+		}
+	}
+	rows, err := c.Get(ctx, df.target(name), keys)
+	if err != nil {
+		return wrapTier("get "+df.target(name).String(), err)
+	}
+	if df.json() {
+		for _, r := range rows {
+			if r == nil {
+				fmt.Fprintln(stdout, "null")
+				continue
+			}
+			b, err := rowJSON(info.KV, r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+		return nil
+	}
+	found := 0
+	w := newRowTable(stdout, info.KV)
+	for _, r := range rows {
+		if r != nil {
+			found++
+			w.row(r)
+		}
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "(%d of %d keys found)\n", found, len(rows))
+	return err
+}
+
+// errScanLimit stops a scan at --limit.
+var errScanLimit = errors.New("scan limit reached")
+
+func runScan(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw scan", "DATABASE.TABLE", stdout)
+	var df dataFlags
+	df.register(fs)
+	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
+	if err != nil {
+		return err
+	}
+	name, err := parseTableName(arg)
+	if err != nil {
+		return err
+	}
+	if err := df.check(); err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return usageError("--limit must not be negative")
+	}
+	ctx, cancel := context.WithTimeout(ctx, df.timeout)
+	defer cancel()
+	c, info, err := openTable(ctx, df.server, name)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var w *rowTable
+	if !df.json() {
+		w = newRowTable(stdout, info.KV)
+	}
+	n := 0
+	err = c.Scan(ctx, df.target(name), func(r kv.Row) error {
+		if *limit > 0 && n >= *limit {
+			return errScanLimit
+		}
+		n++
+		if w != nil {
+			w.row(r)
+			return nil
+		}
+		b, err := rowJSON(info.KV, r)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		return err
+	})
+	if err != nil && !errors.Is(err, errScanLimit) {
+		return wrapTier("scan "+df.target(name).String(), err)
+	}
+	if w == nil {
+		return nil
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if errors.Is(err, errScanLimit) {
+		_, err = fmt.Fprintf(stdout, "(first %d rows)\n", n)
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "(%d rows)\n", n)
+	return err
+}
+
+// rowTable prints rows as an aligned table with a header of column names.
+type rowTable struct {
+	t *kv.Table
+	w *tabwriter.Writer
+}
+
+func newRowTable(out io.Writer, t *kv.Table) *rowTable {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(columnNames(t), "\t"))
+	return &rowTable{t: t, w: w}
+}
+
+func (r *rowTable) row(row kv.Row) {
+	cells := make([]string, len(row))
+	for i, v := range row {
+		cells[i] = strings.NewReplacer("\t", `\t`, "\n", `\n`).Replace(cellText(r.t.Column(i).Type, v))
+	}
+	fmt.Fprintln(r.w, strings.Join(cells, "\t"))
+}
+
+func (r *rowTable) flush() error { return r.w.Flush() }

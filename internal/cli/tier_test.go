@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/thawdb/thaw/kv"
+)
+
+func testTable(t *testing.T) *kv.Table {
+	t.Helper()
+	col := func(name, typ string, nullable bool) kv.Column {
+		ty, err := kv.ParseType(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv.Column{Name: name, Type: ty, Nullable: nullable}
+	}
+	tbl, err := kv.NewTable(kv.TableSchema{
+		Columns: []kv.Column{
+			col("dt", "STRING", false),
+			col("id", "BIGINT", false),
+			col("ok", "BOOLEAN", true),
+			col("tiny", "TINYINT", true),
+			col("small", "SMALLINT", true),
+			col("n", "INT", true),
+			col("f", "FLOAT", true),
+			col("d", "DOUBLE", true),
+			col("amount", "DECIMAL(10,2)", true),
+			col("big", "DECIMAL(38,0)", true),
+			col("c", "CHAR(3)", true),
+			col("b", "BYTES", true),
+			col("day", "DATE", true),
+			col("t", "TIME(3)", true),
+			col("ts", "TIMESTAMP(6)", true),
+			col("ltz", "TIMESTAMP_LTZ(9)", true),
+			col("must", "STRING", false),
+		},
+		PrimaryKey:    []string{"dt", "id"},
+		PartitionKeys: []string{"dt"},
+		Buckets:       4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+func TestRowJSONRoundTrip(t *testing.T) {
+	tbl := testTable(t)
+	in := `{"dt":"2024-01-31","id":9007199254740993,"ok":true,"tiny":-128,"small":32767,"n":-2147483648,"f":1.5,"d":-2.25,` +
+		`"amount":"12.30","big":"12345678901234567890123456789012345678","c":"abc","b":"AAEC/w==","day":"2024-02-29",` +
+		`"t":"13:45:00.123","ts":"2024-01-31T13:45:00.123456","ltz":"2024-01-31T13:45:00.123456789Z","must":"x"}`
+	row, err := rowFromJSON(tbl, []byte(in), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row[1] != int64(9007199254740993) {
+		t.Errorf("BIGINT lost precision: %v", row[1])
+	}
+	if d := row[12].(kv.Date); d != 19782 {
+		t.Errorf("DATE 2024-02-29 = %d days, want 19782", d)
+	}
+	if tm := row[13].(kv.Time); tm != 13*3_600_000+45*60_000+123 {
+		t.Errorf("TIME = %d", tm)
+	}
+	if ts := row[15].(kv.Timestamp); ts.NanoOfMilli != 456789 {
+		t.Errorf("TIMESTAMP_LTZ nanos = %d", ts.NanoOfMilli)
+	}
+	if _, _, _, err := tbl.NewEncoder().Encode(kv.RowFields(row)); err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	out, err := rowJSON(tbl, row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Errorf("round trip:\n got %s\nwant %s", out, in)
+	}
+	// Alternative forms: numbers for DECIMAL, integers for DATE, TIME and
+	// timestamps, nulls and missing nullable columns.
+	row, err = rowFromJSON(tbl, []byte(`{"id":1,"dt":"x","must":"y","amount":12.3,"day":1,"t":1000,"ts":-1,"ok":null,"ltz":"1969-12-31T23:59:59.999999001Z"}`), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = rowJSON(tbl, row)
+	if ts := row[15].(kv.Timestamp); ts.Millis != -1 || ts.NanoOfMilli != 999001 {
+		t.Errorf("TIMESTAMP_LTZ before 1970: %+v", ts)
+	}
+	for _, want := range []string{`"amount":"12.30"`, `"day":"1970-01-02"`, `"t":"00:00:01.000"`, `"ts":"1969-12-31T23:59:59.999"`, `"ok":null`, `"b":null`,
+		`"ltz":"1969-12-31T23:59:59.999999001Z"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s misses %s", out, want)
+		}
+	}
+}
+
+func TestRowJSONErrors(t *testing.T) {
+	tbl := testTable(t)
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{`{"dt":"a","id":1,"must":"x","nope":1}`, `row 7: unknown column "nope" (columns: dt, id, ok`},
+		{`{"dt":"a","must":"x"}`, `row 7: missing primary-key column "id"`},
+		{`{"dt":"a","id":1}`, `row 7: column "must" is NOT NULL and has no value`},
+		{`{"dt":"a","id":"1","must":"x"}`, `row 7: column "id" (BIGINT): want an integer, got a string "1"`},
+		{`{"dt":"a","id":1.5,"must":"x"}`, `column "id" (BIGINT): 1.5 is not an integer`},
+		{`{"dt":"a","id":1,"must":"x","tiny":128}`, `column "tiny" (TINYINT): 128 is not an integer in [-128, 127]`},
+		{`{"dt":"a","id":1,"must":"x","ok":"yes"}`, `column "ok" (BOOLEAN): want true or false`},
+		{`{"dt":"a","id":1,"must":"x","amount":"1.234"}`, `column "amount" (DECIMAL(10,2))`},
+		{`{"dt":"a","id":1,"must":"x","b":"***"}`, `column "b" (BYTES): not base64`},
+		{`{"dt":"a","id":1,"must":"x","day":"31/01/2024"}`, `is not a date like 2024-01-31`},
+		{`{"dt":"a","id":1,"must":"x","t":"25:00:00"}`, `is not a time like`},
+		{`{"dt":"a","id":1,"must":"x","ltz":"2024-01-31T13:45:00"}`, `is not an RFC 3339 instant`},
+		{`{"dt":"a","id":1,"must":"x","ts":"2024-01-31T13:45:00Z"}`, `(no zone)`},
+		{`{"dt":"a","id":1,"must":"x","dt":"b"}`, `duplicate key "dt"`},
+		{`{"dt":"a","id":1,"must":"x"} {}`, `trailing data`},
+		{`[1,2]`, `want a JSON object`},
+		{`{"dt":"a",`, `bad JSON`},
+		{`not json`, `not JSON`},
+		{`{"dt":"a","id":null,"must":"x"}`, `missing primary-key column "id"`},
+	} {
+		_, err := rowFromJSON(tbl, []byte(tc.in), 7, false)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("rowFromJSON(%s) = %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+	// Encoder checks come on top: CHAR(3) holds three characters.
+	row, err := rowFromJSON(tbl, []byte(`{"dt":"a","id":1,"must":"x","c":"abcd"}`), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := tbl.NewEncoder().Encode(kv.RowFields(row)); !errors.Is(err, kv.ErrInvalidRow) {
+		t.Errorf("CHAR(3) with 4 characters: %v", err)
+	}
+}
+
+func TestKeyRowFromJSON(t *testing.T) {
+	tbl := testTable(t)
+	for _, in := range []string{`{"dt":"a","id":5}`, `["a",5]`, ` ["a", 5] `} {
+		row, err := keyRowFromJSON(tbl, []byte(in), 1)
+		if err != nil || row[0] != "a" || row[1] != int64(5) {
+			t.Errorf("keyRowFromJSON(%s) = %v, %v", in, row, err)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"dt":"a","id":5,"must":"x"}`, `column "must" is not part of the primary key (dt, id)`},
+		{`{"dt":"a"}`, `missing primary-key column "id"`},
+		{`["a"]`, `1 key values for the primary key (dt, id)`},
+		{`["a",null]`, `primary-key column "id" is null`},
+		{`["a","b"]`, `column "id" (BIGINT): want an integer`},
+	} {
+		_, err := keyRowFromJSON(tbl, []byte(tc.in), 1)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("keyRowFromJSON(%s) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestParseColumn(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		name     string
+		typ      string
+		nullable bool
+	}{
+		{"id BIGINT NOT NULL", "id", "BIGINT", false},
+		{"amount decimal(10, 2)", "amount", "DECIMAL(10,2)", true},
+		{"note STRING NULL", "note", "STRING", true},
+		{"  ts  TIMESTAMP_LTZ(6)  not null ", "ts", "TIMESTAMP_LTZ(6)", false},
+	} {
+		c, err := parseColumn(tc.in)
+		if err != nil || c.Name != tc.name || c.Type.String() != tc.typ || c.Nullable != tc.nullable {
+			t.Errorf("parseColumn(%q) = %+v (%s), %v", tc.in, c, c.Type, err)
+		}
+	}
+	for _, bad := range []string{"id", "id MAP<INT,INT>", "", "id NOT NULL"} {
+		if _, err := parseColumn(bad); !errors.Is(err, ErrUsage) {
+			t.Errorf("parseColumn(%q) = %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestTierUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server"}, "thaw server needs --data-dir"},
+		{[]string{"coordinator"}, "thaw coordinator needs --config"},
+		{[]string{"tablet"}, "thaw tablet needs --config"},
+		{[]string{"table"}, "thaw table needs a command"},
+		{[]string{"table", "create", "nodot"}, `table "nodot": want DATABASE.TABLE`},
+		{[]string{"table", "create", "a.b"}, "needs --schema FILE or --column"},
+		{[]string{"table", "create", "a.b", "--column", "id"}, `--column "id": want "NAME TYPE [NOT NULL]"`},
+		{[]string{"table", "create", "a.b", "--column", "id BIGINT"}, "primary key"},
+		{[]string{"table", "describe", "a.b", "--output", "yaml"}, `--output "yaml": want table or json`},
+		{[]string{"partition", "create", "a.b"}, "takes DATABASE.TABLE PARTITION"},
+		{[]string{"partition", "create", "a.b", "bad/name"}, `partition "bad/name"`},
+		{[]string{"put"}, "thaw put needs DATABASE.TABLE"},
+		{[]string{"get", "a.b", "--limit", "3"}, "flag provided but not defined: -limit"},
+		{[]string{"scan", "a.b", "--limit", "-1"}, "--limit must not be negative"},
+		{[]string{"database", "create"}, "takes one DATABASE"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code=%d stderr=%q, want code 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestTierConfigErrors(t *testing.T) {
+	// A config error is not a usage error: exit status 1, naming the line.
+	p := t.TempDir() + "/bad.yaml"
+	if err := writeTestFile(p, "data_dir: /tmp/x\ntablet:\n  cahce_size: 1MiB\n"); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run(t, "server", "--config", p)
+	if code != 1 || !strings.Contains(errOut, "line 3") || !strings.Contains(errOut, "cahce_size") {
+		t.Errorf("code=%d stderr=%q", code, errOut)
+	}
+}
+
+func writeTestFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o644) }

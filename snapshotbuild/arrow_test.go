@@ -1,0 +1,598 @@
+package snapshotbuild
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/decimal256"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/thawdb/thaw/kv"
+)
+
+func mustType(t *testing.T, s string) kv.Type {
+	t.Helper()
+	ty, err := kv.ParseType(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ty
+}
+
+// allTypesTable has a column of every kv type; the primary key is
+// (id BIGINT, code CHAR(4)).
+func allTypesTable(t *testing.T, buckets int) *kv.Table {
+	t.Helper()
+	cols := []struct {
+		name, typ string
+		null      bool
+	}{
+		{"id", "BIGINT", false}, {"code", "CHAR(4)", false}, {"b", "BOOLEAN", true},
+		{"ti", "TINYINT", true}, {"si", "SMALLINT", true}, {"i", "INT", true},
+		{"f", "FLOAT", true}, {"d", "DOUBLE", true}, {"dec", "DECIMAL(10,2)", true},
+		{"bigdec", "DECIMAL(30,4)", true}, {"s", "STRING", true}, {"bin", "BINARY(3)", true},
+		{"by", "BYTES", true}, {"dt", "DATE", true}, {"tm", "TIME(3)", true},
+		{"ts", "TIMESTAMP(6)", true}, {"ltz", "TIMESTAMP_LTZ(9)", true},
+	}
+	s := kv.TableSchema{SchemaID: 3, PrimaryKey: []string{"id", "code"}, Buckets: buckets}
+	for _, c := range cols {
+		s.Columns = append(s.Columns, kv.Column{Name: c.name, Type: mustType(t, c.typ), Nullable: c.null})
+	}
+	tbl, err := kv.NewTable(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// arrowTypes are the Arrow types of allTypesTable's columns; variant 1 uses
+// the alternative Arrow type where there is one.
+func arrowTypes(variant int) []arrow.DataType {
+	if variant == 0 {
+		return []arrow.DataType{
+			arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.String, arrow.FixedWidthTypes.Boolean,
+			arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Int16, arrow.PrimitiveTypes.Int32,
+			arrow.PrimitiveTypes.Float32, arrow.PrimitiveTypes.Float64, &arrow.Decimal128Type{Precision: 10, Scale: 2},
+			&arrow.Decimal256Type{Precision: 30, Scale: 4}, arrow.BinaryTypes.String, &arrow.FixedSizeBinaryType{ByteWidth: 3},
+			arrow.BinaryTypes.Binary, arrow.FixedWidthTypes.Date32, arrow.FixedWidthTypes.Time32ms,
+			&arrow.TimestampType{Unit: arrow.Microsecond}, &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"},
+		}
+	}
+	return []arrow.DataType{
+		arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.LargeString, arrow.FixedWidthTypes.Boolean,
+		arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Int16, arrow.PrimitiveTypes.Int32,
+		arrow.PrimitiveTypes.Float32, arrow.PrimitiveTypes.Float64, &arrow.Decimal64Type{Precision: 10, Scale: 2},
+		&arrow.Decimal128Type{Precision: 30, Scale: 4}, arrow.BinaryTypes.StringView, arrow.BinaryTypes.BinaryView,
+		arrow.BinaryTypes.LargeBinary, arrow.FixedWidthTypes.Date64, arrow.FixedWidthTypes.Time64us,
+		&arrow.TimestampType{Unit: arrow.Nanosecond}, &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "Europe/Paris"},
+	}
+}
+
+// randomRow makes a valid row; id is drawn from a small range so there are
+// duplicates.
+func randomRow(rng *rand.Rand, i int) kv.Row {
+	null := func(v any) any {
+		if rng.IntN(6) == 0 {
+			return nil
+		}
+		return v
+	}
+	bigUnscaled := new(big.Int).Mul(big.NewInt(rng.Int64N(1<<62)), big.NewInt(1_000_000_000))
+	if rng.IntN(2) == 0 {
+		bigUnscaled.Neg(bigUnscaled)
+	}
+	return kv.Row{
+		int64(rng.IntN(400)) - 200,
+		[]string{"ab", "cd", "éü", "wxyz"}[rng.IntN(4)],
+		null(rng.IntN(2) == 0),
+		null(int8(rng.IntN(256) - 128)),
+		null(int16(rng.IntN(65536) - 32768)),
+		null(rng.Int32() - 1<<30),
+		null(float32(rng.NormFloat64())),
+		null(rng.NormFloat64() * 1e6),
+		null(kv.DecimalFromInt64(rng.Int64N(1e10) - 5e9)),
+		null(kv.DecimalFromBig(bigUnscaled)),
+		null(fmt.Sprintf("row %d %s", i, strings.Repeat("x", rng.IntN(40)))),
+		null([]byte{byte(i), byte(i >> 8), byte(rng.IntN(256))}),
+		null(bytes.Repeat([]byte{byte(i)}, rng.IntN(20))),
+		null(kv.Date(rng.IntN(40000) - 10000)),
+		null(kv.Time(rng.IntN(86_400_000))),
+		null(kv.Timestamp{Millis: rng.Int64N(4e12) - 1e12, NanoOfMilli: int32(rng.IntN(1000)) * 1000}),
+		null(kv.Timestamp{Millis: rng.Int64N(4e12) - 1e12, NanoOfMilli: int32(rng.IntN(1_000_000))}),
+	}
+}
+
+// toArrow builds a record batch of rows with the given column types. For
+// variant-1 types the values must be representable (whole millis etc.).
+func toArrow(t *testing.T, tbl *kv.Table, types []arrow.DataType, rows []kv.Row) arrow.RecordBatch {
+	t.Helper()
+	var fields []arrow.Field
+	for i := range tbl.NumColumns() {
+		fields = append(fields, arrow.Field{Name: tbl.Column(i).Name, Type: types[i], Nullable: true})
+	}
+	schema := arrow.NewSchema(fields, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rb.Release()
+	for _, r := range rows {
+		for i, v := range r {
+			appendValue(t, rb.Field(i), types[i], v)
+		}
+	}
+	return rb.NewRecordBatch()
+}
+
+func appendValue(t *testing.T, fb array.Builder, dt arrow.DataType, v any) {
+	t.Helper()
+	if v == nil {
+		fb.AppendNull()
+		return
+	}
+	switch b := fb.(type) {
+	case *array.Int64Builder:
+		b.Append(v.(int64))
+	case *array.Int32Builder:
+		b.Append(v.(int32))
+	case *array.Int16Builder:
+		b.Append(v.(int16))
+	case *array.Int8Builder:
+		b.Append(v.(int8))
+	case *array.BooleanBuilder:
+		b.Append(v.(bool))
+	case *array.Float32Builder:
+		b.Append(v.(float32))
+	case *array.Float64Builder:
+		b.Append(v.(float64))
+	case *array.StringBuilder:
+		b.Append(v.(string))
+	case *array.LargeStringBuilder:
+		b.Append(v.(string))
+	case *array.StringViewBuilder:
+		b.Append(v.(string))
+	case *array.BinaryBuilder:
+		b.Append(v.([]byte))
+	case *array.BinaryViewBuilder:
+		b.Append(v.([]byte))
+	case *array.FixedSizeBinaryBuilder:
+		b.Append(v.([]byte))
+	case *array.Decimal64Builder:
+		n, _ := v.(kv.Decimal).Int64()
+		b.Append(decimal.Decimal64(n))
+	case *array.Decimal128Builder:
+		b.Append(decimal128.FromBigInt(v.(kv.Decimal).Unscaled()))
+	case *array.Decimal256Builder:
+		b.Append(decimal256.FromBigInt(v.(kv.Decimal).Unscaled()))
+	case *array.Date32Builder:
+		b.Append(arrow.Date32(v.(kv.Date)))
+	case *array.Date64Builder:
+		b.Append(arrow.Date64(int64(v.(kv.Date)) * 86_400_000))
+	case *array.Time32Builder:
+		b.Append(arrow.Time32(v.(kv.Time)))
+	case *array.Time64Builder:
+		b.Append(arrow.Time64(int64(v.(kv.Time)) * 1000))
+	case *array.TimestampBuilder:
+		ts := v.(kv.Timestamp)
+		switch dt.(*arrow.TimestampType).Unit {
+		case arrow.Millisecond:
+			b.Append(arrow.Timestamp(ts.Millis))
+		case arrow.Microsecond:
+			b.Append(arrow.Timestamp(ts.Millis*1000 + int64(ts.NanoOfMilli)/1000))
+		case arrow.Nanosecond:
+			b.Append(arrow.Timestamp(ts.Millis*1_000_000 + int64(ts.NanoOfMilli)))
+		default:
+			b.Append(arrow.Timestamp(ts.Millis / 1000))
+		}
+	default:
+		t.Fatalf("no appender for %T", fb)
+	}
+}
+
+// variant1Row adapts a row to what variant-1 Arrow types can carry exactly.
+func variant1Row(r kv.Row) kv.Row {
+	r = slices.Clone(r)
+	if r[16] != nil { // TIMESTAMP_LTZ(9) as ms: drop the sub-millisecond part
+		ts := r[16].(kv.Timestamp)
+		r[16] = kv.Timestamp{Millis: ts.Millis}
+	}
+	return r
+}
+
+type expectedPair struct {
+	bucket int
+	k, v   []byte
+}
+
+// TestArrowRoundTrip: rows → Arrow batches (two Arrow schemas) → snapshots
+// → restored pairs equal kv's own encoding of the last row per key, and
+// decode back to those rows.
+func TestArrowRoundTrip(t *testing.T) {
+	const nb = 3
+	tbl := allTypesTable(t, nb)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var batches []arrow.RecordBatch
+	var rows []kv.Row
+	for bi := range 6 {
+		var br []kv.Row
+		for i := range 500 {
+			r := randomRow(rng, bi*500+i)
+			if bi%2 == 1 {
+				r = variant1Row(r)
+			}
+			br = append(br, r)
+		}
+		rows = append(rows, br...)
+		batches = append(batches, toArrow(t, tbl, arrowTypes(bi%2), br))
+	}
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	// Expected content via kv's reference (boxed Row) path, last wins.
+	want := make([]map[string][]byte, nb)
+	for i := range want {
+		want[i] = map[string][]byte{}
+	}
+	for _, r := range rows {
+		k, err := tbl.EncodeKey(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := tbl.EncodeValue(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bucket, err := tbl.Bucket(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[bucket][string(k)] = v
+	}
+
+	s := newTestStore(t)
+	tmp := t.TempDir()
+	b, err := New(s, Target{Table: tbl, Snapshot: testTarget(s), SnapshotIDs: snapIDs(nb)},
+		Options{TempDir: tmp, MemoryBudget: 256 << 10, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, rec := range batches {
+		if err := b.Add(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.Finish(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Spills == 0 || st.InputRows != int64(len(rows)) {
+		t.Fatalf("stats %+v: want spills and %d input rows", st, len(rows))
+	}
+	total := 0
+	for _, r := range res {
+		_, got := restoreBucket(t, s, r)
+		if len(got) != len(want[r.Bucket]) {
+			t.Fatalf("bucket %d: %d pairs, want %d", r.Bucket, len(got), len(want[r.Bucket]))
+		}
+		for _, p := range got {
+			w, ok := want[r.Bucket][string(p.k)]
+			if !ok || !bytes.Equal(w, p.v) {
+				t.Fatalf("bucket %d key %x: value differs from kv's encoding of the last row", r.Bucket, p.k)
+			}
+			id, row, err := tbl.DecodeValue(p.v)
+			if err != nil || id != 3 {
+				t.Fatalf("decode: schema %d, %v", id, err)
+			}
+			if k, _ := tbl.EncodeKey(row); !bytes.Equal(k, p.k) {
+				t.Fatalf("decoded row's key %x, stored under %x", k, p.k)
+			}
+			if bk, _ := tbl.Bucket(row); bk != r.Bucket {
+				t.Fatalf("row of bucket %d stored in bucket %d", bk, r.Bucket)
+			}
+		}
+		total += len(got)
+		if r.Duplicates+r.RowCount == 0 {
+			t.Fatalf("bucket %d empty", r.Bucket)
+		}
+	}
+	var dupSum int64
+	for _, r := range res {
+		dupSum += r.Duplicates
+	}
+	if int64(total)+dupSum != int64(len(rows)) {
+		t.Fatalf("%d rows kept + %d duplicates != %d input rows", total, dupSum, len(rows))
+	}
+}
+
+// TestArrowErrors: each bad input fails Add with an error naming what is
+// wrong, and the build then leaves nothing behind.
+func TestArrowErrors(t *testing.T) {
+	tbl := allTypesTable(t, 2)
+	rng := rand.New(rand.NewPCG(9, 9))
+	good := func() []kv.Row {
+		var rows []kv.Row
+		for i := range 5 {
+			rows = append(rows, randomRow(rng, i))
+		}
+		return rows
+	}
+	types := arrowTypes(0)
+	replaceType := func(i int, dt arrow.DataType) []arrow.DataType {
+		ts := slices.Clone(types)
+		ts[i] = dt
+		return ts
+	}
+	for _, tc := range []struct {
+		name    string
+		rec     func() arrow.RecordBatch
+		is      error
+		column  string
+		row     int
+		message string
+	}{
+		{
+			name: "null key column",
+			rec: func() arrow.RecordBatch {
+				rows := good()
+				rows[3][0] = nil
+				return toArrow(t, tbl, types, rows)
+			},
+			is: kv.ErrInvalidRow, column: "id", row: 3,
+		},
+		{
+			name: "decimal out of range",
+			rec: func() arrow.RecordBatch {
+				rows := good()
+				rows[2][8] = kv.DecimalFromInt64(123_456_789_012) // 12 digits in DECIMAL(10,2)
+				return toArrow(t, tbl, types, rows)
+			},
+			is: kv.ErrInvalidRow, column: "dec", row: 2,
+		},
+		{
+			name: "char too long",
+			rec: func() arrow.RecordBatch {
+				rows := good()
+				rows[1][1] = "abcde"
+				return toArrow(t, tbl, types, rows)
+			},
+			is: kv.ErrInvalidRow, column: "code", row: 1,
+		},
+		{
+			name: "sub-millisecond time",
+			rec: func() arrow.RecordBatch {
+				rows := good()
+				ts := replaceType(14, arrow.FixedWidthTypes.Time64us)
+				rec := toArrow(t, tbl, ts, rows[:4])
+				rec.Release()
+				// Build by hand: 1.5 ms.
+				var fields []arrow.Field
+				for i := range tbl.NumColumns() {
+					fields = append(fields, arrow.Field{Name: tbl.Column(i).Name, Type: ts[i], Nullable: true})
+				}
+				rb := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+				defer rb.Release()
+				for ri, r := range rows[:4] {
+					for i, v := range r {
+						if i == 14 {
+							us := arrow.Time64(1500)
+							if ri != 2 {
+								us = 2000
+							}
+							rb.Field(i).(*array.Time64Builder).Append(us)
+							continue
+						}
+						appendValue(t, rb.Field(i), ts[i], v)
+					}
+				}
+				return rb.NewRecordBatch()
+			},
+			is: ErrInvalidRow, column: "tm", row: 2,
+		},
+		{
+			name:    "missing column",
+			rec:     func() arrow.RecordBatch { return dropColumn(t, toArrow(t, tbl, types, good()), "ts") },
+			is:      ErrSchemaMismatch,
+			message: `column "ts" is missing`,
+		},
+		{
+			name:    "extra column",
+			rec:     func() arrow.RecordBatch { return addColumn(t, toArrow(t, tbl, types, good()), "extra") },
+			is:      ErrSchemaMismatch,
+			message: `"extra" is not a table column`,
+		},
+		{
+			name: "wrong type",
+			rec: func() arrow.RecordBatch {
+				return toArrow(t, tbl, replaceType(0, arrow.PrimitiveTypes.Int32), intRows(good()))
+			},
+			is:      ErrSchemaMismatch,
+			message: `column "id" of type BIGINT cannot be read from arrow int32`,
+		},
+		{
+			name: "decimal scale",
+			rec: func() arrow.RecordBatch {
+				return toArrow(t, tbl, replaceType(8, &arrow.Decimal128Type{Precision: 10, Scale: 3}), good())
+			},
+			is:      ErrSchemaMismatch,
+			message: `scale 3, want 2`,
+		},
+		{
+			name: "timestamp zone",
+			rec: func() arrow.RecordBatch {
+				return toArrow(t, tbl, replaceType(15, &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}), good())
+			},
+			is:      ErrSchemaMismatch,
+			message: `TIMESTAMP needs a timestamp without a time zone`,
+		},
+		{
+			name:    "unsupported type",
+			rec:     func() arrow.RecordBatch { return dictColumn(t, toArrow(t, tbl, types, good()), "s") },
+			is:      ErrUnsupportedArrowType,
+			message: `column "s": arrow dictionary`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t)
+			tmp := t.TempDir()
+			b, err := New(s, Target{Table: tbl, Snapshot: testTarget(s), SnapshotIDs: snapIDs(2)}, Options{TempDir: tmp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := tc.rec()
+			defer rec.Release()
+			err = b.Add(t.Context(), rec)
+			if !errors.Is(err, tc.is) {
+				t.Fatalf("err = %v, want %v", err, tc.is)
+			}
+			if tc.column != "" {
+				var re *RowError
+				if !errors.As(err, &re) || re.Column != tc.column || re.Row != tc.row || re.Batch != 0 {
+					t.Fatalf("err = %#v, want row %d column %q", err, tc.row, tc.column)
+				}
+			}
+			if tc.message != "" && !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("err = %q, want it to mention %q", err, tc.message)
+			}
+			if _, ferr := b.Finish(t.Context()); ferr == nil {
+				t.Fatal("Finish after a failed Add succeeded")
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if keys := s.metadataKeys(t); len(keys) != 0 {
+				t.Fatalf("_METADATA written: %v", keys)
+			}
+			if left := dirEntries(t, tmp); len(left) != 0 {
+				t.Fatalf("temp files left: %v", left)
+			}
+		})
+	}
+}
+
+func intRows(rows []kv.Row) []kv.Row {
+	for _, r := range rows {
+		if r[0] != nil {
+			r[0] = int32(r[0].(int64))
+		}
+	}
+	return rows
+}
+
+func dropColumn(t *testing.T, rec arrow.RecordBatch, name string) arrow.RecordBatch {
+	t.Helper()
+	defer rec.Release()
+	i := rec.Schema().FieldIndices(name)[0]
+	fields := slices.Delete(slices.Clone(rec.Schema().Fields()), i, i+1)
+	cols := slices.Delete(slices.Clone(rec.Columns()), i, i+1)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+func addColumn(t *testing.T, rec arrow.RecordBatch, name string) arrow.RecordBatch {
+	t.Helper()
+	defer rec.Release()
+	b := array.NewInt32Builder(memory.DefaultAllocator)
+	defer b.Release()
+	for range rec.NumRows() {
+		b.Append(1)
+	}
+	col := b.NewArray()
+	defer col.Release()
+	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32})
+	cols := append(slices.Clone(rec.Columns()), col)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+func dictColumn(t *testing.T, rec arrow.RecordBatch, name string) arrow.RecordBatch {
+	t.Helper()
+	defer rec.Release()
+	i := rec.Schema().FieldIndices(name)[0]
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}
+	db := array.NewDictionaryBuilder(memory.DefaultAllocator, dt).(*array.BinaryDictionaryBuilder)
+	defer db.Release()
+	for range rec.NumRows() {
+		if err := db.AppendString("v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := db.NewArray()
+	defer col.Release()
+	fields := slices.Clone(rec.Schema().Fields())
+	fields[i] = arrow.Field{Name: name, Type: dt, Nullable: true}
+	cols := slices.Clone(rec.Columns())
+	cols[i] = col
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// TestPartitionedTarget: rows of the target partition build (keys without
+// the partition column, metadata with the partition id); a row of another
+// partition is an error.
+func TestPartitionedTarget(t *testing.T) {
+	tbl, err := kv.NewTable(kv.TableSchema{
+		SchemaID: 1,
+		Columns: []kv.Column{
+			{Name: "day", Type: mustType(t, "STRING")},
+			{Name: "id", Type: mustType(t, "INT")},
+			{Name: "v", Type: mustType(t, "STRING"), Nullable: true},
+		},
+		PrimaryKey: []string{"day", "id"}, PartitionKeys: []string{"day"}, Buckets: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32, arrow.BinaryTypes.String}
+	s := newTestStore(t)
+	st := testTarget(s)
+	st.Partition, st.PartitionID = "20240101", 55
+	build := func(rows []kv.Row) ([]BucketResult, error) {
+		b, err := New(s, Target{Table: tbl, Snapshot: st, SnapshotIDs: snapIDs(2)}, Options{TempDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		rec := toArrow(t, tbl, types, rows)
+		defer rec.Release()
+		if err := b.Add(t.Context(), rec); err != nil {
+			return nil, err
+		}
+		return b.Finish(t.Context())
+	}
+	_, err = build([]kv.Row{{"20240101", int32(1), "a"}, {"20240102", int32(2), "b"}})
+	var re *RowError
+	if !errors.Is(err, ErrWrongPartition) || !errors.As(err, &re) || re.Row != 1 {
+		t.Fatalf("err = %v, want ErrWrongPartition at row 1", err)
+	}
+	res, err := build([]kv.Row{{"20240101", int32(1), "a"}, {"20240101", int32(2), nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, r := range res {
+		m, got := restoreBucket(t, s, r)
+		if m.PartitionID == nil || *m.PartitionID != 55 || !strings.Contains(m.SnapshotLocation, "/20240101-p55/") {
+			t.Fatalf("metadata %+v", m)
+		}
+		for _, p := range got {
+			key, err := tbl.DecodeKey(p.k)
+			if err != nil || len(key) != 1 {
+				t.Fatalf("key %x decodes to %v, %v: want the id only", p.k, key, err)
+			}
+		}
+		rows += len(got)
+	}
+	if rows != 2 {
+		t.Fatalf("%d rows", rows)
+	}
+	if _, err := New(s, Target{Table: tbl, Snapshot: testTarget(s), SnapshotIDs: snapIDs(2)}, Options{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("partitioned table, unpartitioned target: %v", err)
+	}
+}

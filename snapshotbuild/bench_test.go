@@ -1,0 +1,95 @@
+package snapshotbuild
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+func benchChunk(b *testing.B, n int, seed uint64) *chunk {
+	c, err := newChunk(256<<20, newBudget(1<<30))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	k := make([]byte, 17)
+	v := make([]byte, 121)
+	for range n {
+		binary.BigEndian.PutUint64(k[1:], rng.Uint64())
+		binary.BigEndian.PutUint64(k[9:], rng.Uint64())
+		if !c.add(0, k, v) {
+			b.Fatal("full")
+		}
+	}
+	c.sortDedup(1, DuplicatesLastWins)
+	return c
+}
+
+func BenchmarkMergeMem(b *testing.B) {
+	c1 := benchChunk(b, 500000, 1)
+	c2 := benchChunk(b, 500000, 2)
+	defer c1.free()
+	defer c2.free()
+	b.ResetTimer()
+	for range b.N {
+		m := newMerger([]source{newMemSource(c1, 0), newMemSource(c2, 0)}, []int{0, 1})
+		var sum int
+		for {
+			k, v, ok := m.next()
+			if !ok {
+				break
+			}
+			sum += len(k) + int(v[0])
+		}
+		if sum == 0 {
+			b.Fatal(sum)
+		}
+	}
+}
+
+func BenchmarkMergeRuns(b *testing.B) {
+	dir := b.TempDir()
+	var runs []*run
+	for i := range 13 {
+		c := benchChunk(b, 77000, uint64(10+i))
+		r, err := writeRun(fmt.Sprintf("%s/run-%d", dir, i), i, c, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.free()
+		runs = append(runs, r)
+	}
+	b.ResetTimer()
+	for range b.N {
+		var srcs []source
+		var prios []int
+		var rs []*runSource
+		for _, r := range runs {
+			s, err := newRunSource(r, 0, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rs = append(rs, s)
+			srcs = append(srcs, s)
+			prios = append(prios, r.seq)
+		}
+		defer func() {
+			for _, s := range rs {
+				s.release()
+			}
+		}()
+		m := newMerger(srcs, prios)
+		n := 0
+		for {
+			_, _, ok := m.next()
+			if !ok {
+				break
+			}
+			n++
+		}
+		if n != 13*77000 || m.err != nil {
+			b.Fatal(n, m.err)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+// Package snapshotbuild builds ordinary bucket snapshots offline: rows in,
+// one snapshot per bucket out, without a tablet server.
+//
+// # What a build produces
+//
+// For every owned bucket b, under Target.Snapshot.SnapshotDir(b, id):
+//
+//   - the files of a Pebble checkpoint (FormatNewest): the bucket's SST
+//     files, MANIFEST, OPTIONS, marker files and an empty WAL, each stored as
+//     snapshot.PrivateFileName(sha256(content), localPath);
+//   - _METADATA (snapshot.EncodeMetadata): every file with size and SHA-256,
+//     no shared files, incremental size = Σ private sizes, row_count = the
+//     bucket's rows after deduplication, log_offset = row_count unless
+//     Target.LogOffsets overrides it.
+//
+// The SST files are written with Pebble's sstable writer (the newest table
+// format FormatNewest ingests, bloom filters, Options.Compression, files of
+// about Options.TargetFileSize), ingested unchanged into an empty local
+// Pebble database (they land in L6; the digest computed while writing is
+// checked against the one computed while uploading) and checkpointed: the
+// result is exactly what a tablet server's own snapshot is, so both restore
+// through one path (download, verify, open, replay from log_offset). An
+// empty bucket gets a valid snapshot too (a checkpoint with no tables).
+//
+// # Input, routing, duplicates
+//
+// Add takes Arrow record batches and converts them with the table's encoder
+// (see Add for the accepted Arrow types; errors name batch, row and column).
+// AddPair takes pre-encoded key/value pairs. Each row goes to the bucket of
+// the table's bucketing function. A primary key that occurs more than once
+// keeps the row that came last in input order (DuplicatesLastWins, counted
+// per bucket in BucketResult.Duplicates) or fails the build with a
+// *DuplicateKeyError (DuplicatesError). Input order is the order of
+// Add/AddPair calls and of rows within a batch; the calls are serialized.
+//
+// # Memory budget
+//
+// Options.MemoryBudget bounds the memory of buffered input and merge
+// buffers for the whole build, all buckets together. Input is buffered in
+// chunks of at most half the budget (arena and index mapped outside the Go
+// heap, so the garbage collector neither scans them nor doubles them). A
+// full chunk is sorted in the background while the next one fills. If the
+// input fits in the budget nothing is written to disk; otherwise every
+// sealed chunk is written to TempDir as a sorted run, and Finish k-way
+// merges the runs and the in-memory chunks of each bucket. The budget is
+// accounted by one shared accountant (Stats.PeakBudget never exceeds it);
+// per-worker Pebble writer buffers (a few MiB) come on top.
+//
+// # Determinism
+//
+// The same input (same pairs in the same order) and the same Target and
+// Compression/TargetFileSize produce byte-identical objects, whatever the
+// memory budget, spilling, worker count or machine: SST files, MANIFEST,
+// OPTIONS, markers, WAL, _METADATA and therefore every object name. Pebble
+// stamps ingested tables with the wall clock in the MANIFEST; the builder
+// rewrites that field to 0 ("unknown", see manifestnorm.go) and verifies
+// the result by opening it with Pebble. Pebble defaults that depend on the
+// machine (file cache shards) are pinned. So a retried build adopts what an
+// earlier attempt uploaded (objstore's PutIfAbsent adopts byte-identical
+// objects), including an earlier _METADATA.
+//
+// # Commit marker last; failure and cancellation
+//
+// Finish uploads every owned bucket's data files first and writes the
+// _METADATA files only after all of them are uploaded. A Finish that fails
+// or is cancelled deletes the _METADATA files it had written, so it leaves
+// no _METADATA (withdrawal is best effort; if it fails, the error says so)
+// and nothing can reference partial output. Data files of a failed build
+// stay in the store for the orphan cleaner; they are content-addressed, so
+// a retry reuses them. Objects are never overwritten with different bytes.
+// Errors name the bucket (*BucketError). Local temporary files live in one
+// directory per build under Options.TempDir and are removed on every path:
+// by Finish, or by Close, which callers always defer.
+//
+// # Concurrency
+//
+// A Builder's methods may be called from several goroutines but are
+// serialized. Internally one goroutine sorts and spills input chunks while
+// Add encodes, and Finish builds Options.Workers buckets at once, uploading
+// finished buckets while the next ones merge. Options.Progress is called
+// from those goroutines. See DESIGN.md.
+package snapshotbuild

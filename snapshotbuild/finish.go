@@ -1,0 +1,483 @@
+package snapshotbuild
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
+)
+
+// bucketOutput is a bucket whose data files are uploaded and whose
+// _METADATA is encoded but not yet written.
+type bucketOutput struct {
+	result   BucketResult
+	metaKey  string
+	metadata []byte
+}
+
+// Finish sorts what was added, builds and uploads every owned bucket's
+// snapshot and returns one result per owned bucket in bucket order. It writes
+// no _METADATA until every owned bucket's data files are uploaded, and on
+// failure withdraws the _METADATA files it wrote, so a failed or cancelled
+// Finish leaves no _METADATA behind (best effort: a failed withdrawal is part
+// of the returned error). Temporary files are removed on every path. Finish
+// can be called once.
+func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usableLocked(); err != nil {
+		return nil, err
+	}
+	b.mu.done = true
+	defer func() {
+		if rerr := b.releaseLocked(); rerr != nil {
+			err = errors.Join(err, rerr)
+			results = nil
+		}
+	}()
+	b.stopSpillingLocked()
+	if err := b.spillErr(); err != nil {
+		return nil, b.failLocked(err)
+	}
+	// In-memory sources, oldest first: the kept chunk (sorted by the spill
+	// goroutine) and the tail, which the bucket workers sort bucket by
+	// bucket after this partition pass.
+	var mem []*chunk
+	if b.mu.held != nil {
+		mem = append(mem, b.mu.held)
+	}
+	if tail := b.mu.fill; tail != nil && tail.len() > 0 {
+		tail.seq = b.mu.seq
+		start := time.Now()
+		tail.partition(b.nb)
+		b.timed(timerSortSpill, start)
+		mem = append(mem, tail)
+	}
+
+	var owned []int
+	for bucket, o := range b.owned {
+		if o {
+			owned = append(owned, bucket)
+		}
+	}
+	workers := min(b.opts.Workers, max(len(owned), 1))
+	bufSize, mergeWorkers := b.mergePlan(mem, workers)
+	if mergeWorkers < workers {
+		b.log.Info("memory budget limits concurrent buckets", "workers", mergeWorkers, "runs", len(b.sp.runs))
+	}
+
+	outs, err := b.buildBuckets(ctx, owned, mem, bufSize, mergeWorkers, workers)
+	if err != nil {
+		return nil, b.failLocked(err)
+	}
+	// Every data file of every owned bucket is uploaded: now the commit
+	// markers.
+	var mu sync.Mutex
+	var written []string
+	err = forEach(ctx, len(outs), workers, func(ctx context.Context, i int) error {
+		o := outs[i]
+		defer b.timed(timerMetadata, time.Now())
+		b.progress(BucketProgress{Bucket: o.result.Bucket, Phase: PhaseMetadata, Rows: o.result.RowCount})
+		obj, err := b.store.PutIfAbsent(ctx, o.metaKey, objstore.BytesSource(o.metadata))
+		if err != nil {
+			return &BucketError{Bucket: o.result.Bucket, Err: fmt.Errorf("write _METADATA: %w", err)}
+		}
+		mu.Lock()
+		written = append(written, o.metaKey)
+		mu.Unlock()
+		o.result.MetadataAdopted = obj.Adopted
+		b.progress(BucketProgress{Bucket: o.result.Bucket, Phase: PhaseDone, Rows: o.result.RowCount, Bytes: o.result.Bytes})
+		return nil
+	})
+	if err != nil {
+		return nil, b.failLocked(errors.Join(err, b.withdraw(ctx, written)))
+	}
+	results = make([]BucketResult, len(outs))
+	for i, o := range outs {
+		results[i] = o.result
+	}
+	return results, nil
+}
+
+// buildBuckets runs the two stages of every owned bucket: merge, write and
+// checkpoint (CPU-bound, mergeWorkers buckets at once), then upload
+// (I/O-bound, up to uploaders buckets at once, overlapping the next
+// buckets' merges). The first error cancels everything.
+func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, bufSize, mergeWorkers, uploaders int) ([]*bucketOutput, error) {
+	upCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	outs := make([]*bucketOutput, len(owned))
+	slots := make(chan struct{}, uploaders)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var upErr error
+	err := forEach(upCtx, len(owned), mergeWorkers, func(ctx context.Context, i int) error {
+		bucket := owned[i]
+		lb, err := b.prepareBucket(ctx, bucket, mem, bufSize)
+		if err != nil {
+			return &BucketError{Bucket: bucket, Err: err}
+		}
+		// An upload slot also bounds the local disk held by finished
+		// buckets waiting for upload.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return &BucketError{Bucket: bucket, Err: errors.Join(context.Cause(ctx), lb.remove())}
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			// Not the worker's ctx: forEach cancels that when it returns.
+			out, err := b.uploadBucket(upCtx, lb)
+			if err != nil {
+				err = &BucketError{Bucket: bucket, Err: err}
+				mu.Lock()
+				if upErr == nil {
+					upErr = err
+				}
+				mu.Unlock()
+				cancel(err)
+				return
+			}
+			outs[i] = out
+		})
+		return nil
+	})
+	wg.Wait()
+	if upErr != nil {
+		return nil, upErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+// withdraw deletes _METADATA files written by a Finish that then failed. It
+// runs even when ctx is cancelled, with its own deadline.
+func (b *Builder) withdraw(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var errs []error
+	for _, k := range keys {
+		if err := b.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("withdraw %s: %w", k, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("snapshotbuild: _METADATA of a failed build left in place: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// mergePlan sizes the read buffer of each spilled run during the merge, and
+// how many buckets may merge at once, so that the in-memory chunks plus the
+// buffers of every merging bucket fit the budget. Buffers get up to 1 MiB
+// and, before concurrency is reduced, at least 4 KiB; only a budget too
+// small for one 4 KiB buffer per run (a test setting) goes below that.
+func (b *Builder) mergePlan(mem []*chunk, workers int) (bufSize, mergeWorkers int) {
+	runs := int64(len(b.sp.runs))
+	if runs == 0 {
+		return 0, workers
+	}
+	avail := b.opts.MemoryBudget
+	for _, c := range mem {
+		avail -= c.reserved
+	}
+	avail = max(avail, 1)
+	const minBuf, maxBuf = 4 << 10, 1 << 20
+	mw := int64(min(max(avail/(runs*minBuf), 1), int64(workers)))
+	per := avail / mw / runs
+	return int(min(max(per, 64), maxBuf)), int(mw)
+}
+
+func (b *Builder) progress(p BucketProgress) {
+	if b.opts.Progress != nil {
+		b.opts.Progress(p)
+	}
+}
+
+// localBucket is a bucket whose checkpoint is ready on local disk.
+type localBucket struct {
+	bucket int
+	dir    string
+	sink   *sstSink
+	dups   int64
+	ck     *checkpointResult
+}
+
+func (lb *localBucket) remove() error {
+	if err := os.RemoveAll(lb.dir); err != nil {
+		return fmt.Errorf("remove bucket dir: %w", err)
+	}
+	return nil
+}
+
+// prepareBucket merges the bucket's sorted sources into SST files and turns
+// them into a checkpoint under the bucket's own temporary directory.
+func (b *Builder) prepareBucket(ctx context.Context, bucket int, mem []*chunk, bufSize int) (_ *localBucket, err error) {
+	lb := &localBucket{bucket: bucket, dir: filepath.Join(b.tmp, fmt.Sprintf("bucket-%06d", bucket))}
+	if err := os.Mkdir(lb.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create bucket dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, lb.remove())
+		}
+	}()
+	b.progress(BucketProgress{Bucket: bucket, Phase: PhaseMerge})
+	start := time.Now()
+	lb.sink, lb.dups, err = b.mergeBucket(ctx, bucket, mem, bufSize, lb.dir)
+	b.timed(timerMerge, start)
+	if err != nil {
+		return nil, err
+	}
+	b.progress(BucketProgress{Bucket: bucket, Phase: PhaseIngest, Rows: lb.sink.rows, Bytes: lb.sink.bytes})
+	start = time.Now()
+	lb.ck, err = makeCheckpoint(ctx, lb.dir, lb.sink.files, b.opts.Compression, b.log)
+	b.timed(timerCheckpoint, start)
+	if err != nil {
+		return nil, err
+	}
+	if !lb.ck.manifestNormalized {
+		b.manifestsUnfixed.Add(1)
+	}
+	return lb, nil
+}
+
+// filesPerBucketUpload bounds the concurrent uploads of one bucket's files.
+const filesPerBucketUpload = 3
+
+// uploadBucket uploads a bucket's checkpoint files and encodes (but does not
+// write) its _METADATA. It removes the bucket's directory in any case.
+func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketOutput, err error) {
+	defer func() { err = errors.Join(err, lb.remove()) }()
+	defer b.timed(timerUpload, time.Now())
+	bucket, sink := lb.bucket, lb.sink
+	snapID := b.target.SnapshotIDs[bucket]
+	snapDir := b.target.Snapshot.SnapshotDir(bucket, snapID)
+	// A bucket's files go up concurrently (a few at a time): the largest
+	// files are SSTs of similar size, and the store's per-object latency
+	// (fsync, rename) then overlaps.
+	handles := make([]snapshot.KvFileHandle, len(lb.ck.files))
+	var uploaded atomic.Int64
+	b.progress(BucketProgress{Bucket: bucket, Phase: PhaseUpload, Rows: sink.rows})
+	err = forEach(ctx, len(lb.ck.files), filesPerBucketUpload, func(ctx context.Context, i int) error {
+		f := lb.ck.files[i]
+		uri := snapDir + "/" + snapshot.PrivateFileName(f.sha256, f.localPath)
+		key, err := b.store.Key(uri)
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", f.localPath, err)
+		}
+		obj, err := b.store.PutIfAbsent(ctx, key, objstore.FileSource(f.path))
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", f.localPath, err)
+		}
+		if obj.SHA256 != f.sha256 || obj.Size != f.size {
+			return fmt.Errorf("%w: %s: written %d bytes sha256 %s, uploaded %d bytes sha256 %s",
+				ErrLocalIntegrity, f.localPath, f.size, f.sha256, obj.Size, obj.SHA256)
+		}
+		handles[i] = snapshot.KvFileHandle{
+			Handle:    snapshot.FileHandle{Path: uri, Size: f.size, SHA256: f.sha256},
+			LocalPath: f.localPath,
+		}
+		b.progress(BucketProgress{Bucket: bucket, Phase: PhaseUpload, Rows: sink.rows, Bytes: uploaded.Add(f.size)})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, f := range lb.ck.files {
+		total += f.size
+	}
+
+	rows := sink.rows
+	logOffset := rows
+	if off, ok := b.target.LogOffsets[bucket]; ok {
+		logOffset = off
+	}
+	meta := &snapshot.Metadata{
+		TableID:          b.target.Snapshot.TableID,
+		BucketID:         int32(bucket),
+		SnapshotID:       snapID,
+		SnapshotLocation: snapDir,
+		SharedFiles:      []snapshot.KvFileHandle{},
+		PrivateFiles:     handles,
+		IncrementalSize:  total,
+		LogOffset:        logOffset,
+		RowCount:         &rows,
+	}
+	if b.target.Snapshot.Partitioned() {
+		pid := b.target.Snapshot.PartitionID
+		meta.PartitionID = &pid
+	}
+	enc, err := snapshot.EncodeMetadata(meta)
+	if err != nil {
+		return nil, fmt.Errorf("encode _METADATA: %w", err)
+	}
+	metaURI := b.target.Snapshot.MetadataPath(bucket, snapID)
+	metaKey, err := b.store.Key(metaURI)
+	if err != nil {
+		return nil, fmt.Errorf("_METADATA: %w", err)
+	}
+	res := BucketResult{
+		Bucket:         bucket,
+		SnapshotID:     snapID,
+		MetadataPath:   metaURI,
+		MetadataLength: int64(len(enc)),
+		MetadataSHA256: sha256Hex(enc),
+		RowCount:       rows,
+		Duplicates:     lb.dups,
+		Bytes:          total,
+		Files:          len(handles),
+		LogOffset:      logOffset,
+	}
+	if len(sink.files) > 0 {
+		res.MinKey = hexKey(sink.files[0].smallest)
+		res.MaxKey = hexKey(sink.files[len(sink.files)-1].largest)
+	}
+	return &bucketOutput{result: res, metaKey: metaKey, metadata: enc}, nil
+}
+
+// mergeBucket streams the bucket's pairs, deduplicated, into SST files:
+// from every spilled run and in-memory chunk, oldest input first in
+// priority order.
+func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, bufSize int, dir string) (_ *sstSink, dups int64, err error) {
+	var srcs []source
+	var prios []int
+	nruns := 0
+	for _, r := range b.sp.runs {
+		if r.count(bucket) > 0 {
+			nruns++
+		}
+	}
+	bufMem := int64(nruns) * int64(bufSize)
+	if err := b.bud.acquire(ctx, bufMem); err != nil {
+		return nil, 0, err
+	}
+	defer b.bud.release(bufMem)
+	var runSrcs []*runSource
+	defer func() {
+		for _, s := range runSrcs {
+			s.release()
+		}
+	}()
+	for _, r := range b.sp.runs {
+		if r.count(bucket) > 0 {
+			s, err := newRunSource(r, bucket, bufSize)
+			if err != nil {
+				return nil, 0, err
+			}
+			runSrcs = append(runSrcs, s)
+			srcs = append(srcs, s)
+			prios = append(prios, r.seq)
+		}
+	}
+	dups = b.sp.dups[bucket]
+	for _, c := range mem {
+		if !c.sorted {
+			// The tail: partitioned in Finish, sorted here bucket by bucket.
+			start := time.Now()
+			key, ok := c.sortBucket(bucket, b.opts.Duplicates)
+			b.timed(timerSortSpill, start)
+			if !ok {
+				return nil, 0, b.duplicateError(bucket, key)
+			}
+		}
+		dups += c.dups[bucket]
+		if c.ends[bucket] > c.bounds[bucket] {
+			srcs = append(srcs, newMemSource(c, bucket))
+			prios = append(prios, c.seq)
+		}
+	}
+
+	sink := newSSTSink(dir, b.wopts, b.opts.TargetFileSize)
+	defer func() {
+		if err != nil {
+			sink.abort()
+		}
+	}()
+	m := newMerger(srcs, prios)
+	var prev []byte
+	have := false
+	for {
+		k, v, ok := m.next()
+		if !ok {
+			break
+		}
+		if have && bytes.Equal(k, prev) {
+			if b.opts.Duplicates == DuplicatesError {
+				return nil, 0, b.duplicateError(bucket, bytes.Clone(k))
+			}
+			dups++
+			continue
+		}
+		prev = append(prev[:0], k...)
+		have = true
+		if err := sink.add(k, v); err != nil {
+			return nil, 0, err
+		}
+		if sink.rows&(1<<16-1) == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+			b.progress(BucketProgress{Bucket: bucket, Phase: PhaseMerge, Rows: sink.rows, Bytes: sink.bytes})
+		}
+	}
+	if m.err != nil {
+		return nil, 0, m.err
+	}
+	if err := sink.finish(); err != nil {
+		return nil, 0, err
+	}
+	return sink, dups, nil
+}
+
+// forEach runs fn(ctx, i) for i in [0, n) on at most workers goroutines. The
+// first error cancels the others' ctx and is returned (errors that are only
+// the consequence of that cancellation are dropped).
+func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+	}
+	return first
+}
