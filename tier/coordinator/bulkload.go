@@ -312,11 +312,30 @@ func (m *bulkManager) holders(t meta.Target, buckets int) (bulktxn.Holders, int6
 	return h, a.Rev
 }
 
-// assignedBuckets returns how many buckets a target's assignment has.
-func (m *bulkManager) assignedBuckets(t meta.Target) int {
+// assignedBuckets returns how many buckets a target's assignment has. The
+// assignment watch may not have delivered a target created a moment ago, so
+// when the cached assignment does not cover want buckets it is read from
+// etcd (and cached, if no newer revision arrived meanwhile).
+func (m *bulkManager) assignedBuckets(ctx context.Context, t meta.Target, want int) (int, error) {
+	m.mu.Lock()
+	n := len(m.mu.assigns[t].Value.Buckets)
+	m.mu.Unlock()
+	if n == want {
+		return n, nil
+	}
+	a, err := m.c.store.GetAssignment(ctx, t)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return n, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the assignment of %s: %w", t, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.mu.assigns[t].Value.Buckets)
+	if cur, ok := m.mu.assigns[t]; !ok || cur.Rev < a.Rev {
+		m.mu.assigns[t] = a
+	}
+	return len(m.mu.assigns[t].Value.Buckets), nil
 }
 
 // address returns a live server's address, "" if it is not live.
@@ -393,6 +412,10 @@ func (m *bulkManager) admit(ctx context.Context, ts *targetState, token string, 
 			active++
 		}
 	}
+	assigned, err := m.assignedBuckets(ctx, tgt, tr.Schema.Buckets)
+	if err != nil {
+		return nil, err
+	}
 	if err := bulktxn.Admit(bulktxn.AdmissionInput{
 		Config:          m.cfg,
 		PrimaryKey:      len(tr.Schema.PrimaryKey) > 0,
@@ -400,7 +423,7 @@ func (m *bulkManager) admit(ctx context.Context, ts *targetState, token string, 
 		HeldBy:          heldBy,
 		RemoteDataDir:   tr.RemoteDataDir,
 		Buckets:         tr.Schema.Buckets,
-		AssignedBuckets: m.assignedBuckets(tgt),
+		AssignedBuckets: assigned,
 		HasSnapshots:    has,
 		ActiveTxns:      active,
 		TargetTxns:      targetTxns,
