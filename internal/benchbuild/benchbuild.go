@@ -34,13 +34,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -50,6 +48,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
@@ -209,42 +208,42 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	logical := cfg.rows * int64(keyLen+valLen)
 
 	fmt.Fprintf(stdout, "thaw bench build: rows=%d key-bytes=%d value-bytes=%d buckets=%d workers=%d memory=%s compression=%s seed=%d GOMAXPROCS=%d\n",
-		cfg.rows, cfg.keyBytes, cfg.valueBytes, cfg.buckets, cfg.workers, fmtBytes(cfg.memory), cfg.compression, cfg.seed, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(stdout, "encoded pair: key %d B, value %d B; %s logical key+value bytes\n", keyLen, valLen, fmtBytes(logical))
-	resetOK := resetPeakRSS()
+		cfg.rows, cfg.keyBytes, cfg.valueBytes, cfg.buckets, cfg.workers, benchutil.FmtBytes(cfg.memory), cfg.compression, cfg.seed, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "encoded pair: key %d B, value %d B; %s logical key+value bytes\n", keyLen, valLen, benchutil.FmtBytes(logical))
+	resetOK := benchutil.ResetPeakRSS()
 
-	cpu0 := cpuTime()
+	cpu0 := benchutil.CPUTime()
 	a, err := runLimit(ctx, cfg, g, filepath.Join(dir, "limit"), 1)
 	if err != nil {
 		return err
 	}
-	a.bytes, a.cpu = logical, cpuTime()-cpu0
-	resetPeakRSS()
+	a.bytes, a.cpu = logical, benchutil.CPUTime()-cpu0
+	benchutil.ResetPeakRSS()
 	var ap *stage
 	if w := min(cfg.workers, cfg.buckets); w > 1 {
 		if err := os.RemoveAll(filepath.Join(dir, "limit")); err != nil {
 			return fmt.Errorf("bench build: %w", err)
 		}
-		cpu0 = cpuTime()
+		cpu0 = benchutil.CPUTime()
 		if ap, err = runLimit(ctx, cfg, g, filepath.Join(dir, "limit"), w); err != nil {
 			return err
 		}
-		ap.bytes, ap.cpu = logical, cpuTime()-cpu0
-		resetPeakRSS()
+		ap.bytes, ap.cpu = logical, benchutil.CPUTime()-cpu0
+		benchutil.ResetPeakRSS()
 	}
-	cpu0 = cpuTime()
+	cpu0 = benchutil.CPUTime()
 	b, err := runEncode(ctx, cfg, g, table)
 	if err != nil {
 		return err
 	}
-	b.bytes, b.cpu = logical, cpuTime()-cpu0
-	resetPeakRSS()
-	cpu0 = cpuTime()
+	b.bytes, b.cpu = logical, benchutil.CPUTime()-cpu0
+	benchutil.ResetPeakRSS()
+	cpu0 = benchutil.CPUTime()
 	c, err := runFull(ctx, cfg, g, table, dir)
 	if err != nil {
 		return err
 	}
-	c.bytes, c.cpu = logical, cpuTime()-cpu0
+	c.bytes, c.cpu = logical, benchutil.CPUTime()-cpu0
 
 	stages := []*stage{a, b, c}
 	if ap != nil {
@@ -258,7 +257,7 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	for _, s := range stages {
 		secs := s.elapsed.Seconds()
 		fmt.Fprintf(stdout, "%-24s %8.2fs %12.0f %9.1f %6.1f%% %8.2fs %10s\n", s.name, secs,
-			float64(s.rows)/secs, float64(s.bytes)/secs/1e6, 100*secs/total.Seconds(), s.cpu.Seconds(), fmtRSS(s.peakRSS))
+			float64(s.rows)/secs, float64(s.bytes)/secs/1e6, 100*secs/total.Seconds(), s.cpu.Seconds(), benchutil.FmtRSS(s.peakRSS))
 		for _, n := range s.notes {
 			fmt.Fprintf(stdout, "    %s\n", n)
 		}
@@ -326,8 +325,8 @@ func runLimit(ctx context.Context, cfg config, g *generator, dir string, streams
 	if streams > 1 {
 		name = fmt.Sprintf("(a') raw write, %d streams", streams)
 	}
-	s := &stage{name: name, elapsed: elapsed, rows: cfg.rows, peakRSS: peakRSS()}
-	s.notes = append(s.notes, fmt.Sprintf("pre-sorted pairs, %d SST files, %s on disk", files.Load(), fmtBytes(fileBytes.Load())))
+	s := &stage{name: name, elapsed: elapsed, rows: cfg.rows, peakRSS: benchutil.PeakRSS()}
+	s.notes = append(s.notes, fmt.Sprintf("pre-sorted pairs, %d SST files, %s on disk", files.Load(), benchutil.FmtBytes(fileBytes.Load())))
 	return s, nil
 }
 
@@ -401,7 +400,7 @@ func runEncode(ctx context.Context, cfg config, g *generator, table *kv.Table) (
 		}
 	}
 	elapsed := time.Since(start) - genTime
-	s := &stage{name: "(b) encode + route", elapsed: elapsed, rows: cfg.rows, peakRSS: peakRSS()}
+	s := &stage{name: "(b) encode + route", elapsed: elapsed, rows: cfg.rows, peakRSS: benchutil.PeakRSS()}
 	s.notes = append(s.notes, fmt.Sprintf("input generation %.2fs excluded", genTime.Seconds()))
 	return s, nil
 }
@@ -498,14 +497,14 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 		snapBytes += r.Bytes
 		files += r.Files
 	}
-	s := &stage{name: "(c) full build", elapsed: elapsed, rows: cfg.rows, peakRSS: peakRSS()}
+	s := &stage{name: "(c) full build", elapsed: elapsed, rows: cfg.rows, peakRSS: benchutil.PeakRSS()}
 	s.notes = append(s.notes,
 		fmt.Sprintf("input generation %.2fs excluded; add phase %.2fs, finish %.2fs (wall)",
 			genTime.Seconds(), (addDone.Sub(start)-genTime).Seconds(), end.Sub(addDone).Seconds()),
 		fmt.Sprintf("busy time (summed over goroutines): sort+spill %.2fs, add waiting on spill %.2fs, merge+write %.2fs, ingest+checkpoint %.2fs, upload %.2fs, _METADATA %.2fs",
 			st.SortSpill.Seconds(), st.AddWait.Seconds(), st.MergeWrite.Seconds(), st.Checkpoint.Seconds(), st.Upload.Seconds(), st.MetadataWrite.Seconds()),
 		fmt.Sprintf("%d spill runs (%s); budget peak %s of %s; %d snapshot rows, %d duplicates, %d private files, %s uploaded",
-			st.Spills, fmtBytes(st.SpilledBytes), fmtBytes(st.PeakBudget), fmtBytes(st.MemoryBudget), rows, dups, files, fmtBytes(snapBytes)))
+			st.Spills, benchutil.FmtBytes(st.SpilledBytes), benchutil.FmtBytes(st.PeakBudget), benchutil.FmtBytes(st.MemoryBudget), rows, dups, files, benchutil.FmtBytes(snapBytes)))
 	if st.UnreproducibleManifests > 0 {
 		s.notes = append(s.notes, fmt.Sprintf("WARNING: %d MANIFESTs could not be normalized (not byte-reproducible)", st.UnreproducibleManifests))
 	}
@@ -539,7 +538,7 @@ func newGenerator(cfg config) *generator {
 		for j := range v {
 			if j < 40 {
 				if j%8 == 0 {
-					x = splitmix(x)
+					x = benchutil.SplitMix(x)
 				}
 				v[j] = byte(x >> (8 * (j % 8)))
 			} else {
@@ -574,13 +573,6 @@ func newGenerator(cfg config) *generator {
 	return g
 }
 
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // encodedSizes are the lengths of one row's key and value bytes as the
 // table encodes them: key = uvarint(len) + key; value = 2-byte schema id +
 // 1-byte null bitmap + both columns length-prefixed.
@@ -597,14 +589,14 @@ func uvarintLen(n int) int {
 
 // rowKey appends row i's key column bytes.
 func (g *generator) rowKey(dst []byte, i int64) []byte {
-	x := splitmix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
+	x := benchutil.SplitMix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
 	var w [8]byte
 	for need := g.cfg.keyBytes; need > 0; {
 		binary.BigEndian.PutUint64(w[:], x)
 		n := min(8, need)
 		dst = append(dst, w[:n]...)
 		need -= n
-		x = splitmix(x)
+		x = benchutil.SplitMix(x)
 	}
 	return dst
 }
@@ -623,11 +615,11 @@ func (g *generator) sortedKey(dst []byte, i int64) []byte {
 		return append(dst, w[8-g.cfg.keyBytes:]...)
 	}
 	step := math.MaxUint64 / uint64(g.cfg.rows)
-	x := splitmix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
+	x := benchutil.SplitMix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
 	binary.BigEndian.PutUint64(w[:], uint64(i)*step+x%step)
 	dst = append(dst, w[:]...)
 	for need := g.cfg.keyBytes - 8; need > 0; {
-		x = splitmix(x)
+		x = benchutil.SplitMix(x)
 		binary.BigEndian.PutUint64(w[:], x)
 		n := min(8, need)
 		dst = append(dst, w[:n]...)
@@ -673,60 +665,3 @@ var benchSchema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 func (g *generator) schema() *arrow.Schema { return benchSchema }
-
-// resetPeakRSS collects garbage, returns freed memory to the OS and resets
-// the kernel's peak-RSS mark; false when the reset is not possible.
-func resetPeakRSS() bool {
-	runtime.GC()
-	debug.FreeOSMemory()
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// peakRSS is VmHWM from /proc/self/status in bytes, or -1.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) >= 1 {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				if err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return -1
-}
-
-func fmtRSS(n int64) string {
-	if n < 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
-}
-
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
-}

@@ -15,12 +15,10 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -182,8 +180,8 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 		cfg.rows, cfg.buckets, cfg.batchRows, cfg.batchBytes, cfg.inflight, cfg.perBucket, cfg.keyBytes, cfg.valueBytes, cfg.protocol, info.ReplicationFactor, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "tier: %s\n", where)
 	fmt.Fprintf(stdout, "table %v: %s; encoded row: key %d B, value %d B; %s logical key+value bytes\n",
-		target, g.describe(), keyLen, valLen, fmtBytes(logical))
-	fmt.Fprintf(stdout, "loadavg before: %s\n", loadavg())
+		target, g.describe(), keyLen, valLen, benchutil.FmtBytes(logical))
+	fmt.Fprintf(stdout, "loadavg before: %s\n", benchutil.LoadAvg())
 
 	// The measured part: every row written through one Writer, then Flush
 	// (every row acknowledged: durable in its bucket's changelog and applied
@@ -199,7 +197,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu0 := cpuTime()
+	cpu0 := benchutil.CPUTime()
 	start := time.Now()
 	w, err := client.NewWriter(ctx, target)
 	if err != nil {
@@ -217,11 +215,11 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 		return fmt.Errorf("bench write: %w", err)
 	}
 	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := benchutil.CPUTime() - cpu0
 	pprof.StopCPUProfile()
 	st := w.Stats()
-	rss := peakRSS()
-	load := loadavg()
+	rss := benchutil.PeakRSS()
+	load := benchutil.LoadAvg()
 	if st.AckedRows != cfg.rows {
 		return fmt.Errorf("bench write: %d rows acknowledged, want %d", st.AckedRows, cfg.rows)
 	}
@@ -252,7 +250,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 	fmt.Fprintf(stdout, "CPU (user+sys, whole process): %.2fs, %.2f µs/row, %.2f of %d cores busy on average\n",
 		cpu.Seconds(), float64(cpu.Microseconds())/float64(cfg.rows), cpu.Seconds()/secs, runtime.NumCPU())
 	fmt.Fprintf(stdout, "batch latency (first attempt to acknowledgement): p50 %s, p99 %s, max %s\n", fmtDur(p50), fmtDur(p99), fmtDur(pmax))
-	fmt.Fprintf(stdout, "peak RSS (VmHWM, whole process%s): %s\n", map[bool]string{true: "", false: ": client, etcd, coordinator and tablet servers"}[cfg.server != ""], fmtRSS(rss))
+	fmt.Fprintf(stdout, "peak RSS (VmHWM, whole process%s): %s\n", map[bool]string{true: "", false: ": client, etcd, coordinator and tablet servers"}[cfg.server != ""], benchutil.FmtRSS(rss))
 	fmt.Fprintf(stdout, "verified: %d sampled rows read back equal (%.2fs); %s\n", min(int64(cfg.sample), cfg.rows), sampleTime.Seconds(), countNote)
 	fmt.Fprintf(stdout, "loadavg after: %s\n", load)
 	fmt.Fprintf(stdout, "ordinary write: %.0f rows/s\n", float64(cfg.rows)/secs)
@@ -332,10 +330,10 @@ func newGenerator(cfg config) *generator {
 	pattern := "thaw-bench-write-payload-"
 	b := make([]byte, cfg.valueBytes)
 	for i := range g.pool {
-		x := splitmix(cfg.seed ^ uint64(i)*0x9e3779b97f4a7c15)
+		x := benchutil.SplitMix(cfg.seed ^ uint64(i)*0x9e3779b97f4a7c15)
 		for j := range b {
 			if j < 16 {
-				x = splitmix(x)
+				x = benchutil.SplitMix(x)
 				b[j] = alphabet[x%uint64(len(alphabet))]
 			} else {
 				b[j] = pattern[j%len(pattern)]
@@ -344,13 +342,6 @@ func newGenerator(cfg config) *generator {
 		g.pool[i] = string(b)
 	}
 	return g
-}
-
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
 }
 
 // scramble is a bijection of uint64: every step is invertible.
@@ -396,7 +387,7 @@ func (g *generator) row(r kv.Row, i int64) {
 		} else {
 			copy(k, w[:])
 			for j := 8; j < len(k); j += 8 {
-				x = splitmix(x)
+				x = benchutil.SplitMix(x)
 				binary.BigEndian.PutUint64(w[:], x)
 				copy(k[j:], w[:])
 			}
@@ -450,61 +441,6 @@ func (l *latencies) percentiles() (p50, p99, pmax time.Duration) {
 	slices.Sort(l.d)
 	at := func(q float64) time.Duration { return l.d[min(len(l.d)-1, int(q*float64(len(l.d))))] }
 	return at(0.50), at(0.99), l.d[len(l.d)-1]
-}
-
-// cpuTime is the user+system CPU time the process used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "n/a"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// peakRSS is VmHWM from /proc/self/status in bytes, or -1.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			if f := strings.Fields(rest); len(f) >= 1 {
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return -1
-}
-
-func fmtRSS(n int64) string {
-	if n < 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
-}
-
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
 }
 
 func fmtDur(d time.Duration) string {

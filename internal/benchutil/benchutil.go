@@ -1,0 +1,91 @@
+// Package benchutil holds what thaw's benchmark harnesses (thaw bench ...)
+// share: process measurements (CPU time, peak RSS, load) and the number
+// formats of their reports. Linux figures come from /proc; elsewhere the
+// measurements report "not available" rather than a made-up value.
+package benchutil
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CPUTime is the process's user+system CPU time so far.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// PeakRSS is VmHWM from /proc/self/status in bytes, or -1.
+func PeakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			if f := strings.Fields(rest); len(f) >= 1 {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// ResetPeakRSS collects garbage, returns freed memory to the OS and resets
+// the kernel's peak-RSS mark; false when the reset is not possible.
+func ResetPeakRSS() bool {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// LoadAvg is the content of /proc/loadavg, or "n/a".
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// SplitMix is the splitmix64 finalizer: a cheap, well-mixed function of x
+// for synthetic data.
+func SplitMix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// FmtRSS formats a PeakRSS value in MiB ("n/a" when unknown).
+func FmtRSS(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+// FmtBytes formats a byte count with a binary unit.
+func FmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}

@@ -1,0 +1,39 @@
+package benchutil
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1536, "1.5 KiB"}, {5 << 20, "5.0 MiB"}, {3 << 30, "3.00 GiB"}} {
+		if got := FmtBytes(tc.n); got != tc.want {
+			t.Errorf("FmtBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	if FmtRSS(-1) != "n/a" || FmtRSS(300<<20) != "300 MiB" {
+		t.Errorf("FmtRSS: %q %q", FmtRSS(-1), FmtRSS(300<<20))
+	}
+}
+
+func TestMeasurements(t *testing.T) {
+	buf := make([]byte, 32<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	if rss := PeakRSS(); rss < int64(len(buf)) {
+		t.Errorf("PeakRSS = %d after touching %d bytes", rss, len(buf))
+	}
+	if CPUTime() <= 0 {
+		t.Error("CPUTime is not positive")
+	}
+	if f := strings.Fields(LoadAvg()); len(f) != 5 {
+		t.Errorf("LoadAvg = %q", LoadAvg())
+	}
+	if SplitMix(1) == SplitMix(2) || SplitMix(0) == 0 {
+		t.Error("SplitMix does not mix")
+	}
+}
