@@ -589,7 +589,7 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 		return wrapTier("create database "+name.db, err)
 	}
 	resp, err := coordDo(ctx, c, &tierv1.CreateTableRequest{
-		Path: name.path(), Schema: schemaToProto(schema), ReplicationFactor: int32(*replication), IgnoreIfExists: *ifNotExists,
+		Path: name.path(), Schema: tierpb.SchemaToProto(schema), ReplicationFactor: int32(*replication), IgnoreIfExists: *ifNotExists,
 	}, tierv1connect.CoordinatorServiceClient.CreateTable)
 	if err != nil {
 		return wrapTier("create table "+name.String(), err)
@@ -667,7 +667,7 @@ type bucketJSON struct {
 }
 
 func tableJSONOf(t *tierv1.TableInfo) (tableJSON, error) {
-	s, err := schemaFromProto(t.GetSchema())
+	s, err := tierpb.SchemaFromProto(t.GetSchema())
 	if err != nil {
 		return tableJSON{}, err
 	}
@@ -951,39 +951,6 @@ func partsJSON(ps []*tierv1.PartitionInfo) []partJSON {
 
 // ---------------------------------------------------------------------------
 // Schema conversion.
-
-func schemaToProto(s kv.TableSchema) *tierv1.TableSchema {
-	p := &tierv1.TableSchema{
-		SchemaId: int32(s.SchemaID), PrimaryKey: s.PrimaryKey, PartitionKeys: s.PartitionKeys, BucketKey: s.BucketKey,
-		Buckets: int32(s.Buckets), Bucketing: s.Bucketing.String(),
-	}
-	for _, c := range s.Columns {
-		p.Columns = append(p.Columns, &tierv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: c.Nullable})
-	}
-	return p
-}
-
-func schemaFromProto(p *tierv1.TableSchema) (kv.TableSchema, error) {
-	s := kv.TableSchema{
-		SchemaID: int16(p.GetSchemaId()), PrimaryKey: p.GetPrimaryKey(), PartitionKeys: p.GetPartitionKeys(),
-		BucketKey: p.GetBucketKey(), Buckets: int(p.GetBuckets()),
-	}
-	for _, c := range p.GetColumns() {
-		t, err := kv.ParseType(c.GetType())
-		if err != nil {
-			return s, fmt.Errorf("column %q: %w", c.GetName(), err)
-		}
-		s.Columns = append(s.Columns, kv.Column{Name: c.GetName(), Type: t, Nullable: c.GetNullable()})
-	}
-	if p.GetBucketing() != "" {
-		b, err := kv.ParseBucketing(p.GetBucketing())
-		if err != nil {
-			return s, err
-		}
-		s.Bucketing = b
-	}
-	return s, nil
-}
 
 // ---------------------------------------------------------------------------
 // JSON <-> kv.Row.

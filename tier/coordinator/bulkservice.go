@@ -380,7 +380,7 @@ func targetInfoProto(info *bulkload.TargetInfo) (*tierv1.BulkLoadTargetInfo, err
 	rec := bulkload.Record{Target: info.Handle.Target, TableID: info.Handle.TableID, PartitionID: info.Handle.PartitionID, TxnID: info.Handle.TxnID}
 	return &tierv1.BulkLoadTargetInfo{
 		Handle: handleProto(&rec), SchemaId: int32(info.SchemaID), TableSchemaJson: info.Schema,
-		Schema: schemaToProto(schema), BucketCount: int32(info.Buckets), Bucketing: info.Bucketing,
+		Schema: tierpb.SchemaToProto(schema), BucketCount: int32(info.Buckets), Bucketing: info.Bucketing,
 		RemoteDataDir: info.RemoteDataDir, SnapshotIds: info.SnapshotIDs, SnapshotDirs: info.SnapshotDirs,
 		ManifestPath: info.ManifestPath, BuildDeadlineMs: info.BuildDeadline.UnixMilli(),
 	}, nil

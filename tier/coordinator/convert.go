@@ -1,65 +1,24 @@
 package coordinator
 
 import (
-	"errors"
-	"fmt"
-	"math"
-
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // schemaFromProto converts a wire schema to kv's and validates it
-// (kv.NewTable). An empty bucketing means fluss.
+// (kv.NewTable).
 func schemaFromProto(p *tierv1.TableSchema) (kv.TableSchema, error) {
-	if p == nil {
-		return kv.TableSchema{}, errors.New("no schema")
-	}
-	if p.GetSchemaId() < 0 || p.GetSchemaId() > math.MaxInt16 {
-		return kv.TableSchema{}, fmt.Errorf("schema id %d not in 0..%d", p.GetSchemaId(), math.MaxInt16)
-	}
-	s := kv.TableSchema{
-		SchemaID:      int16(p.GetSchemaId()),
-		PrimaryKey:    p.GetPrimaryKey(),
-		PartitionKeys: p.GetPartitionKeys(),
-		BucketKey:     p.GetBucketKey(),
-		Buckets:       int(p.GetBuckets()),
-	}
-	for _, c := range p.GetColumns() {
-		t, err := kv.ParseType(c.GetType())
-		if err != nil {
-			return kv.TableSchema{}, fmt.Errorf("column %q: %w", c.GetName(), err)
-		}
-		s.Columns = append(s.Columns, kv.Column{Name: c.GetName(), Type: t, Nullable: c.GetNullable()})
-	}
-	if p.GetBucketing() != "" {
-		b, err := kv.ParseBucketing(p.GetBucketing())
-		if err != nil {
-			return kv.TableSchema{}, err
-		}
-		s.Bucketing = b
+	s, err := tierpb.SchemaFromProto(p)
+	if err != nil {
+		return kv.TableSchema{}, err
 	}
 	t, err := kv.NewTable(s)
 	if err != nil {
 		return kv.TableSchema{}, err
 	}
 	return t.Schema(), nil
-}
-
-func schemaToProto(s kv.TableSchema) *tierv1.TableSchema {
-	p := &tierv1.TableSchema{
-		SchemaId:      int32(s.SchemaID),
-		PrimaryKey:    s.PrimaryKey,
-		PartitionKeys: s.PartitionKeys,
-		BucketKey:     s.BucketKey,
-		Buckets:       int32(s.Buckets),
-		Bucketing:     s.Bucketing.String(),
-	}
-	for _, c := range s.Columns {
-		p.Columns = append(p.Columns, &tierv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: c.Nullable})
-	}
-	return p
 }
 
 func dataStateProto(s meta.DataState) tierv1.DataState {
@@ -86,7 +45,7 @@ func tableInfo(v meta.Versioned[meta.TableRecord]) *tierv1.TableInfo {
 	return &tierv1.TableInfo{
 		TableId:           r.ID,
 		Path:              &tierv1.TablePath{Database: r.Database, Table: r.Name},
-		Schema:            schemaToProto(r.Schema),
+		Schema:            tierpb.SchemaToProto(r.Schema),
 		ReplicationFactor: int32(r.ReplicationFactor),
 		RemoteDataDir:     r.RemoteDataDir,
 		DataState:         dataStateProto(r.DataState),

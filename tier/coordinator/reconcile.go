@@ -16,6 +16,7 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // reconciler is the leader's assignment loop: one goroutine (run) that
@@ -238,7 +239,7 @@ func notifyRequest(epoch int64, cl *cluster, n notice, id string) *tierv1.Notify
 	ts := n.state
 	tr := ts.table.Value
 	req.Path = targetPathProto(ts)
-	req.Schema = schemaToProto(tr.Schema)
+	req.Schema = tierpb.SchemaToProto(tr.Schema)
 	req.RemoteDataDir = tr.RemoteDataDir
 	req.AssignmentRevision = ts.assignment.Rev
 	req.DataState, req.BulkLoadId = dataStateOf(ts)

@@ -482,7 +482,7 @@ func (s *service) GetTargetLocations(ctx context.Context, req *connect.Request[t
 	servers := indexServers(set)
 	resp := &tierv1.GetTargetLocationsResponse{
 		TargetId: targetIDProto(ts.target()),
-		Schema:   schemaToProto(ts.table.Value.Schema),
+		Schema:   tierpb.SchemaToProto(ts.table.Value.Schema),
 	}
 	resp.DataState, resp.BulkLoadId = dataStateOf(ts)
 	for b, ba := range ts.assignment.Value.Buckets {

@@ -10,6 +10,7 @@ import (
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // targetOf converts a request's target ids.
@@ -48,31 +49,9 @@ func dataStateOf(s tierv1.DataState, bulkLoadID string, rev int64) (dataState, e
 
 // schemaOf converts a pushed schema and compiles it.
 func schemaOf(p *tierv1.TableSchema) (*kv.Table, error) {
-	if p == nil {
-		return nil, errors.New("no schema")
-	}
-	s := kv.TableSchema{
-		SchemaID:      int16(p.GetSchemaId()),
-		PrimaryKey:    p.GetPrimaryKey(),
-		PartitionKeys: p.GetPartitionKeys(),
-		BucketKey:     p.GetBucketKey(),
-		Buckets:       int(p.GetBuckets()),
-	}
-	if p.GetSchemaId() < 0 || p.GetSchemaId() > 32767 {
-		return nil, fmt.Errorf("schema id %d", p.GetSchemaId())
-	}
-	var err error
-	if p.GetBucketing() != "" {
-		if s.Bucketing, err = kv.ParseBucketing(p.GetBucketing()); err != nil {
-			return nil, err
-		}
-	}
-	for _, c := range p.GetColumns() {
-		t, err := kv.ParseType(c.GetType())
-		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", c.GetName(), err)
-		}
-		s.Columns = append(s.Columns, kv.Column{Name: c.GetName(), Type: t, Nullable: c.GetNullable()})
+	s, err := tierpb.SchemaFromProto(p)
+	if err != nil {
+		return nil, err
 	}
 	return kv.NewTable(s)
 }

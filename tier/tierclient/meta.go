@@ -2,7 +2,6 @@ package tierclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -77,51 +76,15 @@ func (t *TableInfo) KeyRow(pk ...any) (kv.Row, error) {
 	return r, nil
 }
 
-// SchemaToProto converts a kv schema to its wire form.
-func SchemaToProto(s kv.TableSchema) *tierv1.TableSchema {
-	p := &tierv1.TableSchema{
-		SchemaId:      int32(s.SchemaID),
-		PrimaryKey:    s.PrimaryKey,
-		PartitionKeys: s.PartitionKeys,
-		BucketKey:     s.BucketKey,
-		Buckets:       int32(s.Buckets),
-		Bucketing:     s.Bucketing.String(),
-	}
-	for _, c := range s.Columns {
-		p.Columns = append(p.Columns, &tierv1.Column{Name: c.Name, Type: c.Type.String(), Nullable: c.Nullable})
-	}
-	return p
-}
+// SchemaToProto converts a kv table schema to its wire form.
+func SchemaToProto(s kv.TableSchema) *tierv1.TableSchema { return tierpb.SchemaToProto(s) }
 
 // SchemaFromProto converts a wire schema to a compiled kv table. An empty
 // bucketing means fluss.
 func SchemaFromProto(p *tierv1.TableSchema) (*kv.Table, error) {
-	if p == nil {
-		return nil, errors.New("tierclient: no schema")
-	}
-	if p.GetSchemaId() < 0 || p.GetSchemaId() > math.MaxInt16 {
-		return nil, fmt.Errorf("tierclient: schema id %d not in 0..%d", p.GetSchemaId(), math.MaxInt16)
-	}
-	s := kv.TableSchema{
-		SchemaID:      int16(p.GetSchemaId()),
-		PrimaryKey:    p.GetPrimaryKey(),
-		PartitionKeys: p.GetPartitionKeys(),
-		BucketKey:     p.GetBucketKey(),
-		Buckets:       int(p.GetBuckets()),
-	}
-	for _, c := range p.GetColumns() {
-		t, err := kv.ParseType(c.GetType())
-		if err != nil {
-			return nil, fmt.Errorf("tierclient: column %q: %w", c.GetName(), err)
-		}
-		s.Columns = append(s.Columns, kv.Column{Name: c.GetName(), Type: t, Nullable: c.GetNullable()})
-	}
-	if p.GetBucketing() != "" {
-		b, err := kv.ParseBucketing(p.GetBucketing())
-		if err != nil {
-			return nil, fmt.Errorf("tierclient: %w", err)
-		}
-		s.Bucketing = b
+	s, err := tierpb.SchemaFromProto(p)
+	if err != nil {
+		return nil, fmt.Errorf("tierclient: %w", err)
 	}
 	t, err := kv.NewTable(s)
 	if err != nil {
