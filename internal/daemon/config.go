@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/thawdb/thaw/tier/coordinator"
 )
 
 // Config is implemented by *ServerConfig, *CoordinatorConfig and
@@ -260,6 +262,57 @@ type CoordinatorOptions struct {
 	TabletTimeout time.Duration `yaml:"tablet_timeout"`
 	// Fanout bounds concurrent coordinator → tablet calls (default 8).
 	Fanout int `yaml:"fanout"`
+	// BulkLoad tunes bulk-load transactions (the `coordinator.bulk_load:`
+	// section); a zero or absent key keeps the coordinator's default.
+	BulkLoad BulkLoadOptions `yaml:"bulk_load"`
+}
+
+// BulkLoadOptions tune bulk-load transactions; see docs/bulkload.md for
+// what each limit guards. Zero keeps the default.
+type BulkLoadOptions struct {
+	DefaultBuildTimeout   time.Duration `yaml:"default_build_timeout"`
+	MaxBuildTimeout       time.Duration `yaml:"max_build_timeout"`
+	CommitDecisionTimeout time.Duration `yaml:"commit_decision_timeout"`
+	ResultRetention       time.Duration `yaml:"result_retention"`
+	MaxActive             int           `yaml:"max_active"`
+	MaxPerTarget          int           `yaml:"max_per_target"`
+	MaxManifestBytes      ByteSize      `yaml:"max_manifest_bytes"`
+	MaxMetadataBytes      ByteSize      `yaml:"max_metadata_bytes"`
+	MaxInputBytes         ByteSize      `yaml:"max_input_bytes"`
+	// OrphanCleanInterval: negative disables the periodic sweep.
+	OrphanCleanInterval time.Duration `yaml:"orphan_clean_interval"`
+}
+
+// coordinatorConfig is the coordinator.Config these options give
+// coordinator id, advertised at addr, under the etcd prefix.
+func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string, replication int) coordinator.Config {
+	b := c.BulkLoad
+	return coordinator.Config{
+		ID:                       id,
+		AdvertiseAddress:         addr,
+		Prefix:                   prefix,
+		RemoteDataDir:            remoteDir,
+		LeaseTTL:                 c.LeaseTTL,
+		DefaultReplicationFactor: replication,
+		SnapshotRetention:        c.SnapshotRetention,
+		MaxMovesPerRound:         c.MaxMovesPerRound,
+		RebalanceInterval:        c.RebalanceInterval,
+		ResyncInterval:           c.ResyncInterval,
+		TabletTimeout:            c.TabletTimeout,
+		Fanout:                   c.Fanout,
+		BulkLoad: coordinator.BulkLoadConfig{
+			DefaultBuildTimeout:   b.DefaultBuildTimeout,
+			MaxBuildTimeout:       b.MaxBuildTimeout,
+			CommitDecisionTimeout: b.CommitDecisionTimeout,
+			ResultRetention:       b.ResultRetention,
+			MaxActive:             b.MaxActive,
+			MaxPerTarget:          b.MaxPerTarget,
+			MaxManifestBytes:      int64(b.MaxManifestBytes),
+			MaxMetadataBytes:      int64(b.MaxMetadataBytes),
+			MaxInputBytes:         int64(b.MaxInputBytes),
+			OrphanCleanInterval:   b.OrphanCleanInterval,
+		},
+	}
 }
 
 func (c *CoordinatorOptions) defaults() {

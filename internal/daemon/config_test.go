@@ -28,6 +28,9 @@ etcd:
 coordinator:
   lease_ttl: 3s
   snapshot_retention: 5
+  bulk_load:
+    max_build_timeout: 2h
+    max_manifest_bytes: 8MiB
 tablet:
   snapshot_interval: 90s
   cache_size: 1GiB
@@ -56,6 +59,9 @@ log:
 		{"coordinator.lease_ttl", cfg.Coordinator.LeaseTTL, 3 * time.Second},
 		{"coordinator.snapshot_retention", cfg.Coordinator.SnapshotRetention, 5},
 		{"coordinator.fanout (default)", cfg.Coordinator.Fanout, 8},
+		{"coordinator.bulk_load.max_build_timeout", cfg.Coordinator.BulkLoad.MaxBuildTimeout, 2 * time.Hour},
+		{"coordinator.bulk_load.max_manifest_bytes", cfg.Coordinator.BulkLoad.MaxManifestBytes, ByteSize(8 << 20)},
+		{"coordinator.bulk_load.result_retention (default)", cfg.Coordinator.BulkLoad.ResultRetention, time.Duration(0)},
 		{"tablet.snapshot_interval", cfg.Tablet.SnapshotInterval, 90 * time.Second},
 		{"tablet.cache_size", cfg.Tablet.CacheSize, ByteSize(1 << 30)},
 		{"tablet.memtable_budget", cfg.Tablet.MemTableBudget, ByteSize(64 << 20)},
@@ -69,6 +75,10 @@ log:
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
 		}
+	}
+	cc := cfg.Coordinator.coordinatorConfig("c1", "127.0.0.1:1", "/p", "file:///r", 3)
+	if cc.BulkLoad.MaxBuildTimeout != 2*time.Hour || cc.BulkLoad.MaxManifestBytes != 8<<20 || cc.SnapshotRetention != 5 {
+		t.Errorf("coordinatorConfig = %+v", cc)
 	}
 	ec := cfg.Embedded()
 	if ec.TabletServers != 5 || ec.Prefix != "/prod" || ec.Tablet.CacheSize != 1<<30 {

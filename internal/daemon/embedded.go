@@ -465,20 +465,7 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 		return errors.Join(err, cli.Close())
 	}
 	o := e.cfg.Coordinator
-	c, err := coordinator.New(coordinator.Config{
-		ID:                       id,
-		AdvertiseAddress:         e.addr,
-		Prefix:                   e.cfg.Prefix,
-		RemoteDataDir:            e.objects.Base(),
-		LeaseTTL:                 o.LeaseTTL,
-		DefaultReplicationFactor: min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1)),
-		SnapshotRetention:        o.SnapshotRetention,
-		MaxMovesPerRound:         o.MaxMovesPerRound,
-		RebalanceInterval:        o.RebalanceInterval,
-		ResyncInterval:           o.ResyncInterval,
-		TabletTimeout:            o.TabletTimeout,
-		Fanout:                   o.Fanout,
-	}, coordinator.Deps{
+	c, err := coordinator.New(o.coordinatorConfig(id, e.addr, e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1))), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    e.tablets.get,

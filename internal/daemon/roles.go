@@ -149,20 +149,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
 	o := cfg.Coordinator
-	c, err := coordinator.New(coordinator.Config{
-		ID:                       cfg.ID,
-		AdvertiseAddress:         addr,
-		Prefix:                   cfg.Etcd.Prefix,
-		RemoteDataDir:            objects.Base(),
-		LeaseTTL:                 o.LeaseTTL,
-		DefaultReplicationFactor: o.DefaultReplicationFactor,
-		SnapshotRetention:        o.SnapshotRetention,
-		MaxMovesPerRound:         o.MaxMovesPerRound,
-		RebalanceInterval:        o.RebalanceInterval,
-		ResyncInterval:           o.ResyncInterval,
-		TabletTimeout:            o.TabletTimeout,
-		Fanout:                   o.Fanout,
-	}, coordinator.Deps{
+	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, addr, cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    newTabletClients(NewHTTPClient()).get,
