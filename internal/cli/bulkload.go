@@ -12,8 +12,6 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
-	"github.com/thawdb/thaw/internal/daemon"
-	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // ---------------------------------------------------------------------------
@@ -33,47 +31,18 @@ func runBulkload(ctx context.Context, stdout io.Writer, args []string) error {
 	return dispatch(ctx, "thaw bulkload", bulkloadCommands(), args, stdout)
 }
 
-// bulkConn talks to the active coordinator's BulkLoadService, following
-// NOT_LEADER hints.
-type bulkConn struct {
-	base   string
-	client tierv1connect.BulkLoadServiceClient
-}
+// bulkConn talks to the active coordinator's BulkLoadService.
+type bulkConn = leaderConn[tierv1connect.BulkLoadServiceClient]
 
 func dialBulkLoad(server string) *bulkConn {
-	base := daemon.BaseURL(server)
-	return &bulkConn{base: base, client: tierv1connect.NewBulkLoadServiceClient(daemon.NewHTTPClient(), base)}
+	return dialLeader(server, tierv1connect.NewBulkLoadServiceClient)
 }
 
-// bulkDo calls the BulkLoadService as coordDo calls the
-// CoordinatorService: to the leader, retrying UNAVAILABLE and an election
-// in progress until ctx is done.
+// bulkDo calls the BulkLoadService of the active coordinator.
 func bulkDo[Req, Res any](ctx context.Context, c *bulkConn, req *Req,
 	call func(tierv1connect.BulkLoadServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*Res, error) {
-	delay := 50 * time.Millisecond
-	for {
-		resp, err := call(c.client, ctx, connect.NewRequest(req))
-		if err == nil {
-			return resp.Msg, nil
-		}
-		hint, notLeader := tierpb.IsNotLeader(err)
-		switch {
-		case notLeader && hint.Address != "" && daemon.BaseURL(hint.Address) != c.base:
-			c.base = daemon.BaseURL(hint.Address)
-			c.client = tierv1connect.NewBulkLoadServiceClient(daemon.NewHTTPClient(), c.base)
-			continue
-		case notLeader, tierpb.ReasonOf(err) == tierpb.ReasonUnavailable:
-		default:
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no coordinator answered at %s: %w", c.base, err)
-		case <-time.After(delay):
-			delay = min(2*delay, time.Second)
-		}
-	}
+	return leaderDo(ctx, c, req, call)
 }
 
 // parseTarget parses DATABASE.TABLE[/PARTITION].

@@ -221,22 +221,24 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// coordConn talks to the active coordinator, following NOT_LEADER hints.
-type coordConn struct {
-	base   string
-	client tierv1connect.CoordinatorServiceClient
+// leaderConn talks to the active coordinator through one of its services
+// (C is the generated connect client), following NOT_LEADER hints.
+type leaderConn[C any] struct {
+	base      string
+	client    C
+	newClient func(connect.HTTPClient, string, ...connect.ClientOption) C
 }
 
-func dialCoordinator(server string) *coordConn {
+func dialLeader[C any](server string, newClient func(connect.HTTPClient, string, ...connect.ClientOption) C) *leaderConn[C] {
 	base := daemon.BaseURL(server)
-	return &coordConn{base: base, client: tierv1connect.NewCoordinatorServiceClient(daemon.NewHTTPClient(), base)}
+	return &leaderConn[C]{base: base, client: newClient(daemon.NewHTTPClient(), base), newClient: newClient}
 }
 
-// coordDo calls the coordinator: on NOT_LEADER with a leader address it
+// leaderDo calls the coordinator: on NOT_LEADER with a leader address it
 // goes there, on UNAVAILABLE or NOT_LEADER without one (an election in
 // progress) it retries with backoff until ctx is done.
-func coordDo[Req, Res any](ctx context.Context, c *coordConn, req *Req,
-	call func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+func leaderDo[C, Req, Res any](ctx context.Context, c *leaderConn[C], req *Req,
+	call func(C, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*Res, error) {
 	delay := 50 * time.Millisecond
 	for {
@@ -248,7 +250,7 @@ func coordDo[Req, Res any](ctx context.Context, c *coordConn, req *Req,
 		switch {
 		case notLeader && hint.Address != "" && daemon.BaseURL(hint.Address) != c.base:
 			c.base = daemon.BaseURL(hint.Address)
-			c.client = tierv1connect.NewCoordinatorServiceClient(daemon.NewHTTPClient(), c.base)
+			c.client = c.newClient(daemon.NewHTTPClient(), c.base)
 			continue
 		case notLeader, tierpb.ReasonOf(err) == tierpb.ReasonUnavailable:
 		default:
@@ -261,6 +263,20 @@ func coordDo[Req, Res any](ctx context.Context, c *coordConn, req *Req,
 			delay = min(2*delay, time.Second)
 		}
 	}
+}
+
+// coordConn talks to the active coordinator's CoordinatorService.
+type coordConn = leaderConn[tierv1connect.CoordinatorServiceClient]
+
+func dialCoordinator(server string) *coordConn {
+	return dialLeader(server, tierv1connect.NewCoordinatorServiceClient)
+}
+
+// coordDo calls the CoordinatorService of the active coordinator.
+func coordDo[Req, Res any](ctx context.Context, c *coordConn, req *Req,
+	call func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+) (*Res, error) {
+	return leaderDo(ctx, c, req, call)
 }
 
 // tierError prints a tier RPC error as "what: REASON: message" and keeps
