@@ -1,0 +1,222 @@
+package cron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// ErrInvalid reports an expression or time zone that cannot be scheduled.
+var ErrInvalid = errors.New("cron: invalid schedule")
+
+// Entry is one policy's schedule.
+type Entry struct {
+	Policy string
+	// Cron is a standard 5-field expression (minute hour day-of-month month
+	// day-of-week) or a descriptor (@daily, @hourly, @every 1h30m, ...).
+	Cron string
+	// TimeZone is an IANA zone name; "" is UTC.
+	TimeZone string
+}
+
+// neverRef is a fixed instant to test that a schedule fires at all (a
+// leap year, so that February 29 is found).
+var neverRef = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// parser is the standard 5-field parser plus descriptors; no seconds field.
+var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// schedule parses expr in the named zone.
+func schedule(expr, timeZone string) (cron.Schedule, error) {
+	fields := strings.Fields(expr)
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("%w: empty cron expression", ErrInvalid)
+	}
+	if strings.HasPrefix(fields[0], "TZ=") || strings.HasPrefix(fields[0], "CRON_TZ=") {
+		return nil, fmt.Errorf("%w: %q: give the zone as the time zone, not a %s prefix", ErrInvalid, expr, fields[0][:strings.IndexByte(fields[0], '=')+1])
+	}
+	if timeZone == "" {
+		timeZone = "UTC"
+	}
+	if timeZone == "Local" {
+		return nil, fmt.Errorf("%w: time zone Local depends on the machine; name the zone", ErrInvalid)
+	}
+	if strings.ContainsAny(timeZone, " \t\n") {
+		return nil, fmt.Errorf("%w: unknown time zone %q", ErrInvalid, timeZone)
+	}
+	if _, err := time.LoadLocation(timeZone); err != nil {
+		return nil, fmt.Errorf("%w: unknown time zone %q", ErrInvalid, timeZone)
+	}
+	// robfig reads the zone from a CRON_TZ prefix; the fields are re-joined
+	// with single spaces because its descriptor matching is exact.
+	s, err := parser.Parse("CRON_TZ=" + timeZone + " " + strings.Join(fields, " "))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrInvalid, expr, err)
+	}
+	if spec, ok := s.(*cron.SpecSchedule); ok && spec.Hour&starBit == 0 {
+		s = onceSchedule{spec}
+	}
+	// robfig gives up (zero time) when nothing matches within five years:
+	// "0 0 30 2 *" parses but never fires.
+	if s.Next(neverRef).IsZero() {
+		return nil, fmt.Errorf("%w: %q never fires", ErrInvalid, expr)
+	}
+	return s, nil
+}
+
+// starBit marks a field written as * or ? in robfig's SpecSchedule.
+const starBit = 1 << 63
+
+// onceSchedule skips the second occurrence of a local time that a
+// daylight-saving change repeats: robfig fires 02:30 twice on a fall-back
+// night, we fire it once. As in Vixie cron, this applies to schedules with
+// fixed hours only; one whose hour is * keeps firing by the clock through
+// the repeated hour.
+type onceSchedule struct{ *cron.SpecSchedule }
+
+// dstShifts are the clock changes that exist (Lord Howe Island shifts by
+// 30 minutes, everyone else by one hour; two hours covers the historical
+// double summer times).
+var dstShifts = []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour}
+
+func (s onceSchedule) Next(after time.Time) time.Time {
+	n := s.SpecSchedule.Next(after)
+	for i := 0; i < 1000 && !n.IsZero() && s.repeated(n); i++ {
+		n = s.SpecSchedule.Next(n)
+	}
+	return n
+}
+
+// repeated reports that the wall-clock time of t in the schedule's zone
+// already happened shortly before t.
+func (s onceSchedule) repeated(t time.Time) bool {
+	local := t.In(s.Location)
+	for _, d := range dstShifts {
+		if earlier := t.Add(-d).In(s.Location); sameWallClock(earlier, local) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameWallClock(a, b time.Time) bool {
+	ay, am, ad := a.Date()
+	by, bm, bd := b.Date()
+	return ay == by && am == bm && ad == bd && a.Hour() == b.Hour() && a.Minute() == b.Minute() && a.Second() == b.Second()
+}
+
+// Validate checks that expr parses (5 fields or a descriptor) and timeZone
+// is a known IANA zone ("" = UTC).
+func Validate(expr, timeZone string) error {
+	_, err := schedule(expr, timeZone)
+	return err
+}
+
+// Next returns the entry's first fire time strictly after after. Times are
+// computed in the entry's zone: a local time that a daylight-saving change
+// skips does not fire that day, and one it repeats fires once.
+func Next(e Entry, after time.Time) (time.Time, error) {
+	s, err := schedule(e.Cron, e.TimeZone)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("policy %s: %w", e.Policy, err)
+	}
+	next := s.Next(after)
+	if next.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: policy %s: %q never fires", ErrInvalid, e.Policy, e.Cron)
+	}
+	return next, nil
+}
+
+// Trigger calls fire for each entry at its scheduled times.
+type Trigger struct {
+	entries []entry
+	fire    func(ctx context.Context, policy string)
+	log     *slog.Logger
+}
+
+type entry struct {
+	Entry
+	sched cron.Schedule
+}
+
+// New validates every entry. fire is called from Run's goroutine, one call
+// at a time; it should only enqueue (a slow fire delays later fires, and
+// fire times that pass while it runs are skipped, not replayed). A nil
+// logger discards.
+func New(entries []Entry, fire func(ctx context.Context, policy string), logger *slog.Logger) (*Trigger, error) {
+	if fire == nil {
+		return nil, errors.New("cron: nil fire function")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	t := &Trigger{fire: fire, log: logger}
+	var errs []error
+	for _, e := range entries {
+		s, err := schedule(e.Cron, e.TimeZone)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy %s: %w", e.Policy, err))
+			continue
+		}
+		t.entries = append(t.entries, entry{Entry: e, sched: s})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return t, nil
+}
+
+// Run fires entries until ctx is done, then returns nil. It reads the clock
+// only through time.Now and time.NewTimer, so testing/synctest can drive it.
+// Schedules start from the time Run starts: fire times missed while the
+// process was not running are not replayed (the promoter's periodic
+// reconcile catches up level-based). Entries due at the same instant fire
+// in the order given to New.
+func (t *Trigger) Run(ctx context.Context) error {
+	if len(t.entries) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	now := time.Now()
+	next := make([]time.Time, len(t.entries))
+	for i, e := range t.entries {
+		next[i] = e.sched.Next(now)
+		t.log.Debug("cron scheduled", "policy", e.Policy, "cron", e.Cron, "zone", e.TimeZone, "next", next[i])
+	}
+	for {
+		earliest := time.Time{}
+		for _, n := range next {
+			if !n.IsZero() && (earliest.IsZero() || n.Before(earliest)) {
+				earliest = n
+			}
+		}
+		if earliest.IsZero() {
+			<-ctx.Done() // nothing will ever fire
+			return nil
+		}
+		timer := time.NewTimer(time.Until(earliest))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		now = time.Now()
+		for i, e := range t.entries {
+			if next[i].IsZero() || next[i].After(now) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			t.log.Info("cron fired", "policy", e.Policy, "scheduled", next[i])
+			t.fire(ctx, e.Policy)
+			next[i] = e.sched.Next(time.Now())
+		}
+	}
+}

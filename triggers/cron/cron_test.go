@@ -1,0 +1,307 @@
+package cron_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/triggers/cron"
+)
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestNext(t *testing.T) {
+	cases := []struct {
+		name, cron, zone, after string
+		want                    []string // successive fire times, UTC
+	}{
+		{"every 15 minutes", "*/15 * * * *", "", "2026-03-28T23:59:30Z",
+			[]string{"2026-03-29T00:00:00Z", "2026-03-29T00:15:00Z", "2026-03-29T00:30:00Z"}},
+		{"every 15 minutes from a fire time", "*/15 * * * *", "UTC", "2026-03-29T00:15:00Z",
+			[]string{"2026-03-29T00:30:00Z"}},
+		{"@daily in UTC", "@daily", "", "2026-01-10T05:00:00Z",
+			[]string{"2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z"}},
+		{"@daily in Berlin is 23:00 UTC in winter", "@daily", "Europe/Berlin", "2026-01-10T05:00:00Z",
+			[]string{"2026-01-10T23:00:00Z", "2026-01-11T23:00:00Z"}},
+		{"@hourly", "@hourly", "", "2026-01-10T05:59:59Z",
+			[]string{"2026-01-10T06:00:00Z", "2026-01-10T07:00:00Z"}},
+		{"@every 90s", "@every 90s", "", "2026-01-10T05:00:00Z",
+			[]string{"2026-01-10T05:01:30Z", "2026-01-10T05:03:00Z"}},
+		// Europe/Berlin springs forward on 2026-03-29 at 02:00 CET -> 03:00 CEST.
+		{"03:00 Berlin across spring forward", "0 3 * * *", "Europe/Berlin", "2026-03-27T12:00:00Z",
+			[]string{"2026-03-28T02:00:00Z", "2026-03-29T01:00:00Z", "2026-03-30T01:00:00Z"}},
+		{"02:30 Berlin is skipped on spring forward day", "30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z",
+			[]string{"2026-03-30T00:30:00Z"}},
+		// and falls back on 2026-10-25 at 03:00 CEST -> 02:00 CET: 02:30 happens twice.
+		{"02:30 Berlin fires once on fall back day", "30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
+		{"every 20 minutes of hour 2 Berlin: once on fall back day", "*/20 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z",
+			[]string{"2026-10-25T00:40:00Z", "2026-10-26T01:00:00Z"}},
+		{"every 15 minutes Berlin runs on through the repeated hour", "*/15 * * * *", "Europe/Berlin", "2026-10-25T00:30:00Z",
+			[]string{"2026-10-25T00:45:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:15:00Z"}},
+		{"weekdays in New York", "0 9 * * MON-FRI", "America/New_York", "2026-01-09T15:00:00Z", // a Friday, after 09:00 EST
+			[]string{"2026-01-12T14:00:00Z", "2026-01-13T14:00:00Z"}},
+		{"first of the month", "0 0 1 * *", "", "2026-01-31T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
+		{"extra spaces", "  0   2 * * *  ", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T02:00:00Z"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := cron.Entry{Policy: "p", Cron: c.cron, TimeZone: c.zone}
+			after := at(c.after)
+			var got []string
+			for range c.want {
+				next, err := cron.Next(e, after)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !next.After(after) {
+					t.Fatalf("Next(%s) = %s, not after it", after, next)
+				}
+				got = append(got, next.UTC().Format(time.RFC3339))
+				after = next
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("fires %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := []struct{ cron, zone string }{
+		{"0 2 * * *", ""}, {"0 2 * * *", "Europe/Berlin"}, {"*/5 1-3,7 1,15 JAN-mar sun", "UTC"},
+		{"@weekly", "Asia/Tokyo"}, {"@every 1h30m", ""}, {"0 0 29 2 *", ""}, {"? * * * ?", ""},
+	}
+	for _, c := range good {
+		if err := cron.Validate(c.cron, c.zone); err != nil {
+			t.Errorf("Validate(%q, %q) = %v", c.cron, c.zone, err)
+		}
+	}
+	bad := []struct{ cron, zone, msg string }{
+		{"", "", "empty"},
+		{"0 0 2 * * *", "", "expected exactly 5 fields"},
+		{"0 2 * *", "", "expected exactly 5 fields"},
+		{"61 * * * *", "", "above maximum"},
+		{"0 0 * * 7", "", "above maximum"},
+		{"CRON_TZ=UTC 0 2 * * *", "", "CRON_TZ= prefix"},
+		{"TZ=UTC 0 2 * * *", "", "TZ= prefix"},
+		{"0 2 * * *", "Mars/Olympus", `unknown time zone "Mars/Olympus"`},
+		{"0 2 * * *", "Local", "Local"},
+		{"0 0 30 2 *", "", "never fires"},
+		{"@fortnightly", "", "unrecognized descriptor"},
+	}
+	for _, c := range bad {
+		err := cron.Validate(c.cron, c.zone)
+		if err == nil || !errors.Is(err, cron.ErrInvalid) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("Validate(%q, %q) = %v, want ErrInvalid mentioning %q", c.cron, c.zone, err, c.msg)
+		}
+	}
+	if _, err := cron.Next(cron.Entry{Policy: "nightly", Cron: "0 25 * * *"}, time.Now()); err == nil || !strings.Contains(err.Error(), "policy nightly") {
+		t.Errorf("Next with a bad entry: %v", err)
+	}
+}
+
+// The policies package validates cron expressions without robfig; whatever
+// it accepts must schedule here.
+var agreementCorpus = []string{
+	"0 2 * * *", "*/15 * * * *", "5/15 * * * *", "0 0-23/2 * * *", "0 0 1,15 * *", "0 0 * JAN,Jul *",
+	"0 0 * * MON-FRI", "0 0 * * sun", "? ? ? ? ?", "0 12 31 12 6", "59 23 31 dec sat", "0 0 1 1 0",
+	"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly", "@every 1s", "@every 2h45m",
+	"60 * * * *", "* 24 * * *", "* * 0 * *", "* * 32 * *", "* * * 13 *", "* * * 0 *", "* * * * 7", "*/0 * * * *",
+	"5-1 * * * *", "*-5 * * * *", "1-2-3 * * * *", "1/2/3 * * * *", "a * * * *", "* * * * * *", "* * * *",
+	"@every 0s", "@every", "@every x", "@daily extra", "1,,2 * * * *", "+5 * * * *", "-1 * * * *",
+}
+
+func TestPoliciesValidatorAgrees(t *testing.T) {
+	accepted := 0
+	for _, expr := range agreementCorpus {
+		if checkAgreement(t, expr) {
+			accepted++
+		}
+	}
+	if accepted < 20 || accepted == len(agreementCorpus) {
+		t.Errorf("policies accepted %d of %d: the corpus should hold both kinds", accepted, len(agreementCorpus))
+	}
+}
+
+func checkAgreement(t testing.TB, expr string) bool {
+	t.Helper()
+	if policies.ValidateCron(expr) != nil {
+		return false
+	}
+	if err := cron.Validate(expr, "UTC"); err != nil && !strings.Contains(err.Error(), "never fires") {
+		t.Errorf("policies accepts %q, the cron trigger does not: %v", expr, err)
+	}
+	return true
+}
+
+func FuzzPoliciesValidatorAgrees(f *testing.F) {
+	for _, expr := range agreementCorpus {
+		f.Add(expr)
+	}
+	f.Fuzz(func(t *testing.T, expr string) { checkAgreement(t, expr) })
+}
+
+type recorder struct {
+	mu    sync.Mutex
+	start time.Time
+	fires []string
+}
+
+func (r *recorder) fire(ctx context.Context, policy string) {
+	if ctx.Err() != nil {
+		panic("fired with a done context")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fires = append(r.fires, fmt.Sprintf("%s@%s", policy, time.Since(r.start)))
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.fires
+	r.fires = nil
+	return out
+}
+
+func TestRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The bubble's clock starts at 2000-01-01 00:00:00 UTC (01:00 in Berlin).
+		r := &recorder{start: time.Now()}
+		tr, err := cron.New([]cron.Entry{
+			{Policy: "quarter", Cron: "*/15 * * * *"},
+			{Policy: "hourly", Cron: "@hourly"},
+			{Policy: "berlin", Cron: "30 0 * * *", TimeZone: "Europe/Berlin"},
+		}, r.fire, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tr.Run(ctx) }()
+
+		time.Sleep(61 * time.Minute)
+		synctest.Wait()
+		want := []string{"quarter@15m0s", "quarter@30m0s", "quarter@45m0s", "quarter@1h0m0s", "hourly@1h0m0s"}
+		if got := r.take(); !reflect.DeepEqual(got, want) {
+			t.Errorf("first hour: %v, want %v", got, want)
+		}
+
+		// 00:30 Berlin is 23:30 UTC.
+		time.Sleep(23*time.Hour - 2*time.Minute) // to 23:59
+		synctest.Wait()
+		var berlin []string
+		for _, f := range r.take() {
+			if strings.HasPrefix(f, "berlin@") {
+				berlin = append(berlin, f)
+			}
+		}
+		if want := []string{"berlin@23h30m0s"}; !reflect.DeepEqual(berlin, want) {
+			t.Errorf("berlin fires %v, want %v", berlin, want)
+		}
+
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+		default:
+			t.Fatal("Run did not return after cancel")
+		}
+		time.Sleep(3 * time.Hour)
+		synctest.Wait()
+		if got := r.take(); len(got) != 0 {
+			t.Errorf("fired after cancel: %v", got)
+		}
+	})
+}
+
+func TestRunSlowFireSkipsMissedTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{start: time.Now()}
+		slow := func(ctx context.Context, policy string) {
+			r.fire(ctx, policy)
+			time.Sleep(40 * time.Minute) // 15m + 40m = 55m: 30m and 45m pass meanwhile
+		}
+		tr, err := cron.New([]cron.Entry{{Policy: "q", Cron: "*/15 * * * *"}}, slow, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tr.Run(ctx) }()
+		time.Sleep(61 * time.Minute)
+		synctest.Wait()
+		if got, want := r.take(), []string{"q@15m0s", "q@1h0m0s"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("fires %v, want %v", got, want)
+		}
+		cancel()
+		time.Sleep(time.Hour) // let the slow fire in progress finish
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func TestRunWithoutEntriesWaitsForCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr, err := cron.New(nil, func(context.Context, string) { panic("fired") }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- tr.Run(ctx) }()
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("Run returned before cancel")
+		default:
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func TestNewValidatesEveryEntry(t *testing.T) {
+	_, err := cron.New([]cron.Entry{
+		{Policy: "ok", Cron: "@daily"},
+		{Policy: "bad-field", Cron: "0 24 * * *"},
+		{Policy: "bad-zone", Cron: "@daily", TimeZone: "Nowhere/City"},
+	}, func(context.Context, string) {}, nil)
+	if err == nil || !errors.Is(err, cron.ErrInvalid) {
+		t.Fatalf("New: %v, want ErrInvalid", err)
+	}
+	for _, name := range []string{"policy bad-field", "policy bad-zone"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name %s", err, name)
+		}
+	}
+	if strings.Contains(err.Error(), "policy ok") {
+		t.Errorf("error %q names the valid entry", err)
+	}
+	if _, err := cron.New(nil, nil, nil); err == nil {
+		t.Errorf("New with a nil fire function succeeded")
+	}
+}
