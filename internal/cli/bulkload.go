@@ -1,28 +1,45 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/snapshotbuild"
 )
 
 // ---------------------------------------------------------------------------
-// thaw bulkload: inspect and abort bulk-load transactions. Beginning and
-// committing them is the promoter's (or an SDK caller's) business.
+// thaw bulkload: inspect and abort bulk-load transactions, and the
+// scriptable pieces of a distributed load: begin (prints the build context),
+// build (some buckets from Parquet files; prints their results) and commit
+// (checks the results cover every bucket once, commits). See
+// docs/bulkload-cli.md.
 
 func bulkloadCommands() []command {
 	return []command{
+		{name: "begin", summary: "begin a bulk load of an empty target and print its build context", run: runBulkloadBegin},
+		{name: "build", summary: "build some buckets of a begun bulk load from Parquet files and print their results", run: runBulkloadBuild},
+		{name: "commit", summary: "commit a bulk load from the results of its builds", run: runBulkloadCommit},
 		{name: "list", summary: "list bulk-load transactions (--all includes terminal ones)", run: runBulkloadList},
 		{name: "status", summary: "show one bulk-load transaction, with restore progress", run: runBulkloadStatus},
-		{name: "abort", summary: "abort a BEGUN bulk-load transaction and wait until its fence is lifted", run: runBulkloadAbort},
+		{name: "abort", summary: "abort a BEGUN bulk-load transaction (by TXN_ID or --context) and lift its fence", run: runBulkloadAbort},
 	}
 }
 
@@ -268,15 +285,25 @@ func runBulkloadStatus(ctx context.Context, stdout io.Writer, args []string) err
 }
 
 func runBulkloadAbort(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := tierFlagSet("thaw bulkload abort", "TXN_ID", stdout)
+	fs := tierFlagSet("thaw bulkload abort", "TXN_ID | --context FILE", stdout)
 	var cf clientFlags
 	cf.register(fs)
+	contextFile := fs.String("context", "", "build context file (from thaw bulkload begin; - for stdin) instead of TXN_ID")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	id, err := txnArg(fs, pos)
-	if err != nil {
+	var id string
+	if *contextFile != "" {
+		if len(pos) > 0 {
+			return usageError("%s takes TXN_ID or --context, not both", fs.Name())
+		}
+		bc, err := readBuildContext(*contextFile)
+		if err != nil {
+			return err
+		}
+		id = bc.Handle().TxnID
+	} else if id, err = txnArg(fs, pos); err != nil {
 		return err
 	}
 	if err := cf.check(); err != nil {
@@ -294,4 +321,314 @@ func runBulkloadAbort(ctx context.Context, stdout io.Writer, args []string) erro
 	}
 	fmt.Fprintf(stdout, "aborted bulk load %s of %s\n", id, bulkTargetName(resp.GetStatus().GetHandle()))
 	return nil
+}
+
+// readBuildContext reads a serialized build context from path ("-": stdin).
+func readBuildContext(path string) (*bulkloadclient.BuildContext, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(tierStdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read build context: %w", err)
+	}
+	bc, err := bulkloadclient.UnmarshalBuildContext(bytes.TrimSpace(b))
+	if err != nil {
+		return nil, fmt.Errorf("build context %s: %w", path, err)
+	}
+	return bc, nil
+}
+
+// writeOutput writes b to the file path, or to stdout when path is "".
+func writeOutput(stdout io.Writer, path string, b []byte) error {
+	if path == "" {
+		_, err := stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// serverFlags are --server and --timeout, for the commands whose output
+// format is fixed.
+type serverFlags struct {
+	server  string
+	timeout time.Duration
+}
+
+func (c *serverFlags) register(fs *flag.FlagSet) {
+	def := os.Getenv("THAW_SERVER")
+	if def == "" {
+		def = DefaultServer
+	}
+	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL ($THAW_SERVER sets the default)")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up waiting for the coordinator after this long")
+}
+
+func (c *serverFlags) check() error {
+	if c.server == "" {
+		return usageError("--server is empty")
+	}
+	if c.timeout <= 0 {
+		return usageError("--timeout must be positive")
+	}
+	return nil
+}
+
+func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw bulkload begin", "DATABASE.TABLE[/PARTITION]", stdout)
+	var sf serverFlags
+	sf.register(fs)
+	token := fs.String("token", "", "caller token; the same token resumes the same transaction (default: a fresh one)")
+	buildTimeout := fs.Duration("build-timeout", 0, "build window: the server aborts the transaction if no Commit comes in time (default: the server's)")
+	out := fs.String("out", "", "write the build context to this file instead of stdout")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("%s takes one DATABASE.TABLE[/PARTITION] (got %d arguments)", fs.Name(), len(pos))
+	}
+	tp, err := parseTarget(pos[0])
+	if err != nil {
+		return err
+	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	if *buildTimeout < 0 {
+		return usageError("--build-timeout must not be negative")
+	}
+	target := bulkload.Target{Database: tp.GetDatabase(), Table: tp.GetTable(), Partition: tp.GetPartition()}
+	tok := *token
+	if tok == "" {
+		tok = newCallerToken("thaw-cli-")
+	}
+	c, err := bulkClient(ctx, sf.server)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sf.timeout)
+	defer cancel()
+	bc, err := beginRetrying(ctx, c, target, tok, bulkloadclient.BeginOptions{BuildTimeout: *buildTimeout})
+	if err != nil {
+		return err
+	}
+	b, err := bc.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := writeOutput(stdout, *out, append(b, '\n')); err != nil {
+		return err
+	}
+	fmt.Fprintf(progressOutput, "thaw: began bulk load %s of %s: %d buckets, caller token %s, build deadline %s\n",
+		bc.Handle().TxnID, target, bc.Buckets(), tok, bc.BuildDeadline().Format(time.RFC3339))
+	return nil
+}
+
+// parseBuckets parses "0-7,9,12-13" (or "all") into sorted, distinct
+// buckets below n.
+func parseBuckets(spec string, n int) ([]int, error) {
+	if spec == "all" {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return all, nil
+	}
+	seen := make([]bool, n)
+	var out []int
+	for part := range strings.SplitSeq(spec, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, usageError("--buckets %q: want buckets like 0-7,9 or all", spec)
+		}
+		if b >= n {
+			return nil, usageError("--buckets %q: bucket %d out of range: the target has %d buckets (0-%d)", spec, b, n, n-1)
+		}
+		for i := a; i <= b; i++ {
+			if !seen[i] {
+				seen[i] = true
+				out = append(out, i)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw bulkload build", "--context FILE --buckets LIST FILE|DIR...", stdout)
+	contextFile := fs.String("context", "", "build context file from thaw bulkload begin (- for stdin; required)")
+	bucketSpec := fs.String("buckets", "", "buckets to build, like 0-7,9 or all (required)")
+	route := fs.String("route", "skip", "rows of buckets not in --buckets: skip (every builder reads the same files) or error")
+	out := fs.String("out", "", "write the results to this file instead of stdout")
+	var o buildOptions
+	var mem byteSizeFlag
+	registerBuildFlags(fs, &o, &mem)
+	paths, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if *contextFile == "" || *bucketSpec == "" {
+		return usageError("%s needs --context FILE and --buckets LIST", fs.Name())
+	}
+	if len(paths) == 0 {
+		return usageError("%s needs Parquet files or directories", fs.Name())
+	}
+	switch *route {
+	case "skip", "error":
+	default:
+		return usageError("--route %q: want skip or error", *route)
+	}
+	if o.workers < 0 {
+		return usageError("--workers must not be negative")
+	}
+	bc, err := readBuildContext(*contextFile)
+	if err != nil {
+		return err
+	}
+	buckets, err := parseBuckets(*bucketSpec, bc.Buckets())
+	if err != nil {
+		return err
+	}
+	o.buckets, o.skip, o.memory = buckets, *route == "skip", mem.n
+	if len(buckets) == bc.Buckets() {
+		o.buckets = nil // every bucket: nothing to route away
+	}
+	in, err := openParquetInput(paths)
+	if err != nil {
+		return err
+	}
+	if d := bc.BuildDeadline(); time.Now().After(d) {
+		// The server has most likely aborted the transaction; clocks may
+		// differ, so this is a warning and the commit will tell.
+		fmt.Fprintf(progressOutput, "thaw: warning: the build deadline of bulk load %s passed at %s\n", bc.Handle().TxnID, d.Format(time.RFC3339))
+	}
+	prog := newProgress(progressOutput, in)
+	prog.printf("building %d of %d buckets of bulk load %s of %s from %d files (%d rows, %s)",
+		len(buckets), bc.Buckets(), bc.Handle().TxnID, bc.Target(), len(in.files), in.rows, mb(in.bytes))
+	results, err := buildInput(ctx, bc, in, o, prog)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", bc.Target(), err)
+	}
+	var buf bytes.Buffer
+	if err := writeTierJSON(&buf, results); err != nil {
+		return err
+	}
+	return writeOutput(stdout, *out, buf.Bytes())
+}
+
+// readResults reads result files (a JSON array of bucket results, or one
+// result) and reports, per bucket, the files that hold it.
+func readResults(paths []string) ([]snapshotbuild.BucketResult, map[int][]string, error) {
+	var all []snapshotbuild.BucketResult
+	from := map[int][]string{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read results: %w", err)
+		}
+		b = bytes.TrimSpace(b)
+		var rs []snapshotbuild.BucketResult
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if len(b) > 0 && b[0] == '{' {
+			var r snapshotbuild.BucketResult
+			err = dec.Decode(&r)
+			rs = []snapshotbuild.BucketResult{r}
+		} else {
+			err = dec.Decode(&rs)
+		}
+		if err == nil && dec.More() {
+			err = errors.New("trailing data")
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("results %s: want the JSON array thaw bulkload build prints: %w", p, err)
+		}
+		for _, r := range rs {
+			from[r.Bucket] = append(from[r.Bucket], p)
+		}
+		all = append(all, rs...)
+	}
+	return all, from, nil
+}
+
+func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw bulkload commit", "--context FILE RESULTS...", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	contextFile := fs.String("context", "", "build context file from thaw bulkload begin (- for stdin; required)")
+	budget := fs.Duration("budget", 10*time.Minute, "how long Commit may retry and wait for every bucket to be readable")
+	paths, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if *contextFile == "" {
+		return usageError("%s needs --context FILE", fs.Name())
+	}
+	if len(paths) == 0 {
+		return usageError("%s needs the result files of the builds", fs.Name())
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	if *budget <= 0 {
+		return usageError("--budget must be positive")
+	}
+	bc, err := readBuildContext(*contextFile)
+	if err != nil {
+		return err
+	}
+	results, from, err := readResults(paths)
+	if err != nil {
+		return err
+	}
+	if err := bulkloadclient.CheckCoverage(bc, results); err != nil {
+		var where []string
+		for _, b := range slices.Sorted(maps.Keys(from)) {
+			if len(from[b]) > 1 {
+				where = append(where, fmt.Sprintf("bucket %d is in %s", b, strings.Join(from[b], " and ")))
+			}
+		}
+		if len(where) > 0 {
+			return fmt.Errorf("commit %s: %w (%s)", bc.Target(), err, strings.Join(where, "; "))
+		}
+		return fmt.Errorf("commit %s: %w", bc.Target(), err)
+	}
+	c, err := bulkClient(ctx, cf.server)
+	if err != nil {
+		return err
+	}
+	// Commit is not cut short by the first interrupt: it runs to its budget.
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *budget+cf.timeout)
+	defer cancel()
+	if _, err := c.Commit(commitCtx, bc, results, *budget); err != nil {
+		return fmt.Errorf("commit bulk load %s: %w", bc.Handle().TxnID, err)
+	}
+	resp, err := bulkDo(commitCtx, dialBulkLoad(cf.server), &tierv1.BulkLoadStatusRequest{Handle: &tierv1.BulkLoadHandle{TxnId: bc.Handle().TxnID}},
+		tierv1connect.BulkLoadServiceClient.Status)
+	if err != nil {
+		return wrapTier("bulk load "+bc.Handle().TxnID, err)
+	}
+	if cf.json() {
+		return writeTierJSON(stdout, bulkStatusJSONOf(resp.GetStatus()))
+	}
+	var rows int64
+	for _, r := range results {
+		rows += r.RowCount
+	}
+	fmt.Fprintf(stdout, "committed bulk load %s of %s: %d rows in %d buckets\n", bc.Handle().TxnID, bc.Target(), rows, len(results))
+	return printBulkStatus(stdout, resp.GetStatus())
 }

@@ -36,6 +36,20 @@ func TestBulkloadUsageErrors(t *testing.T) {
 		{[]string{"list", "--target", "a.b/"}, "empty partition"},
 		{[]string{"list", "extra"}, "unexpected arguments: extra"},
 		{[]string{"status", "x", "--output", "yaml"}, `--output "yaml"`},
+		{[]string{"abort", "x", "--context", "ctx.json"}, "takes TXN_ID or --context, not both"},
+		{[]string{"begin"}, "takes one DATABASE.TABLE[/PARTITION] (got 0 arguments)"},
+		{[]string{"begin", "a.b", "c.d"}, "(got 2 arguments)"},
+		{[]string{"begin", "nodot"}, `target "nodot": want DATABASE.TABLE`},
+		{[]string{"begin", "a.b", "--build-timeout", "-1s"}, "--build-timeout must not be negative"},
+		{[]string{"begin", "a.b", "--server", ""}, "--server is empty"},
+		{[]string{"build", "x.parquet"}, "needs --context FILE and --buckets LIST"},
+		{[]string{"build", "--context", "c", "x.parquet"}, "needs --context FILE and --buckets LIST"},
+		{[]string{"build", "--context", "c", "--buckets", "0"}, "needs Parquet files or directories"},
+		{[]string{"build", "--context", "c", "--buckets", "0", "--route", "drop", "f"}, `--route "drop": want skip or error`},
+		{[]string{"build", "--context", "c", "--buckets", "0", "--memory", "1 apple", "f"}, `invalid value "1 apple" for flag -memory`},
+		{[]string{"commit", "r.json"}, "needs --context FILE"},
+		{[]string{"commit", "--context", "c"}, "needs the result files of the builds"},
+		{[]string{"commit", "--context", "c", "--budget", "0s", "r"}, "--budget must be positive"},
 	} {
 		_, err := runBulk(t, tc.args...)
 		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
@@ -129,5 +143,47 @@ func TestBulkloadCommands(t *testing.T) {
 	_, err = runBulk(t, "abort", id, server, "--output", "json")
 	if err != nil {
 		t.Fatalf("abort again (idempotent): %v", err)
+	}
+}
+
+// Files that are not what the commands expect: errors, not usage errors,
+// naming the file.
+func TestBulkloadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := dir + "/bad.json"
+	if err := writeTestFile(bad, `{"version":1,"nope":true}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"build", "--context", bad, "--buckets", "0", "x.parquet"},
+		{"commit", "--context", bad, "r.json"},
+		{"abort", "--context", bad},
+	} {
+		_, err := runBulk(t, args...)
+		if err == nil || errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "build context "+bad) {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	_, err := runBulk(t, "build", "--context", dir+"/missing.json", "--buckets", "0", "x.parquet")
+	if err == nil || !strings.Contains(err.Error(), "read build context") {
+		t.Errorf("missing context: %v", err)
+	}
+	if _, _, err := readResults([]string{bad}); err == nil || !strings.Contains(err.Error(), "results "+bad) {
+		t.Errorf("results with an unknown field: %v", err)
+	}
+	two := dir + "/two.json"
+	if err := writeTestFile(two, `[{"bucket":1}] [{"bucket":2}]`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readResults([]string{two}); err == nil || !strings.Contains(err.Error(), "trailing data") {
+		t.Errorf("two documents: %v", err)
+	}
+	one := dir + "/one.json"
+	if err := writeTestFile(one, `{"bucket":3,"snapshot_id":7}`); err != nil {
+		t.Fatal(err)
+	}
+	rs, from, err := readResults([]string{one, one})
+	if err != nil || len(rs) != 2 || rs[0].Bucket != 3 || len(from[3]) != 2 {
+		t.Errorf("one result twice: %v %v %v", rs, from, err)
 	}
 }

@@ -40,7 +40,8 @@ func commands() []command {
 		{name: "put", summary: "upsert JSON rows into a tier table", run: runPut},
 		{name: "get", summary: "look up rows of a tier table by primary key", run: runGet},
 		{name: "scan", summary: "print the rows of a tier table or partition", run: runScan},
-		{name: "bulkload", summary: "inspect and abort bulk-load transactions (list, status, abort)", run: runBulkload},
+		{name: "bulkload", summary: "bulk-load transactions step by step (begin, build, commit, abort, list, status)", run: runBulkload},
+		{name: "load", summary: "load Parquet files into an empty table or partition in one bulk-load transaction", run: runLoad},
 	}
 }
 

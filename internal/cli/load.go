@@ -1,0 +1,493 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshotbuild"
+)
+
+// ---------------------------------------------------------------------------
+// thaw load: Parquet files into an empty table or partition, in one bulk-load
+// transaction (Begin, one build session for every bucket, Commit; Abort on
+// any failure before Commit).
+
+// progressOutput receives the progress of commands whose stdout carries
+// data (thaw bulkload begin and build).
+var progressOutput io.Writer = os.Stderr
+
+// plainProgressInterval is how often plain progress lines repeat while one
+// file is being read (a line is printed after every file as well).
+var plainProgressInterval = 5 * time.Second
+
+// testHoldAfterPutEnv names the test hook of the build commands: when set,
+// the first object upload whose key contains its value completes, then the
+// process prints "thaw: test hook: holding after put of KEY" to its progress
+// output and blocks until it is killed or interrupted. Tests use it to kill a
+// builder at an exact point (internal/cli/distributed_test.go); it is not a
+// user feature.
+const testHoldAfterPutEnv = "THAW_TEST_HOLD_AFTER_PUT"
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress reports how a build advances: a bar redrawn in place on a
+// terminal, plain lines otherwise. It is safe for concurrent use.
+type progress struct {
+	w   io.Writer
+	bar bool
+	in  *parquetInput
+
+	mu       sync.Mutex
+	rows     int64
+	bytes    int64
+	done     int // files read completely
+	last     time.Time
+	barShown bool
+}
+
+func newProgress(w io.Writer, in *parquetInput) *progress {
+	return &progress{w: w, bar: isTerminal(w), in: in, last: time.Now()}
+}
+
+func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
+
+// advance records rows and bytes read; fileDone says a file was read to its end.
+func (p *progress) advance(rows, bytes int64, fileDone bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rows += rows
+	p.bytes += bytes
+	if fileDone {
+		p.done++
+	}
+	now := time.Now()
+	if p.bar {
+		if fileDone || now.Sub(p.last) >= 100*time.Millisecond {
+			p.last = now
+			p.drawLocked()
+		}
+		return
+	}
+	if fileDone || now.Sub(p.last) >= plainProgressInterval {
+		p.last = now
+		fmt.Fprintf(p.w, "read %d rows (%s) from %d/%d files\n", p.rows, mb(p.bytes), p.done, len(p.in.files))
+	}
+}
+
+func (p *progress) drawLocked() {
+	const width = 30
+	frac := 1.0
+	if p.in.rows > 0 {
+		frac = min(1, float64(p.rows)/float64(p.in.rows))
+	}
+	n := int(frac * width)
+	bar := strings.Repeat("=", n)
+	if n < width {
+		bar += ">" + strings.Repeat(" ", width-n-1)
+	}
+	fmt.Fprintf(p.w, "\r\033[K[%s] %3.0f%%  %d/%d rows  %s  %d/%d files", bar, 100*frac, p.rows, p.in.rows, mb(p.bytes), p.done, len(p.in.files))
+	p.barShown = true
+}
+
+// printf prints a line (after the bar, which it ends first).
+func (p *progress) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.barShown {
+		fmt.Fprintln(p.w)
+		p.barShown = false
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+// buildOptions are the build flags of thaw load and thaw bulkload build.
+type buildOptions struct {
+	buckets []int // nil: every bucket
+	skip    bool  // rows of other buckets are dropped (else an error)
+	tempDir string
+	memory  int64
+	workers int
+}
+
+// buildInput reads every file of in into a build session of bc and
+// returns the results of the session's buckets.
+func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parquetInput, o buildOptions, prog *progress) (_ []snapshotbuild.BucketResult, err error) {
+	tbl := bc.Table()
+	if err := checkParquet(in, tbl); err != nil {
+		return nil, err
+	}
+	sopts := bulkloadclient.SessionOptions{
+		Buckets: o.buckets, TempDir: o.tempDir, MemoryBudget: o.memory, Workers: o.workers,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	if match := os.Getenv(testHoldAfterPutEnv); match != "" {
+		st, err := objstore.Open(ctx, bc.RemoteDataDir())
+		if err != nil {
+			return nil, fmt.Errorf("open remote data dir %s: %w", bc.RemoteDataDir(), err)
+		}
+		defer func() { err = errors.Join(err, st.Close()) }()
+		sopts.Store = objstore.New(&holdBucket{Bucket: st.Bucket(), match: match, w: progressOutput}, st.Base())
+	}
+	s, err := bulkloadclient.OpenBuildSession(ctx, bc, sopts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, s.Close()) }()
+
+	// A builder of some buckets reads the whole input: it routes every row
+	// itself and hands the session only its own (the SDK's session rejects
+	// rows of other buckets).
+	var route *router
+	if o.buckets != nil && o.skip {
+		route = newRouter(bc, o.buckets)
+	}
+	for _, f := range in.files {
+		r, err := openParquet(f, tbl)
+		if err != nil {
+			return nil, err
+		}
+		var read, sent int64 // rows read, bytes reported
+		err = r.each(ctx, func(first int64, rec arrow.RecordBatch) error {
+			read += rec.NumRows()
+			b := f.size * read / max(f.rows, 1)
+			prog.advance(rec.NumRows(), b-sent, false)
+			sent = b
+			if route != nil {
+				owned, err := route.filter(ctx, rec)
+				if err != nil {
+					return fileRowError(f.path, first, err)
+				}
+				if owned == nil {
+					return nil
+				}
+				defer owned.Release()
+				rec = owned
+			}
+			if err := s.Add(ctx, rec); err != nil {
+				if errors.Is(err, snapshotbuild.ErrBucketNotOwned) {
+					return fmt.Errorf("file %s: rows from %d: a row belongs to a bucket this build does not own (--route error): %w", f.path, first, err)
+				}
+				return fileRowError(f.path, first, err)
+			}
+			return nil
+		})
+		err = errors.Join(err, r.close())
+		if err != nil {
+			return nil, err
+		}
+		prog.advance(0, f.size-sent, true)
+	}
+	prog.printf("sorting and writing %d buckets", len(sessionBuckets(bc, o.buckets)))
+	results, err := s.Finish(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("build buckets: %w", err)
+	}
+	for _, r := range results {
+		note := ""
+		if r.Duplicates > 0 {
+			note = fmt.Sprintf(", %d duplicates dropped", r.Duplicates)
+		}
+		if r.MetadataAdopted {
+			note += ", adopted an identical earlier build"
+		}
+		prog.printf("built bucket %d: %d rows, %s%s", r.Bucket, r.RowCount, mb(r.Bytes), note)
+	}
+	return results, nil
+}
+
+func sessionBuckets(bc *bulkloadclient.BuildContext, buckets []int) []int {
+	if buckets != nil {
+		return buckets
+	}
+	all := make([]int, bc.Buckets())
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// router picks a batch's rows of some buckets (the route=skip policy).
+type router struct {
+	enc   *snapshotbuild.RowEncoder
+	owned []bool
+	batch int64
+}
+
+func newRouter(bc *bulkloadclient.BuildContext, buckets []int) *router {
+	owned := make([]bool, bc.Buckets())
+	for _, b := range buckets {
+		owned[b] = true
+	}
+	return &router{enc: snapshotbuild.NewRowEncoder(bc.Table(), bc.Target().Partition), owned: owned}
+}
+
+// filter returns the rows of rec in owned buckets: nil when there are none,
+// otherwise a batch the caller releases (rec itself, retained, when every row
+// is owned). Rows that cannot be encoded are errors, whatever their bucket.
+func (r *router) filter(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	mask := array.NewBooleanBuilder(memory.DefaultAllocator)
+	defer mask.Release()
+	mask.Reserve(int(rec.NumRows()))
+	n := 0
+	err := r.enc.Encode(rec, r.batch, func(_ int, bucket int, _, _ []byte) error {
+		own := r.owned[bucket]
+		if own {
+			n++
+		}
+		mask.UnsafeAppend(own)
+		return nil
+	})
+	r.batch++
+	switch {
+	case err != nil:
+		return nil, err
+	case n == 0:
+		return nil, nil
+	case n == int(rec.NumRows()):
+		rec.Retain()
+		return rec, nil
+	}
+	m := mask.NewBooleanArray()
+	defer m.Release()
+	out, err := compute.FilterRecordBatch(ctx, rec, m, compute.DefaultFilterOptions())
+	if err != nil {
+		return nil, fmt.Errorf("select rows of owned buckets: %w", err)
+	}
+	return out, nil
+}
+
+// holdBucket is the test hook's bucket (see testHoldAfterPutEnv).
+type holdBucket struct {
+	objstore.Bucket
+	match string
+	w     io.Writer
+	once  sync.Once
+}
+
+func (h *holdBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist bool) error {
+	if err := h.Bucket.Put(ctx, key, r, ifNotExist); err != nil || !strings.Contains(key, h.match) {
+		return err
+	}
+	hold := false
+	h.once.Do(func() { hold = true })
+	if !hold {
+		return nil
+	}
+	fmt.Fprintf(h.w, "thaw: test hook: holding after put of %s\n", key)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// newCallerToken returns a fresh caller token for a command that was given
+// none.
+func newCallerToken(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// bulkClient returns an SDK client of the coordinator at server.
+func bulkClient(ctx context.Context, server string) (*bulkloadclient.Client, error) {
+	return bulkloadclient.New(ctx, daemon.BaseURL(server), bulkloadclient.WithHTTPClient(daemon.NewHTTPClient()))
+}
+
+// beginRetrying calls Begin until it succeeds, fails for good or ctx ends:
+// a new table answers UNAVAILABLE until its replicas are up.
+func beginRetrying(ctx context.Context, c *bulkloadclient.Client, target bulkload.Target, token string, opts bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
+	delay := 50 * time.Millisecond
+	for {
+		bc, err := c.Begin(ctx, target, token, opts)
+		if err == nil || !bulkloadclient.IsRetriable(err) {
+			return bc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+			delay = min(2*delay, time.Second)
+		}
+	}
+}
+
+// byteSizeFlag is a flag.Value of a size like 256MiB.
+type byteSizeFlag struct{ n int64 }
+
+func (b *byteSizeFlag) String() string {
+	if b == nil || b.n == 0 {
+		return ""
+	}
+	return daemon.ByteSize(b.n).String()
+}
+
+func (b *byteSizeFlag) Set(s string) error {
+	v, err := daemon.ParseByteSize(s)
+	if err != nil {
+		return err
+	}
+	b.n = int64(v)
+	return nil
+}
+
+// registerBuildFlags registers the flags of the build step.
+func registerBuildFlags(fs *flag.FlagSet, o *buildOptions, mem *byteSizeFlag) {
+	fs.StringVar(&o.tempDir, "temp-dir", "", "directory for the build's temporary files (default: the system's)")
+	fs.Var(mem, "memory", "memory budget of the build, e.g. 512MiB (default 256MiB)")
+	fs.IntVar(&o.workers, "workers", 0, "buckets built at once (default: GOMAXPROCS)")
+}
+
+// loadFlags are thaw load's.
+type loadFlags struct {
+	server       string
+	table        string
+	partition    string
+	token        string
+	buildTimeout time.Duration
+	budget       time.Duration
+	timeout      time.Duration
+	build        buildOptions
+	memory       byteSizeFlag
+}
+
+func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
+	fs := tierFlagSet("thaw load", "--table DATABASE.TABLE [--partition P] FILE|DIR...", stdout)
+	var lf loadFlags
+	def := os.Getenv("THAW_SERVER")
+	if def == "" {
+		def = DefaultServer
+	}
+	fs.StringVar(&lf.server, "server", def, "coordinator HOST:PORT or URL ($THAW_SERVER sets the default)")
+	fs.StringVar(&lf.table, "table", "", "target table DATABASE.TABLE (required)")
+	fs.StringVar(&lf.partition, "partition", "", "target partition of a partitioned table")
+	fs.StringVar(&lf.token, "token", "", "caller token of the transaction; repeat it to resume a load (default: a fresh one)")
+	fs.DurationVar(&lf.buildTimeout, "build-timeout", 0, "build window asked of Begin (default: the server's)")
+	fs.DurationVar(&lf.budget, "budget", 10*time.Minute, "how long Commit may retry and wait for every bucket to be readable")
+	fs.DurationVar(&lf.timeout, "timeout", 30*time.Second, "how long to wait for the coordinator at Begin")
+	registerBuildFlags(fs, &lf.build, &lf.memory)
+	paths, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if lf.table == "" {
+		return usageError("thaw load needs --table DATABASE.TABLE")
+	}
+	name, err := parseTableName(lf.table)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return usageError("thaw load needs Parquet files or directories")
+	}
+	if lf.server == "" || lf.timeout <= 0 || lf.budget <= 0 || lf.buildTimeout < 0 || lf.build.workers < 0 {
+		return usageError("thaw load: --server must be set, --timeout and --budget positive, --build-timeout and --workers not negative")
+	}
+	lf.build.memory = lf.memory.n
+	target := bulkload.Target{Database: name.db, Table: name.table, Partition: lf.partition}
+	start := time.Now()
+
+	in, err := openParquetInput(paths)
+	if err != nil {
+		return err
+	}
+	// Check the files against the table before beginning anything.
+	preCtx, cancel := context.WithTimeout(ctx, lf.timeout)
+	tc, info, err := openTable(preCtx, lf.server, name)
+	cancel()
+	if err != nil {
+		return err
+	}
+	tc.Close()
+	if err := checkParquet(in, info.KV); err != nil {
+		return fmt.Errorf("load %s: %w", target, err)
+	}
+	prog := newProgress(stdout, in)
+	prog.printf("loading %d rows (%s) from %d files into %s", in.rows, mb(in.bytes), len(in.files), target)
+
+	c, err := bulkClient(ctx, lf.server)
+	if err != nil {
+		return err
+	}
+	token := lf.token
+	if token == "" {
+		token = newCallerToken("thaw-load-")
+	}
+	beginCtx, cancel := context.WithTimeout(ctx, lf.timeout)
+	bc, err := beginRetrying(beginCtx, c, target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("load %s: %w", target, err)
+	}
+	txn := bc.Handle().TxnID
+	prog.printf("began bulk load %s of %s: %d buckets, caller token %s, build deadline %s",
+		txn, target, bc.Buckets(), token, bc.BuildDeadline().Format(time.RFC3339))
+
+	results, err := buildInput(ctx, bc, in, lf.build, prog)
+	if err != nil {
+		return abortAfter(ctx, c, bc, prog, fmt.Errorf("load %s: %w", target, err))
+	}
+	// Commit must not be cut short by the first interrupt: it runs to its
+	// budget (a second interrupt exits at once).
+	prog.printf("committing bulk load %s (%d buckets)", txn, len(results))
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lf.budget+30*time.Second)
+	defer cancel()
+	st, err := c.Commit(commitCtx, bc, results, lf.budget)
+	if err != nil {
+		// A Commit that was refused leaves the transaction BEGUN: abort it.
+		// Any other state is the server's to finish; say where it stands.
+		if cur, serr := c.Status(commitCtx, bc.Handle()); serr == nil && cur.State == bulkload.Begun {
+			return abortAfter(ctx, c, bc, prog, fmt.Errorf("load %s: commit: %w", target, err))
+		} else if serr == nil {
+			return fmt.Errorf("load %s: commit: %w (transaction %s is %s; see thaw bulkload status %s)", target, err, txn, cur.State, txn)
+		}
+		return fmt.Errorf("load %s: commit: %w (outcome unknown; see thaw bulkload status %s)", target, err, txn)
+	}
+	var rows, dups, bytes int64
+	for _, r := range results {
+		rows += r.RowCount
+		dups += r.Duplicates
+		bytes += r.Bytes
+	}
+	prog.printf("committed bulk load %s of %s (%s): %d rows (%d duplicates dropped) in %d buckets, %s of snapshots, in %s",
+		txn, target, st.State, rows, dups, len(results), mb(bytes), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// abortAfter aborts bc's transaction after cause, with its own deadline
+// (the command's context may be the reason for the failure), and reports it.
+func abortAfter(ctx context.Context, c *bulkloadclient.Client, bc *bulkloadclient.BuildContext, prog *progress, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	txn := bc.Handle().TxnID
+	if _, err := c.Abort(ctx, bc.Handle()); err != nil {
+		prog.printf("abort of bulk load %s failed: %v", txn, err)
+		return fmt.Errorf("%w; abort of bulk load %s failed too (the server aborts it at its build deadline): %w", cause, txn, err)
+	}
+	prog.printf("aborted bulk load %s: %s is empty and ACTIVE again", txn, bc.Target())
+	return fmt.Errorf("%w (bulk load %s aborted)", cause, txn)
+}

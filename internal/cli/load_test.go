@@ -1,0 +1,510 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+// item is a row of the test tables: (dt STRING,) id BIGINT, name STRING,
+// qty INT NULL.
+type item struct {
+	dt   string
+	id   int64
+	name string
+	qty  int32
+	null bool // qty is null
+}
+
+// kvRow is it as the tier returns it.
+func (it item) kvRow(withDT bool) kv.Row {
+	var qty any = it.qty
+	if it.null {
+		qty = nil
+	}
+	if withDT {
+		return kv.Row{it.dt, it.id, it.name, qty}
+	}
+	return kv.Row{it.id, it.name, qty}
+}
+
+// parquetLayout says which columns a test file has and how.
+type parquetLayout struct {
+	withDT    bool
+	noName    bool // leave the name column out
+	idInt32   bool // write id as int32 (a type mismatch for BIGINT)
+	extra     bool // add a column the table does not have
+	groupRows int64
+}
+
+// writeParquet writes items to path.
+func writeParquet(t *testing.T, path string, items []item, l parquetLayout) {
+	t.Helper()
+	var fields []arrow.Field
+	if l.withDT {
+		fields = append(fields, arrow.Field{Name: "dt", Type: arrow.BinaryTypes.String})
+	}
+	if l.idInt32 {
+		fields = append(fields, arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int32})
+	} else {
+		fields = append(fields, arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64})
+	}
+	if l.extra {
+		fields = append(fields, arrow.Field{Name: "comment", Type: arrow.BinaryTypes.String, Nullable: true})
+	}
+	if !l.noName {
+		fields = append(fields, arrow.Field{Name: "name", Type: arrow.BinaryTypes.String})
+	}
+	fields = append(fields, arrow.Field{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true})
+	schema := arrow.NewSchema(fields, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for _, it := range items {
+		i := 0
+		if l.withDT {
+			b.Field(i).(*array.StringBuilder).Append(it.dt)
+			i++
+		}
+		if l.idInt32 {
+			b.Field(i).(*array.Int32Builder).Append(int32(it.id))
+		} else {
+			b.Field(i).(*array.Int64Builder).Append(it.id)
+		}
+		i++
+		if l.extra {
+			b.Field(i).(*array.StringBuilder).Append("x")
+			i++
+		}
+		if !l.noName {
+			b.Field(i).(*array.StringBuilder).Append(it.name)
+			i++
+		}
+		if it.null {
+			b.Field(i).AppendNull()
+		} else {
+			b.Field(i).(*array.Int32Builder).Append(it.qty)
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupRows := l.groupRows
+	if groupRows == 0 {
+		groupRows = 4096
+	}
+	w, err := pqarrow.NewFileWriter(schema, f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(groupRows)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil { // closes f
+		t.Fatal(err)
+	}
+}
+
+// makeItems returns n items with ids from first, and the same ids again
+// for every step-th one with new values (to test last-wins).
+func makeItems(dt string, first int64, n int) []item {
+	out := make([]item, 0, n)
+	for i := range int64(n) {
+		id := first + i
+		out = append(out, item{dt: dt, id: id, name: fmt.Sprintf("item-%d", id), qty: int32(id % 1000), null: id%7 == 0})
+	}
+	return out
+}
+
+// lastWins is what a load of the files holding items in this order leaves.
+func lastWins(items ...[]item) map[int64]item {
+	m := map[int64]item{}
+	for _, its := range items {
+		for _, it := range its {
+			m[it.id] = it
+		}
+	}
+	return m
+}
+
+func itemsTable(t *testing.T, partitioned bool) kv.TableSchema {
+	t.Helper()
+	s := kv.TableSchema{
+		Columns: []kv.Column{
+			{Name: "id", Type: mustParseType(t, "BIGINT")},
+			{Name: "name", Type: mustParseType(t, "STRING")},
+			{Name: "qty", Type: mustParseType(t, "INT"), Nullable: true},
+		},
+		PrimaryKey: []string{"id"}, Buckets: 4,
+	}
+	if partitioned {
+		s.Columns = append([]kv.Column{{Name: "dt", Type: mustParseType(t, "STRING")}}, s.Columns...)
+		s.PrimaryKey = []string{"dt", "id"}
+		s.PartitionKeys = []string{"dt"}
+	}
+	return s
+}
+
+func mustParseType(t *testing.T, s string) kv.Type {
+	t.Helper()
+	ty, err := kv.ParseType(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ty
+}
+
+// startTestTier starts an embedded tier and a tier client of it.
+func startTestTier(t *testing.T) (*daemon.Embedded, *tierclient.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+		DataDir: t.TempDir(), TabletServers: 2, EtcdUnsafeNoFsync: true,
+		Coordinator: daemon.CoordinatorOptions{LeaseTTL: 2 * time.Second, RebalanceInterval: 100 * time.Millisecond, ResyncInterval: time.Second},
+		Tablet:      daemon.TabletOptions{LeaseTTL: 2 * time.Second, SnapshotInterval: -1, CacheSize: 8 << 20, MemTableBudget: 8 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close tier: %v", err)
+		}
+	})
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tierclient.New(t.Context(), e.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	return e, tc
+}
+
+// scanTarget returns the rows of a target by id, retrying while the target
+// is not yet readable (the client may hold locations from before a load).
+func scanTarget(t *testing.T, tc *tierclient.Client, tt tierclient.Target, idCol int) map[int64]kv.Row {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		got := map[int64]kv.Row{}
+		err := tc.Scan(ctx, tt, func(r kv.Row) error {
+			got[r[idCol].(int64)] = r
+			return nil
+		})
+		if err == nil {
+			return got
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("scan %s: %v", tt, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkRows compares a scan with the expected items.
+func checkRows(t *testing.T, got map[int64]kv.Row, want map[int64]item, withDT bool) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%d rows, want %d", len(got), len(want))
+	}
+	bad := 0
+	for id, w := range want {
+		if g, ok := got[id]; !ok || fmt.Sprint(g) != fmt.Sprint(w.kvRow(withDT)) {
+			if bad++; bad <= 5 {
+				t.Errorf("id %d: got %v, want %v", id, g, w.kvRow(withDT))
+			}
+		}
+	}
+}
+
+func TestParseBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want []int
+	}{
+		{"0-3", []int{0, 1, 2, 3}},
+		{"5,1-2,2", []int{1, 2, 5}},
+		{"7", []int{7}},
+		{"all", []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{" 0 - 1 ", nil},
+	} {
+		got, err := parseBuckets(tc.spec, 8)
+		if tc.want == nil {
+			if !errors.Is(err, ErrUsage) {
+				t.Errorf("parseBuckets(%q) = %v, %v, want a usage error", tc.spec, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("parseBuckets(%q) = %v, %v, want %v", tc.spec, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "3-1", "-1", "8", "0-8", "a", "1,,2"} {
+		if _, err := parseBuckets(bad, 8); !errors.Is(err, ErrUsage) {
+			t.Errorf("parseBuckets(%q): %v, want a usage error", bad, err)
+		}
+	}
+	if _, err := parseBuckets("0-9", 8); err == nil || !strings.Contains(err.Error(), "the target has 8 buckets (0-7)") {
+		t.Errorf("out of range: %v", err)
+	}
+}
+
+// The Parquet input: directories, column matching and its errors, which
+// name the file and the column.
+func TestParquetInput(t *testing.T) {
+	tbl, err := kv.NewTable(itemsTable(t, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	items := makeItems("", 1, 100)
+	writeParquet(t, filepath.Join(dir, "in", "b", "part-1.parquet"), items[50:], parquetLayout{groupRows: 16})
+	writeParquet(t, filepath.Join(dir, "in", "a.parquet"), items[:50], parquetLayout{extra: true})
+	writeParquet(t, filepath.Join(dir, "in", "_tmp", "junk.parquet"), items, parquetLayout{})
+	writeParquet(t, filepath.Join(dir, "in", ".hidden.parquet"), items, parquetLayout{})
+	if err := os.WriteFile(filepath.Join(dir, "in", "_SUCCESS"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err := openParquetInput([]string{filepath.Join(dir, "in")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range in.files {
+		names = append(names, strings.TrimPrefix(f.path, dir+"/"))
+	}
+	if !slices.Equal(names, []string{"in/a.parquet", "in/b/part-1.parquet"}) || in.rows != 100 {
+		t.Fatalf("files %v, %d rows", names, in.rows)
+	}
+	if err := checkParquet(in, tbl); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	// Every row comes back, in file order, batch after batch; the extra
+	// column is not read.
+	var ids []int64
+	for _, f := range in.files {
+		r, err := openParquet(f, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var read int64
+		err = r.each(t.Context(), func(first int64, rec arrow.RecordBatch) error {
+			if first != read {
+				return fmt.Errorf("batch starts at file row %d, %d rows of the file read", first, read)
+			}
+			read += rec.NumRows()
+			if rec.Schema().NumFields() != 3 {
+				return fmt.Errorf("read columns %v", rec.Schema())
+			}
+			col := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+			ids = append(ids, col.Int64Values()...)
+			return nil
+		})
+		if err := errors.Join(err, r.close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ids) != 100 || ids[0] != 1 || ids[99] != 100 || !slices.IsSorted(ids) {
+		t.Fatalf("ids %v", ids)
+	}
+
+	// Errors name the file and the column.
+	missing := filepath.Join(dir, "missing.parquet")
+	writeParquet(t, missing, items, parquetLayout{noName: true})
+	wrongType := filepath.Join(dir, "wrongtype.parquet")
+	writeParquet(t, wrongType, items, parquetLayout{idInt32: true})
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{missing, []string{"file " + missing, `missing column "name" (STRING)`, "the file has id, qty"}},
+		{wrongType, []string{"file " + wrongType, `column "id" of type BIGINT cannot be read from arrow int32`}},
+	} {
+		in, err := openParquetInput([]string{tc.path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkParquet(in, tbl)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("check %s: %v, want %q", tc.path, err, w)
+			}
+		}
+	}
+	notParquet := filepath.Join(dir, "x.parquet")
+	if err := os.WriteFile(notParquet, []byte("not parquet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openParquetInput([]string{notParquet}); err == nil || !strings.Contains(err.Error(), "not a readable Parquet file") {
+		t.Errorf("not parquet: %v", err)
+	}
+	if _, err := openParquetInput([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "holds no *.parquet files") {
+		t.Errorf("empty directory: %v", err)
+	}
+	if _, err := openParquetInput([]string{filepath.Join(dir, "nope")}); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestLoadUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"load", "x.parquet"}, "thaw load needs --table DATABASE.TABLE"},
+		{[]string{"load", "--table", "nodot", "x.parquet"}, `table "nodot": want DATABASE.TABLE`},
+		{[]string{"load", "--table", "a.b"}, "thaw load needs Parquet files or directories"},
+		{[]string{"load", "--table", "a.b", "--memory", "lots", "x"}, `invalid value "lots" for flag -memory`},
+		{[]string{"load", "--table", "a.b", "--budget", "0s", "x"}, "--budget positive"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code=%d stderr=%q, want code 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// thaw load end to end on an embedded tier: a partition loaded while its
+// sibling keeps its rows; plain progress lines; duplicates last-wins; a
+// failing load aborts and leaves its target empty and ACTIVE (a second
+// load of it succeeds); files that do not fit the table begin nothing.
+func TestLoad(t *testing.T) {
+	e, tc := startTestTier(t)
+	ctx := t.Context()
+	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.CreateTable(ctx, "shop", "sales", itemsTable(t, true), 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"2024-01-01", "2024-01-02", "2024-01-03"} {
+		if err := tc.CreatePartition(ctx, "shop", "sales", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sibling := makeItems("2024-01-01", 1, 20)
+	var sibRows []kv.Row
+	for _, it := range sibling {
+		sibRows = append(sibRows, it.kvRow(true))
+	}
+	if err := tc.Upsert(ctx, tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-01"}, sibRows); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	first := makeItems("2024-01-02", 1, 3000)
+	second := makeItems("2024-01-02", 2001, 2000) // ids 2001..3000 again, then new ones
+	for i := range second {
+		second[i].name += "-v2"
+	}
+	f1, f2 := filepath.Join(dir, "in", "1.parquet"), filepath.Join(dir, "in", "2.parquet")
+	writeParquet(t, f1, first, parquetLayout{withDT: true})
+	writeParquet(t, f2, second, parquetLayout{withDT: true, extra: true})
+
+	var out bytes.Buffer
+	server := "--server=" + e.HostPort()
+	err := runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-02", server,
+		"--memory", "1MiB", "--workers", "2", "--temp-dir", t.TempDir(), filepath.Join(dir, "in")})
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	t.Logf("thaw load:\n%s", text)
+	for _, want := range []string{
+		"loading 5000 rows", "from 2 files into shop.sales/2024-01-02",
+		"began bulk load ", "read 3000 rows (", "from 1/2 files", "read 5000 rows (", "from 2/2 files",
+		"built bucket 0: ", "built bucket 3: ", "committed bulk load ", "(COMMITTED): 4000 rows (1000 duplicates dropped) in 4 buckets",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output misses %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "\r") || strings.Contains(text, "\033") {
+		t.Errorf("progress bar on a non-terminal:\n%q", text)
+	}
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-02"}, 1), lastWins(first, second), true)
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-01"}, 1), lastWins(sibling), true)
+
+	// Loading the same partition again: it is not empty, Begin refuses,
+	// nothing to abort.
+	out.Reset()
+	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-02", server, f1})
+	if err == nil || !strings.Contains(err.Error(), "NOT_EMPTY") && !strings.Contains(strings.ToLower(err.Error()), "not empty") {
+		t.Errorf("second load of a full partition: %v\n%s", err, out.String())
+	}
+	t.Logf("second load: %v", err)
+
+	// A row of another partition fails the build after Begin: the load
+	// aborts, and the partition is empty and ACTIVE (it loads next time).
+	bad := append(makeItems("2024-01-03", 1, 100), item{dt: "2024-01-01", id: 5000, name: "stray"})
+	fbad := filepath.Join(dir, "bad.parquet")
+	writeParquet(t, fbad, bad, parquetLayout{withDT: true})
+	out.Reset()
+	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", server, fbad})
+	if err == nil || !strings.Contains(err.Error(), "file "+fbad+": row 100") || !strings.Contains(err.Error(), `partition "2024-01-01"`) ||
+		!strings.Contains(err.Error(), "aborted") {
+		t.Fatalf("load of a stray row: %v\n%s", err, out.String())
+	}
+	t.Logf("failing load: %v\n%s", err, out.String())
+	if !strings.Contains(out.String(), "aborted bulk load") || !strings.Contains(out.String(), "is empty and ACTIVE again") {
+		t.Errorf("output of the aborted load:\n%s", out.String())
+	}
+	target3 := tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-03"}
+	if got := scanTarget(t, tc, target3, 1); len(got) != 0 {
+		t.Errorf("aborted partition has %d rows", len(got))
+	}
+	lst, err := runBulk(t, "list", "--all", "--target", "shop.sales/2024-01-03", "--output", "json", server)
+	if err != nil || !strings.Contains(lst, `"state": "ABORTED"`) || !strings.Contains(lst, `"registration": "ACTIVE"`) {
+		t.Errorf("transactions of the aborted partition: %v\n%s", err, lst)
+	}
+	good := makeItems("2024-01-03", 1, 100)
+	writeParquet(t, fbad, good, parquetLayout{withDT: true})
+	out.Reset()
+	if err := runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", server, fbad}); err != nil {
+		t.Fatalf("load after the abort: %v\n%s", err, out.String())
+	}
+	checkRows(t, scanTarget(t, tc, target3, 1), lastWins(good), true)
+
+	// Files that do not fit the table are refused before Begin.
+	before, err := runBulk(t, "list", "--all", "--output", "json", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmiss := filepath.Join(dir, "noname.parquet")
+	writeParquet(t, fmiss, good, parquetLayout{withDT: true, noName: true})
+	out.Reset()
+	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", server, fmiss})
+	if err == nil || !strings.Contains(err.Error(), "file "+fmiss+": missing column \"name\" (STRING)") {
+		t.Errorf("load of a file without a column: %v", err)
+	}
+	after, err := runBulk(t, "list", "--all", "--output", "json", server)
+	if err != nil || after != before {
+		t.Errorf("a refused load began a transaction: %v\nbefore %s\nafter %s", err, before, after)
+	}
+}

@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/snapshotbuild"
+)
+
+// Parquet input of thaw load and thaw bulkload build.
+//
+// The arguments are Parquet files or directories; a directory contributes
+// every *.parquet file below it (recursively, in lexical path order; files
+// and directories whose names start with "." or "_" are skipped, as Spark and
+// Hive write their markers there). Files are read one after another in
+// argument order, each in its own row order, so for a primary key that occurs
+// more than once the last row of the last file wins.
+//
+// Columns are matched to the table's columns by exact name. Every table
+// column (partition keys included) must be in every file; columns the table
+// does not have are not read. Types must be ones the snapshot builder accepts
+// for the column's kv type (see snapshotbuild.Builder.Add): no implicit casts.
+
+// parquetBatchRows is the number of rows per record batch read.
+const parquetBatchRows = 64 << 10
+
+// parquetFile is one input file.
+type parquetFile struct {
+	path string
+	size int64 // bytes on disk
+	rows int64 // from the footer
+}
+
+// parquetInput is the expanded list of input files.
+type parquetInput struct {
+	files []parquetFile
+	rows  int64
+	bytes int64
+}
+
+// openParquetInput expands paths into Parquet files and reads each file's
+// footer (row count).
+func openParquetInput(paths []string) (*parquetInput, error) {
+	in := &parquetInput{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		var found []string
+		if st.IsDir() {
+			err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				name := d.Name()
+				if path != p && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+					if d.IsDir() {
+						return filepath.SkipDir
+					}
+					return nil
+				}
+				if !d.IsDir() && strings.HasSuffix(name, ".parquet") {
+					found = append(found, path)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("input directory %s: %w", p, err)
+			}
+			if len(found) == 0 {
+				return nil, fmt.Errorf("input directory %s holds no *.parquet files", p)
+			}
+			slices.Sort(found)
+		} else {
+			found = []string{p}
+		}
+		for _, f := range found {
+			pf, err := parquetFooter(f)
+			if err != nil {
+				return nil, err
+			}
+			in.files = append(in.files, pf)
+			in.rows += pf.rows
+			in.bytes += pf.size
+		}
+	}
+	if len(in.files) == 0 {
+		return nil, usageError("no input files")
+	}
+	return in, nil
+}
+
+func parquetFooter(path string) (parquetFile, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return parquetFile{}, fmt.Errorf("input: %w", err)
+	}
+	r, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return parquetFile{}, fmt.Errorf("file %s: not a readable Parquet file: %w", path, err)
+	}
+	rows := r.NumRows()
+	if err := r.Close(); err != nil {
+		return parquetFile{}, fmt.Errorf("file %s: %w", path, err)
+	}
+	return parquetFile{path: path, size: st.Size(), rows: rows}, nil
+}
+
+// parquetReader reads one file's table columns.
+type parquetReader struct {
+	f      parquetFile
+	pf     *file.Reader
+	fr     *pqarrow.FileReader
+	cols   []int         // leaf column indices to read
+	schema *arrow.Schema // the projected Arrow schema
+}
+
+// openParquet opens path and maps its columns to tbl's by name. Missing
+// columns, nested columns and Arrow types the builder cannot take for a
+// column are errors naming the file and the column.
+func openParquet(f parquetFile, tbl *kv.Table) (_ *parquetReader, err error) {
+	pf, err := file.OpenParquetFile(f.path, false)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: not a readable Parquet file: %w", f.path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = pf.Close()
+		}
+	}()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatchRows, Parallel: true}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", f.path, err)
+	}
+	r := &parquetReader{f: f, pf: pf, fr: fr}
+	byName := map[string]*pqarrow.SchemaField{}
+	var names []string
+	for i := range fr.Manifest.Fields {
+		sf := &fr.Manifest.Fields[i]
+		names = append(names, sf.Field.Name)
+		if _, dup := byName[sf.Field.Name]; dup {
+			byName[sf.Field.Name] = nil // ambiguous
+			continue
+		}
+		byName[sf.Field.Name] = sf
+	}
+	var missing []string
+	var fields []arrow.Field
+	for i := range tbl.NumColumns() {
+		col := tbl.Column(i)
+		sf, ok := byName[col.Name]
+		switch {
+		case !ok:
+			missing = append(missing, fmt.Sprintf("%q (%s)", col.Name, col.Type))
+			continue
+		case sf == nil:
+			return nil, fmt.Errorf("file %s: column %q appears more than once", f.path, col.Name)
+		case !sf.IsLeaf() || len(sf.Children) > 0:
+			return nil, fmt.Errorf("file %s: column %q (%s): nested Parquet type %s is not supported", f.path, col.Name, col.Type, sf.Field.Type)
+		}
+		r.cols = append(r.cols, sf.ColIndex)
+		fields = append(fields, *sf.Field)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("file %s: missing column %s (the file has %s)", f.path, strings.Join(missing, ", "), strings.Join(names, ", "))
+	}
+	r.schema = arrow.NewSchema(fields, nil)
+	// The builder checks the Arrow types when it sees a schema; an empty
+	// batch makes it check now, before any row is read.
+	cols := make([]arrow.Array, len(fields))
+	for i, fd := range fields {
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, fd.Type, 0)
+	}
+	empty := array.NewRecordBatch(r.schema, cols, 0)
+	for _, c := range cols {
+		c.Release()
+	}
+	defer empty.Release()
+	if err := snapshotbuild.NewRowEncoder(tbl, "").Encode(empty, 0, func(int, int, []byte, []byte) error { return nil }); err != nil {
+		return nil, fmt.Errorf("file %s: %w", f.path, unwrapBatch(err))
+	}
+	return r, nil
+}
+
+// unwrapBatch drops the "batch N: " prefix the encoder puts on schema
+// errors (the batch number means nothing to a user of files).
+func unwrapBatch(err error) error {
+	if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), "batch ") {
+		return u
+	}
+	return err
+}
+
+// each calls fn with every record batch of the file, in order, and the
+// file-relative index of its first row. fn must not retain rec.
+func (r *parquetReader) each(ctx context.Context, fn func(first int64, rec arrow.RecordBatch) error) error {
+	if r.f.rows == 0 {
+		return nil
+	}
+	rr, err := r.fr.GetRecordReader(ctx, r.cols, nil)
+	if err != nil {
+		return fmt.Errorf("file %s: %w", r.f.path, err)
+	}
+	defer rr.Release()
+	var first int64
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		if err := fn(first, rec); err != nil {
+			return err
+		}
+		first += rec.NumRows()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return fmt.Errorf("file %s: read rows from %d: %w", r.f.path, first, err)
+	}
+	return nil
+}
+
+func (r *parquetReader) close() error { return r.pf.Close() }
+
+// checkParquet opens every file of in once to check its columns against tbl
+// before anything is built.
+func checkParquet(in *parquetInput, tbl *kv.Table) error {
+	var errs []error
+	for _, f := range in.files {
+		r, err := openParquet(f, tbl)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.close(); err != nil {
+			errs = append(errs, fmt.Errorf("file %s: %w", f.path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileRowError names the file and file-relative row of a row error from
+// the builder or the encoder; first is the file row of the batch's row 0.
+func fileRowError(path string, first int64, err error) error {
+	var re *snapshotbuild.RowError
+	if errors.As(err, &re) {
+		if re.Column != "" {
+			return fmt.Errorf("file %s: row %d: column %q: %w", path, first+int64(re.Row), re.Column, re.Err)
+		}
+		return fmt.Errorf("file %s: row %d: %w", path, first+int64(re.Row), re.Err)
+	}
+	if errors.Is(err, snapshotbuild.ErrSchemaMismatch) || errors.Is(err, snapshotbuild.ErrUnsupportedArrowType) {
+		return fmt.Errorf("file %s: %w", path, unwrapBatch(err))
+	}
+	return fmt.Errorf("file %s: rows from %d: %w", path, first, err)
+}
