@@ -1,15 +1,12 @@
 package benchwrite
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -152,12 +149,12 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 	}
 	defer client.Close()
 
-	g := newGenerator(cfg)
+	g := benchutil.NewRowGen(cfg.rowGen())
 	target := tierclient.Target{Database: "bench", Table: fmt.Sprintf("write_%d", time.Now().UnixNano())}
 	if err := client.CreateDatabase(ctx, target.Database); err != nil {
 		return fmt.Errorf("bench write: %w", err)
 	}
-	info, err := client.CreateTable(ctx, target.Database, target.Table, g.schema(), cfg.replication)
+	info, err := client.CreateTable(ctx, target.Database, target.Table, g.Schema(), cfg.replication)
 	if err != nil {
 		return fmt.Errorf("bench write: %w", err)
 	}
@@ -168,10 +165,10 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 			}
 		}()
 	}
-	if err := waitServing(ctx, client, target, info); err != nil {
+	if err := benchutil.WaitServing(ctx, client, target, info); err != nil {
 		return fmt.Errorf("bench write: %w", err)
 	}
-	keyLen, valLen, err := g.encodedSizes(info.KV)
+	keyLen, valLen, err := g.EncodedSizes(info.KV)
 	if err != nil {
 		return fmt.Errorf("bench write: %w", err)
 	}
@@ -180,7 +177,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 		cfg.rows, cfg.buckets, cfg.batchRows, cfg.batchBytes, cfg.inflight, cfg.perBucket, cfg.keyBytes, cfg.valueBytes, cfg.protocol, info.ReplicationFactor, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "tier: %s\n", where)
 	fmt.Fprintf(stdout, "table %v: %s; encoded row: key %d B, value %d B; %s logical key+value bytes\n",
-		target, g.describe(), keyLen, valLen, benchutil.FmtBytes(logical))
+		target, g.Describe(), keyLen, valLen, benchutil.FmtBytes(logical))
 	fmt.Fprintf(stdout, "loadavg before: %s\n", benchutil.LoadAvg())
 
 	// The measured part: every row written through one Writer, then Flush
@@ -205,7 +202,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 	}
 	row := make(kv.Row, 2)
 	for i := range cfg.rows {
-		g.row(row, i)
+		g.Row(row, i)
 		if err := w.Write(ctx, row); err != nil {
 			_ = w.Close(ctx)
 			return fmt.Errorf("bench write: row %d: %w", i, err)
@@ -226,7 +223,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 
 	// Readable: a sample read back and compared, and every row counted.
 	vstart := time.Now()
-	if err := verifySample(ctx, client, target, info, g, cfg); err != nil {
+	if err := benchutil.VerifySample(ctx, client, target, info, g, cfg.rows, cfg.sample); err != nil {
 		return fmt.Errorf("bench write: verify: %w", err)
 	}
 	sampleTime := time.Since(vstart)
@@ -257,166 +254,6 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 	return nil
 }
 
-// waitServing waits until the leader of every bucket of t serves reads
-// (its replica restored), so that the measurement does not include the
-// new table's start-up: it looks up one key of each bucket, which the
-// client retries while a leader is missing or restoring.
-func waitServing(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo) error {
-	probes := make([]kv.Row, 0, info.KV.Buckets())
-	seen := make(map[int]bool)
-	for i := int64(-1); len(seen) < info.KV.Buckets(); i-- {
-		row := kv.Row{i, nil}
-		if info.KV.Schema().Columns[0].Type.Kind == kv.KindBytes {
-			row[0] = binary.BigEndian.AppendUint64(nil, uint64(i))
-		}
-		b, err := info.KV.Bucket(row)
-		if err != nil {
-			return err
-		}
-		if !seen[b] {
-			seen[b] = true
-			probes = append(probes, row)
-		}
-	}
-	_, err := c.Get(ctx, t, probes)
-	return err
-}
-
-// verifySample reads back cfg.sample rows spread over the key space and
-// compares them with what was written.
-func verifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo, g *generator, cfg config) error {
-	n := min(int64(cfg.sample), cfg.rows)
-	if n == 0 {
-		return nil
-	}
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
-	keys := make([]kv.Row, n)
-	want := make([]kv.Row, n)
-	for j := range n {
-		i := rng.Int64N(cfg.rows)
-		want[j] = make(kv.Row, 2)
-		g.row(want[j], i)
-		keys[j] = kv.Row{want[j][0], nil}
-	}
-	got, err := c.Get(ctx, t, keys)
-	if err != nil {
-		return err
-	}
-	for j := range got {
-		a, _ := info.KV.EncodeValue(got[j])
-		b, _ := info.KV.EncodeValue(want[j])
-		if got[j] == nil || !bytes.Equal(a, b) {
-			return fmt.Errorf("row with key %v: read %v, wrote %v", keys[j][0], got[j], want[j])
-		}
-	}
-	return nil
-}
-
-// generator makes row i deterministically: a unique key (the BIGINT or
-// the first 8 key bytes are a bijection of i, so keys arrive in random
-// order as real ones do) and a STRING payload of value-bytes ASCII
-// characters, 16 pseudo-random then a pattern, from a pool of distinct
-// values.
-type generator struct {
-	cfg  config
-	pool []string
-}
-
-const poolSize = 4096
-
-func newGenerator(cfg config) *generator {
-	g := &generator{cfg: cfg, pool: make([]string, poolSize)}
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
-	pattern := "thaw-bench-write-payload-"
-	b := make([]byte, cfg.valueBytes)
-	for i := range g.pool {
-		x := benchutil.SplitMix(cfg.seed ^ uint64(i)*0x9e3779b97f4a7c15)
-		for j := range b {
-			if j < 16 {
-				x = benchutil.SplitMix(x)
-				b[j] = alphabet[x%uint64(len(alphabet))]
-			} else {
-				b[j] = pattern[j%len(pattern)]
-			}
-		}
-		g.pool[i] = string(b)
-	}
-	return g
-}
-
-// scramble is a bijection of uint64: every step is invertible.
-func scramble(x, seed uint64) uint64 {
-	x ^= seed * 0xd1342543de82ef95
-	x *= 0x9e3779b97f4a7c15
-	x ^= x >> 29
-	x *= 0xbf58476d1ce4e5b9
-	return x ^ x>>32
-}
-
-func (g *generator) schema() kv.TableSchema {
-	key := kv.Column{Name: "id", Type: kv.Type{Kind: kv.KindBigInt}}
-	if g.cfg.keyBytes != 8 {
-		key = kv.Column{Name: "k", Type: kv.Type{Kind: kv.KindBytes}}
-	}
-	return kv.TableSchema{
-		Columns:    []kv.Column{key, {Name: "payload", Type: kv.Type{Kind: kv.KindString}, Nullable: true}},
-		PrimaryKey: []string{key.Name},
-		Buckets:    g.cfg.buckets,
-	}
-}
-
-func (g *generator) describe() string {
-	if g.cfg.keyBytes == 8 {
-		return fmt.Sprintf("(id BIGINT primary key, payload STRING of %d bytes)", g.cfg.valueBytes)
-	}
-	return fmt.Sprintf("(k BYTES of %d bytes primary key, payload STRING of %d bytes)", g.cfg.keyBytes, g.cfg.valueBytes)
-}
-
-// row sets r to row i.
-func (g *generator) row(r kv.Row, i int64) {
-	x := scramble(uint64(i), g.cfg.seed)
-	if g.cfg.keyBytes == 8 {
-		r[0] = int64(x)
-	} else {
-		k := make([]byte, g.cfg.keyBytes)
-		var w [8]byte
-		binary.BigEndian.PutUint64(w[:], x)
-		if g.cfg.keyBytes < 8 {
-			binary.BigEndian.PutUint64(w[:], uint64(i)) // a plain counter: unique for short keys
-			copy(k, w[8-g.cfg.keyBytes:])
-		} else {
-			copy(k, w[:])
-			for j := 8; j < len(k); j += 8 {
-				x = benchutil.SplitMix(x)
-				binary.BigEndian.PutUint64(w[:], x)
-				copy(k[j:], w[:])
-			}
-		}
-		r[0] = k
-	}
-	r[1] = g.pool[i%poolSize]
-}
-
-// encodedSizes returns the encoded key and value sizes of row 0 (the same
-// for every row but for a BIGINT key, whose encoding has a variable
-// length: then the average over a sample).
-func (g *generator) encodedSizes(t *kv.Table) (int, int, error) {
-	enc := t.NewEncoder()
-	row := make(kv.Row, 2)
-	const n = 4096
-	var ks, vs int
-	for i := range int64(n) {
-		g.row(row, i)
-		k, v, _, err := enc.Encode(kv.RowFields(row))
-		if err != nil {
-			return 0, 0, err
-		}
-		ks += len(k)
-		vs += len(v)
-	}
-	return (ks + n/2) / n, (vs + n/2) / n, nil
-}
-
 // latencies collects batch latencies.
 type latencies struct {
 	mu sync.Mutex
@@ -445,4 +282,9 @@ func (l *latencies) percentiles() (p50, p99, pmax time.Duration) {
 
 func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+// rowGen is the row generator's part of the configuration.
+func (c config) rowGen() benchutil.RowGenConfig {
+	return benchutil.RowGenConfig{Buckets: c.buckets, KeyBytes: c.keyBytes, ValueBytes: c.valueBytes, Seed: c.seed}
 }

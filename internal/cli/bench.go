@@ -5,12 +5,14 @@ import (
 	"io"
 
 	"github.com/thawdb/thaw/internal/benchbuild"
+	"github.com/thawdb/thaw/internal/benchload"
 	"github.com/thawdb/thaw/internal/benchwrite"
 )
 
 func benchCommands() []command {
 	return []command{
 		{name: "build", summary: "offline snapshot build against the raw SST write limit", run: benchbuild.Run},
+		{name: "load", summary: "the bulk path against the ordinary write path, same rows, one embedded tier", run: benchload.Run},
 		{name: "write", summary: "the ordinary write path end to end on the embedded tier", run: benchwrite.Run},
 	}
 }

@@ -68,6 +68,16 @@
 // older unapplied records applies them first, and a Write racing a Follow
 // is harmless.
 //
+// The row count in the state record is exact, so applying must know
+// whether each mutated key exists. It does not Get each key: a batch's
+// mutations are applied in key order (each key's own mutations in offset
+// order, so the result is that of offset order), each distinct key is
+// looked up once by SeekPrefixGE on one iterator, bloom filters on every
+// level including the last (IterOptions.UseL6Filters; Pebble skips the
+// last level's filters by default, and a Get cannot ask for them), and
+// the batch enters the memtable in key order. BenchmarkApply: 9.6 µs per
+// row with a Get per mutation, 2.2 µs with this, at 1 M rows per replica.
+//
 // # Reads
 //
 // Lookup reads a batch of keys from one consistent view (nil: not

@@ -24,7 +24,7 @@ type env struct {
 	target snapshot.Target
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	url := "file://" + filepath.ToSlash(t.TempDir())
 	b, err := objstore.OpenBucket(t.Context(), url)
@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // host opens a host on a fresh root; it returns the root too.
-func (e *env) host(t *testing.T, opts ...Option) (*Host, string) {
+func (e *env) host(t testing.TB, opts ...Option) (*Host, string) {
 	t.Helper()
 	root := t.TempDir()
 	h, err := NewHost(root, e.store, e.logs, opts...)
@@ -60,7 +60,7 @@ func (e *env) host(t *testing.T, opts ...Option) (*Host, string) {
 }
 
 // hostOnly is host without the root.
-func (e *env) hostOnly(t *testing.T, opts ...Option) *Host {
+func (e *env) hostOnly(t testing.TB, opts ...Option) *Host {
 	h, _ := e.host(t, opts...)
 	return h
 }

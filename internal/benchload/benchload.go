@@ -1,0 +1,438 @@
+package benchload
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/internal/benchutil"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+type config struct {
+	rows         int64
+	buckets      int
+	keyBytes     int
+	valueBytes   int
+	batchRows    int
+	batchBytes   int
+	inflight     int
+	perBucket    int
+	arrowRows    int
+	bulkInput    string
+	memory       int64
+	workers      int
+	commitBudget time.Duration
+	dataDir      string
+	tablets      int
+	replication  int
+	sample       int
+	fullCount    bool
+	seed         uint64
+}
+
+func parseArgs(stdout io.Writer, args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("thaw bench load", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows loaded by each path")
+	fs.IntVar(&c.buckets, "buckets", 8, "bucket count of both tables")
+	fs.IntVar(&c.keyBytes, "key-bytes", 8, "key bytes: 8 makes a BIGINT id, other sizes a BYTES key")
+	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the STRING payload column")
+	fs.IntVar(&c.batchRows, "batch", tierclient.DefaultMaxBatchRows, "ordinary path: most rows per write request")
+	fs.IntVar(&c.batchBytes, "batch-bytes", tierclient.DefaultMaxBatchBytes, "ordinary path: most key+value bytes per write request")
+	fs.IntVar(&c.inflight, "inflight", tierclient.DefaultMaxInFlight, "ordinary path: most requests in flight over all buckets")
+	fs.IntVar(&c.perBucket, "inflight-per-bucket", tierclient.DefaultMaxInFlightPerBucket, "ordinary path: most write requests in flight per bucket")
+	fs.IntVar(&c.arrowRows, "arrow-batch", 8192, "bulk path: rows per Arrow record batch")
+	fs.StringVar(&c.bulkInput, "bulk-input", "arrow", "bulk path input: arrow (Session.Add of record batches) or rows (Session.AddRow)")
+	mem := fs.String("memory", "256MiB", "bulk path: memory budget of the build session (e.g. 256MiB, 1GiB, bytes)")
+	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "bulk path: buckets built concurrently")
+	fs.DurationVar(&c.commitBudget, "commit-budget", 30*time.Minute, "bulk path: how long Commit may retry")
+	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier and the build's temporary files (default: a new temporary directory, removed afterwards)")
+	fs.IntVar(&c.tablets, "tablets", daemon.DefaultTabletServers, "tablet servers of the embedded tier")
+	fs.IntVar(&c.replication, "replication", 0, "replication factor of both tables (0: the tier's default)")
+	fs.IntVar(&c.sample, "verify-sample", 1000, "rows of each table read back with Get and compared")
+	fs.BoolVar(&c.fullCount, "verify-count", true, "count every row of each table with a Scan of every bucket")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("bench load: unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.memory, err = parseBytes(*mem); err != nil {
+		return c, fmt.Errorf("bench load: --memory: %w", err)
+	}
+	switch {
+	case c.rows < 1:
+		return c, errors.New("bench load: --rows must be at least 1")
+	case c.buckets < 1 || c.buckets > kv.MaxBuckets:
+		return c, fmt.Errorf("bench load: --buckets must be in [1, %d]", kv.MaxBuckets)
+	case c.keyBytes < 1 || c.keyBytes > 1<<16:
+		return c, errors.New("bench load: --key-bytes must be in [1, 65536]")
+	case c.keyBytes < 8 && c.rows > 1<<(8*c.keyBytes):
+		return c, fmt.Errorf("bench load: %d rows need keys of more than %d bytes", c.rows, c.keyBytes)
+	case c.valueBytes < 0 || c.valueBytes > 1<<20:
+		return c, errors.New("bench load: --value-bytes must be in [0, 1MiB]")
+	case c.arrowRows < 1:
+		return c, errors.New("bench load: --arrow-batch must be at least 1")
+	case c.bulkInput != "arrow" && c.bulkInput != "rows":
+		return c, fmt.Errorf("bench load: --bulk-input %q: want arrow or rows", c.bulkInput)
+	case c.workers < 1:
+		return c, errors.New("bench load: --workers must be at least 1")
+	case c.commitBudget <= 0:
+		return c, errors.New("bench load: --commit-budget must be positive")
+	case c.tablets < 1:
+		return c, errors.New("bench load: --tablets must be at least 1")
+	case c.sample < 0:
+		return c, errors.New("bench load: --verify-sample must not be negative")
+	case c.replication < 0:
+		return c, errors.New("bench load: --replication must not be negative")
+	}
+	return c, nil
+}
+
+// parseBytes parses "256MiB", "1GiB", "64KiB" or a plain byte count.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive size", s)
+	}
+	return n * mult, nil
+}
+
+// Run parses args, loads the rows through both paths and prints the
+// report to stdout; the last line is "ratio bulk/ordinary: R".
+func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
+	cfg, err := parseArgs(stdout, args)
+	if err != nil {
+		return err
+	}
+	dir := cfg.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "thaw-bench-load-"); err != nil {
+			return fmt.Errorf("bench load: %w", err)
+		}
+		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	}
+	tier, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+		DataDir:       filepath.Join(dir, "tier"),
+		Listen:        "127.0.0.1:0",
+		TabletServers: cfg.tablets,
+	})
+	if err != nil {
+		return fmt.Errorf("bench load: start the embedded tier: %w", err)
+	}
+	defer func() { err = errors.Join(err, tier.Close()) }()
+	if err := tier.WaitReady(ctx); err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	where := fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
+	return bench(ctx, stdout, cfg, tier.HostPort(), where, dir)
+}
+
+// result is one path's measurement.
+type result struct {
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (r result) rowsPerSec(rows int64) float64 { return float64(rows) / r.elapsed.Seconds() }
+
+// bench creates the two tables and measures both paths against the tier
+// at addr.
+func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir string) error {
+	client, err := tierclient.New(ctx, addr,
+		tierclient.WithLogger(slog.New(slog.DiscardHandler)),
+		tierclient.WithMaxBatchRows(cfg.batchRows),
+		tierclient.WithMaxBatchBytes(cfg.batchBytes),
+		tierclient.WithMaxInFlight(cfg.inflight),
+		tierclient.WithMaxInFlightPerBucket(cfg.perBucket),
+		tierclient.WithMaxBufferedBytes(max(tierclient.DefaultMaxBufferedBytes, 4*int64(cfg.batchBytes))))
+	if err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	defer client.Close()
+
+	g := benchutil.NewRowGen(cfg.rowGen())
+	const db = "bench"
+	suffix := time.Now().UnixNano()
+	ordinary := tierclient.Target{Database: db, Table: fmt.Sprintf("load_ordinary_%d", suffix)}
+	bulk := tierclient.Target{Database: db, Table: fmt.Sprintf("load_bulk_%d", suffix)}
+	if err := client.CreateDatabase(ctx, db); err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	var info *tierclient.TableInfo
+	for _, t := range []tierclient.Target{ordinary, bulk} {
+		if info, err = client.CreateTable(ctx, t.Database, t.Table, g.Schema(), cfg.replication); err != nil {
+			return fmt.Errorf("bench load: %w", err)
+		}
+		if err := benchutil.WaitServing(ctx, client, t, info); err != nil {
+			return fmt.Errorf("bench load: %w", err)
+		}
+	}
+	keyLen, valLen, err := g.EncodedSizes(info.KV)
+	if err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	logical := cfg.rows * int64(keyLen+valLen)
+	fmt.Fprintf(stdout, "thaw bench load: rows=%d buckets=%d key-bytes=%d value-bytes=%d replication=%d GOMAXPROCS=%d\n",
+		cfg.rows, cfg.buckets, cfg.keyBytes, cfg.valueBytes, info.ReplicationFactor, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "tier: %s\n", where)
+	fmt.Fprintf(stdout, "tables %v and %v: %s; encoded row: key %d B, value %d B; %s logical key+value bytes per path\n",
+		ordinary, bulk, g.Describe(), keyLen, valLen, benchutil.FmtBytes(logical))
+
+	// (a) The ordinary write path.
+	fmt.Fprintf(stdout, "\n(a) ordinary write path: tierclient.Writer, batch=%d batch-bytes=%d inflight=%d inflight-per-bucket=%d\n",
+		cfg.batchRows, cfg.batchBytes, cfg.inflight, cfg.perBucket)
+	fmt.Fprintf(stdout, "    loadavg before: %s\n", benchutil.LoadAvg())
+	ra, err := runOrdinary(ctx, stdout, client, ordinary, g, cfg)
+	if err != nil {
+		return fmt.Errorf("bench load: ordinary path: %w", err)
+	}
+	fmt.Fprintf(stdout, "    loadavg after: %s\n", benchutil.LoadAvg())
+	report(stdout, "ordinary", ra, cfg.rows, logical)
+	if err := verify(ctx, stdout, client, ordinary, info, g, cfg); err != nil {
+		return fmt.Errorf("bench load: ordinary path: verify: %w", err)
+	}
+
+	// (b) The bulk path.
+	fmt.Fprintf(stdout, "\n(b) bulk path: bulkloadclient, input=%s arrow-batch=%d memory=%s workers=%d\n",
+		cfg.bulkInput, cfg.arrowRows, benchutil.FmtBytes(cfg.memory), cfg.workers)
+	fmt.Fprintf(stdout, "    loadavg before: %s\n", benchutil.LoadAvg())
+	rb, err := runBulk(ctx, stdout, addr, bulk, g, cfg, dir)
+	if err != nil {
+		return fmt.Errorf("bench load: bulk path: %w", err)
+	}
+	fmt.Fprintf(stdout, "    loadavg after: %s\n", benchutil.LoadAvg())
+	report(stdout, "bulk", rb, cfg.rows, logical)
+	if err := verify(ctx, stdout, client, bulk, info, g, cfg); err != nil {
+		return fmt.Errorf("bench load: bulk path: verify: %w", err)
+	}
+
+	fmt.Fprintf(stdout, "\npeak RSS (VmHWM, whole process: client, builder, etcd, coordinator and tablet servers): %s\n", benchutil.FmtRSS(benchutil.PeakRSS()))
+	fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", rb.rowsPerSec(cfg.rows)/ra.rowsPerSec(cfg.rows))
+	return nil
+}
+
+func report(w io.Writer, name string, r result, rows, logical int64) {
+	secs := r.elapsed.Seconds()
+	fmt.Fprintf(w, "    %s: %d rows readable in %.2fs: %.0f rows/s, %.1f MB/s (logical key+value)\n",
+		name, rows, secs, float64(rows)/secs, float64(logical)/secs/1e6)
+	fmt.Fprintf(w, "    CPU (user+sys, whole process): %.2fs, %.2f µs/row, %.2f of %d cores busy on average\n",
+		r.cpu.Seconds(), float64(r.cpu.Microseconds())/float64(rows), r.cpu.Seconds()/secs, runtime.NumCPU())
+}
+
+// runOrdinary writes every row through one Writer and closes it: every
+// row acknowledged, hence readable from its bucket's leader.
+func runOrdinary(ctx context.Context, stdout io.Writer, c *tierclient.Client, t tierclient.Target, g *benchutil.RowGen, cfg config) (result, error) {
+	cpu0 := benchutil.CPUTime()
+	start := time.Now()
+	w, err := c.NewWriter(ctx, t)
+	if err != nil {
+		return result{}, err
+	}
+	row := make(kv.Row, 2)
+	for i := range cfg.rows {
+		g.Row(row, i)
+		if err := w.Write(ctx, row); err != nil {
+			_ = w.Close(ctx)
+			return result{}, fmt.Errorf("row %d: %w", i, err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		return result{}, err
+	}
+	r := result{elapsed: time.Since(start), cpu: benchutil.CPUTime() - cpu0}
+	st := w.Stats()
+	if st.AckedRows != cfg.rows {
+		return result{}, fmt.Errorf("%d rows acknowledged, want %d", st.AckedRows, cfg.rows)
+	}
+	fmt.Fprintf(stdout, "    batches: %d acknowledged, %.0f rows/batch on average, %d retries\n",
+		st.Batches, float64(st.AckedRows)/float64(max(st.Batches, 1)), st.Retries)
+	return r, nil
+}
+
+// runBulk loads every row through the bulk-load SDK: Begin, one build
+// session for every bucket, Finish, Commit (readable when it returns).
+func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Target, g *benchutil.RowGen, cfg config, dir string) (result, error) {
+	c, err := bulkloadclient.New(ctx, addr)
+	if err != nil {
+		return result{}, err
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(tmp)
+
+	cpu0 := benchutil.CPUTime()
+	start := time.Now()
+	bc, err := c.Begin(ctx, bulkload.Target{Database: t.Database, Table: t.Table}, fmt.Sprintf("bench-load-%d", start.UnixNano()), bulkloadclient.BeginOptions{})
+	if err != nil {
+		return result{}, fmt.Errorf("begin: %w", err)
+	}
+	tBegin := time.Since(start)
+	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
+		TempDir: tmp, MemoryBudget: cfg.memory, Workers: cfg.workers,
+	})
+	if err != nil {
+		return result{}, errors.Join(fmt.Errorf("open build session: %w", err), abort(ctx, c, bc))
+	}
+	defer s.Close()
+	if err := addRows(ctx, s, g, cfg); err != nil {
+		return result{}, errors.Join(err, abort(ctx, c, bc))
+	}
+	tAdd := time.Since(start)
+	results, err := s.Finish(ctx)
+	if err != nil {
+		return result{}, errors.Join(fmt.Errorf("finish: %w", err), abort(ctx, c, bc))
+	}
+	tFinish := time.Since(start)
+	st, err := c.Commit(ctx, bc, results, cfg.commitBudget)
+	if err != nil {
+		return result{}, fmt.Errorf("commit: %w", err)
+	}
+	r := result{elapsed: time.Since(start), cpu: benchutil.CPUTime() - cpu0}
+	if st.State != bulkload.Committed {
+		return result{}, fmt.Errorf("commit: transaction %s, want COMMITTED", st.State)
+	}
+	var built int64
+	for _, br := range results {
+		built += br.RowCount
+	}
+	if built != cfg.rows {
+		return result{}, fmt.Errorf("the snapshots hold %d rows, want %d", built, cfg.rows)
+	}
+	bs := s.Stats()
+	fmt.Fprintf(stdout, "    phases: begin %.2fs, add %.2fs, finish (merge, write, upload) %.2fs, commit (validate, restore on every replica) %.2fs\n",
+		tBegin.Seconds(), (tAdd - tBegin).Seconds(), (tFinish - tAdd).Seconds(), (r.elapsed - tFinish).Seconds())
+	fmt.Fprintf(stdout, "    build: %d buckets, %d rows in the snapshots, %d spills (%s), peak budget %s of %s\n",
+		len(results), built, bs.Spills, benchutil.FmtBytes(bs.SpilledBytes), benchutil.FmtBytes(bs.PeakBudget), benchutil.FmtBytes(bs.MemoryBudget))
+	return r, nil
+}
+
+func abort(ctx context.Context, c *bulkloadclient.Client, bc *bulkloadclient.BuildContext) error {
+	if _, err := c.Abort(context.WithoutCancel(ctx), bc.Handle()); err != nil {
+		return fmt.Errorf("abort: %w", err)
+	}
+	return nil
+}
+
+// addRows feeds every row to s: as Arrow record batches of --arrow-batch
+// rows, or row by row.
+func addRows(ctx context.Context, s *bulkloadclient.Session, g *benchutil.RowGen, cfg config) error {
+	if cfg.bulkInput == "rows" {
+		row := make(kv.Row, 2)
+		for i := range cfg.rows {
+			g.Row(row, i)
+			if err := s.AddRow(ctx, row); err != nil {
+				return fmt.Errorf("add row %d: %w", i, err)
+			}
+		}
+		return nil
+	}
+	ab := newArrowBatcher(g)
+	defer ab.release()
+	for lo := int64(0); lo < cfg.rows; lo += int64(cfg.arrowRows) {
+		rec := ab.batch(lo, min(int64(cfg.arrowRows), cfg.rows-lo))
+		err := s.Add(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("add rows %d..: %w", lo, err)
+		}
+	}
+	return nil
+}
+
+// arrowBatcher makes Arrow record batches of the generator's rows.
+type arrowBatcher struct {
+	g      *benchutil.RowGen
+	schema *arrow.Schema
+	b      *array.RecordBuilder
+}
+
+func newArrowBatcher(g *benchutil.RowGen) *arrowBatcher {
+	key := arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64}
+	if g.Config().KeyBytes != 8 {
+		key = arrow.Field{Name: "k", Type: arrow.BinaryTypes.Binary}
+	}
+	schema := arrow.NewSchema([]arrow.Field{key, {Name: "payload", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	return &arrowBatcher{g: g, schema: schema, b: array.NewRecordBuilder(memory.DefaultAllocator, schema)}
+}
+
+func (a *arrowBatcher) batch(lo, n int64) arrow.RecordBatch {
+	a.b.Reserve(int(n))
+	payload := a.b.Field(1).(*array.StringBuilder)
+	row := make(kv.Row, 2)
+	for i := lo; i < lo+n; i++ {
+		a.g.Row(row, i)
+		switch k := a.b.Field(0).(type) {
+		case *array.Int64Builder:
+			k.Append(row[0].(int64))
+		case *array.BinaryBuilder:
+			k.Append(row[0].([]byte))
+		}
+		payload.Append(row[1].(string))
+	}
+	return a.b.NewRecordBatch()
+}
+
+func (a *arrowBatcher) release() { a.b.Release() }
+
+// verify reads back a sample of t's rows and compares them, and with
+// --verify-count counts every row; untimed.
+func verify(ctx context.Context, stdout io.Writer, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo, g *benchutil.RowGen, cfg config) error {
+	start := time.Now()
+	n := min(int64(cfg.sample), cfg.rows)
+	if err := benchutil.VerifySample(ctx, c, t, info, g, cfg.rows, cfg.sample); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("verified: %d sampled rows read back equal (%.2fs)", n, time.Since(start).Seconds())
+	if cfg.fullCount {
+		cstart := time.Now()
+		var count int64
+		if err := c.Scan(ctx, t, func(kv.Row) error { count++; return nil }); err != nil {
+			return err
+		}
+		if count != cfg.rows {
+			return fmt.Errorf("a scan of every bucket counted %d rows, want %d", count, cfg.rows)
+		}
+		note += fmt.Sprintf("; a Scan of every bucket counted %d rows (%.2fs)", count, time.Since(cstart).Seconds())
+	}
+	fmt.Fprintf(stdout, "    %s\n", note)
+	return nil
+}
+
+// rowGen is the row generator's part of the configuration.
+func (c config) rowGen() benchutil.RowGenConfig {
+	return benchutil.RowGenConfig{Buckets: c.buckets, KeyBytes: c.keyBytes, ValueBytes: c.valueBytes, Seed: c.seed}
+}

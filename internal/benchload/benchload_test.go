@@ -1,0 +1,65 @@
+package benchload
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestSmoke runs both paths with a tiny input against an embedded tier:
+// each must load, verify and report, and the run must end with the ratio
+// line. Nothing is asserted about speed.
+func TestSmoke(t *testing.T) {
+	for _, input := range []string{"arrow", "rows"} {
+		t.Run(input, func(t *testing.T) {
+			var out bytes.Buffer
+			err := Run(t.Context(), &out, []string{
+				"--rows", "3000", "--buckets", "3", "--batch", "300", "--arrow-batch", "700",
+				"--bulk-input", input, "--memory", "8MiB", "--data-dir", t.TempDir(), "--verify-sample", "200",
+			})
+			t.Log("\n" + out.String())
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			if last := lines[len(lines)-1]; !regexp.MustCompile(`^ratio bulk/ordinary: [0-9]+\.[0-9]{2}$`).MatchString(last) {
+				t.Fatalf("last line %q is not the ratio line", last)
+			}
+			for _, re := range []string{
+				`(?m)^    ordinary: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
+				`(?m)^    bulk: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
+				`build: 3 buckets, 3000 rows in the snapshots`,
+			} {
+				if !regexp.MustCompile(re).MatchString(out.String()) {
+					t.Errorf("report lacks %q", re)
+				}
+			}
+			// Both tables verified: a sample read back and every row counted.
+			if n := strings.Count(out.String(), "200 sampled rows read back equal"); n != 2 {
+				t.Errorf("%d sample verifications reported, want 2", n)
+			}
+			if n := strings.Count(out.String(), "counted 3000 rows"); n != 2 {
+				t.Errorf("%d full counts reported, want 2", n)
+			}
+		})
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--rows", "0"},
+		{"--buckets", "0"},
+		{"--key-bytes", "1", "--rows", "1000"},
+		{"--value-bytes", "-1"},
+		{"--memory", "lots"},
+		{"--bulk-input", "parquet"},
+		{"--arrow-batch", "0"},
+		{"--workers", "0"},
+		{"extra"},
+	} {
+		if err := Run(t.Context(), &bytes.Buffer{}, args); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}

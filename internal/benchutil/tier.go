@@ -1,0 +1,66 @@
+package benchutil
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+// WaitServing waits until the leader of every bucket of t serves reads
+// (its replica restored), so that a measurement does not include a new
+// table's start-up: it looks up one key of each bucket, which the client
+// retries while a leader is missing or restoring.
+func WaitServing(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo) error {
+	probes := make([]kv.Row, 0, info.KV.Buckets())
+	seen := make(map[int]bool)
+	for i := int64(-1); len(seen) < info.KV.Buckets(); i-- {
+		row := kv.Row{i, nil}
+		if info.KV.Schema().Columns[0].Type.Kind == kv.KindBytes {
+			row[0] = binary.BigEndian.AppendUint64(nil, uint64(i))
+		}
+		b, err := info.KV.Bucket(row)
+		if err != nil {
+			return err
+		}
+		if !seen[b] {
+			seen[b] = true
+			probes = append(probes, row)
+		}
+	}
+	_, err := c.Get(ctx, t, probes)
+	return err
+}
+
+// VerifySample reads back sample of g's rows 0..rows-1, chosen by seed,
+// and compares them with what g makes.
+func VerifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo, g *RowGen, rows int64, sample int) error {
+	n := min(int64(sample), rows)
+	if n <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(g.cfg.Seed, 0x5eed))
+	keys := make([]kv.Row, n)
+	want := make([]kv.Row, n)
+	for j := range n {
+		want[j] = make(kv.Row, 2)
+		g.Row(want[j], rng.Int64N(rows))
+		keys[j] = kv.Row{want[j][0], nil}
+	}
+	got, err := c.Get(ctx, t, keys)
+	if err != nil {
+		return err
+	}
+	for j := range got {
+		a, _ := info.KV.EncodeValue(got[j])
+		b, _ := info.KV.EncodeValue(want[j])
+		if got[j] == nil || !bytes.Equal(a, b) {
+			return fmt.Errorf("row with key %v: read %v, wrote %v", keys[j][0], got[j], want[j])
+		}
+	}
+	return nil
+}
