@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -154,7 +155,7 @@ func memBucket(name string) *blob.Bucket {
 }
 
 func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
-	b := &gcBucket{base: loc.base()}
+	b := &gcBucket{base: loc.base(), link: os.Link}
 	if loc.prefix != "" {
 		b.prefix = loc.prefix + "/"
 	}
@@ -171,6 +172,17 @@ func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
 			q.Set("metadata", "skip")
 		}
 		b.dir = loc.dir
+		// Linking a local file in place of an upload (PutFile) needs an
+		// object to be nothing but its file: no sidecar.
+		b.linkable = q.Get("metadata") == "skip"
+		b.dirMode = 0o777
+		if fms := q.Get("dir_file_mode"); fms != "" {
+			fm, perr := strconv.ParseUint(fms, 0, 32)
+			if perr != nil {
+				return nil, fmt.Errorf("objstore: open %s: dir_file_mode %q: %w", b.base, fms, perr)
+			}
+			b.dirMode = os.FileMode(fm)
+		}
 		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(loc.dir), RawQuery: q.Encode()}).String())
 	case "mem":
 		if len(loc.query) > 0 {
@@ -193,6 +205,11 @@ type gcBucket struct {
 	prefix string // "" or a key prefix ending in "/"
 	dir    string // file:// root directory; "" for other drivers
 	shared bool   // a named mem bucket that outlives this handle
+	// file:// only: PutFile may hard-link (no metadata sidecars), and the
+	// mode of directories it creates (fileblob's dir_file_mode).
+	linkable bool
+	dirMode  os.FileMode
+	link     func(oldname, newname string) error // os.Link; tests replace it
 }
 
 var _ Bucket = (*gcBucket)(nil)

@@ -109,6 +109,27 @@
 // from the expected values, and as soon as more bytes than expected arrive.
 // Data is verified only once that reader has returned io.EOF.
 //
+// # Files of known digest
+//
+// PutFile stores a local file whose size and SHA-256 the caller already
+// knows (it computed them while writing it), with PutIfAbsent's rules:
+// adopt an identical object, ErrConflict on a different one, never replace.
+// It verifies the file before anything is stored, so a file that does not
+// match its digest is ErrIntegrity and leaves no object. On a file:// store
+// (with metadata=skip, the default) whose root is on the file system of the
+// file, the object is a hard link to the file instead of a copy: PutFile
+// hashes the file, fsyncs it, links it into place with link(2), which
+// refuses an existing name (so this write-if-absent holds across processes
+// too), checks that the name refers to the file it hashed and fsyncs the
+// directories up to the root. The caller must not modify the file
+// afterwards; removing it is fine. Where linking fails because of the file
+// system (EXDEV, EPERM, EMLINK, ENOTSUP, ENOSYS) and on every other store,
+// PutFile copies like PutIfAbsent, verifying while it streams. Through
+// Faults, a link counts as a put and FailNth/FailKey faults apply to it; a
+// key that TruncateWrite matches is copied, so the tear happens. A link that
+// fails for a file-system reason after Faults counted it is counted again
+// by the copy.
+//
 // # Concurrency
 //
 // Buckets from OpenBucket, Store and Faults are safe for concurrent use. A

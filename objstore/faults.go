@@ -160,6 +160,19 @@ func (f *Faults) Put(ctx context.Context, key string, r io.Reader, ifNotExist bo
 	return f.inner.Put(ctx, key, r, ifNotExist)
 }
 
+// tornKey reports whether a TruncateWrite fault matches key.
+func (f *Faults) tornKey(key string) bool {
+	f.mu.Lock()
+	torn := slices.Clone(f.mu.torn)
+	f.mu.Unlock()
+	for _, t := range torn {
+		if t.match(key) {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *Faults) putTorn(ctx context.Context, key string, r io.Reader, ifNotExist bool, n int64) error {
 	tr := &tornReader{r: r, left: n}
 	err := f.inner.Put(ctx, key, tr, ifNotExist)

@@ -72,20 +72,25 @@ func TestRoundTripPairs(t *testing.T) {
 	const nb = 5
 	in, want, dups := genPairs(1, 30000, nb, 0.2)
 	for _, tc := range []struct {
-		name   string
-		budget int64
-		target int64
-		spill  bool
-		chunks int // sealed chunks; -1: many
+		name    string
+		budget  int64
+		target  int64
+		spill   bool
+		chunks  int // sealed chunks; -1: many
+		workers int
 	}{
-		{"in-memory", 64 << 20, 128 << 20, false, 0},
-		{"two-chunks-in-memory", 4 << 20, 128 << 20, false, 1},
-		{"spilled", 256 << 10, 128 << 20, true, -1},
-		{"spilled-small-files", 256 << 10, 64 << 10, true, -1},
+		{"in-memory", 64 << 20, 128 << 20, false, 0, 2},
+		{"two-chunks-in-memory", 4 << 20, 128 << 20, false, 1, 2},
+		{"spilled", 256 << 10, 128 << 20, true, -1, 2},
+		{"spilled-small-files", 256 << 10, 64 << 10, true, -1, 2},
+		// One worker: chunks are sorted and spilled on the caller's
+		// goroutine, runs are written as one part.
+		{"spilled-one-worker", 256 << 10, 128 << 20, true, -1, 1},
+		{"two-chunks-one-worker", 4 << 20, 128 << 20, false, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore(t)
-			res, st, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: tc.budget, target: tc.target, workers: 2})
+			res, st, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: tc.budget, target: tc.target, workers: tc.workers})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,6 +28,11 @@ type Store interface {
 	// PutIfAbsent writes an object unless one exists; an existing
 	// byte-identical object is adopted, a different one is objstore.ErrConflict.
 	PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error)
+	// PutFile stores a local file of known size and SHA-256 write-if-absent
+	// (same adopt/conflict rules), verifying it before anything is stored;
+	// a file:// store on the same file system links it instead of copying.
+	// The builder uses it for data files and never modifies them after.
+	PutFile(ctx context.Context, key, path string, size int64, sha256 string) (objstore.Object, error)
 	// Delete removes an object; used only to withdraw the _METADATA files of
 	// a build that failed after writing some of them.
 	Delete(ctx context.Context, key string) error
@@ -364,7 +369,7 @@ type spillJob struct {
 // overlap), and from then on every sealed chunk is sorted and spilled in
 // the background while the next one fills.
 func (b *Builder) sealLocked(ctx context.Context) error {
-	if !b.mu.spilling {
+	if !b.mu.spilling && b.opts.Workers > 1 {
 		b.mu.spilling = true
 		go b.spillLoop()
 	}
@@ -375,7 +380,7 @@ func (b *Builder) sealLocked(ctx context.Context) error {
 	b.sealed.Store(int64(b.mu.seq))
 	switch {
 	case !b.mu.eager && b.mu.held == nil:
-		b.spillq <- spillJob{c: full}
+		b.submitLocked(spillJob{c: full})
 		b.mu.held = full
 		if b.mu.chunks < 2 {
 			c, err := newChunk(b.chunkCap(), b.bud)
@@ -388,11 +393,11 @@ func (b *Builder) sealLocked(ctx context.Context) error {
 		}
 	case !b.mu.eager:
 		b.mu.eager = true
-		b.spillq <- spillJob{c: b.mu.held, spill: true}
+		b.submitLocked(spillJob{c: b.mu.held, spill: true})
 		b.mu.held = nil
-		b.spillq <- spillJob{c: full, spill: true}
+		b.submitLocked(spillJob{c: full, spill: true})
 	default:
-		b.spillq <- spillJob{c: full, spill: true}
+		b.submitLocked(spillJob{c: full, spill: true})
 	}
 	start := time.Now()
 	defer b.timed(timerAddWait, start)
@@ -412,22 +417,39 @@ func (b *Builder) spillErr() error {
 	return b.spErr.err
 }
 
+// submitLocked hands a job to the spill goroutine or, with one worker, runs
+// it on the calling goroutine: Workers bounds the goroutines doing CPU work
+// in the input phase too, so a one-worker build uses one core.
+func (b *Builder) submitLocked(j spillJob) {
+	if b.mu.spilling {
+		b.spillq <- j
+		return
+	}
+	b.doJob(j)
+}
+
 // spillLoop runs the spill jobs in order. It owns b.sp until it exits; a
 // chunk it spills goes back, emptied, through b.free.
 func (b *Builder) spillLoop() {
 	defer close(b.spillDone)
 	for j := range b.spillq {
-		if b.spillErr() == nil {
-			if err := b.runJob(j); err != nil {
-				b.spErr.Lock()
-				b.spErr.err = err
-				b.spErr.Unlock()
-			}
+		b.doJob(j)
+	}
+}
+
+// doJob runs j unless an earlier job failed, and returns a spilled chunk,
+// emptied, through b.free.
+func (b *Builder) doJob(j spillJob) {
+	if b.spillErr() == nil {
+		if err := b.runJob(j); err != nil {
+			b.spErr.Lock()
+			b.spErr.err = err
+			b.spErr.Unlock()
 		}
-		if j.spill {
-			j.c.reset()
-			b.free <- j.c
-		}
+	}
+	if j.spill {
+		j.c.reset()
+		b.free <- j.c
 	}
 }
 
@@ -449,7 +471,7 @@ func (b *Builder) runJob(j spillJob) error {
 		b.sp.dups[i] += d
 	}
 	path := filepath.Join(b.tmp, fmt.Sprintf("run-%06d", c.seq))
-	r, err := writeRun(path, c.seq, c, b.nb)
+	r, err := writeRun(path, c.seq, c, b.nb, min(spillParts, b.opts.Workers))
 	if err != nil {
 		return fmt.Errorf("snapshotbuild: spill: %w", err)
 	}

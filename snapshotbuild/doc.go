@@ -56,8 +56,8 @@
 // rewrites that field to 0 ("unknown", see manifestnorm.go) and verifies
 // the result by opening it with Pebble. Pebble defaults that depend on the
 // machine (file cache shards) are pinned. So a retried build adopts what an
-// earlier attempt uploaded (objstore's PutIfAbsent adopts byte-identical
-// objects), including an earlier _METADATA.
+// earlier attempt uploaded (objstore's PutFile and PutIfAbsent adopt
+// byte-identical objects), including an earlier _METADATA.
 //
 // # Commit marker last; failure and cancellation
 //
@@ -75,8 +75,20 @@
 // # Concurrency
 //
 // A Builder's methods may be called from several goroutines but are
-// serialized. Internally one goroutine sorts and spills input chunks while
-// Add encodes, and Finish builds Options.Workers buckets at once, uploading
+// serialized. Internally, with Options.Workers > 1, one goroutine sorts and
+// spills input chunks while Add encodes (with one worker Add does it
+// itself), and Finish builds Options.Workers buckets at once, uploading
 // finished buckets while the next ones merge. Options.Progress is called
 // from those goroutines. See DESIGN.md.
+//
+// # Local files and the store
+//
+// Data files are stored with the store's PutFile: verified against the
+// digest computed while writing, and on a file:// store on the file system
+// of Options.TempDir hard-linked into place instead of copied (see
+// objstore). The builder never modifies a file after storing it, and
+// removing its temporary directory leaves linked objects intact. Spill
+// runs are read once by the merge, which gives their pages back to the
+// kernel as it goes (Linux: hole punching), so the SST files written next
+// reuse them.
 package snapshotbuild

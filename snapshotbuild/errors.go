@@ -24,8 +24,8 @@ var (
 	// ErrClosed reports a call on a builder after Finish or Close.
 	ErrClosed = errors.New("snapshotbuild: builder closed")
 	// ErrLocalIntegrity reports a local file whose bytes changed between
-	// being written and being uploaded (the streamed digest differs from the
-	// digest computed while writing).
+	// being written and being uploaded (its digest at upload differs from the
+	// digest computed while writing); nothing is stored for it.
 	ErrLocalIntegrity = errors.New("snapshotbuild: local file changed before upload")
 )
 

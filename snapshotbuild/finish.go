@@ -279,13 +279,14 @@ func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketO
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", f.localPath, err)
 		}
-		obj, err := b.store.PutIfAbsent(ctx, key, objstore.FileSource(f.path))
-		if err != nil {
+		// PutFile verifies the file against the digest computed while it
+		// was written before anything is stored, and on a file:// store on
+		// the same file system links it instead of copying it.
+		if _, err := b.store.PutFile(ctx, key, f.path, f.size, f.sha256); err != nil {
+			if errors.Is(err, objstore.ErrIntegrity) {
+				return fmt.Errorf("%w: %s: %w", ErrLocalIntegrity, f.localPath, err)
+			}
 			return fmt.Errorf("upload %s: %w", f.localPath, err)
-		}
-		if obj.SHA256 != f.sha256 || obj.Size != f.size {
-			return fmt.Errorf("%w: %s: written %d bytes sha256 %s, uploaded %d bytes sha256 %s",
-				ErrLocalIntegrity, f.localPath, f.size, f.sha256, obj.Size, obj.SHA256)
 		}
 		handles[i] = snapshot.KvFileHandle{
 			Handle:    snapshot.FileHandle{Path: uri, Size: f.size, SHA256: f.sha256},
@@ -379,6 +380,9 @@ func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, buf
 			if err != nil {
 				return nil, 0, err
 			}
+			// A bucket is merged once: free the run's pages as they are
+			// read, for the SST files to reuse.
+			s.discard = true
 			runSrcs = append(runSrcs, s)
 			srcs = append(srcs, s)
 			prios = append(prios, r.seq)

@@ -4,6 +4,7 @@ package snapshotbuild
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 )
 
@@ -31,3 +32,32 @@ func unmapAnon(b []byte) {
 		panic(fmt.Sprintf("snapshotbuild: unmap: %v", err))
 	}
 }
+
+// discardRange gives the page cache of f's bytes [off, off+n) back to the
+// kernel (a hole punched into the file, its size unchanged): spill bytes
+// already read by the merge are dead, and on a VM whose fresh pages are
+// expensive to fault in, the SST files written next reuse the freed pages
+// cheaply. Partial pages at either end are only zeroed, so neighbouring
+// sections stay intact. Best effort: it reports false when the file system
+// cannot punch holes, and the caller stops trying.
+func discardRange(f *os.File, off, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		ferr = syscall.Fallocate(int(fd), fallocPunchHole|fallocKeepSize, off, n)
+	}); err != nil {
+		return false
+	}
+	return ferr == nil
+}
+
+const (
+	fallocKeepSize  = 0x1 // FALLOC_FL_KEEP_SIZE
+	fallocPunchHole = 0x2 // FALLOC_FL_PUNCH_HOLE
+)

@@ -100,7 +100,12 @@ type BucketProgress struct {
 
 // Options tune a build. The zero value is usable.
 type Options struct {
-	// Workers is the number of buckets built concurrently in Finish.
+	// Workers bounds the goroutines doing CPU work: the number of buckets
+	// built concurrently in Finish and, during input, whether chunks are
+	// sorted and spilled in the background (Workers > 1, runs written by up
+	// to two goroutines) or on the goroutine calling Add (Workers == 1, so a
+	// one-worker build uses about one core). Uploads, which mostly wait for
+	// the store, overlap with the next buckets either way.
 	// Default: GOMAXPROCS.
 	Workers int
 	// MemoryBudget bounds, in bytes, the memory of buffered input and merge

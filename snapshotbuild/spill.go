@@ -30,14 +30,17 @@ type section struct {
 
 const spillBufSize = 1 << 20
 
-// spillParts is how many files (and goroutines) a run is written with:
-// gathering records from the arena and the kernel's page-cache writes are
-// the spill's cost, and two writers keep both cores busy when the spill
-// goroutine, not input encoding, is the bottleneck.
+// spillParts is how many files (and goroutines) a run is written with, at
+// most (never more than Options.Workers): gathering records from the arena
+// and the kernel's page-cache writes are the spill's cost, and two writers
+// keep both cores busy when the spill goroutine, not input encoding, is the
+// bottleneck.
 const spillParts = 2
 
-// writeRun spills a sorted chunk as files pathPrefix.0, pathPrefix.1, ...
-func writeRun(pathPrefix string, seq int, c *chunk, numBuckets int) (_ *run, err error) {
+// writeRun spills a sorted chunk as files pathPrefix.0, pathPrefix.1, ...,
+// parts of them (at least 1) written concurrently.
+func writeRun(pathPrefix string, seq int, c *chunk, numBuckets, parts int) (_ *run, err error) {
+	parts = max(parts, 1)
 	// Cut the kept entries, in (bucket, key) order, into parts of about
 	// equal bytes.
 	var total int64
@@ -49,12 +52,12 @@ func writeRun(pathPrefix string, seq int, c *chunk, numBuckets int) (_ *run, err
 	type cut struct{ bucket, index int } // a part starts at entry index of bucket
 	cuts := []cut{{0, c.bounds[0]}}
 	var acc int64
-	next := total / spillParts
-	for b := 0; b < numBuckets && len(cuts) < spillParts; b++ {
-		for i := c.bounds[b]; i < c.ends[b] && len(cuts) < spillParts; i++ {
+	next := total / int64(parts)
+	for b := 0; b < numBuckets && len(cuts) < parts; b++ {
+		for i := c.bounds[b]; i < c.ends[b] && len(cuts) < parts; i++ {
 			if acc >= next && acc > 0 {
 				cuts = append(cuts, cut{b, i})
-				next += total / spillParts
+				next += total / int64(parts)
 			}
 			acc += int64(c.ents[i].klen + c.ents[i].vlen)
 		}
@@ -72,17 +75,21 @@ func writeRun(pathPrefix string, seq int, c *chunk, numBuckets int) (_ *run, err
 		}
 		r.files[p] = f
 	}
-	parts := make([]partResult, len(cuts))
+	results := make([]partResult, len(cuts))
 	var wg sync.WaitGroup
 	for p := range cuts {
 		to := cut{numBuckets, 0}
 		if p+1 < len(cuts) {
 			to = cuts[p+1]
 		}
-		wg.Go(func() { parts[p] = writePart(r.files[p], c, cuts[p], to, numBuckets) })
+		if len(cuts) == 1 {
+			results[p] = writePart(r.files[p], c, cuts[p], to, numBuckets)
+			continue
+		}
+		wg.Go(func() { results[p] = writePart(r.files[p], c, cuts[p], to, numBuckets) })
 	}
 	wg.Wait()
-	for p, pr := range parts {
+	for p, pr := range results {
 		if pr.err != nil {
 			return nil, pr.err
 		}
@@ -186,6 +193,8 @@ type runSource struct {
 	remaining int64
 	key, val  []byte
 	err       error
+	discard   bool  // punch holes behind the reads (see discardRange): the section is read only once
+	punched   int64 // with discard: the current section's bytes before this offset are punched
 }
 
 // newRunSource returns a source over bucket's pairs in r. Buffers of a
@@ -258,6 +267,7 @@ func (s *runSource) refill() error {
 		}
 		s.f, s.off, s.end = s.secs[0].f, s.secs[0].off, s.secs[0].off+s.secs[0].size
 		s.secs = s.secs[1:]
+		s.punched = s.off
 	}
 	s.lim = copy(s.buf, s.buf[s.pos:s.lim])
 	s.pos = 0
@@ -265,6 +275,20 @@ func (s *runSource) refill() error {
 	n, err := s.f.ReadAt(s.buf[s.lim:s.lim+int(want)], s.off)
 	s.off += int64(n)
 	s.lim += n
+	if s.discard && n > 0 {
+		// Each section is read once: the bytes read are dead. Punch up to a
+		// page boundary (a page is only freed when one punch covers it
+		// whole), in steps of at least discardStep, and the rest at the
+		// section's end.
+		to := s.off &^ (pageSize - 1)
+		if s.off == s.end {
+			to = s.end
+		}
+		if to-s.punched >= discardStep || s.off == s.end && to > s.punched {
+			s.discard = discardRange(s.f, s.punched, to-s.punched)
+			s.punched = to
+		}
+	}
 	if int64(n) == want {
 		return nil
 	}
@@ -273,6 +297,11 @@ func (s *runSource) refill() error {
 	}
 	return err
 }
+
+// discardStep is the least a runSource punches at once (see refill).
+const discardStep = 64 << 10
+
+var pageSize = int64(os.Getpagesize())
 
 func noEOF(err error) error {
 	if err == io.EOF {

@@ -10,7 +10,10 @@
 //	(b)  Arrow → key/value encoding and bucket routing alone;
 //	(c)  the full offline build (route, encode, deduplicate, sort under the
 //	     --memory budget, spill, merge, write, ingest, checkpoint, upload
-//	     into a file:// store under --dir).
+//	     into a file:// store under --dir);
+//	(c1) with --compare-workers: the same build with 1 worker, run before
+//	     (c), for the line "ratio W workers/1 worker: R" (wall time of (c1)
+//	     over (c)).
 //
 // It prints rows/s, MB/s (encoded key+value bytes), each stage's share of
 // the run, CPU time and peak RSS, a breakdown of (c), and last the line
@@ -69,6 +72,7 @@ type config struct {
 	keep        bool
 	cpuProfile  string
 	trace       bool
+	compare     bool
 }
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
@@ -88,6 +92,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the files written under --dir")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of stage (c) to this file")
 	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps")
+	fs.BoolVar(&c.compare, "compare-workers", false, "also run (c) with 1 worker, before the --workers run, and print the speedup")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -238,17 +243,42 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	}
 	b.bytes, b.cpu = logical, benchutil.CPUTime()-cpu0
 	benchutil.ResetPeakRSS()
+	var c1 *stage
+	if cfg.compare && cfg.workers > 1 {
+		one := cfg
+		one.workers, one.cpuProfile = 1, ""
+		cpu0 = benchutil.CPUTime()
+		if c1, err = runFull(ctx, one, g, table, dir); err != nil {
+			return err
+		}
+		c1.bytes, c1.cpu = logical, benchutil.CPUTime()-cpu0
+		c1.name = "(c1) full build, 1 worker"
+		for _, sub := range []string{"store", "tmp"} {
+			if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+				return fmt.Errorf("bench build: %w", err)
+			}
+		}
+		benchutil.ResetPeakRSS()
+	}
 	cpu0 = benchutil.CPUTime()
 	c, err := runFull(ctx, cfg, g, table, dir)
 	if err != nil {
 		return err
 	}
 	c.bytes, c.cpu = logical, benchutil.CPUTime()-cpu0
-
-	stages := []*stage{a, b, c}
-	if ap != nil {
-		stages = []*stage{a, ap, b, c}
+	if c1 != nil {
+		c.name = fmt.Sprintf("(c) full build, %d workers", cfg.workers)
 	}
+
+	stages := []*stage{a}
+	if ap != nil {
+		stages = append(stages, ap)
+	}
+	stages = append(stages, b)
+	if c1 != nil {
+		stages = append(stages, c1)
+	}
+	stages = append(stages, c)
 	var total time.Duration
 	for _, s := range stages {
 		total += s.elapsed
@@ -271,6 +301,9 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	if ap != nil {
 		fmt.Fprintf(stdout, "ratio full/limit at equal parallelism, (c) vs (a') %d streams: %.2f\n",
 			min(cfg.workers, cfg.buckets), ap.elapsed.Seconds()/c.elapsed.Seconds())
+	}
+	if c1 != nil {
+		fmt.Fprintf(stdout, "ratio %d workers/1 worker: %.2f\n", cfg.workers, c1.elapsed.Seconds()/c.elapsed.Seconds())
 	}
 	fmt.Fprintf(stdout, "ratio full/limit: %.2f\n", a.elapsed.Seconds()/c.elapsed.Seconds())
 	return nil

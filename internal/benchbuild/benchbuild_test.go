@@ -29,9 +29,40 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("report lacks %q", want)
 		}
 	}
+	if strings.Contains(out.String(), "(c1)") || strings.Contains(out.String(), "workers/1 worker") {
+		t.Fatal("worker comparison printed without --compare-workers")
+	}
 	// The spill path ran (1 MiB budget for ~2.8 MB of pairs).
 	if regexp.MustCompile(`\b0 spill runs`).MatchString(out.String()) {
 		t.Fatal("no spill runs with a 1 MiB budget")
+	}
+}
+
+// TestCompareWorkers: --compare-workers adds the 1-worker build and its
+// ratio line, and the full/limit ratio stays the last line.
+func TestCompareWorkers(t *testing.T) {
+	var out bytes.Buffer
+	err := Run(t.Context(), &out, []string{
+		"--rows", "20000", "--buckets", "3", "--workers", "2", "--memory", "1MiB",
+		"--dir", t.TempDir(), "--batch-rows", "1000", "--compare-workers",
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String())
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if n := len(lines); n < 2 ||
+		!regexp.MustCompile(`^ratio 2 workers/1 worker: [0-9]+\.[0-9]+$`).MatchString(lines[n-2]) ||
+		!regexp.MustCompile(`^ratio full/limit: [0-9]+\.[0-9]+$`).MatchString(lines[n-1]) {
+		t.Fatalf("last lines %q", lines[max(0, len(lines)-2):])
+	}
+	for _, want := range []string{"(c1) full build, 1 worker", "(c) full build, 2 workers"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q", want)
+		}
+	}
+	if got := strings.Count(out.String(), "20000 snapshot rows"); got != 2 {
+		t.Fatalf("%d builds reported 20000 snapshot rows, want 2", got)
 	}
 }
 
