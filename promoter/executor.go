@@ -1,0 +1,558 @@
+package promoter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/snapshotbuild"
+)
+
+// detachedTimeout bounds the calls that must not be cancelled by shutdown:
+// Abort, Status and the ledger writes that record an outcome.
+const detachedTimeout = 30 * time.Second
+
+// crashError is a Hooks.AfterPhase failure: the promotion stops at once, as
+// if the process had died (no abort, no ledger write).
+type crashError struct{ err error }
+
+func (e *crashError) Error() string { return "promoter: crashed by hook: " + e.err.Error() }
+func (e *crashError) Unwrap() error { return e.err }
+
+// errPending reports a promotion left in committing: the commit decision may
+// have been taken and its outcome is not known yet. Resume (or the next
+// reconcile) settles it through Status; nothing else may touch the target.
+var errPending = errors.New("promoter: commit outcome pending")
+
+// errAbortFailed reports a promotion whose transaction could not be
+// aborted: the record keeps its phase, so that it is resumed (rebuilt and
+// committed, or aborted again) later.
+var errAbortFailed = errors.New("promoter: abort failed")
+
+// halts reports errors that must stop the promotion without any further
+// write: a hook's crash, or a fenced ledger write (the term is over).
+func halts(err error) bool {
+	var c *crashError
+	return errors.As(err, &c) || fencing.IsFenced(err)
+}
+
+// IsRetriable reports whether a promotion that failed with err may succeed
+// when tried again unchanged. Errors of the data, the schema, the policy and
+// the target's state are terminal; everything else (the tier or the lake
+// unavailable, timeouts, conflicts) is retriable, the default.
+func IsRetriable(err error) bool {
+	for _, terminal := range []error{
+		ErrSchema, ErrTargetNotEmpty, ErrUnknownPolicy, ErrNotAllowed,
+		lake.ErrUnmappable, lake.ErrNoTierPartition, lake.ErrConfig,
+		snapshotbuild.ErrInvalidRow, snapshotbuild.ErrDuplicateKey, snapshotbuild.ErrSchemaMismatch,
+		snapshotbuild.ErrUnsupportedArrowType, snapshotbuild.ErrWrongPartition, snapshotbuild.ErrRecordTooLarge,
+		snapshotbuild.ErrInvalidOptions,
+		bulkload.ErrTargetNotEmpty, bulkload.ErrNotPrimaryKeyTable, bulkload.ErrInvalidRequest, bulkload.ErrManifestConflict,
+	} {
+		if errors.Is(err, terminal) {
+			return false
+		}
+	}
+	return !errors.Is(err, context.Canceled)
+}
+
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
+}
+
+func (p *Promoter) logger(r Record) *slog.Logger {
+	return p.log.With("promotion", r.ID, "policy", r.Policy, "target", r.Target().String(), "attempt", r.Attempt)
+}
+
+// write stores r (CAS on its revision) and updates r's revision.
+func (p *Promoter) write(ctx context.Context, r *Record) error {
+	r.UpdatedAt = p.now()
+	nr, err := p.cfg.Ledger.Update(ctx, *r)
+	if err != nil {
+		if fencing.IsFenced(err) {
+			p.halt(err)
+		}
+		return err
+	}
+	*r = nr
+	return nil
+}
+
+// hook runs Hooks.AfterPhase.
+func (p *Promoter) hook(ctx context.Context, r Record) error {
+	if h := p.cfg.Hooks.AfterPhase; h != nil {
+		if err := h(ctx, r); err != nil {
+			return &crashError{err: err}
+		}
+	}
+	return nil
+}
+
+// setPhase persists r in phase, logs it and runs the hook.
+func (p *Promoter) setPhase(ctx context.Context, r *Record, phase Phase) error {
+	r.Phase = phase
+	if err := p.write(ctx, r); err != nil {
+		return err
+	}
+	p.logger(*r).Info("promotion phase", "phase", string(phase), "txn", r.TxnID)
+	if lp := p.liveOf(r.ID); lp != nil {
+		lp.setPhase(phase)
+	}
+	return p.hook(ctx, *r)
+}
+
+// startRecord records the promotion of a plan item before anything touches
+// the tier: a new record (attempt 1), or the next attempt of an identity
+// whose last attempt was aborted or failed.
+func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) (Record, error) {
+	now := p.now()
+	var existing *Record
+	for _, r := range ps.records[it.Key.Partition] {
+		if r.ID == it.PromotionID {
+			existing = &r
+			break
+		}
+	}
+	var r Record
+	if existing == nil {
+		r = Record{
+			ID: it.PromotionID, Policy: ps.plan.Policy, Catalog: ps.plan.Catalog, LakeTable: ps.plan.LakeTable,
+			Partition: it.Key.Partition, LakePartitions: it.LakePartitions,
+			SourceSnapshotID: it.SourceSnapshotID, ScanSnapshotID: ps.plan.LakeSnapshotID,
+			Database: ps.plan.Database, Table: ps.plan.Table, Attempt: 1, Phase: PhasePlanned,
+			Buckets: ps.plan.Buckets, CreatedAt: now, UpdatedAt: now,
+		}
+		r.CallerToken = CallerToken(r.ID, r.Attempt)
+		var err error
+		if r, err = p.cfg.Ledger.Create(ctx, r); err != nil {
+			if fencing.IsFenced(err) {
+				p.halt(err)
+			}
+			return Record{}, err
+		}
+	} else {
+		r = *existing
+		r.Policy = ps.plan.Policy
+		r.LakePartitions, r.ScanSnapshotID, r.Buckets = it.LakePartitions, ps.plan.LakeSnapshotID, ps.plan.Buckets
+		r.Attempt++
+		resetAttempt(&r)
+		if err := p.write(ctx, &r); err != nil {
+			return Record{}, err
+		}
+	}
+	p.logger(r).Info("promotion phase", "phase", string(PhasePlanned), "lake_snapshot", r.ScanSnapshotID)
+	return r, p.hook(ctx, r)
+}
+
+// resetAttempt clears what belongs to one attempt and names the new one.
+func resetAttempt(r *Record) {
+	r.Phase = PhasePlanned
+	r.CallerToken = CallerToken(r.ID, r.Attempt)
+	r.TxnID, r.Error, r.Retriable = "", "", false
+	r.BegunAt, r.CommittedAt = nil, nil
+	r.Rows, r.Bytes, r.Duplicates = 0, 0, 0
+}
+
+// nextAttempt starts attempt r.Attempt+1 of r's identity.
+func (p *Promoter) nextAttempt(ctx context.Context, r Record) (Record, error) {
+	r.Attempt++
+	resetAttempt(&r)
+	if err := p.write(ctx, &r); err != nil {
+		return r, err
+	}
+	p.logger(r).Info("promotion phase", "phase", string(PhasePlanned))
+	return r, p.hook(ctx, r)
+}
+
+// backoff returns the wait before retry n (1-based).
+func (p *Promoter) backoff(n int) time.Duration {
+	d := p.cfg.Retry.Initial
+	for i := 1; i < n && d < p.cfg.Retry.Max; i++ {
+		d *= 2
+	}
+	return min(d, p.cfg.Retry.Max)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// drive runs attempts of r until it is committed, fails terminally, runs
+// out of retries, or must stop (shutdown, crash, fencing, pending commit).
+func (p *Promoter) drive(ctx context.Context, src *source, r Record) (Record, error) {
+	retries := 0
+	for {
+		start := time.Now()
+		var err error
+		r, err = p.attempt(ctx, src, r)
+		policy := src.pol.Name()
+		if err == nil {
+			p.m.promotions.WithLabelValues(policy, outcomeCommitted).Inc()
+			p.m.seconds.WithLabelValues(policy, outcomeCommitted).Observe(time.Since(start).Seconds())
+			p.m.rows.WithLabelValues(policy).Add(float64(r.Rows))
+			return r, nil
+		}
+		if halts(err) || errors.Is(err, errPending) || errors.Is(err, errAbortFailed) || ctx.Err() != nil {
+			return r, err
+		}
+		retriable := IsRetriable(err)
+		if retriable && retries+1 < p.cfg.Retry.Attempts {
+			retries++
+			p.m.promotions.WithLabelValues(policy, outcomeRetried).Inc()
+			wait := p.backoff(retries)
+			p.logger(r).Warn("promotion attempt failed, retrying", "err", err, "retry_in", wait)
+			if serr := sleep(ctx, wait); serr != nil {
+				return r, err
+			}
+			if r, err = p.nextAttempt(ctx, r); err != nil {
+				return r, err
+			}
+			continue
+		}
+		r.Phase, r.Error, r.Retriable = PhaseFailed, err.Error(), retriable
+		dctx, cancel := detached(ctx)
+		werr := p.write(dctx, &r)
+		cancel()
+		p.m.promotions.WithLabelValues(policy, outcomeFailed).Inc()
+		p.m.seconds.WithLabelValues(policy, outcomeFailed).Observe(time.Since(start).Seconds())
+		p.logger(r).Error("promotion failed", "err", err, "retriable", retriable)
+		if werr != nil {
+			return r, errors.Join(err, werr)
+		}
+		if herr := p.hook(ctx, r); herr != nil {
+			return r, herr
+		}
+		return r, err
+	}
+}
+
+// attempt runs one attempt of r: ensure the target, Begin (or resume) with
+// r's token, build, Commit. Before the commit decision every failure aborts
+// the transaction and records the attempt as aborted.
+func (p *Promoter) attempt(ctx context.Context, src *source, r Record) (Record, error) {
+	if err := p.ensureTarget(ctx, src, r); err != nil {
+		return p.abortAttempt(ctx, r, nil, err)
+	}
+	bc, err := p.begin(ctx, r)
+	if errors.Is(err, bulkload.ErrInvalidState) && r.TxnID != "" {
+		// The token's transaction is past BEGUN: a commit was decided.
+		return p.awaitCommit(ctx, r, bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}, err)
+	}
+	if err != nil {
+		return p.abortAttempt(ctx, r, nil, err)
+	}
+	h := bc.Handle()
+	if r.Phase == PhasePlanned || r.TxnID != h.TxnID {
+		now := p.now()
+		r.TxnID, r.Buckets, r.BegunAt = h.TxnID, bc.Buckets(), &now
+		if err := p.setPhase(ctx, &r, PhaseBegun); err != nil {
+			return p.abortAttempt(ctx, r, &h, err)
+		}
+	}
+	if r.Phase != PhaseBuilding {
+		if err := p.setPhase(ctx, &r, PhaseBuilding); err != nil {
+			return p.abortAttempt(ctx, r, &h, err)
+		}
+	}
+	results, err := p.build(ctx, src, r, bc)
+	if err != nil {
+		return p.abortAttempt(ctx, r, &h, err)
+	}
+	r.Rows, r.Bytes, r.Duplicates = 0, 0, 0
+	for _, res := range results {
+		r.Bytes += res.Bytes
+		r.Duplicates += res.Duplicates
+	}
+	if lp := p.liveOf(r.ID); lp != nil {
+		r.Rows = lp.rowsRead.Load()
+	}
+	if err := p.setPhase(ctx, &r, PhaseCommitting); err != nil {
+		return p.abortAttempt(ctx, r, &h, err)
+	}
+	// The commit is not cancelled by shutdown (it is the decision); it has
+	// its own budget.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CommitBudget+detachedTimeout)
+	defer cancel()
+	st, err := p.cfg.BulkLoad.Commit(cctx, bc, results, p.cfg.CommitBudget)
+	if err == nil && st.State == bulkload.Committed {
+		return p.committed(ctx, r)
+	}
+	if err == nil {
+		err = fmt.Errorf("promoter: commit of %s returned %s", h.TxnID, st.State)
+	}
+	return p.awaitCommit(ctx, r, h, err)
+}
+
+// ensureTarget creates the tier table (createIfMissing) and partition, and
+// checks an existing table's schema.
+func (p *Promoter) ensureTarget(ctx context.Context, src *source, r Record) error {
+	t := src.pol.Target()
+	have, ok, err := p.cfg.Tier.TableSchema(ctx, r.Database, r.Table)
+	if err != nil {
+		return fmt.Errorf("promoter: target %s.%s: %w", r.Database, r.Table, err)
+	}
+	switch {
+	case ok:
+		if d := SchemaDiff(have, src.schema); d != "" {
+			return fmt.Errorf("%w: target %s.%s exists with another schema: %s", ErrSchema, r.Database, r.Table, d)
+		}
+	case !t.CreateIfMissing:
+		return fmt.Errorf("%w: target table %s.%s does not exist and createIfMissing is false", ErrNotAllowed, r.Database, r.Table)
+	default:
+		if err := p.cfg.Tier.CreateTable(ctx, r.Database, r.Table, src.schema, t.ReplicationFactor); err != nil {
+			return fmt.Errorf("promoter: create target %s.%s: %w", r.Database, r.Table, err)
+		}
+		p.logger(r).Info("target table created", "buckets", src.schema.Buckets)
+	}
+	if r.Partition != "" {
+		if err := p.cfg.Tier.CreatePartition(ctx, r.Database, r.Table, r.Partition); err != nil {
+			return fmt.Errorf("promoter: create target partition %s: %w", r.Target(), err)
+		}
+	}
+	return nil
+}
+
+// begin calls Begin with r's token, repeating it while the tier answers
+// that it may succeed later (a new table's replicas not ready yet).
+func (p *Promoter) begin(ctx context.Context, r Record) (*bulkloadclient.BuildContext, error) {
+	wait := 50 * time.Millisecond
+	for tries := 1; ; tries++ {
+		bc, err := p.cfg.BulkLoad.Begin(ctx, r.Target(), r.CallerToken, bulkloadclient.BeginOptions{BuildTimeout: p.cfg.BuildTimeout})
+		if err == nil {
+			return bc, nil
+		}
+		if errors.Is(err, bulkload.ErrTargetNotEmpty) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrTargetNotEmpty, r.Target(), err)
+		}
+		if !bulkloadclient.IsRetriable(err) || tries >= 40 {
+			return nil, fmt.Errorf("promoter: begin %s: %w", r.Target(), err)
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("promoter: begin %s: %w", r.Target(), err)
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// abortAttempt ends a failed attempt before the commit decision: it aborts
+// the transaction (h, when known) with a context that shutdown does not
+// cancel and records the attempt as aborted with the cause. A crash or
+// fencing stops everything at once instead.
+func (p *Promoter) abortAttempt(ctx context.Context, r Record, h *bulkload.Handle, cause error) (Record, error) {
+	if halts(cause) {
+		return r, cause
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if h != nil {
+		st, err := p.cfg.BulkLoad.Abort(dctx, *h)
+		if err != nil && !errors.Is(err, bulkload.ErrNotFound) {
+			p.logger(r).Error("abort failed; the promotion is left for resume", "txn", h.TxnID, "err", err, "cause", cause)
+			return r, errors.Join(cause, fmt.Errorf("%w: %s: %w", errAbortFailed, h.TxnID, err))
+		}
+		_ = st
+	}
+	r.Phase, r.Error, r.Retriable = PhaseAborted, cause.Error(), IsRetriable(cause)
+	if ctx.Err() != nil {
+		r.Error, r.Retriable = "shutdown: "+cause.Error(), true
+	}
+	if err := p.write(dctx, &r); err != nil {
+		return r, errors.Join(cause, err)
+	}
+	p.m.promotions.WithLabelValues(r.Policy, outcomeAborted).Inc()
+	p.logger(r).Warn("promotion aborted", "txn", r.TxnID, "err", cause)
+	if err := p.hook(ctx, r); err != nil {
+		return r, err
+	}
+	return r, cause
+}
+
+// committed records the commit. The write is not cancelled by shutdown.
+func (p *Promoter) committed(ctx context.Context, r Record) (Record, error) {
+	now := p.now()
+	r.Phase, r.CommittedAt, r.Error, r.Retriable = PhaseCommitted, &now, "", false
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if err := p.write(dctx, &r); err != nil {
+		return r, err
+	}
+	p.logger(r).Info("promotion phase", "phase", string(PhaseCommitted), "txn", r.TxnID, "rows", r.Rows, "bytes", r.Bytes)
+	return r, p.hook(ctx, r)
+}
+
+// awaitCommit settles a promotion whose Commit failed or whose outcome is
+// unknown, through Status: COMMITTED → committed; COMMITTING → wait for it
+// (errPending when the budget runs out: Resume settles it later); ABORTED →
+// the attempt is aborted (retriable); BEGUN → the commit was rejected: abort.
+func (p *Promoter) awaitCommit(ctx context.Context, r Record, h bulkload.Handle, cause error) (Record, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CommitBudget)
+	defer cancel()
+	for {
+		st, err := p.cfg.BulkLoad.Status(wctx, h)
+		if err != nil {
+			if wctx.Err() != nil || !bulkloadclient.IsRetriable(err) {
+				return r, errors.Join(cause, fmt.Errorf("%w: status of %s: %w", errPending, h.TxnID, err))
+			}
+		} else {
+			switch st.State {
+			case bulkload.Committed:
+				return p.committed(ctx, r)
+			case bulkload.Aborted:
+				reason := "aborted by the tier"
+				if st.AbortReason != nil {
+					reason = fmt.Sprintf("aborted by the tier: %s %s", st.AbortReason, st.AbortMessage)
+				}
+				return p.abortAttempt(ctx, r, nil, fmt.Errorf("promoter: %s: %s: %w", h.TxnID, reason, cause))
+			case bulkload.Begun:
+				return p.abortAttempt(ctx, r, &h, cause)
+			}
+		}
+		if serr := sleep(wctx, bulkloadclient.CommitRetryInterval); serr != nil {
+			return r, errors.Join(cause, fmt.Errorf("%w: %s still committing", errPending, h.TxnID))
+		}
+	}
+}
+
+// build scans the record's lake partitions at its scan snapshot and builds
+// every bucket of the transaction in one build.
+func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloadclient.BuildContext) (_ []snapshotbuild.BucketResult, err error) {
+	lim := src.pol.Limits()
+	var store snapshotbuild.Store
+	if p.cfg.Store != nil {
+		store = p.cfg.Store
+	} else {
+		st, err := objstore.Open(ctx, bc.RemoteDataDir())
+		if err != nil {
+			return nil, fmt.Errorf("promoter: open remote data dir: %w", err)
+		}
+		defer func() { err = errors.Join(err, st.Close()) }()
+		store = st
+	}
+	if lim.UploadBytesPerSecond > 0 {
+		store = limitedStore{Store: store, lim: newLimiter(lim.UploadBytesPerSecond)}
+	}
+	lp := p.liveOf(r.ID)
+	lp.reset(bc.Buckets())
+	dups := snapshotbuild.DuplicatesLastWins
+	if src.pol.DuplicateKeys() == policies.DuplicateKeysError {
+		dups = snapshotbuild.DuplicatesError
+	}
+	b, err := snapshotbuild.New(store, snapshotbuild.Target{
+		Table: bc.Table(), Snapshot: bc.SnapshotTarget(), SnapshotIDs: bc.SnapshotIDs(),
+	}, snapshotbuild.Options{
+		Workers: lim.BuildWorkers, MemoryBudget: lim.MemoryBytes, TempDir: p.cfg.TempDir,
+		Duplicates: dups, Logger: p.logger(r), Progress: lp.onBucket,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	refs, err := parsePartitionRefs(r.LakePartitions)
+	if err != nil {
+		return nil, err
+	}
+	scan := r.ScanSnapshotID
+	_, seq, err := src.lk.Scan(ctx, r.LakeTable, lake.ScanOptions{SnapshotID: &scan, Partitions: refs, Mapping: &src.mapping})
+	if err != nil {
+		return nil, fmt.Errorf("promoter: scan %s at %d: %w", r.LakeTable, scan, err)
+	}
+	for rec, err := range seq {
+		if err != nil {
+			return nil, fmt.Errorf("promoter: scan %s at %d: %w", r.LakeTable, scan, err)
+		}
+		n, size := rec.NumRows(), recordBytes(rec)
+		err = b.Add(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
+		}
+		lp.rowsRead.Add(n)
+		lp.bytesRead.Add(size)
+	}
+	results, err := b.Finish(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
+	}
+	return results, nil
+}
+
+// recordBytes is the size of a batch's buffers.
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, col := range rec.Columns() {
+		for _, buf := range col.Data().Buffers() {
+			if buf != nil {
+				n += int64(buf.Len())
+			}
+		}
+	}
+	return n
+}
+
+// liveProgress is the in-memory progress of a running promotion.
+type liveProgress struct {
+	id                  string
+	started             time.Time
+	rowsRead, bytesRead atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		phase   Phase
+		buckets []BucketProgress
+	}
+}
+
+func (lp *liveProgress) setPhase(ph Phase) {
+	lp.mu.Lock()
+	lp.mu.phase = ph
+	lp.mu.Unlock()
+}
+
+func (lp *liveProgress) reset(buckets int) {
+	lp.rowsRead.Store(0)
+	lp.bytesRead.Store(0)
+	lp.mu.Lock()
+	lp.mu.buckets = make([]BucketProgress, buckets)
+	for i := range lp.mu.buckets {
+		lp.mu.buckets[i].Bucket = i
+	}
+	lp.mu.Unlock()
+}
+
+func (lp *liveProgress) onBucket(bp snapshotbuild.BucketProgress) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if bp.Bucket < 0 || bp.Bucket >= len(lp.mu.buckets) {
+		return
+	}
+	b := &lp.mu.buckets[bp.Bucket]
+	b.Rows, b.Bytes, b.Done = bp.Rows, bp.Bytes, bp.Phase == snapshotbuild.PhaseDone
+}
+
+func (lp *liveProgress) snapshot() Progress {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return Progress{
+		ID: lp.id, Phase: lp.mu.phase, RowsRead: lp.rowsRead.Load(), BytesRead: lp.bytesRead.Load(),
+		Buckets: append([]BucketProgress(nil), lp.mu.buckets...), Started: lp.started,
+	}
+}

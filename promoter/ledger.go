@@ -1,0 +1,201 @@
+package promoter
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/thawdb/thaw/fencing"
+)
+
+// Ledger stores promotion records durably. Implementations are safe for
+// concurrent use.
+type Ledger interface {
+	// Create stores a new record; ErrExists when its ID exists. The returned
+	// record carries the new Revision.
+	Create(ctx context.Context, r Record) (Record, error)
+	// Update replaces a record if its Revision is still r.Revision
+	// (ErrConflict otherwise, ErrNotFound when it is gone).
+	Update(ctx context.Context, r Record) (Record, error)
+	// Get returns a record; ErrNotFound when there is none.
+	Get(ctx context.Context, id string) (Record, error)
+	// List returns every record, newest first (by CreatedAt, then ID).
+	List(ctx context.Context) ([]Record, error)
+}
+
+// EtcdLedger is a Ledger in etcd: one JSON value per record under
+// prefix+"/promotions/{id}", updated by compare-and-swap on the key's mod
+// revision. With a Leadership every write is fenced: it runs only while
+// that term of the promoter's election is current (fencing.Leadership.Txn),
+// so a deposed promoter changes nothing.
+type EtcdLedger struct {
+	cli    *clientv3.Client
+	prefix string
+	lead   *fencing.Leadership
+}
+
+var _ Ledger = (*EtcdLedger)(nil)
+
+// NewEtcdLedger returns a ledger under prefix (e.g. "/thaw/promoter"),
+// fenced by lead when it is not nil.
+func NewEtcdLedger(cli *clientv3.Client, prefix string, lead *fencing.Leadership) *EtcdLedger {
+	return &EtcdLedger{cli: cli, prefix: prefix, lead: lead}
+}
+
+func (l *EtcdLedger) dir() string { return l.prefix + "/promotions/" }
+
+func (l *EtcdLedger) key(id string) string { return l.dir() + id }
+
+// txn runs If(cmps).Then(then).Else(els), fenced when the ledger has a
+// leadership. It reports whether cmps held.
+func (l *EtcdLedger) txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, bool, error) {
+	if l.lead == nil {
+		resp, err := l.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		if err != nil {
+			return nil, false, err
+		}
+		return resp, resp.Succeeded, nil
+	}
+	resp, err := l.lead.Txn(ctx, cmps, then, els)
+	switch {
+	case errors.Is(err, fencing.ErrPreconditionFailed):
+		return resp, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return resp, true, nil
+}
+
+// Create implements Ledger.
+func (l *EtcdLedger) Create(ctx context.Context, r Record) (Record, error) {
+	if err := validID(r.ID); err != nil {
+		return Record{}, err
+	}
+	b, err := encodeRecord(r)
+	if err != nil {
+		return Record{}, err
+	}
+	k := l.key(r.ID)
+	resp, ok, err := l.txn(ctx,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(k, string(b))}, nil)
+	if err != nil {
+		return Record{}, fmt.Errorf("promoter: ledger create %s: %w", r.ID, err)
+	}
+	if !ok {
+		return Record{}, fmt.Errorf("%w: %s", ErrExists, r.ID)
+	}
+	r.Revision = resp.Header.Revision
+	return r, nil
+}
+
+// Update implements Ledger.
+func (l *EtcdLedger) Update(ctx context.Context, r Record) (Record, error) {
+	if err := validID(r.ID); err != nil {
+		return Record{}, err
+	}
+	if r.Revision <= 0 {
+		return Record{}, fmt.Errorf("%w: %s has no revision", ErrConflict, r.ID)
+	}
+	b, err := encodeRecord(r)
+	if err != nil {
+		return Record{}, err
+	}
+	k := l.key(r.ID)
+	resp, ok, err := l.txn(ctx,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", r.Revision)},
+		[]clientv3.Op{clientv3.OpPut(k, string(b))},
+		[]clientv3.Op{clientv3.OpGet(k, clientv3.WithCountOnly())})
+	if err != nil {
+		return Record{}, fmt.Errorf("promoter: ledger update %s: %w", r.ID, err)
+	}
+	if !ok {
+		if len(resp.Responses) == 1 && resp.Responses[0].GetResponseRange().GetCount() == 0 {
+			return Record{}, fmt.Errorf("%w: promotion %s", ErrNotFound, r.ID)
+		}
+		return Record{}, fmt.Errorf("%w: %s (revision %d)", ErrConflict, r.ID, r.Revision)
+	}
+	r.Revision = resp.Header.Revision
+	return r, nil
+}
+
+// Get implements Ledger.
+func (l *EtcdLedger) Get(ctx context.Context, id string) (Record, error) {
+	if err := validID(id); err != nil {
+		return Record{}, fmt.Errorf("%w: promotion %q", ErrNotFound, id)
+	}
+	resp, err := l.cli.Get(ctx, l.key(id))
+	if err != nil {
+		return Record{}, fmt.Errorf("promoter: ledger get %s: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Record{}, fmt.Errorf("%w: promotion %s", ErrNotFound, id)
+	}
+	r, err := decodeRecord(resp.Kvs[0].Value)
+	if err != nil {
+		return Record{}, fmt.Errorf("promoter: ledger get %s: %w", id, err)
+	}
+	r.Revision = resp.Kvs[0].ModRevision
+	return r, nil
+}
+
+// List implements Ledger.
+func (l *EtcdLedger) List(ctx context.Context) ([]Record, error) {
+	resp, err := l.cli.Get(ctx, l.dir(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("promoter: ledger list: %w", err)
+	}
+	out := make([]Record, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r, err := decodeRecord(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("promoter: ledger list %s: %w", kv.Key, err)
+		}
+		r.Revision = kv.ModRevision
+		out = append(out, r)
+	}
+	sortNewestFirst(out)
+	return out, nil
+}
+
+func sortNewestFirst(rs []Record) {
+	slices.SortFunc(rs, func(a, b Record) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// encodeRecord is the record's JSON (the ledger's stored form).
+func encodeRecord(r Record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("promoter: encode record %s: %w", r.ID, err)
+	}
+	return b, nil
+}
+
+// decodeRecord parses a stored record strictly: unknown fields and trailing
+// data are errors.
+func decodeRecord(b []byte) (Record, error) {
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Record{}, fmt.Errorf("decode record: %w", err)
+	}
+	if dec.More() {
+		return Record{}, errors.New("decode record: trailing data")
+	}
+	if err := validID(r.ID); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}

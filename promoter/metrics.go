@@ -1,0 +1,103 @@
+package promoter
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the promoter's Prometheus metrics. Labels carry policy names
+// and outcomes only, never a credential.
+type metrics struct {
+	promotions *prometheus.CounterVec   // policy, outcome
+	seconds    *prometheus.HistogramVec // policy, outcome
+	rows       *prometheus.CounterVec   // policy
+	queueDepth prometheus.Gauge
+	running    prometheus.Gauge
+	halted     prometheus.Gauge
+	reconciles *prometheus.CounterVec // policy, result
+}
+
+// Outcomes of thaw_promoter_promotions_total.
+const (
+	outcomeCommitted = "committed"
+	outcomeAborted   = "aborted"
+	outcomeFailed    = "failed"
+	outcomeRetried   = "retried"
+)
+
+// register registers c with reg, or returns the collector registered
+// before under the same description, so that a new Promoter on the same
+// registry (a new leadership term in one process) shares the metrics
+// instead of failing.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if old, ok := are.ExistingCollector.(C); ok {
+				return old, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_promoter_promotions_total",
+			Help: "Promotion attempts ended, by policy and outcome (committed, aborted, failed, retried).",
+		}, []string{"policy", "outcome"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "thaw_promoter_promotion_seconds",
+			Help:    "Duration of promotion attempts, from Begin to the outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
+		}, []string{"policy", "outcome"}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_promoter_rows_total",
+			Help: "Lake rows promoted by committed promotions, by policy.",
+		}, []string{"policy"}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "thaw_promoter_queue_depth",
+			Help: "Promotion keys waiting in the queue.",
+		}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "thaw_promoter_running",
+			Help: "Promotions running now.",
+		}),
+		halted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "thaw_promoter_halted",
+			Help: "1 when the promoter stopped because its leadership ended (fenced ledger write).",
+		}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_promoter_reconciles_total",
+			Help: "Reconciles of a policy, by result (ok, error).",
+		}, []string{"policy", "result"}),
+	}
+	var errs []error
+	reg1 := func(err error) { errs = append(errs, err) }
+	var err error
+	m.promotions, err = register(reg, m.promotions)
+	reg1(err)
+	m.seconds, err = register(reg, m.seconds)
+	reg1(err)
+	m.rows, err = register(reg, m.rows)
+	reg1(err)
+	m.queueDepth, err = register(reg, m.queueDepth)
+	reg1(err)
+	m.running, err = register(reg, m.running)
+	reg1(err)
+	m.halted, err = register(reg, m.halted)
+	reg1(err)
+	m.reconciles, err = register(reg, m.reconciles)
+	reg1(err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("promoter: register metrics: %w", err)
+	}
+	return m, nil
+}

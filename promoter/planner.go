@@ -1,0 +1,332 @@
+package promoter
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/policies"
+)
+
+// estimatedBuildRate is the lake bytes per second a plan's EstimatedBuild
+// assumes (Parquet in, snapshots out, on one or two cores): a rough guide
+// for operators, not a promise.
+const estimatedBuildRate = 32 << 20
+
+// source is what building one policy's targets needs besides the plan item:
+// the lake, the mapped tier schema and the partition mapping at the scan
+// snapshot.
+type source struct {
+	pol     *policies.Policy
+	lk      Lake
+	scan    int64 // scan snapshot id
+	schema  kv.TableSchema
+	mapping lake.PartitionMapping
+}
+
+// group is one tier partition: the lake partitions mapped to it.
+type group struct {
+	name  string
+	parts []lake.PartitionStats
+}
+
+// newest returns the lake partition of g updated last (by sequence number,
+// then snapshot id): its LastUpdatedSnapshotID is the identity's source
+// snapshot.
+func (g *group) newest() lake.PartitionStats {
+	return slices.MaxFunc(g.parts, func(a, b lake.PartitionStats) int {
+		if c := cmp.Compare(a.LastUpdatedSequenceNumber, b.LastUpdatedSequenceNumber); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.LastUpdatedSnapshotID, b.LastUpdatedSnapshotID)
+	})
+}
+
+func (g *group) refs() []string {
+	out := make([]string, len(g.parts))
+	for i, p := range g.parts {
+		out[i] = partitionRefString(p.Ref())
+	}
+	return out
+}
+
+// partitionRefString is the "spec/path" form of a lake partition in
+// records and plans.
+func partitionRefString(r lake.PartitionRef) string {
+	return strconv.Itoa(r.SpecID) + "/" + r.Path
+}
+
+func parsePartitionRef(s string) (lake.PartitionRef, error) {
+	spec, path, ok := strings.Cut(s, "/")
+	id, err := strconv.Atoi(spec)
+	if !ok || err != nil {
+		return lake.PartitionRef{}, fmt.Errorf("promoter: invalid lake partition %q", s)
+	}
+	return lake.PartitionRef{SpecID: id, Path: path}, nil
+}
+
+func parsePartitionRefs(ss []string) ([]lake.PartitionRef, error) {
+	out := make([]lake.PartitionRef, 0, len(ss))
+	for _, s := range ss {
+		r, err := parsePartitionRef(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// mappingOptions are the policy's target options for lake.MapSchema.
+func mappingOptions(pol *policies.Policy, snapshotID *int64) lake.MappingOptions {
+	t := pol.Target()
+	return lake.MappingOptions{PrimaryKey: t.PrimaryKey, Buckets: t.Buckets, Bucketing: t.Bucketing, SnapshotID: snapshotID}
+}
+
+// openSource describes the policy's lake table and maps its schema at
+// snapshot (nil: the current one). It returns the table info too.
+func (p *Promoter) openSource(ctx context.Context, pol *policies.Policy, snapshot *int64) (*source, *lake.TableInfo, error) {
+	src := pol.Source()
+	lk := p.cfg.Lakes[src.Catalog]
+	info, err := lk.Describe(ctx, src.Table)
+	if err != nil {
+		return nil, nil, fmt.Errorf("promoter: policy %s: describe %s: %w", pol.Name(), src.Table, err)
+	}
+	if snapshot == nil {
+		snapshot = info.CurrentSnapshotID
+	}
+	schema, mapping, err := lake.MapSchema(info, mappingOptions(pol, snapshot))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: policy %s: lake table %s: %w", ErrSchema, pol.Name(), src.Table, err)
+	}
+	s := &source{pol: pol, lk: lk, schema: schema, mapping: mapping}
+	if snapshot != nil {
+		s.scan = *snapshot
+	}
+	return s, info, nil
+}
+
+// planState is a plan plus what executing its items needs.
+type planState struct {
+	plan   *Plan
+	src    *source
+	groups map[string]*group
+	// records are the ledger's records of this policy's lake table, by
+	// tier partition.
+	records map[string][]Record
+}
+
+// SchemaDiff describes the first difference between two tier schemas,
+// ignoring the schema id (the tier assigns its own) and comparing defaults
+// as what they stand for (an empty bucket key is the primary key minus the
+// partition keys); "" when they define the same table.
+func SchemaDiff(have, want kv.TableSchema) string {
+	have, want = normalSchema(have), normalSchema(want)
+	if len(have.Columns) != len(want.Columns) {
+		return fmt.Sprintf("%d columns, the lake table maps to %d", len(have.Columns), len(want.Columns))
+	}
+	for i := range have.Columns {
+		h, w := have.Columns[i], want.Columns[i]
+		if h != w {
+			return fmt.Sprintf("column %d is %s %s (nullable %t), the lake table maps to %s %s (nullable %t)",
+				i, h.Name, h.Type, h.Nullable, w.Name, w.Type, w.Nullable)
+		}
+	}
+	switch {
+	case !slices.Equal(have.PrimaryKey, want.PrimaryKey):
+		return fmt.Sprintf("primary key %v, the policy maps %v", have.PrimaryKey, want.PrimaryKey)
+	case !slices.Equal(have.PartitionKeys, want.PartitionKeys):
+		return fmt.Sprintf("partition keys %v, the policy maps %v", have.PartitionKeys, want.PartitionKeys)
+	case !slices.Equal(have.BucketKey, want.BucketKey):
+		return fmt.Sprintf("bucket key %v, the policy maps %v", have.BucketKey, want.BucketKey)
+	case have.Buckets != want.Buckets:
+		return fmt.Sprintf("%d buckets, the policy asks for %d", have.Buckets, want.Buckets)
+	case have.Bucketing != want.Bucketing:
+		return fmt.Sprintf("bucketing %s, the policy asks for %s", have.Bucketing, want.Bucketing)
+	}
+	return ""
+}
+
+// normalSchema is s as kv compiles it (defaults filled in), or s itself
+// when it does not compile.
+func normalSchema(s kv.TableSchema) kv.TableSchema {
+	if t, err := kv.NewTable(s); err == nil {
+		return t.Schema()
+	}
+	return s
+}
+
+// plan plans pol. With only set, only that tier partition is planned (and
+// ErrNotFound returned when the lake has no such partition). forced items
+// skip the policy's selection (an on-demand request), and identities that
+// failed terminally are tried again.
+func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string, forced bool) (*planState, error) {
+	src, info, err := p.openSource(ctx, pol, nil)
+	if err != nil {
+		return nil, err
+	}
+	s, t := pol.Source(), pol.Target()
+	plan := &Plan{
+		Policy: pol.Name(), Catalog: s.Catalog, LakeTable: s.Table, LakeSnapshotID: src.scan,
+		Database: t.Database, Table: t.Table, Schema: src.schema, Buckets: src.schema.Buckets,
+	}
+	have, exists, err := p.cfg.Tier.TableSchema(ctx, t.Database, t.Table)
+	if err != nil {
+		return nil, fmt.Errorf("promoter: policy %s: target %s.%s: %w", pol.Name(), t.Database, t.Table, err)
+	}
+	plan.TableExists = exists
+	if exists {
+		if d := SchemaDiff(have, src.schema); d != "" {
+			return nil, fmt.Errorf("%w: policy %s: target %s.%s exists with another schema: %s",
+				ErrSchema, pol.Name(), t.Database, t.Table, d)
+		}
+	} else if !t.CreateIfMissing {
+		return nil, fmt.Errorf("%w: policy %s: target table %s.%s does not exist and createIfMissing is false",
+			ErrNotFound, pol.Name(), t.Database, t.Table)
+	} else {
+		plan.WillCreate = true
+	}
+	ps := &planState{plan: plan, src: src, groups: map[string]*group{}, records: map[string][]Record{}}
+	if info.CurrentSnapshotID == nil {
+		return ps, nil
+	}
+	parts, err := src.lk.Partitions(ctx, s.Table, info.CurrentSnapshotID)
+	if err != nil {
+		return nil, fmt.Errorf("promoter: policy %s: partitions of %s: %w", pol.Name(), s.Table, err)
+	}
+	for _, lp := range parts {
+		name, err := src.mapping.PartitionName(lp)
+		if err != nil {
+			if errors.Is(err, lake.ErrNoTierPartition) {
+				plan.Unmapped = append(plan.Unmapped, partitionRefString(lp.Ref())+": "+err.Error())
+				continue
+			}
+			return nil, fmt.Errorf("promoter: policy %s: %w", pol.Name(), err)
+		}
+		g := ps.groups[name]
+		if g == nil {
+			g = &group{name: name}
+			ps.groups[name] = g
+		}
+		g.parts = append(g.parts, lp)
+	}
+	if only != nil {
+		if _, ok := ps.groups[*only]; !ok {
+			return nil, fmt.Errorf("%w: policy %s: the lake table %s has no partition mapped to %q", ErrNotFound, pol.Name(), s.Table, *only)
+		}
+	}
+	recs, err := p.cfg.Ledger.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Catalog == s.Catalog && r.LakeTable == s.Table {
+			ps.records[r.Partition] = append(ps.records[r.Partition], r)
+		}
+	}
+
+	names := make([]string, 0, len(ps.groups))
+	for n := range ps.groups {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	cands := make([]policies.Candidate, len(names))
+	for i, n := range names {
+		cands[i] = candidate(ps.groups[n], src.mapping)
+	}
+	decisions := pol.Select(cands, p.now())
+	for i, n := range names {
+		if only != nil && n != *only {
+			continue
+		}
+		d := decisions[i]
+		it := p.planItem(ctx, ps, ps.groups[n], d, forced)
+		plan.Items = append(plan.Items, it)
+	}
+	return ps, nil
+}
+
+// candidate turns a tier partition's lake partitions into the policy's
+// candidate. Values come from the lake partition of the default spec (the
+// mapping's), else from the newest.
+func candidate(g *group, m lake.PartitionMapping) policies.Candidate {
+	c := policies.Candidate{Name: g.name, Values: map[string]string{}, Transforms: map[string]string{}}
+	rep := g.newest()
+	for _, lp := range g.parts {
+		c.Rows += lp.RecordCount
+		c.Bytes += lp.TotalBytes
+		if lp.SpecID == m.SpecID {
+			rep = lp
+		}
+	}
+	for _, v := range rep.Values {
+		c.Values[v.Name] = v.Human
+		c.Transforms[v.Name] = v.Transform
+	}
+	return c
+}
+
+// planItem decides one tier partition.
+func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d policies.Decision, forced bool) PlanItem {
+	plan := ps.plan
+	newest := g.newest()
+	it := PlanItem{
+		Key:              Key{Policy: plan.Policy, Partition: g.name},
+		LakePartitions:   g.refs(),
+		SourceSnapshotID: newest.LastUpdatedSnapshotID,
+		Rows:             d.Candidate.Rows,
+		Bytes:            d.Candidate.Bytes,
+		Action:           ActionSkip,
+		EstimatedBuild:   (time.Duration(d.Candidate.Bytes) * time.Second / estimatedBuildRate).Round(time.Millisecond),
+	}
+	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, g.name, it.SourceSnapshotID)
+	if !d.Selected && !forced {
+		it.Reason = "not selected: " + d.Reason
+		return it
+	}
+	for _, r := range ps.records[g.name] {
+		if r.ID == it.PromotionID {
+			switch {
+			case r.Phase == PhaseCommitted:
+				it.Reason = "already promoted by " + r.ID
+				return it
+			case !r.Phase.Terminal():
+				it.Reason = "in progress: " + r.ID
+				return it
+			case r.Phase == PhaseFailed && !r.Retriable && !forced:
+				it.Reason = fmt.Sprintf("failed: %s (attempt %d; request it to try again)", r.Error, r.Attempt)
+				return it
+			}
+			continue
+		}
+		switch {
+		case r.Phase == PhaseCommitted:
+			it.Reason = fmt.Sprintf("stale: promoted from snapshot %d by %s, lake now at %d",
+				r.SourceSnapshotID, r.ID, it.SourceSnapshotID)
+			return it
+		case !r.Phase.Terminal():
+			it.Reason = "in progress: " + r.ID
+			return it
+		}
+	}
+	if plan.TableExists {
+		empty, err := p.cfg.Tier.IsEmpty(ctx, plan.Database, plan.Table, g.name)
+		switch {
+		case err != nil:
+			it.Reason = "cannot check the target: " + err.Error()
+			return it
+		case !empty:
+			it.Reason = "target not empty"
+			return it
+		}
+	}
+	it.Action, it.Reason = ActionPromote, ""
+	return it
+}

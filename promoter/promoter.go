@@ -1,0 +1,681 @@
+package promoter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/policies"
+)
+
+// Promoter is the reconcile core: see doc.go for its contract. Its methods
+// are safe for concurrent use.
+type Promoter struct {
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	q      *queue
+	pols   map[string]*policies.Policy
+	byLake map[string]*policies.Policy // catalog + "\x00" + lake table
+
+	ready   atomic.Bool
+	running atomic.Bool
+	drainMu sync.Mutex // one local drain at a time
+
+	mu struct {
+		sync.Mutex
+		live   map[string]*liveProgress
+		cancel context.CancelCauseFunc // Run's, while it runs
+		halted error
+	}
+}
+
+// New validates cfg, fills in defaults and returns a Promoter. It rejects
+// duplicate policy names, two policies of one lake table or one tier
+// table (a promotion's identity names the lake table, so one table has one
+// policy), and policies whose catalog is not configured.
+func New(cfg Config) (*Promoter, error) {
+	switch {
+	case cfg.Tier == nil:
+		return nil, errors.New("promoter: config: no tier")
+	case cfg.BulkLoad == nil:
+		return nil, errors.New("promoter: config: no bulk loader")
+	case cfg.Ledger == nil:
+		return nil, errors.New("promoter: config: no ledger")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = time.Minute
+	}
+	if cfg.LakePollInterval == 0 {
+		cfg.LakePollInterval = 30 * time.Second
+	}
+	if cfg.CommitBudget <= 0 {
+		cfg.CommitBudget = 5 * time.Minute
+	}
+	if cfg.Retry.Initial <= 0 {
+		cfg.Retry.Initial = time.Second
+	}
+	if cfg.Retry.Max <= 0 {
+		cfg.Retry.Max = time.Minute
+	}
+	if cfg.Retry.Max < cfg.Retry.Initial {
+		cfg.Retry.Max = cfg.Retry.Initial
+	}
+	if cfg.Retry.Attempts <= 0 {
+		cfg.Retry.Attempts = 5
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	p := &Promoter{
+		cfg: cfg, log: cfg.Logger, m: m,
+		pols: map[string]*policies.Policy{}, byLake: map[string]*policies.Policy{},
+	}
+	byTarget := map[string]string{}
+	for _, pol := range cfg.Policies {
+		if pol == nil {
+			return nil, errors.New("promoter: config: nil policy")
+		}
+		name := pol.Name()
+		if _, dup := p.pols[name]; dup {
+			return nil, fmt.Errorf("promoter: config: duplicate policy %s", name)
+		}
+		src, t := pol.Source(), pol.Target()
+		if _, ok := cfg.Lakes[src.Catalog]; !ok || cfg.Lakes[src.Catalog] == nil {
+			return nil, fmt.Errorf("promoter: config: policy %s: no catalog %q", name, src.Catalog)
+		}
+		lk := src.Catalog + "\x00" + src.Table
+		if o, ok := p.byLake[lk]; ok {
+			return nil, fmt.Errorf("%w: policies %s and %s both promote lake table %s.%s", ErrNotAllowed, o.Name(), name, src.Catalog, src.Table)
+		}
+		tk := t.Database + "." + t.Table
+		if o, ok := byTarget[tk]; ok {
+			return nil, fmt.Errorf("%w: policies %s and %s both promote into %s", ErrNotAllowed, o, name, tk)
+		}
+		p.pols[name], p.byLake[lk], byTarget[tk] = pol, pol, name
+	}
+	p.q = newQueue(func(policy string) int {
+		if pol := p.pols[policy]; pol != nil {
+			return pol.Limits().ConcurrentPromotions
+		}
+		return 0
+	})
+	p.mu.live = map[string]*liveProgress{}
+	return p, nil
+}
+
+func (p *Promoter) now() time.Time { return p.cfg.Now() }
+
+// Policies returns the configured policies.
+func (p *Promoter) Policies() []*policies.Policy { return slices.Clone(p.cfg.Policies) }
+
+// Ready reports whether Run has resumed the ledger and runs.
+func (p *Promoter) Ready() bool { return p.ready.Load() }
+
+func (p *Promoter) policy(name string) (*policies.Policy, error) {
+	pol := p.pols[name]
+	if pol == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownPolicy, name)
+	}
+	return pol, nil
+}
+
+// halt stops Run after a fenced ledger write: this promoter's term is over.
+func (p *Promoter) halt(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.halted == nil {
+		p.mu.halted = err
+		p.m.halted.Set(1)
+		p.log.Error("promoter halted: leadership lost", "err", err)
+	}
+	if p.mu.cancel != nil {
+		p.mu.cancel(err)
+	}
+}
+
+// track registers the live progress of promotion id while fn runs.
+func (p *Promoter) track(id string, phase Phase, fn func() (Record, error)) (Record, error) {
+	lp := &liveProgress{id: id, started: p.now()}
+	lp.mu.phase = phase
+	p.mu.Lock()
+	p.mu.live[id] = lp
+	p.mu.Unlock()
+	p.m.running.Inc()
+	defer func() {
+		p.m.running.Dec()
+		p.mu.Lock()
+		delete(p.mu.live, id)
+		p.mu.Unlock()
+	}()
+	return fn()
+}
+
+func (p *Promoter) liveOf(id string) *liveProgress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.live[id]
+}
+
+// Progress returns the live progress of a running promotion.
+func (p *Promoter) Progress(id string) (Progress, bool) {
+	lp := p.liveOf(id)
+	if lp == nil {
+		return Progress{}, false
+	}
+	return lp.snapshot(), true
+}
+
+// Promotions returns the ledger's records, newest first.
+func (p *Promoter) Promotions(ctx context.Context) ([]Record, error) {
+	rs, err := p.cfg.Ledger.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sortNewestFirst(rs)
+	return rs, nil
+}
+
+// Promotion returns one record; ErrNotFound when there is none.
+func (p *Promoter) Promotion(ctx context.Context, id string) (Record, error) {
+	return p.cfg.Ledger.Get(ctx, id)
+}
+
+// Plan returns what policy would promote now. It changes nothing.
+func (p *Promoter) Plan(ctx context.Context, policy string) (*Plan, error) {
+	pol, err := p.policy(policy)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := p.plan(ctx, pol, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	return ps.plan, nil
+}
+
+// Reconcile reconciles every policy (see ReconcilePolicy). The report sums
+// them (its Policy is ""); the error joins the policies' errors.
+func (p *Promoter) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var sum ReconcileReport
+	var errs []error
+	for _, pol := range p.cfg.Policies {
+		r, err := p.ReconcilePolicy(ctx, pol.Name())
+		if err != nil {
+			errs = append(errs, err)
+		}
+		sum.Selected += r.Selected
+		sum.Enqueued += r.Enqueued
+		sum.Promoted += r.Promoted
+		sum.Skipped += r.Skipped
+	}
+	return sum, errors.Join(errs...)
+}
+
+// ReconcilePolicy plans policy and enqueues every selected target that is
+// not promoted yet, and every unsettled promotion of the policy that does
+// not run (it is resumed). It does not wait for them (see Drain).
+// Selected counts the targets the policy selects; Enqueued, Promoted
+// (already committed) and Skipped (selected, but skipped for another
+// reason, e.g. the target is not empty) split them.
+func (p *Promoter) ReconcilePolicy(ctx context.Context, policy string) (ReconcileReport, error) {
+	rep := ReconcileReport{Policy: policy}
+	pol, err := p.policy(policy)
+	if err != nil {
+		return rep, err
+	}
+	ps, err := p.plan(ctx, pol, nil, false)
+	if err != nil {
+		p.m.reconciles.WithLabelValues(policy, "error").Inc()
+		p.log.Error("reconcile failed", "policy", policy, "err", err)
+		return rep, err
+	}
+	p.m.reconciles.WithLabelValues(policy, "ok").Inc()
+	for _, it := range ps.plan.Items {
+		if strings.HasPrefix(it.Reason, "not selected") {
+			continue
+		}
+		rep.Selected++
+		switch {
+		case it.Action == ActionPromote:
+			p.q.add(it.Key, item{})
+			rep.Enqueued++
+		case strings.HasPrefix(it.Reason, "already promoted"):
+			rep.Promoted++
+		case strings.HasPrefix(it.Reason, "in progress") && !p.q.isRunning(it.Key):
+			p.q.add(it.Key, item{})
+			rep.Enqueued++
+		default:
+			rep.Skipped++
+		}
+	}
+	p.updateDepth()
+	p.log.Info("reconciled", "policy", policy, "lake_snapshot", ps.plan.LakeSnapshotID,
+		"selected", rep.Selected, "enqueued", rep.Enqueued, "promoted", rep.Promoted, "skipped", rep.Skipped)
+	return rep, nil
+}
+
+func (p *Promoter) updateDepth() {
+	pending, _ := p.q.depth()
+	p.m.queueDepth.Set(float64(pending))
+}
+
+// Request enqueues an on-demand promotion and returns the plan items it
+// concerns. The policy is r.Policy, or the one policy whose tier target
+// ("db.table") or lake table ("ns.table") is r.Table. It must have the
+// onRequest trigger (ErrNotAllowed otherwise). Without a partition, every
+// target the policy selects is enqueued; with one, that target is, whether
+// the policy's selection includes it or not (prechecks still apply:
+// already promoted, not empty, in progress). ErrNotFound: the lake has no
+// such partition.
+func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
+	pol, err := p.resolve(r)
+	if err != nil {
+		return nil, err
+	}
+	if !pol.Triggers().OnRequest {
+		return nil, fmt.Errorf("%w: policy %s has no onRequest trigger", ErrNotAllowed, pol.Name())
+	}
+	var only *string
+	if r.Partition != "" {
+		only = &r.Partition
+	}
+	ps, err := p.plan(ctx, pol, only, only != nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range ps.plan.Items {
+		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, "in progress") && !p.q.isRunning(it.Key)) {
+			p.q.add(it.Key, item{forced: only != nil})
+		}
+	}
+	p.updateDepth()
+	p.log.Info("promotion requested", "policy", pol.Name(), "partition", r.Partition, "items", len(ps.plan.Items))
+	return ps.plan.Items, nil
+}
+
+// resolve finds the policy of a request.
+func (p *Promoter) resolve(r Request) (*policies.Policy, error) {
+	if r.Policy != "" {
+		pol, err := p.policy(r.Policy)
+		if err != nil {
+			return nil, err
+		}
+		if r.Table != "" {
+			t, s := pol.Target(), pol.Source()
+			if r.Table != t.Database+"."+t.Table && r.Table != s.Table {
+				return nil, fmt.Errorf("%w: policy %s does not promote %s", ErrUnknownPolicy, r.Policy, r.Table)
+			}
+		}
+		return pol, nil
+	}
+	if r.Table == "" {
+		return nil, fmt.Errorf("%w: the request names no policy and no table", ErrUnknownPolicy)
+	}
+	var found []*policies.Policy
+	for _, pol := range p.cfg.Policies {
+		t, s := pol.Target(), pol.Source()
+		if r.Table == t.Database+"."+t.Table || r.Table == s.Table {
+			found = append(found, pol)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("%w: no policy promotes %s", ErrUnknownPolicy, r.Table)
+	case 1:
+		return found[0], nil
+	}
+	return nil, fmt.Errorf("%w: several policies promote %s; name one", ErrUnknownPolicy, r.Table)
+}
+
+// Promote plans and executes one key now, synchronously, under the key's
+// exclusion (it waits for a queued run of the same key). Like an on-demand
+// request it ignores the policy's selection but not its prechecks; unlike
+// Request it does not need the onRequest trigger. It returns the
+// identity's record: committed, or already committed before (nil error).
+// A skipped key is an error wrapping ErrSkipped (ErrTargetNotEmpty for a
+// non-empty target) with the plan's reason.
+func (p *Promoter) Promote(ctx context.Context, k Key) (Record, error) {
+	if _, err := p.policy(k.Policy); err != nil {
+		return Record{}, err
+	}
+	if err := p.q.acquire(ctx, k); err != nil {
+		return Record{}, err
+	}
+	defer p.q.done(k)
+	return p.process(ctx, k, item{forced: true})
+}
+
+// process plans and runs one key (the caller holds its exclusion). An
+// unsettled record of the key's target is resumed instead.
+func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) {
+	pol, err := p.policy(k.Policy)
+	if err != nil {
+		return Record{}, err
+	}
+	ps, err := p.plan(ctx, pol, &k.Partition, it.forced)
+	if err != nil {
+		return Record{}, err
+	}
+	pi := ps.plan.Items[0]
+	if pi.Action != ActionPromote {
+		for _, r := range ps.records[k.Partition] {
+			switch {
+			case r.Phase == PhaseCommitted && strings.HasPrefix(pi.Reason, "already promoted"):
+				if r.ID == pi.PromotionID {
+					return r, nil
+				}
+			case !r.Phase.Terminal() && strings.HasPrefix(pi.Reason, "in progress"):
+				return p.resumeRecord(ctx, pol, r)
+			}
+		}
+		if pi.Reason == "target not empty" {
+			return Record{}, fmt.Errorf("%w: %s: %s", ErrTargetNotEmpty, k, pi.Reason)
+		}
+		return Record{}, fmt.Errorf("%w: %s: %s", ErrSkipped, k, pi.Reason)
+	}
+	return p.track(pi.PromotionID, PhasePlanned, func() (Record, error) {
+		r, err := p.startRecord(ctx, ps, pi)
+		if err != nil {
+			return r, err
+		}
+		return p.drive(ctx, ps.src, r)
+	})
+}
+
+// worker runs queued keys until ctx is done or the queue closes.
+func (p *Promoter) worker(ctx context.Context) {
+	for {
+		k, it, err := p.q.get(ctx)
+		if err != nil {
+			return
+		}
+		p.updateDepth()
+		r, err := p.process(ctx, k, it)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrSkipped):
+			p.log.Debug("promotion skipped", "key", k.String(), "reason", err)
+		default:
+			p.log.Warn("promotion ended with an error", "key", k.String(), "promotion", r.ID, "phase", string(r.Phase), "err", err)
+		}
+		p.q.done(k)
+		p.updateDepth()
+	}
+}
+
+// Drain waits until the queue is empty and no promotion runs. While Run
+// runs, its workers do the work; otherwise Drain runs Workers workers of
+// its own until the queue is empty (so Reconcile + Drain promote without
+// Run).
+func (p *Promoter) Drain(ctx context.Context) error {
+	if p.running.Load() {
+		return p.q.waitIdle(ctx)
+	}
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range p.cfg.Workers {
+		wg.Go(func() { p.worker(wctx) })
+	}
+	err := p.q.waitIdle(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// Run resumes the ledger (Resume), then runs until ctx is done: Workers
+// queue workers, the periodic reconcile of every policy (at once, then every
+// ReconcileInterval) and the poll of each onLakeCommit policy's lake table
+// (every LakePollInterval; a new current snapshot reconciles the policy).
+// Cron schedules and requests come from outside (ReconcilePolicy, Request).
+//
+// When ctx is done Run shuts down gracefully: the queue stops, promotions
+// before their commit decision are aborted (recorded aborted, "shutdown"),
+// a commit in flight finishes (bounded by CommitBudget), and Run returns nil
+// once every worker has stopped. A fenced ledger write (the leadership is
+// lost) stops Run the same way and returns that error.
+func (p *Promoter) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("promoter: already running")
+	}
+	defer p.running.Store(false)
+	if err := p.Resume(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p.mu.Lock()
+	p.mu.cancel = cancel
+	halted := p.mu.halted
+	p.mu.Unlock()
+	if halted != nil {
+		return halted
+	}
+	p.q.reopen()
+	p.ready.Store(true)
+	p.log.Info("promoter running", "policies", len(p.cfg.Policies), "workers", p.cfg.Workers)
+
+	var wg sync.WaitGroup
+	for range p.cfg.Workers {
+		wg.Go(func() { p.worker(rctx) })
+	}
+	if p.cfg.ReconcileInterval >= 0 {
+		wg.Go(func() { p.reconcileLoop(rctx) })
+	}
+	if p.cfg.LakePollInterval >= 0 {
+		wg.Go(func() { p.pollLoop(rctx) })
+	}
+	<-rctx.Done()
+	p.ready.Store(false)
+	p.q.close()
+	p.log.Info("promoter stopping")
+	wg.Wait()
+	p.mu.Lock()
+	p.mu.cancel = nil
+	halted = p.mu.halted
+	p.mu.Unlock()
+	p.updateDepth()
+	p.log.Info("promoter stopped")
+	return halted
+}
+
+func (p *Promoter) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		if _, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("reconcile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pollLoop reconciles each onLakeCommit policy when its lake table's
+// current snapshot changes (the first poll reconciles every one of them).
+func (p *Promoter) pollLoop(ctx context.Context) {
+	var watched []*policies.Policy
+	for _, pol := range p.cfg.Policies {
+		if pol.Triggers().OnLakeCommit {
+			watched = append(watched, pol)
+		}
+	}
+	if len(watched) == 0 {
+		return
+	}
+	seen := map[string]int64{}
+	t := time.NewTicker(p.cfg.LakePollInterval)
+	defer t.Stop()
+	for {
+		for _, pol := range watched {
+			src := pol.Source()
+			info, err := p.cfg.Lakes[src.Catalog].Describe(ctx, src.Table)
+			if err != nil {
+				if ctx.Err() == nil {
+					p.log.Warn("lake poll", "policy", pol.Name(), "table", src.Table, "err", err)
+				}
+				continue
+			}
+			var cur int64
+			if info.CurrentSnapshotID != nil {
+				cur = *info.CurrentSnapshotID
+			}
+			if last, ok := seen[pol.Name()]; ok && last == cur {
+				continue
+			}
+			seen[pol.Name()] = cur
+			p.log.Info("lake commit seen", "policy", pol.Name(), "table", src.Table, "lake_snapshot", cur)
+			if _, err := p.ReconcilePolicy(ctx, pol.Name()); err != nil && ctx.Err() == nil {
+				p.log.Warn("reconcile on lake commit", "policy", pol.Name(), "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Resume settles every non-terminal record of the ledger, oldest first,
+// each under its key's exclusion: planned, begun and building records are
+// begun again with their caller token (which resumes the transaction, or
+// finds it aborted and starts the next attempt) and rebuilt (the builder
+// adopts what an earlier attempt uploaded); committing records are settled
+// through Status (and committed again after a rebuild if the transaction is
+// still BEGUN). A record whose policy is gone is released: its
+// transaction is aborted. Errors of single records are logged and joined;
+// a fenced write stops Resume at once.
+func (p *Promoter) Resume(ctx context.Context) error {
+	recs, err := p.cfg.Ledger.List(ctx)
+	if err != nil {
+		return fmt.Errorf("promoter: resume: %w", err)
+	}
+	slices.Reverse(recs) // oldest first
+	var errs []error
+	for _, r := range recs {
+		if r.Phase.Terminal() {
+			continue
+		}
+		pol := p.byLake[r.Catalog+"\x00"+r.LakeTable]
+		k := Key{Policy: r.Policy, Partition: r.Partition}
+		if pol != nil {
+			k.Policy = pol.Name()
+		}
+		if err := p.q.acquire(ctx, k); err != nil {
+			return err
+		}
+		p.log.Info("resuming promotion", "promotion", r.ID, "phase", string(r.Phase), "txn", r.TxnID)
+		nr, err := p.resumeRecord(ctx, pol, r)
+		p.q.done(k)
+		if err != nil {
+			if halts(err) || ctx.Err() != nil {
+				return err
+			}
+			p.log.Warn("resume", "promotion", r.ID, "phase", string(nr.Phase), "err", err)
+			errs = append(errs, fmt.Errorf("promoter: resume %s: %w", r.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resumeRecord settles one non-terminal record (the caller holds its key).
+func (p *Promoter) resumeRecord(ctx context.Context, pol *policies.Policy, r Record) (Record, error) {
+	h := bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}
+	return p.track(r.ID, r.Phase, func() (Record, error) {
+		if pol == nil {
+			return p.release(ctx, r, h)
+		}
+		if r.Phase == PhaseCommitting && r.TxnID != "" {
+			st, err := p.cfg.BulkLoad.Status(ctx, h)
+			if err != nil {
+				return r, fmt.Errorf("promoter: status of %s: %w", r.TxnID, err)
+			}
+			switch st.State {
+			case bulkload.Committed:
+				return p.committed(ctx, r)
+			case bulkload.Committing:
+				return p.awaitCommit(ctx, r, h, errors.New("promoter: resumed while committing"))
+			}
+			// BEGUN: rebuild and commit again (Begin with the token resumes
+			// it); ABORTED: Begin fails with the token aborted, and the next
+			// attempt starts.
+		}
+		src, _, err := p.openSource(ctx, pol, &r.ScanSnapshotID)
+		if err != nil {
+			var hp *bulkload.Handle
+			if r.TxnID != "" {
+				hp = &h
+			}
+			r, aerr := p.abortAttempt(ctx, r, hp, err)
+			if errors.Is(aerr, errAbortFailed) || halts(aerr) {
+				return r, aerr
+			}
+			return p.fail(ctx, r, err)
+		}
+		return p.drive(ctx, src, r)
+	})
+}
+
+// fail records a terminal failure of r.
+func (p *Promoter) fail(ctx context.Context, r Record, cause error) (Record, error) {
+	r.Phase, r.Error, r.Retriable = PhaseFailed, cause.Error(), IsRetriable(cause)
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if err := p.write(dctx, &r); err != nil {
+		return r, errors.Join(cause, err)
+	}
+	p.m.promotions.WithLabelValues(r.Policy, outcomeFailed).Inc()
+	p.logger(r).Error("promotion failed", "err", cause)
+	return r, cause
+}
+
+// release settles a record whose policy is gone: a BEGUN transaction is
+// aborted, a COMMITTING one awaited, a COMMITTED one recorded. A planned
+// record without a transaction id is marked aborted (if its Begin reached
+// the tier unrecorded, the tier's build deadline aborts it).
+func (p *Promoter) release(ctx context.Context, r Record, h bulkload.Handle) (Record, error) {
+	cause := fmt.Errorf("%w: policy %s of lake table %s is no longer configured", ErrUnknownPolicy, r.Policy, r.LakeTable)
+	if r.TxnID == "" {
+		return p.abortAttempt(ctx, r, nil, cause)
+	}
+	st, err := p.cfg.BulkLoad.Status(ctx, h)
+	if err != nil {
+		return r, fmt.Errorf("promoter: status of %s: %w", r.TxnID, err)
+	}
+	switch st.State {
+	case bulkload.Committed:
+		return p.committed(ctx, r)
+	case bulkload.Committing:
+		return p.awaitCommit(ctx, r, h, cause)
+	case bulkload.Aborted:
+		return p.abortAttempt(ctx, r, nil, cause)
+	}
+	return p.abortAttempt(ctx, r, &h, cause)
+}

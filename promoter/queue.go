@@ -1,0 +1,213 @@
+package promoter
+
+import (
+	"context"
+	"sync"
+)
+
+// item is what the queue holds for a key besides the key itself.
+type item struct {
+	// forced: an on-demand request; the policy's selection is not applied
+	// (prechecks still are).
+	forced bool
+}
+
+func (it item) merge(o item) item { return item{forced: it.forced || o.forced} }
+
+// queue is a de-duplicating work queue of keys with per-key exclusion and
+// a per-policy concurrency limit, in the manner of controller-runtime's
+// workqueue: a key is at most once pending; a key being processed is not
+// handed out again; a key added while it is processed is marked dirty and
+// becomes pending again when it is done. Items are handed out in the order
+// they were added, skipping keys whose policy is at its limit.
+type queue struct {
+	limit func(policy string) int // concurrent keys per policy; <= 0: unlimited
+
+	mu struct {
+		sync.Mutex
+		order     []Key
+		pending   map[Key]item
+		running   map[Key]bool
+		dirty     map[Key]item
+		perPolicy map[string]int
+		closed    bool
+		changed   chan struct{} // closed and replaced on every change
+	}
+}
+
+func newQueue(limit func(string) int) *queue {
+	q := &queue{limit: limit}
+	q.mu.pending = map[Key]item{}
+	q.mu.running = map[Key]bool{}
+	q.mu.dirty = map[Key]item{}
+	q.mu.perPolicy = map[string]int{}
+	q.mu.changed = make(chan struct{})
+	return q
+}
+
+func (q *queue) broadcastLocked() {
+	close(q.mu.changed)
+	q.mu.changed = make(chan struct{})
+}
+
+// add enqueues k. It reports whether k was not already pending or dirty.
+func (q *queue) add(k Key, it item) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mu.closed {
+		return false
+	}
+	if q.mu.running[k] {
+		old, ok := q.mu.dirty[k]
+		q.mu.dirty[k] = old.merge(it)
+		return !ok
+	}
+	if old, ok := q.mu.pending[k]; ok {
+		q.mu.pending[k] = old.merge(it)
+		return false
+	}
+	q.mu.pending[k] = it
+	q.mu.order = append(q.mu.order, k)
+	q.broadcastLocked()
+	return true
+}
+
+// eligibleLocked reports whether k may start now.
+func (q *queue) eligibleLocked(k Key) bool {
+	if q.mu.running[k] {
+		return false
+	}
+	n := q.limit(k.Policy)
+	return n <= 0 || q.mu.perPolicy[k.Policy] < n
+}
+
+func (q *queue) startLocked(k Key) {
+	q.mu.running[k] = true
+	q.mu.perPolicy[k.Policy]++
+	q.broadcastLocked()
+}
+
+// get blocks until a pending key may start, marks it running and returns it.
+// It fails when ctx is done or the queue is closed.
+func (q *queue) get(ctx context.Context) (Key, item, error) {
+	for {
+		q.mu.Lock()
+		if q.mu.closed {
+			q.mu.Unlock()
+			return Key{}, item{}, ErrClosed
+		}
+		for i, k := range q.mu.order {
+			if q.eligibleLocked(k) {
+				it := q.mu.pending[k]
+				q.mu.order = append(q.mu.order[:i:i], q.mu.order[i+1:]...)
+				delete(q.mu.pending, k)
+				q.startLocked(k)
+				q.mu.Unlock()
+				return k, it, nil
+			}
+		}
+		ch := q.mu.changed
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return Key{}, item{}, context.Cause(ctx)
+		case <-ch:
+		}
+	}
+}
+
+// acquire waits until k may start (it is not running and its policy is
+// under its limit), takes it out of the pending list if it is there, and
+// marks it running: the exclusion of a synchronous Promote.
+func (q *queue) acquire(ctx context.Context, k Key) error {
+	for {
+		q.mu.Lock()
+		if q.eligibleLocked(k) {
+			if _, ok := q.mu.pending[k]; ok {
+				delete(q.mu.pending, k)
+				for i, o := range q.mu.order {
+					if o == k {
+						q.mu.order = append(q.mu.order[:i:i], q.mu.order[i+1:]...)
+						break
+					}
+				}
+			}
+			q.startLocked(k)
+			q.mu.Unlock()
+			return nil
+		}
+		ch := q.mu.changed
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		}
+	}
+}
+
+// done ends k's run; a dirty k becomes pending again.
+func (q *queue) done(k Key) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.mu.running, k)
+	q.mu.perPolicy[k.Policy]--
+	if q.mu.perPolicy[k.Policy] <= 0 {
+		delete(q.mu.perPolicy, k.Policy)
+	}
+	if it, ok := q.mu.dirty[k]; ok && !q.mu.closed {
+		delete(q.mu.dirty, k)
+		q.mu.pending[k] = it
+		q.mu.order = append(q.mu.order, k)
+	}
+	q.broadcastLocked()
+}
+
+// close makes get fail; pending keys are dropped (a restart's reconcile
+// finds them again).
+func (q *queue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.mu.closed = true
+	q.mu.order, q.mu.pending, q.mu.dirty = nil, map[Key]item{}, map[Key]item{}
+	q.broadcastLocked()
+}
+
+// reopen undoes close (Run may be called again after it returned).
+func (q *queue) reopen() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.mu.closed = false
+}
+
+// depth returns the pending and running counts.
+func (q *queue) depth() (pending, running int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.mu.order), len(q.mu.running)
+}
+
+// waitIdle blocks until nothing is pending or running.
+func (q *queue) waitIdle(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		idle := len(q.mu.order) == 0 && len(q.mu.running) == 0
+		ch := q.mu.changed
+		q.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		}
+	}
+}
+
+// isRunning reports whether k is being processed.
+func (q *queue) isRunning(k Key) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.running[k]
+}

@@ -1,0 +1,100 @@
+package promoter
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshotbuild"
+)
+
+// limiter is a token bucket of bytes per second shared by every upload of
+// one build (a policy's limits.uploadMBps). Burst is one second's worth.
+type limiter struct {
+	rate float64 // bytes per second
+	now  func() time.Time
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(bytesPerSecond int64) *limiter {
+	return &limiter{rate: float64(bytesPerSecond), now: time.Now, tokens: float64(bytesPerSecond)}
+}
+
+// wait takes n bytes, sleeping until the bucket holds them.
+func (l *limiter) wait(ctx context.Context, n int) error {
+	for n > 0 {
+		chunk := min(float64(n), l.rate)
+		l.mu.Lock()
+		now := l.now()
+		if !l.last.IsZero() {
+			l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+		}
+		l.last = now
+		l.tokens -= chunk
+		var d time.Duration
+		if l.tokens < 0 {
+			d = time.Duration(-l.tokens / l.rate * float64(time.Second))
+		}
+		l.mu.Unlock()
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			case <-t.C:
+			}
+		}
+		n -= int(chunk)
+	}
+	return nil
+}
+
+// limitedStore is a snapshotbuild.Store whose uploads read their content
+// through the limiter: the clean hook for limits.uploadMBps, since every
+// byte a build uploads passes through PutIfAbsent's Source.
+type limitedStore struct {
+	snapshotbuild.Store
+	lim *limiter
+}
+
+func (s limitedStore) PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error) {
+	return s.Store.PutIfAbsent(ctx, key, limitedSource{ctx: ctx, src: src, lim: s.lim})
+}
+
+type limitedSource struct {
+	ctx context.Context // the PutIfAbsent call's; the source lives only for it
+	src objstore.Source
+	lim *limiter
+}
+
+func (s limitedSource) Open() (io.ReadCloser, error) {
+	rc, err := s.src.Open()
+	if err != nil {
+		return nil, err
+	}
+	return &limitedReader{ctx: s.ctx, rc: rc, lim: s.lim}, nil
+}
+
+type limitedReader struct {
+	ctx context.Context
+	rc  io.ReadCloser
+	lim *limiter
+}
+
+func (r *limitedReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if n > 0 {
+		if werr := r.lim.wait(r.ctx, n); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}
+
+func (r *limitedReader) Close() error { return r.rc.Close() }

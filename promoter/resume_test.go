@@ -1,0 +1,220 @@
+package promoter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/thawdb/thaw/internal/tieradapter"
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/promoter"
+)
+
+var errKilled = errors.New("killed by the test")
+
+// twoDayPolicy promotes 2024-01-02 and 2024-01-03 into shop.table.
+func twoDayPolicy(t *testing.T, name, table string) *policies.Policy {
+	return policy(t, fmt.Sprintf(`apiVersion: thaw.dev/v1
+kind: PromotionPolicy
+metadata:
+  name: %s
+spec:
+  source:
+    table: lake.events
+  target:
+    database: shop
+    table: %s
+    buckets: 2
+    replicationFactor: 1
+  selection:
+    partitions:
+      where:
+        event_day:
+          in: ["2024-01-02", "2024-01-03"]
+  limits:
+    concurrentPromotions: 2
+    buildWorkers: 1
+    memory: 8MiB
+`, name, table))
+}
+
+// TestKillAndResume kills the promoter at each phase (Hooks.AfterPhase
+// fails, as a crash would: no abort, no ledger write) and starts a new one
+// on the same etcd and tier: every target ends promoted exactly once, with
+// the lake's rows, and no transaction is left in progress. A graceful
+// shutdown in the middle of the builds releases the targets (aborted,
+// ACTIVE and empty), and the next promoter promotes them.
+func TestKillAndResume(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	days := []string{"2024-01-02", "2024-01-03"}
+	parts := []string{e.partitionOf(days[0]), e.partitionOf(days[1])}
+
+	check := func(t *testing.T, p *promoter.Promoter, table string) []promoter.Record {
+		t.Helper()
+		recs, err := p.Promotions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []promoter.Record
+		for _, r := range recs {
+			if r.Table == table {
+				mine = append(mine, r)
+			}
+		}
+		committed := committedByPartition(t, mine, table)
+		if len(mine) != 2 || len(committed) != 2 {
+			t.Fatalf("%s: %d records, %d committed: %+v", table, len(mine), len(committed), mine)
+		}
+		for i, d := range days {
+			e.checkTier(table, parts[i], e.lakeRows(d))
+		}
+		e.noTxnInProgress(table, parts)
+		return mine
+	}
+
+	for _, phase := range []promoter.Phase{promoter.PhasePlanned, promoter.PhaseBegun, promoter.PhaseBuilding, promoter.PhaseCommitting} {
+		t.Run(string(phase), func(t *testing.T) {
+			table := "kill_" + string(phase)
+			pols := []*policies.Policy{twoDayPolicy(t, "kill-"+string(phase), table)}
+			prefix := "/thaw-test/" + table
+			cfg := e.configAt(pols, prefix)
+			var killed atomic.Int32
+			cfg.Hooks.AfterPhase = func(_ context.Context, r promoter.Record) error {
+				if r.Phase == phase {
+					killed.Add(1)
+					return errKilled
+				}
+				return nil
+			}
+			first := e.promoter(cfg)
+			if _, err := first.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if killed.Load() != 2 {
+				t.Fatalf("killed %d promotions at %s, want 2", killed.Load(), phase)
+			}
+			recs, err := first.Promotions(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range recs {
+				if r.Table == table {
+					n++
+					if r.Phase != phase {
+						t.Fatalf("record %s at %s, want %s (the kill wrote to the ledger)", r.ID, r.Phase, phase)
+					}
+				}
+			}
+			if n != 2 {
+				t.Fatalf("%d records of %s", n, table)
+			}
+
+			// The restart: a new promoter on the same etcd and tier.
+			second := e.promoter(e.configAt(pols, prefix))
+			if err := second.Resume(ctx); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			mine := check(t, second, table)
+			for _, r := range mine {
+				if r.Attempt != 1 {
+					t.Errorf("%s: attempt %d after resuming from %s, want 1 (the same transaction)", r.ID, r.Attempt, phase)
+				}
+			}
+			// A reconcile after the resume has nothing to do.
+			rep, err := second.Reconcile(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Enqueued != 0 || rep.Promoted != 2 {
+				t.Fatalf("reconcile after resume: %+v", rep)
+			}
+		})
+	}
+
+	t.Run("shutdown", func(t *testing.T) {
+		const table = "shutdown"
+		pols := []*policies.Policy{twoDayPolicy(t, "shutdown", table)}
+		const prefix = "/thaw-test/shutdown"
+		cfg := e.configAt(pols, prefix)
+		cfg.LakePollInterval = -1
+		var mu sync.Mutex
+		building := map[string]bool{}
+		cfg.Hooks.AfterPhase = func(ctx context.Context, r promoter.Record) error {
+			if r.Phase != promoter.PhaseBuilding {
+				return nil
+			}
+			mu.Lock()
+			building[r.ID] = true
+			mu.Unlock()
+			<-ctx.Done() // hold the build until shutdown
+			return nil
+		}
+		p := e.promoter(cfg)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		waitFor(t, "both promotions building", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(building) == 2
+		})
+		for id := range building {
+			if pr, ok := p.Progress(id); !ok || pr.Phase != promoter.PhaseBuilding {
+				t.Errorf("progress of %s: %+v %t", id, pr, ok)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		recs, err := p.Promotions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tier := tieradapter.New(e.tc)
+		for _, r := range recs {
+			if r.Table != table {
+				continue
+			}
+			if r.Phase != promoter.PhaseAborted || !strings.HasPrefix(r.Error, "shutdown") || !r.Retriable {
+				t.Errorf("after shutdown: %s %s %q", r.ID, r.Phase, r.Error)
+			}
+			empty, err := tier.IsEmpty(ctx, "shop", table, r.Partition)
+			if err != nil || !empty {
+				t.Errorf("%s after shutdown: empty %t, %v", r.Partition, empty, err)
+			}
+		}
+		e.noTxnInProgress(table, parts)
+
+		next := e.promoter(e.configAt(pols, prefix))
+		if err := next.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := next.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Enqueued != 2 {
+			t.Fatalf("reconcile after shutdown: %+v", rep)
+		}
+		if err := next.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range check(t, next, table) {
+			if r.Attempt != 2 {
+				t.Errorf("%s: attempt %d, want 2", r.ID, r.Attempt)
+			}
+		}
+	})
+}
