@@ -28,6 +28,7 @@ type command struct {
 // commands returns the top-level commands, in the order help lists them.
 func commands() []command {
 	return []command{
+		{name: "quickstart", summary: "sample lake + embedded tier + example policy: promote, verify, show timings", run: runQuickstart},
 		{name: "version", summary: "print the version and exit", run: runVersion},
 		{name: "bench", summary: "run a benchmark harness (bench build, bench write)", run: runBench},
 		{name: "lake", summary: "read Apache Iceberg tables (tables, describe, partitions, scan, sample)", run: runLake},
@@ -42,6 +43,10 @@ func commands() []command {
 		{name: "scan", summary: "print the rows of a tier table or partition", run: runScan},
 		{name: "bulkload", summary: "bulk-load transactions step by step (begin, build, commit, abort, list, status)", run: runBulkload},
 		{name: "load", summary: "load Parquet files into an empty table or partition in one bulk-load transaction", run: runLoad},
+		{name: "promoter", summary: "run the promoter daemon: policies, schedules, ledger, HTTP API", run: runPromoter},
+		{name: "plan", summary: "print what the promoter's policies would promote now (changes nothing)", run: runPlan},
+		{name: "promote", summary: "ask a running promoter to promote a table or partition now", run: runPromote},
+		{name: "status", summary: "show the promoter's promotions, or one with its progress", run: runStatus},
 	}
 }
 

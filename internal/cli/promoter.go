@@ -1,0 +1,505 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
+)
+
+// promoterLogOutput receives the logs of thaw promoter and thaw plan.
+var promoterLogOutput io.Writer = os.Stderr
+
+// promoterIsTerminal reports whether w is a terminal (a progress bar is
+// drawn there); tests replace it.
+var promoterIsTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// defaultPromoter is where promote and status find the promoter when
+// neither --promoter nor THAW_PROMOTER says otherwise.
+func defaultPromoter() string {
+	if v := os.Getenv("THAW_PROMOTER"); v != "" {
+		return v
+	}
+	return daemon.DefaultPromoterListen
+}
+
+// runPromoter is `thaw promoter`: the promoter daemon.
+func runPromoter(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("thaw promoter", stdout)
+	config := fs.String("config", "", "YAML config file (required; see docs/promoter.md)")
+	listen := fs.String("listen", "", "HOST:PORT of the API listener (default "+daemon.DefaultPromoterListen+"); overrides listen")
+	dataDir := fs.String("data-dir", "", "data directory (embedded tier, spill files); overrides data_dir")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	cfg, err := loadPromoterConfig(*config, "thaw promoter")
+	if err != nil {
+		return err
+	}
+	setIf(&cfg.Listen, *listen)
+	setIf(&cfg.DataDir, *dataDir)
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("promoter config: %w", err)
+	}
+	log := daemon.NewLogger(promoterLogOutput, cfg.Log)
+	tier := "tier at " + cfg.Tier.Address
+	if cfg.Tier.IsEmbedded() {
+		tier = "embedded tier in " + cfg.DataDir + "/tier"
+	}
+	return daemon.RunPromoter(ctx, cfg, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: log, OnReady: func(addr string) {
+		fmt.Fprintf(stdout, "thaw promoter: serving on http://%s (%s)\n", addr, tier)
+	}}})
+}
+
+// loadPromoterConfig decodes the file strictly over the defaults and
+// resolves its policy paths against the file's directory; the caller
+// applies flags and validates.
+func loadPromoterConfig(path, cmd string) (daemon.PromoterConfig, error) {
+	var cfg daemon.PromoterConfig
+	if path == "" {
+		return cfg, usageError("%s needs --config", cmd)
+	}
+	if err := loadRoleConfig(path, &cfg); err != nil {
+		return cfg, err
+	}
+	cfg.ResolvePaths(dirOf(path))
+	return cfg, nil
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexAny(path, `/\`); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+// runPlan is `thaw plan`: what the policies would promote now.
+func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("thaw plan", stdout)
+	config := fs.String("config", "", "promoter config file: plan in-process against its catalogs and tier (read-only)")
+	addr := fs.String("promoter", "", "ask a running promoter (HOST:PORT or URL) instead of planning in-process")
+	policy := fs.String("policy", "", "the policy to plan (default: every policy)")
+	output := fs.String("output", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if (*config == "") == (*addr == "") {
+		return usageError("thaw plan needs exactly one of --config (in-process) and --promoter (a running promoter)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var plans []promoterhttp.Plan
+	if *addr != "" {
+		c, err := promoterhttp.NewClient(*addr, nil)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if plans, err = c.Plan(ctx, *policy); err != nil {
+			return err
+		}
+	} else {
+		cfg, err := loadPromoterConfig(*config, "thaw plan")
+		if err != nil {
+			return err
+		}
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("promoter config: %w", err)
+		}
+		lc := cfg.Log
+		if lc.Level == "info" {
+			lc.Level = "warn" // plan prints its answer; the tier's start-up is noise here
+		}
+		ps, err := daemon.PlanPromoter(ctx, cfg, *policy, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(promoterLogOutput, lc)}})
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			plans = append(plans, promoterhttp.PlanOf(p))
+		}
+	}
+	if *output == "json" {
+		if plans == nil {
+			plans = []promoterhttp.Plan{}
+		}
+		return writeJSON(stdout, promoterhttp.PlansResponse{Plans: plans})
+	}
+	for i, p := range plans {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if err := printPlan(stdout, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return usageError("--output %q: want table or json", o)
+	}
+	return nil
+}
+
+// printPlan prints one plan as a table with a summary line.
+func printPlan(w io.Writer, p promoterhttp.Plan) error {
+	state := "exists"
+	switch {
+	case p.WillCreate:
+		state = "will be created"
+	case !p.TableExists:
+		state = "missing"
+	}
+	fmt.Fprintf(w, "policy %s: lake %s/%s at snapshot %d -> tier %s.%s (%s), %d buckets\n",
+		p.Policy, p.Catalog, p.LakeTable, p.LakeSnapshotID, p.Database, p.Table, state, p.Buckets)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tACTION\tROWS\tBYTES\tEST. BUILD\tPROMOTION\tREASON")
+	for _, it := range p.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", orNone(it.Partition), it.Action, it.Rows, humanBytes(it.Bytes),
+			durationText(time.Duration(it.EstimatedBuild)), orNone(it.PromotionID), it.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "total: %d to promote (%d rows, %s, estimated build %s), %d skipped\n",
+		p.Promote, p.Rows, humanBytes(p.Bytes), durationText(time.Duration(p.EstimatedBuild)), p.Skip)
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// humanBytes prints a byte count with a binary unit.
+func humanBytes(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit && exp < 4; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
+}
+
+func durationText(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	default:
+		return d.Round(100 * time.Millisecond).String()
+	}
+}
+
+// runPromote is `thaw promote db.table`: an on-demand promotion through a
+// running promoter.
+func runPromote(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw promote", "DATABASE.TABLE", stdout)
+	addr := fs.String("promoter", defaultPromoter(), "promoter HOST:PORT or URL ($THAW_PROMOTER sets the default)")
+	partition := fs.String("partition", "", "tier partition to promote (default: every partition the policy selects)")
+	policy := fs.String("policy", "", "policy name (needed only when several policies target the table)")
+	wait := fs.Bool("wait", false, "wait until every promotion ends; exit 1 if one failed")
+	output := fs.String("output", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (with --wait)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("thaw promote needs one DATABASE.TABLE (or the lake table NAMESPACE.TABLE)")
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	req := promoter.Request{Policy: *policy, Table: pos[0], Partition: *partition}
+	if err := promoterhttp.ValidateRequest(req); err != nil {
+		return usageError("%v", err)
+	}
+	c, err := promoterhttp.NewClient(*addr, nil)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	items, err := c.Promote(ctx, req)
+	if err != nil {
+		return err
+	}
+	if !*wait {
+		if *output == "json" {
+			return writeJSON(stdout, promoterhttp.PromoteResponse{Items: nonNilItems(items)})
+		}
+		return printItems(stdout, items)
+	}
+	if *output == "table" {
+		if err := printItems(stdout, items); err != nil {
+			return err
+		}
+	}
+	return waitPromotions(ctx, stdout, c, items, *output == "json")
+}
+
+func nonNilItems(items []promoterhttp.Item) []promoterhttp.Item {
+	if items == nil {
+		return []promoterhttp.Item{}
+	}
+	return items
+}
+
+func printItems(w io.Writer, items []promoterhttp.Item) error {
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(w, "nothing selected")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tPARTITION\tACTION\tPROMOTION\tROWS\tBYTES\tREASON")
+	for _, it := range items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", it.Policy, orNone(it.Partition), it.Action, orNone(it.PromotionID),
+			it.Rows, humanBytes(it.Bytes), it.Reason)
+	}
+	return tw.Flush()
+}
+
+// waitPromotions polls the promotions of the items to promote until each
+// is terminal, drawing progress on a terminal, then prints them.
+func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Client, items []promoterhttp.Item, asJSON bool) error {
+	var ids []string
+	for _, it := range items {
+		if it.Action == promoter.ActionPromote && it.PromotionID != "" {
+			ids = append(ids, it.PromotionID)
+		}
+	}
+	bar := !asJSON && promoterIsTerminal(stdout)
+	final := make(map[string]promoterhttp.Promotion)
+	for len(final) < len(ids) {
+		for _, id := range ids {
+			if _, ok := final[id]; ok {
+				continue
+			}
+			pr, err := c.Promotion(ctx, id)
+			switch {
+			case errors.Is(err, promoter.ErrNotFound):
+				continue // queued; the record is written when it is planned
+			case err != nil:
+				return err
+			}
+			if pr.Record.Phase.Terminal() {
+				final[id] = pr
+			} else if bar {
+				fmt.Fprintf(stdout, "\r%s", progressLine(pr, 30))
+			}
+		}
+		if len(final) == len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for promotions: %w", context.Cause(ctx))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if bar {
+		fmt.Fprint(stdout, "\r\033[K")
+	}
+	out := make([]promoterhttp.Promotion, 0, len(ids))
+	var failed []string
+	for _, id := range ids {
+		pr := final[id]
+		out = append(out, pr)
+		if pr.Record.Phase != promoter.PhaseCommitted {
+			failed = append(failed, fmt.Sprintf("%s %s: %s", id, pr.Record.Phase, pr.Record.Error))
+		}
+	}
+	var err error
+	if asJSON {
+		err = writeJSON(stdout, promoterhttp.PromotionsResponse{Promotions: out})
+	} else {
+		err = printPromotions(stdout, out, false)
+	}
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d promotions did not commit: %s", len(failed), len(ids), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// runStatus is `thaw status [ID]`: the promoter's ledger, or one
+// promotion with its live progress.
+func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw status", "[PROMOTION-ID]", stdout)
+	addr := fs.String("promoter", defaultPromoter(), "promoter HOST:PORT or URL ($THAW_PROMOTER sets the default)")
+	policy := fs.String("policy", "", "only the promotions of this policy")
+	output := fs.String("output", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usageError("thaw status takes at most one promotion id")
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	c, err := promoterhttp.NewClient(*addr, nil)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if len(pos) == 1 {
+		pr, err := c.Promotion(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *output == "json" {
+			return writeJSON(stdout, pr)
+		}
+		return printPromotion(stdout, pr, promoterIsTerminal(stdout))
+	}
+	prs, err := c.Promotions(ctx, *policy)
+	if err != nil {
+		return err
+	}
+	if *output == "json" {
+		if prs == nil {
+			prs = []promoterhttp.Promotion{}
+		}
+		return writeJSON(stdout, promoterhttp.PromotionsResponse{Promotions: prs})
+	}
+	return printPromotions(stdout, prs, promoterIsTerminal(stdout))
+}
+
+// printPromotions prints promotions as a table; bar adds a progress bar to
+// the running ones.
+func printPromotions(w io.Writer, prs []promoterhttp.Promotion, bar bool) error {
+	if len(prs) == 0 {
+		_, err := fmt.Fprintln(w, "no promotions")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPOLICY\tTARGET\tPHASE\tATTEMPT\tROWS\tBYTES\tDURATION\tUPDATED\tDETAIL")
+	for _, pr := range prs {
+		r := pr.Record
+		detail := r.Error
+		if pr.Progress != nil && !r.Phase.Terminal() {
+			if bar {
+				detail = progressLine(pr, 20)
+			} else {
+				detail = progressText(pr.Progress)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.Policy, targetText(r), r.Phase, r.Attempt,
+			r.Rows, humanBytes(r.Bytes), durationText(recordDuration(r)), r.UpdatedAt.Local().Format(time.DateTime), detail)
+	}
+	return tw.Flush()
+}
+
+// printPromotion prints one promotion, field by field.
+func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
+	r := pr.Record
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	line("id", r.ID)
+	line("policy", r.Policy)
+	line("source", fmt.Sprintf("%s/%s at snapshot %d (scanned %d)", r.Catalog, r.LakeTable, r.SourceSnapshotID, r.ScanSnapshotID))
+	line("lake partitions", strings.Join(r.LakePartitions, ", "))
+	line("target", targetText(r))
+	line("phase", string(r.Phase))
+	line("attempt", fmt.Sprint(r.Attempt))
+	line("transaction", r.TxnID)
+	line("buckets", fmt.Sprint(r.Buckets))
+	line("rows", fmt.Sprint(r.Rows))
+	line("bytes", humanBytes(r.Bytes))
+	if r.Duplicates > 0 {
+		line("duplicates", fmt.Sprint(r.Duplicates))
+	}
+	line("created", r.CreatedAt.Local().Format(time.RFC3339))
+	line("updated", r.UpdatedAt.Local().Format(time.RFC3339))
+	if r.CommittedAt != nil {
+		line("committed", r.CommittedAt.Local().Format(time.RFC3339))
+	}
+	line("duration", durationText(recordDuration(r)))
+	if r.Error != "" {
+		retr := ""
+		if r.Retriable {
+			retr = " (retriable)"
+		}
+		line("error", r.Error+retr)
+	}
+	if p := pr.Progress; p != nil && !r.Phase.Terminal() {
+		if bar {
+			line("progress", progressLine(pr, 30))
+		} else {
+			line("progress", progressText(p))
+		}
+	}
+	return tw.Flush()
+}
+
+func targetText(r promoter.Record) string {
+	if r.Partition == "" {
+		return r.Database + "." + r.Table
+	}
+	return r.Database + "." + r.Table + "/" + r.Partition
+}
+
+// recordDuration is how long the promotion took (or has taken so far).
+func recordDuration(r promoter.Record) time.Duration {
+	if r.CommittedAt != nil {
+		return r.CommittedAt.Sub(r.CreatedAt)
+	}
+	return r.UpdatedAt.Sub(r.CreatedAt)
+}
+
+// progressText is progress without a bar: "building: 2/4 buckets, 1000 rows read".
+func progressText(p *promoterhttp.Progress) string {
+	return fmt.Sprintf("%s: %d/%d buckets, %d rows read (%s)", p.Phase, p.BucketsDone, len(p.Buckets), p.RowsRead, humanBytes(p.BytesRead))
+}
+
+// progressLine draws "[#####.....]  50% building: 2/4 buckets, ..." for a
+// running promotion: the bar is the fraction of buckets done.
+func progressLine(pr promoterhttp.Promotion, width int) string {
+	p := pr.Progress
+	if p == nil {
+		return fmt.Sprintf("[%s] %s", strings.Repeat(".", width), pr.Record.Phase)
+	}
+	frac := 0.0
+	if n := len(p.Buckets); n > 0 {
+		frac = float64(p.BucketsDone) / float64(n)
+	}
+	fill := int(frac * float64(width))
+	return fmt.Sprintf("[%s%s] %3.0f%% %s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), frac*100, progressText(p))
+}

@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
+)
+
+// testSecrets are the credentials the test's catalog config carries.
+// SQLite ignores the password and file:// ignores the object-store keys,
+// so the promoter works while holding all of them.
+var testSecrets = map[string]string{
+	"password":               "SECRET-pw-7f3c2a91d0e4",
+	"s3.access_key_id":       "SECRET-ak-7f3c5b8e6a21",
+	"s3.secret_access_key":   "SECRET-sk-7f3c0c4d9b17",
+	"s3.session_token":       "SECRET-st-7f3c8f2e1d55",
+	"gcs.json_key":           "SECRET-gcs-7f3c3a6b0c88",
+	"azure.account_key":      "SECRET-az-7f3c9d1e4f02",
+	"azure.sas_token":        "SECRET-sas-7f3c6e0a2b49",
+	"glue.secret_access_key": "SECRET-glue-7f3c1b7c3d60",
+	"properties":             "SECRET-prop-7f3c4e9f8a13",
+}
+
+func secretsYAML() string {
+	s := testSecrets
+	return fmt.Sprintf(`    password: %s
+    storage:
+      s3: {access_key_id: %s, secret_access_key: %s, session_token: %s}
+      gcs: {json_key: %s}
+      azure: {account_name: thawtest, account_key: %s, sas_token: %s}
+    glue: {access_key_id: AKIDGLUE, secret_access_key: %s}
+    properties: {thaw.test.secret: %s}`, s["password"], s["s3.access_key_id"], s["s3.secret_access_key"], s["s3.session_token"],
+		s["gcs.json_key"], s["azure.account_key"], s["azure.sas_token"], s["glue.secret_access_key"], s["properties"])
+}
+
+// leaks returns "where: secret (form)" for every secret found in data, in
+// plain text, base64 or URL-escaped.
+func leaks(where string, data []byte) []string {
+	var out []string
+	for name, v := range testSecrets {
+		for form, enc := range map[string]string{
+			"plain": v, "base64": base64.StdEncoding.EncodeToString([]byte(v)),
+			"base64url": base64.RawURLEncoding.EncodeToString([]byte(v)), "url-escaped": url.QueryEscape(v),
+		} {
+			if bytes.Contains(data, []byte(enc)) {
+				out = append(out, fmt.Sprintf("%s: %s (%s)", where, name, form))
+			}
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// TestNoCredentialLeaks runs a promoter whose catalog config carries
+// credentials, promotes while looking at everything it exposes mid-build,
+// and then scans the whole etcd (ledger included), the debug JSON logs,
+// /metrics, every API answer, the outputs of thaw plan, promote and status,
+// and every file under the data directory: no credential appears in any
+// of them. The control check finds them in the config file.
+func TestNoCredentialLeaks(t *testing.T) {
+	s := newPromoterSetup(t, 600, secretsYAML())
+	raw, err := os.ReadFile(s.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := leaks("config", raw); len(got) < len(testSecrets) {
+		t.Fatalf("control: the scanner finds %d of %d secrets in the config text: %v", len(got), len(testSecrets), got)
+	}
+	for name, v := range testSecrets {
+		if !bytes.Contains(raw, []byte(v)) {
+			t.Fatalf("control: secret %s is not in the config", name)
+		}
+	}
+
+	logs := &syncBuffer{}
+	type seen struct {
+		where string
+		data  []byte
+	}
+	var (
+		mu       sync.Mutex
+		captured []seen
+	)
+	capture := func(where string, data []byte) {
+		mu.Lock()
+		captured = append(captured, seen{where, bytes.Clone(data)})
+		mu.Unlock()
+	}
+	running, release := make(chan promoter.Record, 1), make(chan struct{})
+	var once sync.Once
+	d := s.start(t, daemon.PromoterOptions{
+		RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(logs, daemon.LogConfig{Level: "debug", Format: "json"})},
+		Hooks: promoter.Hooks{AfterPhase: func(ctx context.Context, r promoter.Record) error {
+			if r.Phase != promoter.PhaseBuilding {
+				return nil
+			}
+			first := false
+			once.Do(func() { first = true })
+			if !first {
+				return nil
+			}
+			running <- r
+			select {
+			case <-release:
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return nil
+		}},
+	})
+	closed := false
+	defer func() {
+		if !closed {
+			_ = d.Close()
+		}
+	}()
+	base := d.URL()
+	get := func(path string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		capture("GET "+path+" "+resp.Status, b)
+	}
+	dumpEtcd := func(where string) int {
+		t.Helper()
+		resp, err := d.Etcd().Get(t.Context(), "\x00", clientv3.WithFromKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		ledger := 0
+		for _, kv := range resp.Kvs {
+			fmt.Fprintf(&b, "%s=%s\n", kv.Key, kv.Value)
+			if strings.HasPrefix(string(kv.Key), daemon.DefaultPromoterPrefix+"/promotions/") {
+				ledger++
+			}
+		}
+		capture(where, b.Bytes())
+		return ledger
+	}
+
+	c, err := promoterhttp.NewClient(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := c.Promote(t.Context(), promoter.Request{Table: "quickstart.events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 4 {
+		t.Fatalf("items %+v", items)
+	}
+	// Mid-build: the ledger, the API with live progress, the metrics.
+	var r promoter.Record
+	select {
+	case r = <-running:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no promotion reached the building phase")
+	}
+	if dumpEtcd("etcd mid-build") == 0 {
+		t.Fatal("no ledger record mid-build")
+	}
+	get("/v1/promotions")
+	get("/v1/promotions/" + r.ID)
+	get("/metrics")
+	close(release)
+
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		prs, err := c.Promotions(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, pr := range prs {
+			if pr.Record.Phase == promoter.PhaseCommitted {
+				done++
+			}
+		}
+		if done == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("promotions did not commit: %+v", prs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range []string{"/v1/policies", "/v1/plan", "/v1/plan?policy=quickstart", "/v1/promotions", "/v1/promotions/" + r.ID,
+		"/v1/promotions/p-nope", "/v1/plan?policy=nope", "/v1/nothing", "/v1/promotions?bad=1", "/metrics", "/healthz", "/readyz"} {
+		get(p)
+	}
+	if code, out, errOut := run(t, "promote", "quickstart.events", "--promoter", base, "--output", "json"); code != 0 {
+		t.Fatalf("promote: %s", errOut)
+	} else {
+		capture("thaw promote", []byte(out+errOut))
+	}
+	for _, args := range [][]string{
+		{"status", "--promoter", base}, {"status", "--promoter", base, "--output", "json"}, {"status", r.ID, "--promoter", base},
+		{"plan", "--promoter", base}, {"plan", "--promoter", base, "--output", "json"},
+		{"promote", "nightly.events", "--promoter", base},
+	} {
+		_, out, errOut := run(t, args...)
+		capture("thaw "+strings.Join(args, " "), []byte(out+errOut))
+	}
+	ledger := dumpEtcd("etcd after")
+	if ledger < 3 {
+		t.Fatalf("ledger holds %d records", ledger)
+	}
+	closed = true
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// thaw plan in-process, with its logs at debug level.
+	planLogs := &syncBuffer{}
+	promoterLogOutput = planLogs
+	defer func() { promoterLogOutput = os.Stderr }()
+	code, out, errOut := run(t, "plan", "--config", s.configPath)
+	if code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	capture("thaw plan --config", []byte(out+errOut))
+	capture("thaw plan logs", planLogs.Bytes())
+	capture("daemon logs", logs.Bytes())
+
+	// Everything the promoter and its embedded tier wrote to disk.
+	err = filepath.WalkDir(s.dataDir, func(path string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		capture("file "+path, b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Not vacuous: the logs and metrics say what happened.
+	all := map[string][]byte{}
+	for _, c := range captured {
+		all[c.where] = append(all[c.where], c.data...)
+	}
+	for where, want := range map[string]string{
+		"daemon logs": r.ID, "GET /metrics 200 OK": "thaw_promoter_", "thaw plan --config": "policy quickstart",
+		"GET /v1/promotions/" + r.ID + " 200 OK": `"progress"`,
+	} {
+		if !bytes.Contains(all[where], []byte(want)) {
+			t.Errorf("%s lacks %q", where, want)
+		}
+	}
+	if n := len(logs.Bytes()); n < 10_000 {
+		t.Errorf("only %d bytes of logs", n)
+	}
+	var found []string
+	for _, c := range captured {
+		found = append(found, leaks(c.where, c.data)...)
+	}
+	if len(found) > 0 {
+		t.Fatalf("credentials leaked:\n%s", strings.Join(found, "\n"))
+	}
+	t.Logf("scanned %d captures, %d bytes of logs", len(captured), len(logs.Bytes()))
+}

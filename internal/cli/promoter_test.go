@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+// promoterSetup is a sample lake, the quickstart policy (plus a policy
+// that refuses on-request promotion) and a promoter config with the
+// embedded tier in dir/data.
+type promoterSetup struct {
+	dir, dataDir, configPath string
+	lake                     lake.SampleInfo
+}
+
+// catalogExtra is appended to the catalog's YAML mapping (indented).
+func newPromoterSetup(t *testing.T, rows int, catalogExtra string) promoterSetup {
+	t.Helper()
+	dir := t.TempDir()
+	info, err := lake.Sample(t.Context(), lake.SampleOptions{Dir: filepath.Join(dir, "lake"), Rows: rows, Days: 4, Seed: 3, AppendOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pols := filepath.Join(dir, "policies")
+	if err := os.MkdirAll(pols, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	noRequest := strings.Replace(strings.Replace(quickstartPolicy, "name: quickstart", "name: scheduled-only", 1),
+		"onRequest: true", "onRequest: false\n    schedule: {cron: \"0 3 * * *\", timeZone: UTC}", 1)
+	noRequest = strings.Replace(noRequest, "database: quickstart", "database: nightly", 1)
+	noRequest = strings.Replace(noRequest, "catalog: default", "catalog: second", 1) // one policy per lake table
+	for name, text := range map[string]string{"quickstart.yaml": quickstartPolicy, "scheduled.yaml": noRequest} {
+		if err := os.WriteFile(filepath.Join(pols, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := promoterSetup{dir: dir, dataDir: filepath.Join(dir, "data"), configPath: filepath.Join(dir, "promoter.yaml"), lake: info}
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+data_dir: %q
+policies: [policies]
+reconcile_interval: -1s
+shutdown_timeout: 20s
+catalogs:
+  default:
+    type: sql
+    uri: %q
+    warehouse: %q
+%s
+  second: {type: sql, uri: %q, warehouse: %q}
+tier:
+  tablets: 1
+log: {level: debug, format: json}
+`, s.dataDir, info.Config.URI, info.Config.Warehouse, catalogExtra, info.Config.URI, info.Config.Warehouse)
+	if err := os.WriteFile(s.configPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// start runs the daemon on the setup's config with a small embedded tier.
+func (s promoterSetup) start(t *testing.T, opts daemon.PromoterOptions) *daemon.PromoterDaemon {
+	t.Helper()
+	cfg, err := daemon.LoadPromoterConfig(s.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Embedded = smallTier
+	d, err := daemon.StartPromoter(t.Context(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := d.WaitReady(ctx); err != nil {
+		t.Fatal(withClose(err, d.Close()))
+	}
+	return d
+}
+
+func withClose(a, b error) error {
+	if b != nil {
+		return fmt.Errorf("%w (close: %v)", a, b)
+	}
+	return a
+}
+
+func smallTier(ec *daemon.EmbeddedConfig) {
+	ec.EtcdUnsafeNoFsync = true
+	ec.Tablet.CacheSize, ec.Tablet.MemTableBudget = 4<<20, 4<<20
+}
+
+// ledgerState is every key under the promoter's ledger prefix with its
+// value and revision.
+func ledgerState(t *testing.T, cli *clientv3.Client) map[string]string {
+	t.Helper()
+	resp, err := cli.Get(t.Context(), daemon.DefaultPromoterPrefix+"/promotions/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = fmt.Sprintf("%d:%s", kv.ModRevision, kv.Value)
+	}
+	return out
+}
+
+// tierState lists the tier's tables of the two policies' databases with
+// their partitions.
+func tierState(t *testing.T, e *daemon.Embedded) string {
+	t.Helper()
+	tc, err := tierclient.New(t.Context(), e.Address(), tierclient.WithHTTPClient(e.HTTPClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	var b strings.Builder
+	for _, db := range []string{"quickstart", "nightly"} {
+		parts, err := tc.Partitions(t.Context(), db, "events")
+		fmt.Fprintf(&b, "%s.events: %v %v\n", db, parts, err != nil)
+	}
+	return b.String()
+}
+
+// TestPlanChangesNothing promotes one partition, then runs `thaw plan
+// --config` in-process: it reports that partition as promoted and the
+// other two of the window as to promote, and afterwards the ledger and the tier's
+// tables and partitions are exactly as before.
+func TestPlanChangesNothing(t *testing.T) {
+	s := newPromoterSetup(t, 400, "")
+	d := s.start(t, daemon.PromoterOptions{})
+	if _, err := d.Promoter().Promote(t.Context(), promoter.Key{Policy: "quickstart", Partition: "2024-01-04"}); err != nil {
+		t.Fatal(withClose(err, d.Close()))
+	}
+	ledger, tier := ledgerState(t, d.Etcd()), tierState(t, d.Tier())
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ledger) != 1 {
+		t.Fatalf("ledger before plan: %v", ledger)
+	}
+
+	promoterLogOutput = &bytes.Buffer{}
+	defer func() { promoterLogOutput = os.Stderr }()
+	code, out, errOut := run(t, "plan", "--config", s.configPath, "--policy", "quickstart", "--output", "json")
+	if code != 0 {
+		t.Fatalf("plan: %d %s", code, errOut)
+	}
+	var resp promoterhttp.PlansResponse
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || len(resp.Plans) != 1 {
+		t.Fatalf("plan json: %v\n%s", err, out)
+	}
+	p := resp.Plans[0]
+	actions := map[string]string{}
+	for _, it := range p.Items {
+		actions[it.Partition] = it.Action + " " + it.Reason
+	}
+	if !p.TableExists || p.WillCreate || p.Promote != 2 || p.Skip != 2 || !strings.HasPrefix(actions["2024-01-03"], "promote") ||
+		!strings.HasPrefix(actions["2024-01-02"], "promote") ||
+		!strings.Contains(actions["2024-01-04"], "already promoted") || !strings.HasPrefix(actions["2024-01-01"], "skip not selected") {
+		t.Fatalf("plan: %+v\n%v", p, actions)
+	}
+	code, out, errOut = run(t, "plan", "--config", s.configPath)
+	if code != 0 || !strings.Contains(out, "policy quickstart: lake default/lake.events at snapshot") ||
+		!strings.Contains(out, "policy scheduled-only:") || !strings.Contains(out, "total: 2 to promote") || !strings.Contains(out, "will be created") {
+		t.Fatalf("plan table: %d %s\n%s", code, errOut, out)
+	}
+
+	e, err := daemon.StartEmbedded(t.Context(), daemon.EmbeddedConfig{DataDir: filepath.Join(s.dataDir, "tier"), TabletServers: 1, EtcdUnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := ledgerState(t, e.Etcd()); !mapsEqual(after, ledger) {
+		t.Errorf("ledger changed by plan:\nbefore %v\nafter  %v", ledger, after)
+	}
+	if after := tierState(t, e); after != tier {
+		t.Errorf("tier changed by plan:\nbefore %s\nafter  %s", tier, after)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPromoteAndStatus drives a running promoter through the CLI: status
+// of an empty ledger, promote --wait, status as table and JSON, one
+// promotion, and the refusals (a policy without onRequest, an unknown id).
+func TestPromoteAndStatus(t *testing.T) {
+	s := newPromoterSetup(t, 300, "")
+	d := s.start(t, daemon.PromoterOptions{})
+	defer func() {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	url := d.URL()
+	if code, out, errOut := run(t, "status", "--promoter", url); code != 0 || !strings.Contains(out, "no promotions") {
+		t.Fatalf("status: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--wait", "--promoter", url)
+	if code != 0 {
+		t.Fatalf("promote: %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "2024-01-03  promote") || !strings.Contains(out, "committed") {
+		t.Fatalf("promote output:\n%s", out)
+	}
+	code, out, _ = run(t, "status", "--promoter", url, "--output", "json")
+	var list promoterhttp.PromotionsResponse
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Promotions) != 1 {
+		t.Fatalf("status json: %d %s", code, out)
+	}
+	r := list.Promotions[0].Record
+	if r.Phase != promoter.PhaseCommitted || r.Partition != "2024-01-03" || r.Database != "quickstart" || r.Rows == 0 {
+		t.Fatalf("record %+v", r)
+	}
+	code, out, _ = run(t, "status", "--promoter", url)
+	if code != 0 || !strings.Contains(out, r.ID) || !strings.Contains(out, "quickstart.events/2024-01-03") || !strings.Contains(out, "committed") {
+		t.Fatalf("status table: %s", out)
+	}
+	code, out, _ = run(t, "status", r.ID, "--promoter", url)
+	if code != 0 || !strings.Contains(out, "phase:") || !strings.Contains(out, "transaction:") || !strings.Contains(out, r.TxnID) {
+		t.Fatalf("status one: %s", out)
+	}
+	if code, _, errOut := run(t, "status", "p-0000000000000000", "--promoter", url); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("status unknown: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, "promote", "nightly.events", "--promoter", url); code != 1 || !strings.Contains(errOut, "not_allowed") {
+		t.Fatalf("promote without onRequest: %d %s", code, errOut)
+	}
+	// The same partition again: nothing new to promote.
+	code, out, _ = run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--promoter", url, "--output", "json")
+	var pr promoterhttp.PromoteResponse
+	if code != 0 || json.Unmarshal([]byte(out), &pr) != nil || len(pr.Items) != 1 || pr.Items[0].Action != promoter.ActionSkip {
+		t.Fatalf("second promote: %d %s", code, out)
+	}
+}
+
+// TestPromoterCLIUsage: bad invocations exit 2 before contacting anything.
+func TestPromoterCLIUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"promoter"}, "needs --config"},
+		{[]string{"plan"}, "exactly one of --config"},
+		{[]string{"plan", "--config", "x", "--promoter", "y"}, "exactly one of --config"},
+		{[]string{"plan", "--promoter", "h:1", "--output", "yaml"}, "want table or json"},
+		{[]string{"promote"}, "needs one DATABASE.TABLE"},
+		{[]string{"promote", "orders"}, "want DATABASE.TABLE"},
+		{[]string{"promote", "a.b", "--partition", "x/y"}, `partition "x/y"`},
+		{[]string{"promote", "a.b", "--promoter", "ftp://h"}, "want HOST:PORT"},
+		{[]string{"status", "a", "b"}, "at most one promotion id"},
+		{[]string{"quickstart", "--rows", "1"}, "--rows >= 2"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code=%d stderr=%q, want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestProgressLine: the bar is the fraction of buckets done.
+func TestProgressLine(t *testing.T) {
+	pr := promoterhttp.Promotion{Record: promoter.Record{Phase: promoter.PhaseBuilding},
+		Progress: &promoterhttp.Progress{Phase: "building", RowsRead: 1500, BytesRead: 2048, BucketsDone: 1,
+			Buckets: []promoterhttp.BucketProgress{{Bucket: 0, Done: true}, {Bucket: 1}, {Bucket: 2}, {Bucket: 3}}}}
+	got := progressLine(pr, 8)
+	if want := "[##......]  25% building: 1/4 buckets, 1500 rows read (2.0 KiB)"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	var b bytes.Buffer
+	if err := printPromotions(&b, []promoterhttp.Promotion{pr}, true); err != nil || !strings.Contains(b.String(), "[") {
+		t.Fatalf("table with bar: %v %s", err, b.String())
+	}
+	b.Reset()
+	if err := printPromotions(&b, []promoterhttp.Promotion{pr}, false); err != nil || strings.Contains(b.String(), "[#") {
+		t.Fatalf("table without bar: %v %s", err, b.String())
+	}
+}

@@ -1,0 +1,563 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/tieradapter"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
+	"github.com/thawdb/thaw/tier/tierclient"
+	"github.com/thawdb/thaw/triggers/cron"
+)
+
+// PromoterOptions are the process-level dependencies of StartPromoter and
+// PlanPromoter.
+type PromoterOptions struct {
+	RunOptions
+	// Hooks and Now are handed to the promoter (tests).
+	Hooks promoter.Hooks
+	Now   func() time.Time
+	// Embedded, if set, adjusts the embedded tier's configuration before
+	// it starts (tests: smaller caches, no fsync).
+	Embedded func(*EmbeddedConfig)
+}
+
+// promoterParts are the connections a promoter works through.
+type promoterParts struct {
+	log      *slog.Logger
+	embedded *Embedded // nil with an external tier
+	etcd     *clientv3.Client
+	tier     *tierclient.Client
+	bulk     *bulkloadclient.Client
+	store    *objstore.Store // the embedded tier's snapshot store; nil otherwise
+	lakes    map[string]*lake.Lake
+	policies []*policies.Policy
+	tempDir  string
+	closers  []func() error
+}
+
+// LoadPolicies loads the policies of cfg and checks them against it: every
+// source catalog is configured and every schedule is valid.
+func LoadPolicies(cfg PromoterConfig) ([]*policies.Policy, error) {
+	pols, err := policies.Load(cfg.Policies...)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: policies: %w", err)
+	}
+	if len(pols) == 0 {
+		return nil, fmt.Errorf("daemon: policies: no policy found in %v", cfg.Policies)
+	}
+	var errs []error
+	for _, p := range pols {
+		if c := p.Source().Catalog; !hasKey(cfg.Catalogs, c) {
+			errs = append(errs, fmt.Errorf("policy %s: source catalog %q is not in catalogs (have %v)", p.Name(), c, sortedKeys(cfg.Catalogs)))
+		}
+		if s := p.Triggers().Schedule; s != nil {
+			if err := cron.Validate(s.Cron, s.TimeZone); err != nil {
+				errs = append(errs, fmt.Errorf("policy %s: schedule: %w", p.Name(), err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("daemon: policies: %w", err)
+	}
+	return pols, nil
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// openPromoterParts loads the policies, opens the catalogs and connects
+// to (or starts) the tier. On error everything opened is closed.
+func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOptions) (_ *promoterParts, err error) {
+	log := opts.Logger
+	pp := &promoterParts{log: log, lakes: make(map[string]*lake.Lake)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, pp.close())
+		}
+	}()
+	if pp.policies, err = LoadPolicies(cfg); err != nil {
+		return nil, err
+	}
+	for _, name := range sortedKeys(cfg.Catalogs) {
+		l, err := lake.Open(ctx, cfg.Catalogs[name])
+		if err != nil {
+			return nil, fmt.Errorf("daemon: catalog %s: %w", name, err)
+		}
+		pp.lakes[name] = l
+		pp.closers = append(pp.closers, l.Close)
+	}
+	if cfg.DataDir != "" {
+		pp.tempDir = filepath.Join(cfg.DataDir, "tmp")
+		if err := os.MkdirAll(pp.tempDir, 0o755); err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+	}
+	hc := NewHTTPClient()
+	var address string
+	if cfg.Tier.IsEmbedded() {
+		ec := EmbeddedConfig{
+			DataDir:         filepath.Join(cfg.DataDir, "tier"),
+			Listen:          cfg.Tier.Listen,
+			TabletServers:   cfg.Tier.Tablets,
+			ObjectStore:     cfg.Tier.ObjectStore,
+			ShutdownTimeout: cfg.ShutdownTimeout,
+			Logger:          log.With("component", "tier"),
+		}
+		if opts.Embedded != nil {
+			opts.Embedded(&ec)
+		}
+		e, err := StartEmbedded(ctx, ec)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: embedded tier on %s (is another thaw process using data_dir?): %w", ec.DataDir, err)
+		}
+		pp.embedded, pp.etcd, pp.store, hc = e, e.Etcd(), e.Objects(), e.HTTPClient()
+		pp.closers = append(pp.closers, e.Close)
+		if err := e.WaitReady(ctx); err != nil {
+			return nil, err
+		}
+		address = e.Address()
+	} else {
+		cli, err := connectEtcd(ctx, cfg.Tier.Etcd, log)
+		if err != nil {
+			return nil, err
+		}
+		pp.etcd = cli
+		pp.closers = append(pp.closers, func() error { return ignoreCanceled(cli.Close()) })
+		address = cfg.Tier.Address
+	}
+	pp.tier, err = tierclient.New(ctx, address, tierclient.WithHTTPClient(hc), tierclient.WithLogger(log.With("component", "tierclient")))
+	if err != nil {
+		return nil, fmt.Errorf("daemon: tier at %s: %w", address, err)
+	}
+	tc := pp.tier
+	pp.closers = append(pp.closers, func() error { tc.Close(); return nil })
+	bopts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(hc), bulkloadclient.WithLogger(log.With("component", "bulkload"))}
+	if pp.store != nil {
+		bopts = append(bopts, bulkloadclient.WithObjectStore(pp.store))
+	}
+	if pp.bulk, err = bulkloadclient.New(ctx, address, bopts...); err != nil {
+		return nil, fmt.Errorf("daemon: bulk-load client: %w", err)
+	}
+	return pp, nil
+}
+
+// close closes what openPromoterParts opened, last first.
+func (pp *promoterParts) close() error {
+	var errs []error
+	for _, c := range slices.Backward(pp.closers) {
+		errs = append(errs, c())
+	}
+	pp.closers = nil
+	return errors.Join(errs...)
+}
+
+// promoterConfig is the promoter.Config of cfg over pp.
+func (pp *promoterParts) promoterConfig(cfg PromoterConfig, opts PromoterOptions, ledger promoter.Ledger, reg prometheus.Registerer) promoter.Config {
+	lakes := make(map[string]promoter.Lake, len(pp.lakes))
+	for name, l := range pp.lakes {
+		lakes[name] = l
+	}
+	return promoter.Config{
+		Policies:          pp.policies,
+		Lakes:             lakes,
+		Tier:              tieradapter.New(pp.tier),
+		BulkLoad:          pp.bulk,
+		Store:             pp.store,
+		Ledger:            ledger,
+		Logger:            pp.log.With("component", "promoter"),
+		Registry:          reg,
+		Now:               opts.Now,
+		Workers:           cfg.Workers,
+		ReconcileInterval: cfg.ReconcileInterval,
+		LakePollInterval:  cfg.LakePollInterval,
+		CommitBudget:      cfg.CommitBudget,
+		TempDir:           pp.tempDir,
+		Hooks:             opts.Hooks,
+	}
+}
+
+// PlanPromoter is `thaw plan`: it loads cfg's policies, connects to the
+// tier (starting the embedded one on data_dir when configured) and returns
+// the dry-run plan of policy ("" for every policy). It writes nothing:
+// no table, partition, transaction or ledger record, and it does not
+// campaign for leadership.
+func PlanPromoter(ctx context.Context, cfg PromoterConfig, policy string, opts PromoterOptions) (_ []*promoter.Plan, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("daemon: promoter config: %w", err)
+	}
+	opts.RunOptions = opts.RunOptions.withDefaults()
+	pp, err := openPromoterParts(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, pp.close()) }()
+	p, err := promoter.New(pp.promoterConfig(cfg, opts, promoter.NewEtcdLedger(pp.etcd, cfg.Prefix, nil), prometheus.NewRegistry()))
+	if err != nil {
+		return nil, err
+	}
+	names := []string{policy}
+	if policy == "" {
+		names = names[:0]
+		for _, pol := range pp.policies {
+			names = append(names, pol.Name())
+		}
+	}
+	plans := make([]*promoter.Plan, 0, len(names))
+	for _, name := range names {
+		pl, err := p.Plan(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: plan %s: %w", name, err)
+		}
+		plans = append(plans, pl)
+	}
+	return plans, nil
+}
+
+// PromoterDaemon is a running `thaw promoter`: the HTTP listener, the
+// tier (embedded or a client of an external one), the campaign for
+// leadership and, once it leads, the promoter and its cron trigger.
+type PromoterDaemon struct {
+	cfg      PromoterConfig
+	opts     PromoterOptions
+	log      *slog.Logger
+	pp       *promoterParts
+	id       string
+	addr     string
+	draining atomic.Bool
+
+	ctx      context.Context // cancelled by Close: stops the leader's work
+	cancel   context.CancelFunc
+	httpStop context.CancelFunc
+	httpDone chan error
+	leadDone chan struct{} // closed when the leader goroutine returned
+	leadErr  error         // set before leadDone closes
+
+	api atomic.Pointer[http.Handler] // nil: not leading
+	mu  struct {
+		sync.Mutex
+		p      *promoter.Promoter
+		lead   *fencing.Leadership
+		closed bool
+	}
+}
+
+// StartPromoter starts the promoter daemon and returns once its listener
+// serves. It campaigns for leadership in the background; Promoter is nil
+// and /readyz answers 503 until it leads and has resumed its ledger
+// (WaitReady). Close stops it.
+func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions) (_ *PromoterDaemon, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("daemon: promoter config: %w", err)
+	}
+	opts.RunOptions = opts.RunOptions.withDefaults()
+	d := &PromoterDaemon{cfg: cfg, opts: opts, log: opts.Logger, id: cfg.ID, leadDone: make(chan struct{})}
+	if d.id == "" {
+		d.id = promoterID()
+	}
+	d.pp, err = openPromoterParts(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Fail now, not after winning the election, on what the promoter
+	// refuses (e.g. two policies of one lake table). This instance only
+	// checks: it runs nothing and its ledger cannot write.
+	if _, err := promoter.New(d.pp.promoterConfig(cfg, opts, promoter.NewEtcdLedger(d.pp.etcd, cfg.Prefix, nil), prometheus.NewRegistry())); err != nil {
+		return nil, errors.Join(fmt.Errorf("daemon: promoter: %w", err), d.pp.close())
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("daemon: listen: %w", err), d.pp.close())
+	}
+	d.addr = advertised("", ln.Addr())
+
+	gath := newGatherers(opts.Registry)
+	var metrics prometheus.Gatherer = gath
+	if d.pp.embedded != nil {
+		metrics = prometheus.Gatherers{gath, d.pp.embedded.Gatherer()}
+	}
+	healthz, readyz := healthHandlers(d.draining.Load, []readiness{
+		{"etcd", func(ctx context.Context) error { _, err := d.pp.etcd.Get(ctx, cfg.Prefix+"/health"); return err }},
+		{"tier", d.checkTier},
+		{"leader", d.checkLeader},
+		{"promoter", d.checkPromoter},
+	})
+	mux := http.NewServeMux()
+	mux.Handle(PathHealthz, healthz)
+	mux.Handle(PathReadyz, readyz)
+	mux.Handle(PathMetrics, metricsHandler(metrics))
+	mux.Handle("/v1/", http.HandlerFunc(d.serveAPI))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		promoterhttp.WriteError(w, http.StatusNotFound, promoterhttp.CodeNotFound, "no route "+r.URL.Path)
+	}))
+	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
+	d.httpStop, d.httpDone = hstop, make(chan error, 1)
+	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, d.log.With("component", "http"))
+	go func() { d.httpDone <- srv.Start(hctx) }()
+
+	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(d.leadDone)
+		d.leadErr = d.lead(d.ctx)
+		if d.leadErr != nil {
+			d.log.Error("promoter stopped", "err", d.leadErr)
+		}
+	}()
+	d.log.Info("thaw promoter started", "address", d.addr, "id", d.id, "policies", len(d.pp.policies), "embedded_tier", d.pp.embedded != nil)
+	return d, nil
+}
+
+// lead campaigns, then runs the promoter and the cron trigger under the
+// term until ctx is done (nil) or the term is lost (an error).
+func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
+	log := d.log
+	electionKey := d.cfg.Prefix + "/leader"
+	log.Info("promoter campaigning", "id", d.id, "election", electionKey)
+	lead, err := fencing.Elect(ctx, d.pp.etcd, electionKey, d.id, d.cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("daemon: promoter election: %w", err)
+	}
+	log = log.With("epoch", int64(lead.Epoch()))
+	log.Info("promoter leads", "id", d.id)
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if rerr := lead.Resign(rctx); rerr != nil && !errors.Is(rerr, fencing.ErrLeadershipLost) {
+			log.Warn("promoter resign", "err", rerr)
+		} else {
+			log.Info("promoter resigned")
+		}
+	}()
+	p, err := promoter.New(d.pp.promoterConfig(d.cfg, d.opts, promoter.NewEtcdLedger(d.pp.etcd, d.cfg.Prefix, lead), d.opts.Registry))
+	if err != nil {
+		return err
+	}
+	var trigger *cron.Trigger
+	var entries []cron.Entry
+	for _, pol := range d.pp.policies {
+		if s := pol.Triggers().Schedule; s != nil {
+			entries = append(entries, cron.Entry{Policy: pol.Name(), Cron: s.Cron, TimeZone: s.TimeZone})
+		}
+	}
+	if len(entries) > 0 {
+		trigger, err = cron.New(entries, func(ctx context.Context, policy string) {
+			rep, err := p.ReconcilePolicy(ctx, policy)
+			if err != nil {
+				log.Warn("scheduled reconcile", "policy", policy, "err", err)
+				return
+			}
+			log.Info("scheduled reconcile", "policy", policy, "selected", rep.Selected, "enqueued", rep.Enqueued, "skipped", rep.Skipped)
+		}, log.With("component", "cron"))
+		if err != nil {
+			return fmt.Errorf("daemon: cron trigger: %w", err)
+		}
+	}
+	// The term's work stops on shutdown (ctx) or when the term is lost.
+	rctx, rcancel := context.WithCancel(lead.Context())
+	defer rcancel()
+	stop := context.AfterFunc(ctx, rcancel)
+	defer stop()
+	d.mu.Lock()
+	d.mu.p, d.mu.lead = p, lead
+	d.mu.Unlock()
+	api := promoterhttp.NewHandler(p, log.With("component", "api"))
+	d.api.Store(&api)
+	defer d.api.Store(nil)
+
+	g, gctx := errgroup.WithContext(rctx)
+	g.Go(func() error { return p.Run(gctx) })
+	if trigger != nil {
+		g.Go(func() error { return trigger.Run(gctx) })
+	}
+	err = g.Wait()
+	switch {
+	case ctx.Err() != nil: // shutdown
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		return err
+	case lead.Err() != nil:
+		return fmt.Errorf("daemon: promoter leadership lost: %w", lead.Err())
+	case err == nil:
+		return errors.New("daemon: promoter stopped on its own")
+	}
+	return err
+}
+
+func (d *PromoterDaemon) serveAPI(w http.ResponseWriter, r *http.Request) {
+	h := d.api.Load()
+	if h == nil || d.draining.Load() {
+		promoterhttp.WriteError(w, http.StatusServiceUnavailable, promoterhttp.CodeUnavailable,
+			"this promoter is not leading (standby, starting or shutting down)")
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
+func (d *PromoterDaemon) checkTier(ctx context.Context) error {
+	if d.pp.embedded != nil {
+		return d.pp.embedded.Ready(ctx)
+	}
+	_, err := d.pp.tier.Leader(ctx)
+	return err
+}
+
+func (d *PromoterDaemon) checkLeader(context.Context) error {
+	d.mu.Lock()
+	lead := d.mu.lead
+	d.mu.Unlock()
+	if lead == nil {
+		return errors.New("not leading (campaigning)")
+	}
+	if err := lead.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (d *PromoterDaemon) checkPromoter(context.Context) error {
+	if p := d.Promoter(); p == nil || !p.Ready() {
+		return errors.New("not resumed yet")
+	}
+	return nil
+}
+
+// Address returns the listener's host:port.
+func (d *PromoterDaemon) Address() string { return d.addr }
+
+// URL returns the API's base URL.
+func (d *PromoterDaemon) URL() string { return "http://" + d.addr }
+
+// Promoter returns the promoter once this daemon leads, else nil.
+func (d *PromoterDaemon) Promoter() *promoter.Promoter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.p
+}
+
+// Tier returns the embedded tier, or nil with an external one.
+func (d *PromoterDaemon) Tier() *Embedded { return d.pp.embedded }
+
+// Etcd returns the etcd client the ledger lives in.
+func (d *PromoterDaemon) Etcd() *clientv3.Client { return d.pp.etcd }
+
+// Done is closed when the promoter stopped on its own (leadership lost,
+// a failure) or after Close.
+func (d *PromoterDaemon) Done() <-chan struct{} { return d.leadDone }
+
+// Err returns why the promoter stopped, once Done is closed.
+func (d *PromoterDaemon) Err() error {
+	select {
+	case <-d.leadDone:
+		return d.leadErr
+	default:
+		return nil
+	}
+}
+
+// WaitReady polls until this daemon leads and its promoter has resumed,
+// or ctx is done, or the promoter stopped.
+func (d *PromoterDaemon) WaitReady(ctx context.Context) error {
+	for {
+		if p := d.Promoter(); p != nil && p.Ready() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("daemon: promoter not ready: %w", context.Cause(ctx))
+		case <-d.leadDone:
+			return fmt.Errorf("daemon: promoter stopped before it was ready: %w", d.leadErr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close shuts down gracefully: /readyz turns 503 and the API answers
+// unavailable; the HTTP server drains running requests; the promoter
+// stops (promotions before their commit decision are aborted, committing
+// ones are left for the next leader's resume) and resigns; then the tier
+// client, the catalogs and the tier (or the etcd client) close. Each phase
+// is bounded by shutdown_timeout.
+func (d *PromoterDaemon) Close() error {
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.closed = true
+	d.mu.Unlock()
+	d.draining.Store(true)
+	var errs []error
+	d.httpStop()
+	if err := <-d.httpDone; err != nil {
+		errs = append(errs, err)
+	}
+	d.cancel()
+	timer := time.NewTimer(d.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-d.leadDone:
+		errs = append(errs, d.leadErr)
+	case <-timer.C:
+		errs = append(errs, fmt.Errorf("daemon: promoter did not stop within %v", d.cfg.ShutdownTimeout))
+	}
+	errs = append(errs, d.pp.close())
+	return errors.Join(errs...)
+}
+
+// RunPromoter runs `thaw promoter` until ctx is done (then it shuts down
+// gracefully, see PromoterDaemon.Close) or the promoter stops on its own
+// (leadership lost: the process should exit and be restarted).
+func RunPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions) error {
+	d, err := StartPromoter(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	log := d.log
+	if opts.OnReady != nil {
+		opts.OnReady(d.Address())
+	}
+	var failure error
+	select {
+	case <-ctx.Done():
+		log.Info("thaw promoter shutting down")
+	case <-d.Done():
+		failure = d.Err()
+		if failure == nil {
+			failure = errors.New("daemon: promoter stopped")
+		}
+		log.Error("thaw promoter failed; shutting down", "err", failure)
+	}
+	err = errors.Join(failure, d.Close())
+	if err != nil {
+		log.Error("thaw promoter stopped", "err", err)
+	} else {
+		log.Info("thaw promoter stopped")
+	}
+	return err
+}

@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/promoter"
+)
+
+const testPolicy = `apiVersion: thaw.dev/v1
+kind: PromotionPolicy
+metadata:
+  name: recent
+spec:
+  source: {catalog: default, table: lake.events}
+  target: {database: shop, table: events, buckets: 2}
+  selection:
+    partitions:
+      window: {field: event_day, last: 2d, anchor: latest}
+  triggers: {onRequest: true}
+`
+
+func promoterTestConfig(t *testing.T) PromoterConfig {
+	t.Helper()
+	dir := t.TempDir()
+	info, err := lake.Sample(t.Context(), lake.SampleOptions{Dir: filepath.Join(dir, "lake"), Rows: 300, Days: 3, Seed: 5, AppendOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(testPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cfg PromoterConfig
+	cfg.Defaults()
+	cfg.Listen, cfg.DataDir, cfg.Policies = "127.0.0.1:0", filepath.Join(dir, "data"), []string{pol}
+	cfg.Catalogs = map[string]lake.Config{"default": info.Config}
+	cfg.Tier.Tablets, cfg.ReconcileInterval, cfg.LeaseTTL, cfg.ShutdownTimeout = 1, -1, 2*time.Second, 20*time.Second
+	return cfg
+}
+
+func smallEmbedded(ec *EmbeddedConfig) {
+	ec.EtcdUnsafeNoFsync = true
+	ec.Tablet.CacheSize, ec.Tablet.MemTableBudget = 4<<20, 4<<20
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestPromoterShutdownDuringBuild stops the daemon while a promotion is
+// building: the transaction is aborted (the target holds no BEGUN
+// transaction and the record says aborted), the leader resigned, and a
+// standby that waited on the same etcd takes over and promotes the target
+// again.
+func TestPromoterShutdownDuringBuild(t *testing.T) {
+	cfg := promoterTestConfig(t)
+	// The tier outlives both promoters: each reaches it as an external one.
+	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1}
+	smallEmbedded(&ec)
+	e, err := StartEmbedded(t.Context(), ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	cfg.ID = "first"
+	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: e.Address()}
+	cfg.Tier.Etcd.defaults()
+	cfg.Tier.Etcd.Endpoints = e.EtcdEndpoints()
+	building := make(chan promoter.Record, 1)
+	d, err := StartPromoter(t.Context(), cfg, PromoterOptions{Hooks: promoter.Hooks{
+		AfterPhase: func(ctx context.Context, r promoter.Record) error {
+			if r.Phase == promoter.PhaseBuilding {
+				select {
+				case building <- r:
+				default:
+				}
+				<-ctx.Done() // hold the build until shutdown
+			}
+			return nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = d.Close()
+		}
+	}()
+	if err := d.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := httpGet(t, d.URL()+PathReadyz); code != 200 || !strings.Contains(body, "leader: ok") {
+		t.Fatalf("readyz %d %s", code, body)
+	}
+
+	// A standby on the same etcd and tier.
+	scfg := cfg
+	scfg.ID, scfg.DataDir = "standby", ""
+	standby, err := StartPromoter(t.Context(), scfg, PromoterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Close()
+	if code, body := httpGet(t, standby.URL()+"/v1/policies"); code != 503 || !strings.Contains(body, `"unavailable"`) {
+		t.Fatalf("standby api %d %s", code, body)
+	}
+	if code, body := httpGet(t, standby.URL()+PathReadyz); code != 503 || !strings.Contains(body, "leader: not leading") {
+		t.Fatalf("standby readyz %d %s", code, body)
+	}
+
+	if _, err := d.Promoter().Request(t.Context(), promoter.Request{Table: "shop.events", Partition: "2024-01-03"}); err != nil {
+		t.Fatal(err)
+	}
+	var r promoter.Record
+	select {
+	case r = <-building:
+	case <-time.After(time.Minute):
+		t.Fatal("no build started")
+	}
+	closed = true
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The standby leads now, resumed the ledger, and sees the aborted attempt.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := standby.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := standby.Promoter().Promotion(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Phase != promoter.PhaseAborted || !strings.Contains(got.Error, "shut") {
+		t.Fatalf("record after shutdown: %+v", got)
+	}
+	bl, err := bulkloadclient.New(ctx, scfg.Tier.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := bl.GetInProgress(ctx, bulkload.Target{Database: "shop", Table: "events", Partition: "2024-01-03"})
+	if err == nil && st.State == bulkload.Begun {
+		t.Fatalf("a transaction is still BEGUN after shutdown: %+v", st)
+	}
+	l, err := fencing.CurrentLeader(ctx, standby.Etcd(), cfg.Prefix+"/leader")
+	if err != nil || l.ID != "standby" {
+		t.Fatalf("leader %+v %v", l, err)
+	}
+	// The identity is promoted again by its new leader.
+	rec, err := standby.Promoter().Promote(ctx, promoter.Key{Policy: "recent", Partition: "2024-01-03"})
+	if err != nil && !errors.Is(err, promoter.ErrSkipped) {
+		t.Fatal(err)
+	}
+	if rec.Phase != promoter.PhaseCommitted {
+		t.Fatalf("re-promotion: %+v %v", rec, err)
+	}
+}

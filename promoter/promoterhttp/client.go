@@ -1,0 +1,176 @@
+package promoterhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/thawdb/thaw/promoter"
+)
+
+// Error is an error answer of the API.
+type Error struct {
+	Status  int    // HTTP status
+	Code    string // CodeInvalid, CodeNotFound, ...
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("promoter api: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+}
+
+// Is lets errors.Is match the promoter's sentinels by code: not_found
+// matches promoter.ErrNotFound, not_allowed promoter.ErrNotAllowed and
+// conflict promoter.ErrConflict.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case CodeNotFound:
+		return target == promoter.ErrNotFound
+	case CodeNotAllowed:
+		return target == promoter.ErrNotAllowed
+	case CodeConflict:
+		return target == promoter.ErrConflict
+	}
+	return false
+}
+
+// DefaultAddress is where the CLI finds the promoter by default: the
+// promoter daemon's default listener.
+const DefaultAddress = "127.0.0.1:7080"
+
+// Client calls a promoter's HTTP API. It is safe for concurrent use.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client of the promoter at address ("host:port" or
+// an http(s) URL). hc nil uses a client with a 1 minute timeout per call.
+func NewClient(address string, hc *http.Client) (*Client, error) {
+	base := address
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("promoter api: address %q: want HOST:PORT or an http(s) URL", address)
+	}
+	base = strings.TrimRight(base, "/")
+	if hc == nil {
+		hc = &http.Client{Timeout: time.Minute}
+	}
+	return &Client{base: base, hc: hc}, nil
+}
+
+// Promote asks for an on-demand promotion (POST /v1/promotions).
+func (c *Client) Promote(ctx context.Context, req promoter.Request) ([]Item, error) {
+	var out PromoteResponse
+	if err := c.do(ctx, http.MethodPost, PathPromotions, nil, req, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// Promotions lists the ledger, newest first; policy "" lists every policy's.
+func (c *Client) Promotions(ctx context.Context, policy string) ([]Promotion, error) {
+	var q url.Values
+	if policy != "" {
+		q = url.Values{"policy": {policy}}
+	}
+	var out PromotionsResponse
+	if err := c.do(ctx, http.MethodGet, PathPromotions, q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Promotions, nil
+}
+
+// Promotion returns one promotion with its live progress.
+func (c *Client) Promotion(ctx context.Context, id string) (Promotion, error) {
+	var out Promotion
+	err := c.do(ctx, http.MethodGet, PathPromotions+"/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// Policies lists the loaded policies.
+func (c *Client) Policies(ctx context.Context) ([]PolicyInfo, error) {
+	var out PoliciesResponse
+	if err := c.do(ctx, http.MethodGet, PathPolicies, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Policies, nil
+}
+
+// Plan returns the dry-run plan of policy ("" for every policy).
+func (c *Client) Plan(ctx context.Context, policy string) ([]Plan, error) {
+	var q url.Values
+	if policy != "" {
+		q = url.Values{"policy": {policy}}
+	}
+	var out PlansResponse
+	if err := c.do(ctx, http.MethodGet, PathPlan, q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Plans, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("promoter api: encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return fmt.Errorf("promoter api: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("promoter api: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("promoter api: %s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var er ErrorResponse
+		if json.Unmarshal(data, &er) != nil || er.Code == "" {
+			er = ErrorResponse{Code: CodeInternal, Error: strings.TrimSpace(string(data))}
+			if er.Error == "" {
+				er.Error = resp.Status
+			}
+		}
+		return &Error{Status: resp.StatusCode, Code: er.Code, Message: er.Error}
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("promoter api: %s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+var _ error = (*Error)(nil)
+
+// IsUnavailable reports whether err says the promoter does not serve yet
+// (not leading, not resumed, shutting down).
+func IsUnavailable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeUnavailable
+}

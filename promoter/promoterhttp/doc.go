@@ -1,0 +1,42 @@
+// Package promoterhttp is the promoter's HTTP API and its Go client.
+//
+// # Endpoints
+//
+//	POST /v1/promotions          body: promoter.Request (JSON) -> 202 {"items": [Item]}
+//	GET  /v1/promotions          ?policy=NAME (optional) -> 200 {"promotions": [Promotion]}
+//	GET  /v1/promotions/{id}     -> 200 Promotion (the ledger record, plus live progress while it runs)
+//	GET  /v1/policies            -> 200 {"policies": [PolicyInfo]} (name, source, target, canonical YAML)
+//	GET  /v1/plan                ?policy=NAME (optional: every policy) -> 200 {"plans": [Plan]}
+//
+// POST /v1/promotions enqueues what the request selects and answers at
+// once; the items say which targets will be promoted ("promote") and which
+// not, and why ("skip"). Follow them with GET /v1/promotions/{id}. GET
+// /v1/plan is the dry run of `thaw plan`: it changes nothing.
+//
+// # Requests
+//
+// Request bodies are decoded strictly: one JSON object of at most 64 KiB,
+// no unknown fields, no trailing data, Content-Type application/json (or
+// none). Unknown query parameters are rejected too.
+//
+// # Errors
+//
+// Every error answer is JSON {"error": message, "code": code}:
+//
+//	400 invalid       the request is malformed
+//	403 not_allowed   the policy does not allow on-request promotion
+//	404 not_found     no such promotion, policy or route
+//	405 invalid       wrong method (the Allow header lists the right ones)
+//	409 conflict      the target is not empty, its schema does not match, or the record changed
+//	503 unavailable   the promoter is not leading or not resumed yet
+//	500 internal      anything else
+//
+// Client returns *Error for them; errors.Is(err, promoter.ErrNotFound)
+// (and ErrNotAllowed, ErrConflict) holds for the matching codes.
+//
+// # Credentials
+//
+// No response carries a credential: records, plans and policies hold none
+// (package promoter keeps them out), and internal errors are logged, not
+// echoed with their causes' details beyond the error text.
+package promoterhttp

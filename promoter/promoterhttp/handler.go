@@ -1,0 +1,331 @@
+package promoterhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/promoter"
+)
+
+// Error codes of ErrorResponse.Code.
+const (
+	CodeInvalid     = "invalid"
+	CodeNotFound    = "not_found"
+	CodeNotAllowed  = "not_allowed"
+	CodeConflict    = "conflict"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
+)
+
+// MaxRequestBytes bounds a request body.
+const MaxRequestBytes = 64 << 10
+
+// Paths of the API.
+const (
+	PathPromotions = "/v1/promotions"
+	PathPolicies   = "/v1/policies"
+	PathPlan       = "/v1/plan"
+)
+
+type handler struct {
+	p   *promoter.Promoter
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// NewHandler returns the HTTP API of p (see the package documentation).
+// logger receives internal errors (nil: discard); it never receives
+// request bodies.
+func NewHandler(p *promoter.Promoter, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{p: p, log: logger, mux: http.NewServeMux()}
+	h.route(PathPromotions, map[string]http.HandlerFunc{http.MethodPost: h.promote, http.MethodGet: h.promotions})
+	h.route(PathPromotions+"/{id}", map[string]http.HandlerFunc{http.MethodGet: h.promotion})
+	h.route(PathPolicies, map[string]http.HandlerFunc{http.MethodGet: h.policies})
+	h.route(PathPlan, map[string]http.HandlerFunc{http.MethodGet: h.plan})
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s", r.URL.Path))
+	})
+	return h.mux
+}
+
+// route registers a path whose methods answer JSON 405 when wrong.
+func (h *handler) route(pattern string, methods map[string]http.HandlerFunc) {
+	allowed := make([]string, 0, len(methods))
+	for m := range methods {
+		allowed = append(allowed, m)
+	}
+	slices.Sort(allowed)
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		f, ok := methods[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			f, ok = methods[http.MethodGet]
+		}
+		if !ok {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			WriteError(w, http.StatusMethodNotAllowed, CodeInvalid, fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+			return
+		}
+		f(w, r)
+	})
+}
+
+// WriteError writes an error answer: JSON {"error": msg, "code": code}.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, `{"error":"encode response","code":"internal"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail answers err with the status and code its kind maps to.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusOf(err)
+	if status == http.StatusInternalServerError {
+		h.log.Error("promoter api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		h.log.Debug("promoter api request refused", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	}
+	WriteError(w, status, code, err.Error())
+}
+
+// invalidError is a malformed request.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+func statusOf(err error) (int, string) {
+	var inv *invalidError
+	switch {
+	case errors.As(err, &inv):
+		return http.StatusBadRequest, CodeInvalid
+	case errors.Is(err, promoter.ErrNotFound), errors.Is(err, promoter.ErrUnknownPolicy):
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, promoter.ErrNotAllowed):
+		return http.StatusForbidden, CodeNotAllowed
+	case errors.Is(err, promoter.ErrTargetNotEmpty), errors.Is(err, promoter.ErrSchema), errors.Is(err, promoter.ErrSkipped),
+		errors.Is(err, promoter.ErrExists), errors.Is(err, promoter.ErrConflict):
+		return http.StatusConflict, CodeConflict
+	case errors.Is(err, promoter.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, CodeUnavailable
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+// query returns the request's query parameters, refusing unknown or
+// repeated ones.
+func query(r *http.Request, known ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalidf("query: %v", err)
+	}
+	for k, vs := range q {
+		if !slices.Contains(known, k) {
+			if len(known) == 0 {
+				return nil, invalidf("unknown query parameter %q (this endpoint takes none)", k)
+			}
+			return nil, invalidf("unknown query parameter %q (known: %s)", k, strings.Join(known, ", "))
+		}
+		if len(vs) > 1 {
+			return nil, invalidf("query parameter %q given %d times", k, len(vs))
+		}
+	}
+	return q, nil
+}
+
+// decodeRequest reads one strict JSON object into v.
+func decodeRequest(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return invalidf("content type %q: want application/json", ct)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return invalidf("request body is larger than %d bytes", MaxRequestBytes)
+		}
+		return invalidf("read request body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return invalidf("empty request body: want a JSON object")
+		}
+		return invalidf("request body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidf("request body: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// ValidateRequest checks an on-demand request's form (the promoter checks
+// what it names).
+func ValidateRequest(req promoter.Request) error {
+	if req.Policy == "" && req.Table == "" {
+		return invalidf("request names neither a policy nor a table")
+	}
+	if req.Table != "" {
+		parts := strings.Split(req.Table, ".")
+		if len(parts) < 2 || slices.Contains(parts, "") {
+			return invalidf("table %q: want DATABASE.TABLE (or the lake table NAMESPACE.TABLE)", req.Table)
+		}
+	}
+	if req.Partition != "" {
+		if err := kv.ValidatePartitionName(req.Partition); err != nil {
+			return invalidf("partition %q: %v", req.Partition, err)
+		}
+	}
+	return nil
+}
+
+func (h *handler) promote(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req promoter.Request
+	if err := decodeRequest(w, r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := ValidateRequest(req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	items, err := h.p.Request(r.Context(), req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, PromoteResponse{Items: itemsOf(items)})
+}
+
+func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	if id == "" || strings.Contains(id, "/") {
+		h.fail(w, r, invalidf("promotion id %q", id))
+		return
+	}
+	rec, err := h.p.Promotion(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.withProgress(rec))
+}
+
+func (h *handler) withProgress(rec promoter.Record) Promotion {
+	out := Promotion{Record: rec}
+	if pr, ok := h.p.Progress(rec.ID); ok {
+		out.Progress = ProgressOf(pr)
+	}
+	return out
+}
+
+func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "policy")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	policy := q.Get("policy")
+	if policy != "" && !h.hasPolicy(policy) {
+		h.fail(w, r, fmt.Errorf("policy %q: %w", policy, promoter.ErrUnknownPolicy))
+		return
+	}
+	recs, err := h.p.Promotions(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := PromotionsResponse{Promotions: make([]Promotion, 0, len(recs))}
+	for _, rec := range recs {
+		if policy == "" || rec.Policy == policy {
+			out.Promotions = append(out.Promotions, h.withProgress(rec))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) hasPolicy(name string) bool {
+	for _, p := range h.p.Policies() {
+		if p.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *handler) policies(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := PoliciesResponse{Policies: []PolicyInfo{}}
+	for _, p := range h.p.Policies() {
+		out.Policies = append(out.Policies, PolicyInfoOf(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) plan(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "policy")
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	names := []string{q.Get("policy")}
+	if names[0] == "" {
+		names = names[:0]
+		for _, p := range h.p.Policies() {
+			names = append(names, p.Name())
+		}
+	}
+	out := PlansResponse{Plans: make([]Plan, 0, len(names))}
+	for _, name := range names {
+		pl, err := h.p.Plan(r.Context(), name)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		out.Plans = append(out.Plans, PlanOf(pl))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,204 @@
+package promoterhttp
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/promoter"
+)
+
+// Duration is a time.Duration that reads and writes JSON as Go's duration
+// string ("1.5s").
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Item is one target of a plan or of an on-demand request.
+type Item struct {
+	Policy           string   `json:"policy"`
+	Partition        string   `json:"partition"` // tier partition; "" = the whole table
+	Action           string   `json:"action"`    // "promote" or "skip"
+	Reason           string   `json:"reason,omitempty"`
+	PromotionID      string   `json:"promotion_id,omitempty"`
+	LakePartitions   []string `json:"lake_partitions,omitempty"`
+	SourceSnapshotID int64    `json:"source_snapshot_id"`
+	Rows             int64    `json:"rows"`
+	Bytes            int64    `json:"bytes"`
+	EstimatedBuild   Duration `json:"estimated_build"`
+}
+
+// ItemOf converts a plan item.
+func ItemOf(it promoter.PlanItem) Item {
+	return Item{
+		Policy:           it.Key.Policy,
+		Partition:        it.Key.Partition,
+		Action:           it.Action,
+		Reason:           it.Reason,
+		PromotionID:      it.PromotionID,
+		LakePartitions:   it.LakePartitions,
+		SourceSnapshotID: it.SourceSnapshotID,
+		Rows:             it.Rows,
+		Bytes:            it.Bytes,
+		EstimatedBuild:   Duration(it.EstimatedBuild),
+	}
+}
+
+func itemsOf(its []promoter.PlanItem) []Item {
+	out := make([]Item, 0, len(its))
+	for _, it := range its {
+		out = append(out, ItemOf(it))
+	}
+	return out
+}
+
+// PromoteResponse answers POST /v1/promotions.
+type PromoteResponse struct {
+	Items []Item `json:"items"`
+}
+
+// Plan is a policy's dry-run plan. The totals count the items whose action
+// is "promote".
+type Plan struct {
+	Policy         string         `json:"policy"`
+	Catalog        string         `json:"catalog"`
+	LakeTable      string         `json:"lake_table"`
+	LakeSnapshotID int64          `json:"lake_snapshot_id"`
+	Database       string         `json:"database"`
+	Table          string         `json:"table"`
+	TableExists    bool           `json:"table_exists"`
+	WillCreate     bool           `json:"will_create"`
+	Buckets        int            `json:"buckets"`
+	Schema         kv.TableSchema `json:"schema"`
+	Items          []Item         `json:"items"`
+
+	Promote        int      `json:"promote"`
+	Skip           int      `json:"skip"`
+	Rows           int64    `json:"rows"`
+	Bytes          int64    `json:"bytes"`
+	EstimatedBuild Duration `json:"estimated_build"`
+}
+
+// PlanOf converts a plan and computes its totals.
+func PlanOf(p *promoter.Plan) Plan {
+	out := Plan{
+		Policy: p.Policy, Catalog: p.Catalog, LakeTable: p.LakeTable, LakeSnapshotID: p.LakeSnapshotID,
+		Database: p.Database, Table: p.Table, TableExists: p.TableExists, WillCreate: p.WillCreate,
+		Buckets: p.Buckets, Schema: p.Schema, Items: itemsOf(p.Items),
+	}
+	for _, it := range p.Items {
+		if it.Action != "promote" {
+			out.Skip++
+			continue
+		}
+		out.Promote++
+		out.Rows += it.Rows
+		out.Bytes += it.Bytes
+		out.EstimatedBuild += Duration(it.EstimatedBuild)
+	}
+	return out
+}
+
+// PlansResponse answers GET /v1/plan.
+type PlansResponse struct {
+	Plans []Plan `json:"plans"`
+}
+
+// Progress is the live progress of a running promotion.
+type Progress struct {
+	Phase       string           `json:"phase"`
+	RowsRead    int64            `json:"rows_read"`
+	BytesRead   int64            `json:"bytes_read"`
+	Buckets     []BucketProgress `json:"buckets"`
+	BucketsDone int              `json:"buckets_done"`
+	Started     time.Time        `json:"started"`
+}
+
+// BucketProgress is one bucket's build.
+type BucketProgress struct {
+	Bucket int   `json:"bucket"`
+	Rows   int64 `json:"rows"`
+	Bytes  int64 `json:"bytes"`
+	Done   bool  `json:"done"`
+}
+
+// ProgressOf converts live progress.
+func ProgressOf(p promoter.Progress) *Progress {
+	out := &Progress{Phase: string(p.Phase), RowsRead: p.RowsRead, BytesRead: p.BytesRead,
+		Buckets: make([]BucketProgress, 0, len(p.Buckets)), Started: p.Started}
+	for _, b := range p.Buckets {
+		out.Buckets = append(out.Buckets, BucketProgress{Bucket: b.Bucket, Rows: b.Rows, Bytes: b.Bytes, Done: b.Done})
+		if b.Done {
+			out.BucketsDone++
+		}
+	}
+	return out
+}
+
+// Promotion is a ledger record and, while it runs, its live progress.
+type Promotion struct {
+	Record   promoter.Record `json:"record"`
+	Progress *Progress       `json:"progress,omitempty"`
+}
+
+// PromotionsResponse answers GET /v1/promotions (newest first).
+type PromotionsResponse struct {
+	Promotions []Promotion `json:"promotions"`
+}
+
+// PolicyInfo describes a loaded policy.
+type PolicyInfo struct {
+	Name         string `json:"name"`
+	Catalog      string `json:"catalog"`
+	LakeTable    string `json:"lake_table"`
+	Database     string `json:"database"`
+	Table        string `json:"table"`
+	Schedule     string `json:"schedule,omitempty"` // cron expression, with " (TZ)" when a time zone is set
+	OnLakeCommit bool   `json:"on_lake_commit"`
+	OnRequest    bool   `json:"on_request"`
+	Doc          string `json:"doc"` // canonical YAML
+}
+
+// PolicyInfoOf describes p.
+func PolicyInfoOf(p *policies.Policy) PolicyInfo {
+	src, dst, tr := p.Source(), p.Target(), p.Triggers()
+	info := PolicyInfo{
+		Name: p.Name(), Catalog: src.Catalog, LakeTable: src.Table, Database: dst.Database, Table: dst.Table,
+		OnLakeCommit: tr.OnLakeCommit, OnRequest: tr.OnRequest, Doc: string(p.Doc()),
+	}
+	if s := tr.Schedule; s != nil {
+		info.Schedule = s.Cron
+		if s.TimeZone != "" {
+			info.Schedule += " (" + s.TimeZone + ")"
+		}
+	}
+	return info
+}
+
+// PoliciesResponse answers GET /v1/policies.
+type PoliciesResponse struct {
+	Policies []PolicyInfo `json:"policies"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
