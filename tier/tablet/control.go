@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/sync/errgroup"
@@ -173,7 +174,9 @@ func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.
 // RestoreSnapshot starts (or reports) the restore of one replica from a
 // given snapshot: the same snapshot id reports the restore's progress (and
 // restarts a failed one), a higher one replaces the replica, a lower one
-// than the replica's latest is INVALID_ARGUMENT.
+// than the replica's latest is INVALID_ARGUMENT. It answers once the
+// replica is READY or FAILED, or after restoreWait (less near the request's
+// deadline) with the restore still running.
 func (h *service) RestoreSnapshot(ctx context.Context, req *connect.Request[tierv1.RestoreSnapshotRequest]) (_ *connect.Response[tierv1.RestoreSnapshotResponse], err error) {
 	s := h.s
 	defer func() { s.m.control.WithLabelValues("restore_snapshot", resultOf(err)).Inc() }()
@@ -223,7 +226,41 @@ func (h *service) RestoreSnapshot(ctx context.Context, req *connect.Request[tier
 	if err = cmpErr(controlErr("restore snapshot", err), res); err != nil {
 		return nil, err
 	}
+	awaitRestore(ctx, e, restoreWait)
 	return connect.NewResponse(&tierv1.RestoreSnapshotResponse{Replica: s.statusesWith(ctx, tv, []*replicaEntry{e}, tv.state)[0]}), nil
+}
+
+// restoreWait bounds how long RestoreSnapshot waits for the restore it
+// started or reports to finish, so that the coordinator's round learns of a
+// quick restore at once instead of at its next poll (the resend interval).
+const restoreWait = 2 * time.Second
+
+// awaitRestore waits until e is READY or FAILED, ctx ends, or max has
+// passed (less a margin before ctx's deadline, so the answer still arrives).
+func awaitRestore(ctx context.Context, e *replicaEntry, max time.Duration) {
+	if dl, ok := ctx.Deadline(); ok {
+		max = min(max, time.Until(dl)/2)
+	}
+	if max <= 0 {
+		return
+	}
+	timer := time.NewTimer(max)
+	defer timer.Stop()
+	for {
+		changed := e.statusChanged()
+		if st := e.getStatus().state; st == readyState || st == failedState {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-e.ctx.Done():
+			return
+		}
+	}
 }
 
 // TakeSnapshot takes an ordinary snapshot of a bucket this server leads.

@@ -147,6 +147,7 @@ type replicaEntry struct {
 
 	rep         atomic.Pointer[replica.Replica] // set while the replica serves
 	status      atomic.Pointer[entryStatus]
+	changed     atomic.Pointer[chan struct{}] // closed (and replaced) by every setStatus
 	needCatchUp atomic.Bool  // set when the replica became the leader
 	latestID    atomic.Int64 // latest snapshot taken or restored; 0: none
 
@@ -161,6 +162,17 @@ type replicaEntry struct {
 	leader bool // loop-owned: the role last published for the entry
 }
 
-func (e *replicaEntry) setStatus(s entryStatus) { e.status.Store(&s) }
+// setStatus publishes s and wakes whoever waits for a change (statusChanged).
+func (e *replicaEntry) setStatus(s entryStatus) {
+	e.status.Store(&s)
+	next := make(chan struct{})
+	if prev := e.changed.Swap(&next); prev != nil {
+		close(*prev)
+	}
+}
+
+// statusChanged returns a channel closed by the next setStatus. Take it
+// before reading the status, so a change in between is not missed.
+func (e *replicaEntry) statusChanged() <-chan struct{} { return *e.changed.Load() }
 
 func (e *replicaEntry) getStatus() entryStatus { return *e.status.Load() }
