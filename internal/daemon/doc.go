@@ -1,7 +1,6 @@
 // Package daemon is the only place where thaw's concrete parts are wired
 // together: embedded or external etcd, the object store, the changelog, the
-// coordinator and tablet servers (and, later, the promoter and its
-// triggers).
+// coordinator and tablet servers, and the promoter with its triggers.
 //
 // # Roles
 //
@@ -12,6 +11,15 @@
 //     file:// object store on {data_dir}/remote unless configured.
 //   - RunCoordinator (`thaw coordinator`) and RunTablet (`thaw tablet`): one
 //     role each against an external etcd, each on its own listener.
+//   - RunPromoter (`thaw promoter`), through StartPromoter: the tier (the
+//     embedded one on {data_dir}/tier by default, or a coordinator address
+//     and its etcd), the lake catalogs, the policies, the cron trigger and
+//     the HTTP API (/v1/..., /metrics, /healthz, /readyz). It campaigns for
+//     the promoter leadership in etcd; only the leader resumes the ledger and
+//     promotes, a lost leadership stops the process. Shutdown: readiness
+//     off, HTTP drained, the promoter cancelled (work before a commit
+//     decision is aborted, commits in flight finish within their budget),
+//     resign, close. PlanPromoter (`thaw plan`) is the read-only dry run.
 //
 // # One listener per process
 //
