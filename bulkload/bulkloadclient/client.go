@@ -117,12 +117,16 @@ func (c *Client) Begin(ctx context.Context, target bulkload.Target, callerToken 
 	return fromTargetInfo(resp.Msg.GetTargetInfo())
 }
 
-// GetInProgress returns the transaction in progress on target and, while it
-// is BEGUN, its build context (nil otherwise).
+// GetInProgress returns the transaction in progress (not terminal) on
+// target and, while it is BEGUN with its fence ready, its build context (nil
+// otherwise). With none in progress the error wraps bulkload.ErrNotFound.
 func (c *Client) GetInProgress(ctx context.Context, target bulkload.Target) (bulkload.Status, *BuildContext, error) {
 	resp, err := c.svc.GetInProgress(ctx, connect.NewRequest(&tierv1.GetInProgressBulkLoadRequest{Target: targetProto(target)}))
 	if err != nil {
 		return bulkload.Status{}, nil, mapErr(ctx, "get in progress "+target.String(), err)
+	}
+	if resp.Msg.GetStatus() == nil {
+		return bulkload.Status{}, nil, fmt.Errorf("bulkloadclient: get in progress %s: %w: no transaction in progress", target, bulkload.ErrNotFound)
 	}
 	st := statusFromProto(resp.Msg.GetStatus())
 	if resp.Msg.GetTargetInfo() == nil {
@@ -185,10 +189,14 @@ func mapErr(ctx context.Context, op string, err error) error {
 		sentinel = bulkload.ErrTooManyTransactions
 	case tierpb.ReasonNotPrimaryKey:
 		sentinel = bulkload.ErrNotPrimaryKeyTable
-	case tierpb.ReasonUnavailable, tierpb.ReasonNotLeader, tierpb.ReasonUnknown:
+	case tierpb.ReasonUnavailable, tierpb.ReasonNotLeader:
 		// Unknown outcome: the request may or may not have taken effect.
 		sentinel = bulkload.ErrUnavailable
 	default:
+		// No reason of the bulk-load protocol (ReasonOf reports UNKNOWN for
+		// any code no reason has, such as UNIMPLEMENTED from a server that
+		// is not a coordinator): the code decides whether the outcome is
+		// unknown.
 		switch connect.CodeOf(err) {
 		case connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnavailable, connect.CodeUnknown, connect.CodeAborted:
 			sentinel = bulkload.ErrUnavailable

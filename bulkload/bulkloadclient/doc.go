@@ -2,23 +2,34 @@
 // returns an immutable, serializable build context; build sessions turn rows
 // into bucket snapshots (through snapshotbuild); Commit assembles and writes
 // the manifest and retries within the caller's budget; Abort releases the
-// target.
+// target. docs/sdk.md is the guide; example_test.go is a complete program.
 //
 // Contract: the build context holds only frozen target facts, never
-// credentials, connections or local paths. Credentials are acquired by the
-// build session and stay in process memory.
+// credentials, connections or local paths. Whatever writes to the object
+// store (a build session, Commit's manifest write) acquires access in its own
+// process and keeps it in memory.
 //
 // A typical flow:
 //
-//	c, _ := bulkloadclient.New(ctx, "127.0.0.1:9090")
-//	bc, _ := c.Begin(ctx, target, token, bulkloadclient.BeginOptions{})
-//	blob, _ := bc.Marshal() // ship to workers; UnmarshalBuildContext there
-//	s, _ := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{})
-//	_ = s.AddRow(ctx, row) // ...
-//	results, _ := s.Finish(ctx)
-//	s.Close()
-//	st, err := c.Commit(ctx, bc, results, 5*time.Minute)
+//	c, err := bulkloadclient.New(ctx, "127.0.0.1:7070")
+//	bc, err := c.Begin(ctx, target, token, bulkloadclient.BeginOptions{})
+//	blob, err := bc.Marshal() // ship to workers; UnmarshalBuildContext there
+//	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{Buckets: mine})
+//	defer s.Close()
+//	err = s.Add(ctx, arrowBatch) // or s.AddRow(ctx, row); last row of a key wins
+//	results, err := s.Finish(ctx) // JSON-serializable; send back to the committer
+//	st, err := c.Commit(ctx, bc, allResults, 5*time.Minute)
 //
-// Errors wrap the bulkload package's sentinels (test with errors.Is);
-// IsRetriable reports whether repeating the same request may succeed.
+// Rebuilding is safe: the same rows give byte-identical files, so a new
+// session of the same context (after a builder died) adopts what the dead one
+// uploaded, and the store holds one copy of each file.
+//
+// Errors wrap the bulkload package's sentinels (RPCs) or snapshotbuild's
+// (input), tested with errors.Is; IsRetriable reports whether repeating the
+// same request may succeed. Begin, Commit and Abort are idempotent; Commit
+// repeats itself within its budget and resolves an unknown outcome through
+// Status, never by starting anything new.
+//
+// Client and BuildContext are safe for concurrent use; a Session's methods
+// may be called from several goroutines but are serialized.
 package bulkloadclient

@@ -192,12 +192,3 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("abort after commit: %v", err)
 	}
 }
-
-func mustType(t *testing.T, s string) kv.Type {
-	t.Helper()
-	ty, err := kv.ParseType(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ty
-}
