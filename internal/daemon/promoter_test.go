@@ -163,7 +163,11 @@ func TestPromoterShutdownDuringBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _, err := bl.GetInProgress(ctx, bulkload.Target{Database: "shop", Table: "events", Partition: "2024-01-03"})
-	if err == nil && st.State == bulkload.Begun {
+	switch {
+	case errors.Is(err, bulkload.ErrNotFound):
+	case err != nil:
+		t.Fatalf("get in progress: %v", err)
+	case st.State == bulkload.Begun:
 		t.Fatalf("a transaction is still BEGUN after shutdown: %+v", st)
 	}
 	l, err := fencing.CurrentLeader(ctx, standby.Etcd(), cfg.Prefix+"/leader")
