@@ -10,8 +10,8 @@
 //
 // # Identity
 //
-// A promotion's identity is (catalog, lake table, tier partition, source
-// snapshot id). The tier partition is what lake.PartitionMapping.PartitionName
+// A promotion's identity is (catalog, lake table, tier table, tier
+// partition, source snapshot id). The tier partition is what lake.PartitionMapping.PartitionName
 // names for a lake partition; several lake partitions (of several partition
 // specs) may map to one tier partition and are promoted together. The source
 // snapshot id is the LastUpdatedSnapshotID of the newest of them (by
@@ -22,10 +22,10 @@
 // "thaw-promoter/{id}/{n}" (CallerToken): deterministic, so Begin after a
 // restart resumes the same transaction; not a secret.
 //
-// Because the identity names the lake table and not the target, a lake table
-// is promoted by one policy into one target: New rejects two policies of one
-// lake table (or of one tier table). Moving a policy to another target needs
-// a ledger of its own (another prefix).
+// The identity names the tier table too, so a policy moved to another tier
+// table promotes there afresh (the ledger's records of the old table stay
+// as they are). A lake table is promoted by one policy of a promoter: New
+// rejects two policies of one lake table (or of one tier table).
 //
 // # Planning
 //

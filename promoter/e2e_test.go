@@ -405,7 +405,7 @@ func TestWindowPolicy(t *testing.T) {
 		if in != (it.Action == promoter.ActionPromote) {
 			t.Errorf("plan item %s: %s (%s)", it.Key.Partition, it.Action, it.Reason)
 		}
-		if it.PromotionID != promoter.PromotionID("default", "lake.events", it.Key.Partition, it.SourceSnapshotID) {
+		if it.PromotionID != promoter.PromotionID("default", "lake.events", "shop.events", it.Key.Partition, it.SourceSnapshotID) {
 			t.Errorf("plan item %s: id %s", it.Key.Partition, it.PromotionID)
 		}
 	}
@@ -508,7 +508,7 @@ func TestWindowPolicy(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- runner.Run(rctx) }()
 	waitFor(t, "the new day promoted", func() bool {
-		r, err := runner.Promotion(ctx, promoter.PromotionID("default", "lake.events", newPart, snap.ID))
+		r, err := runner.Promotion(ctx, promoter.PromotionID("default", "lake.events", "shop.events", newPart, snap.ID))
 		return err == nil && r.Phase == promoter.PhaseCommitted
 	})
 	if !runner.Ready() {

@@ -10,11 +10,13 @@ import (
 
 // PromotionID returns the ledger id of a promotion identity: "p-" and the
 // first 16 hex digits of the SHA-256 of the catalog, the lake table, the tier
-// partition and the source snapshot id (each string length-prefixed, so no
-// two identities share an encoding).
-func PromotionID(catalog, lakeTable, partition string, sourceSnapshotID int64) string {
+// table ("database.table"), the tier partition and the source snapshot id
+// (each string length-prefixed, so no two identities share an encoding).
+// The tier table is part of the identity so that the same lake partition
+// promoted into another table is another promotion.
+func PromotionID(catalog, lakeTable, tierTable, partition string, sourceSnapshotID int64) string {
 	h := sha256.New()
-	for _, s := range []string{catalog, lakeTable, partition} {
+	for _, s := range []string{catalog, lakeTable, tierTable, partition} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
 		h.Write(n[:])

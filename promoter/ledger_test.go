@@ -35,7 +35,7 @@ func startEtcd(t *testing.T) *clientv3.Client {
 }
 
 func sampleRecord(now time.Time) promoter.Record {
-	id := promoter.PromotionID("default", "lake.events", "2024-01-05", 42)
+	id := promoter.PromotionID("default", "lake.events", "shop.events", "2024-01-05", 42)
 	begun := now.Add(time.Second)
 	return promoter.Record{
 		ID: id, Policy: "events", Catalog: "default", LakeTable: "lake.events", Partition: "2024-01-05",
@@ -110,7 +110,7 @@ func TestEtcdLedger(t *testing.T) {
 		t.Fatalf("after stale update: phase %s", g.Phase)
 	}
 	missing := sampleRecord(now)
-	missing.ID = promoter.PromotionID("default", "lake.events", "2024-01-06", 42)
+	missing.ID = promoter.PromotionID("default", "lake.events", "shop.events", "2024-01-06", 42)
 	missing.Revision = upd2.Revision
 	if _, err := l.Update(ctx, missing); !errors.Is(err, promoter.ErrNotFound) {
 		t.Fatalf("update of a missing record: %v, want ErrNotFound", err)
@@ -129,7 +129,7 @@ func TestEtcdLedger(t *testing.T) {
 
 	// List: newest first.
 	older := sampleRecord(now.Add(-time.Hour))
-	older.ID = promoter.PromotionID("default", "lake.events", "2024-01-04", 41)
+	older.ID = promoter.PromotionID("default", "lake.events", "shop.events", "2024-01-04", 41)
 	if _, err := l.Create(ctx, older); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestEtcdLedgerFenced(t *testing.T) {
 		t.Fatalf("update after leadership loss: %v, want a fencing error", err)
 	}
 	other := sampleRecord(time.Now())
-	other.ID = promoter.PromotionID("default", "lake.events", "x", 1)
+	other.ID = promoter.PromotionID("default", "lake.events", "shop.events", "x", 1)
 	if _, err := l.Create(ctx, other); !fencing.IsFenced(err) {
 		t.Fatalf("create after leadership loss: %v, want a fencing error", err)
 	}

@@ -227,7 +227,7 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		return nil, err
 	}
 	for _, r := range recs {
-		if r.Catalog == s.Catalog && r.LakeTable == s.Table {
+		if r.Catalog == s.Catalog && r.LakeTable == s.Table && r.Database == plan.Database && r.Table == plan.Table {
 			ps.records[r.Partition] = append(ps.records[r.Partition], r)
 		}
 	}
@@ -286,7 +286,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 		Action:           ActionSkip,
 		EstimatedBuild:   (time.Duration(d.Candidate.Bytes) * time.Second / estimatedBuildRate).Round(time.Millisecond),
 	}
-	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, g.name, it.SourceSnapshotID)
+	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
 	if !d.Selected && !forced {
 		it.Reason = "not selected: " + d.Reason
 		return it

@@ -13,23 +13,24 @@ import (
 )
 
 func TestPromotionID(t *testing.T) {
-	id := PromotionID("default", "lake.events", "2024-01-05", 7)
+	id := PromotionID("default", "lake.events", "db.events", "2024-01-05", 7)
 	if err := validID(id); err != nil {
 		t.Fatalf("PromotionID %q is not valid: %v", id, err)
 	}
-	if again := PromotionID("default", "lake.events", "2024-01-05", 7); again != id {
+	if again := PromotionID("default", "lake.events", "db.events", "2024-01-05", 7); again != id {
 		t.Fatalf("not deterministic: %s, %s", id, again)
 	}
 	// Every part of the identity matters, and the parts cannot run into
 	// each other.
 	seen := map[string]string{id: "base"}
 	for name, other := range map[string]string{
-		"catalog":   PromotionID("other", "lake.events", "2024-01-05", 7),
-		"table":     PromotionID("default", "lake.events2", "2024-01-05", 7),
-		"partition": PromotionID("default", "lake.events", "2024-01-06", 7),
-		"snapshot":  PromotionID("default", "lake.events", "2024-01-05", 8),
-		"shifted":   PromotionID("default", "lake.event", "s2024-01-05", 7),
-		"empty":     PromotionID("default", "lake.events", "", 7),
+		"catalog":   PromotionID("other", "lake.events", "db.events", "2024-01-05", 7),
+		"table":     PromotionID("default", "lake.events2", "db.events", "2024-01-05", 7),
+		"target":    PromotionID("default", "lake.events", "db.events2", "2024-01-05", 7),
+		"partition": PromotionID("default", "lake.events", "db.events", "2024-01-06", 7),
+		"snapshot":  PromotionID("default", "lake.events", "db.events", "2024-01-05", 8),
+		"shifted":   PromotionID("default", "lake.event", "db.events", "s2024-01-05", 7),
+		"empty":     PromotionID("default", "lake.events", "db.events", "", 7),
 	} {
 		if prev, dup := seen[other]; dup {
 			t.Errorf("%s: id %s equals %s's", name, other, prev)

@@ -93,11 +93,18 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("thaw plan", stdout)
 	config := fs.String("config", "", "promoter config file: plan in-process against its catalogs and tier (read-only)")
 	addr := fs.String("promoter", "", "ask a running promoter (HOST:PORT or URL) instead of planning in-process")
-	policy := fs.String("policy", "", "the policy to plan (default: every policy)")
+	policy := fs.String("policy", "", "the policy to plan by NAME, or a policy FILE or directory to plan instead of the config's policies (default: every policy of the config)")
 	output := fs.String("output", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
+	}
+	policyFile := ""
+	if isPolicyPath(*policy) {
+		if *addr != "" {
+			return usageError("thaw plan --promoter plans a running promoter's policies by name, not the file %q", *policy)
+		}
+		policyFile, *policy = *policy, ""
 	}
 	if err := checkOutput(*output); err != nil {
 		return err
@@ -121,12 +128,15 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 		if err != nil {
 			return err
 		}
+		if policyFile != "" {
+			cfg.Policies = []string{policyFile} // relative to the working directory, as given
+		}
 		if err := cfg.Validate(); err != nil {
 			return fmt.Errorf("promoter config: %w", err)
 		}
 		lc := cfg.Log
-		if lc.Level == "info" {
-			lc.Level = "warn" // plan prints its answer; the tier's start-up is noise here
+		if lc.Level == "info" || lc.Level == "warn" {
+			lc.Level = "error" // plan prints its answer; the embedded tier's start-up warnings are noise here
 		}
 		ps, err := daemon.PlanPromoter(ctx, cfg, *policy, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(promoterLogOutput, lc)}})
 		if err != nil {
@@ -151,6 +161,19 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	return nil
+}
+
+// isPolicyPath tells a policy file or directory from a policy name: a name
+// has neither a path separator nor a YAML extension and names no file.
+func isPolicyPath(s string) bool {
+	if s == "" {
+		return false
+	}
+	if strings.ContainsAny(s, `/\`) || strings.HasSuffix(s, ".yaml") || strings.HasSuffix(s, ".yml") {
+		return true
+	}
+	_, err := os.Stat(s)
+	return err == nil
 }
 
 func checkOutput(o string) error {

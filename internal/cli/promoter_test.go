@@ -179,6 +179,11 @@ func TestPlanChangesNothing(t *testing.T) {
 		!strings.Contains(out, "policy scheduled-only:") || !strings.Contains(out, "total: 2 to promote") || !strings.Contains(out, "will be created") {
 		t.Fatalf("plan table: %d %s\n%s", code, errOut, out)
 	}
+	// --policy FILE plans that file's policies instead of the config's.
+	code, out, errOut = run(t, "plan", "--config", s.configPath, "--policy", filepath.Join("..", "..", "examples", "policies", "events-recent.yaml"))
+	if code != 0 || !strings.Contains(out, "policy events-recent:") || strings.Contains(out, "policy quickstart:") || !strings.Contains(out, "total: 3 to promote") {
+		t.Fatalf("plan --policy FILE: %d %s\n%s", code, errOut, out)
+	}
 
 	e, err := daemon.StartEmbedded(t.Context(), daemon.EmbeddedConfig{DataDir: filepath.Join(s.dataDir, "tier"), TabletServers: 1, EtcdUnsafeNoFsync: true})
 	if err != nil {
