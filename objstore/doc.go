@@ -130,6 +130,24 @@
 // fails for a file-system reason after Faults counted it is counted again
 // by the copy.
 //
+// GetFile is the mirror: it writes the object at key to a new local file
+// dst (which must not exist: fs.ErrExist, dst untouched) and guarantees its
+// size and SHA-256, reading the object once. An object that does not match
+// is ErrIntegrity, and every failure leaves no dst. On a file:// store
+// (metadata=skip) on the file system of dst, dst is a hard link to the
+// object's file, made after the file was hashed and checked afterwards to
+// still be the file that was hashed (a plain Put may replace an object by
+// rename; then dst is removed and the object copied). Elsewhere, and when
+// linking fails for a file-system reason, GetFile copies through
+// OpenVerified. Since dst may be the object, the caller must never modify
+// dst in place (no writes, appends, truncation or chmod); removing or
+// renaming it is fine. Files that will be appended to, such as a Pebble
+// MANIFEST, must be copied instead. GetFile syncs nothing: a linked dst's
+// data is the object's, durable already, but neither its name nor a copy's
+// data is. Through Faults, a link counts as an open and FailNth/FailKey
+// faults apply to it; a key that CorruptRead matches is copied, so the
+// corruption happens and is caught.
+//
 // # Concurrency
 //
 // Buckets from OpenBucket, Store and Faults are safe for concurrent use. A

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,8 @@ type config struct {
 	sample       int
 	fullCount    bool
 	seed         uint64
+	cpuProfile   string // bulk path
+	cpuProfileA  string // ordinary path
 }
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
@@ -71,6 +74,8 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.IntVar(&c.sample, "verify-sample", 1000, "rows of each table read back with Get and compared")
 	fs.BoolVar(&c.fullCount, "verify-count", true, "count every row of each table with a Scan of every bucket")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bulk path's measurement (whole process, Begin to Commit) to this file")
+	fs.StringVar(&c.cpuProfileA, "cpuprofile-ordinary", "", "write a CPU profile of the ordinary path's measurement (whole process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -214,8 +219,12 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	fmt.Fprintf(stdout, "\n(a) ordinary write path: tierclient.Writer, batch=%d batch-bytes=%d inflight=%d inflight-per-bucket=%d\n",
 		cfg.batchRows, cfg.batchBytes, cfg.inflight, cfg.perBucket)
 	fmt.Fprintf(stdout, "    loadavg before: %s\n", benchutil.LoadAvg())
-	ra, err := runOrdinary(ctx, stdout, client, ordinary, g, cfg)
+	stopA, err := startProfile(cfg.cpuProfileA)
 	if err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	ra, err := runOrdinary(ctx, stdout, client, ordinary, g, cfg)
+	if err := errors.Join(err, stopA()); err != nil {
 		return fmt.Errorf("bench load: ordinary path: %w", err)
 	}
 	fmt.Fprintf(stdout, "    loadavg after: %s\n", benchutil.LoadAvg())
@@ -228,8 +237,12 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	fmt.Fprintf(stdout, "\n(b) bulk path: bulkloadclient, input=%s arrow-batch=%d memory=%s workers=%d\n",
 		cfg.bulkInput, cfg.arrowRows, benchutil.FmtBytes(cfg.memory), cfg.workers)
 	fmt.Fprintf(stdout, "    loadavg before: %s\n", benchutil.LoadAvg())
-	rb, err := runBulk(ctx, stdout, addr, bulk, g, cfg, dir)
+	stopB, err := startProfile(cfg.cpuProfile)
 	if err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	rb, err := runBulk(ctx, stdout, addr, bulk, g, cfg, dir)
+	if err := errors.Join(err, stopB()); err != nil {
 		return fmt.Errorf("bench load: bulk path: %w", err)
 	}
 	fmt.Fprintf(stdout, "    loadavg after: %s\n", benchutil.LoadAvg())
@@ -241,6 +254,29 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	fmt.Fprintf(stdout, "\npeak RSS (VmHWM, whole process: client, builder, etcd, coordinator and tablet servers): %s\n", benchutil.FmtRSS(benchutil.PeakRSS()))
 	fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", rb.rowsPerSec(cfg.rows)/ra.rowsPerSec(cfg.rows))
 	return nil
+}
+
+// startProfile starts a CPU profile into path ("" : none) and returns the
+// function that stops it and closes the file. The profile covers a little
+// more than the measurement (the stop runs after the clock stopped).
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(fmt.Errorf("cpu profile: %w", err), f.Close())
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 func report(w io.Writer, name string, r result, rows, logical int64) {

@@ -2,6 +2,8 @@ package benchload
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,9 +16,12 @@ func TestSmoke(t *testing.T) {
 	for _, input := range []string{"arrow", "rows"} {
 		t.Run(input, func(t *testing.T) {
 			var out bytes.Buffer
+			profDir := t.TempDir()
+			profiles := []string{filepath.Join(profDir, "bulk.pprof"), filepath.Join(profDir, "ordinary.pprof")}
 			err := Run(t.Context(), &out, []string{
 				"--rows", "3000", "--buckets", "3", "--batch", "300", "--arrow-batch", "700",
 				"--bulk-input", input, "--memory", "8MiB", "--data-dir", t.TempDir(), "--verify-sample", "200",
+				"--cpuprofile", profiles[0], "--cpuprofile-ordinary", profiles[1],
 			})
 			t.Log("\n" + out.String())
 			if err != nil {
@@ -41,6 +46,13 @@ func TestSmoke(t *testing.T) {
 			}
 			if n := strings.Count(out.String(), "counted 3000 rows"); n != 2 {
 				t.Errorf("%d full counts reported, want 2", n)
+			}
+			// Both CPU profiles were written (pprof files are gzipped).
+			for _, p := range profiles {
+				b, err := os.ReadFile(p)
+				if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+					t.Errorf("profile %s: %d bytes, %v", p, len(b), err)
+				}
 			}
 		})
 	}

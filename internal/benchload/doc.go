@@ -41,4 +41,9 @@
 // path. rows/s and MB/s count the encoded key and value bytes of each row
 // (as `thaw bench write` and `thaw bench build` do). /proc/loadavg is
 // printed before and after each path.
+//
+// --cpuprofile FILE writes a CPU profile of the whole process during the
+// bulk path's measurement (Begin to Commit) and --cpuprofile-ordinary FILE
+// one of the ordinary path's (NewWriter to Close); `go tool pprof thaw FILE`
+// reads them. Profiling adds a few percent of CPU to the measured path.
 package benchload

@@ -32,9 +32,11 @@ type fileSum struct {
 // changelog from the snapshot's log_offset to its end. Whatever a previous
 // process left in the replica's local directory is discarded first.
 //
-// A restore downloads every file of from, shared and private, into
+// A restore fetches every file of from, shared and private, into
 // {root}/{replica}/db/{local_path}, verifying each file's size and SHA-256
-// while it streams, opens the Pebble database and replays. It is the one
+// (SSTs and blob files are hard links to their objects when the store is
+// file:// on the same file system; see download), opens the Pebble
+// database and replays. It is the one
 // path for tablet-made and offline-built (snapshotbuild) snapshots. On any
 // failure, integrity errors included (they wrap objstore.ErrIntegrity), the
 // local directory is removed and no replica stays registered.
@@ -142,8 +144,14 @@ func checkSnapshot(id ReplicaID, m *snapshot.Metadata) error {
 	return nil
 }
 
-// download fetches every file of m into dir, verifying size and SHA-256 as
-// it streams, and records the SST files' sums.
+// download fetches every file of m into dir, verifying size and SHA-256,
+// and records the SST files' sums. Immutable files (SSTs and blob files,
+// which Pebble never writes after creating them: compactions, ingestion
+// and checkpoints only make new files or links, and obsolete ones are
+// unlinked) come through objstore.GetFile, which on a file:// store on
+// this file system makes them hard links to the snapshot's objects instead
+// of copies. Every other file (MANIFEST, which Pebble appends to after
+// open, OPTIONS, markers, WAL) is copied, so the objects never change.
 func (h *Host) download(ctx context.Context, m *snapshot.Metadata, dir string, sums map[string]fileSum) error {
 	files := snapshot.Files(m)
 	err := forEach(ctx, len(files), h.opts.transfers, func(ctx context.Context, i int) error {
@@ -169,6 +177,12 @@ func (h *Host) downloadFile(ctx context.Context, f snapshot.KvFileHandle, dir st
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
+	if isImmutable(f.LocalPath) {
+		if _, err := h.store.GetFile(ctx, key, dst, f.Handle.Size, f.Handle.SHA256); err != nil {
+			return fmt.Errorf("download %s: %w", f.LocalPath, err)
+		}
+		return nil
+	}
 	rc, err := h.store.OpenVerified(ctx, key, f.Handle.Size, f.Handle.SHA256)
 	if err != nil {
 		return err
@@ -182,6 +196,12 @@ func (h *Host) downloadFile(ctx context.Context, f snapshot.KvFileHandle, dir st
 		return errors.Join(fmt.Errorf("download %s: %w", f.LocalPath, err), out.Close())
 	}
 	return out.Close()
+}
+
+// isImmutable reports whether Pebble treats the file at localPath as
+// immutable once written: an SST or a blob file.
+func isImmutable(localPath string) bool {
+	return isSST(localPath) || strings.HasSuffix(localPath, ".blob")
 }
 
 func isSST(localPath string) bool { return strings.HasSuffix(localPath, ".sst") }
