@@ -148,8 +148,8 @@ type replicaEntry struct {
 	rep         atomic.Pointer[replica.Replica] // set while the replica serves
 	status      atomic.Pointer[entryStatus]
 	changed     atomic.Pointer[chan struct{}] // closed (and replaced) by every setStatus
-	needCatchUp atomic.Bool  // set when the replica became the leader
-	latestID    atomic.Int64 // latest snapshot taken or restored; 0: none
+	needCatchUp atomic.Bool                   // set when the replica became the leader
+	latestID    atomic.Int64                  // latest snapshot taken or restored; 0: none
 
 	// snap serializes snapshots of the replica and guards what the next
 	// one needs.
