@@ -54,9 +54,9 @@
 //     recorded);
 //   - building: the lake partitions are scanned at the record's scan
 //     snapshot (with the mapping's derived partition columns) into one
-//     snapshotbuild build over every bucket (buildWorkers, memory,
-//     duplicateKeys and uploadMBps from the policy), which uploads the
-//     bucket snapshots;
+//     build session of the bulk-load SDK (bulkloadclient.OpenBuildSession)
+//     over every bucket (buildWorkers, memory, duplicateKeys and uploadMBps
+//     from the policy), which uploads the bucket snapshots;
 //   - committing: persisted before Commit is sent; from here the commit
 //     decision may be taken and the promotion is never aborted by the
 //     promoter;

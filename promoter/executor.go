@@ -433,21 +433,25 @@ func (p *Promoter) awaitCommit(ctx context.Context, r Record, h bulkload.Handle,
 }
 
 // build scans the record's lake partitions at its scan snapshot and builds
-// every bucket of the transaction in one build.
+// every bucket of the transaction in one build session of the SDK (the
+// promoter reaches the tier only through bulkloadclient).
 func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloadclient.BuildContext) (_ []snapshotbuild.BucketResult, err error) {
 	lim := src.pol.Limits()
+	// store stays nil (the session opens the context's remote data dir)
+	// unless the configuration gives one or uploads are rate-limited.
 	var store snapshotbuild.Store
 	if p.cfg.Store != nil {
 		store = p.cfg.Store
-	} else {
-		st, err := objstore.Open(ctx, bc.RemoteDataDir())
-		if err != nil {
-			return nil, fmt.Errorf("promoter: open remote data dir: %w", err)
-		}
-		defer func() { err = errors.Join(err, st.Close()) }()
-		store = st
 	}
 	if lim.UploadBytesPerSecond > 0 {
+		if store == nil {
+			st, err := objstore.Open(ctx, bc.RemoteDataDir())
+			if err != nil {
+				return nil, fmt.Errorf("promoter: open remote data dir: %w", err)
+			}
+			defer func() { err = errors.Join(err, st.Close()) }()
+			store = st
+		}
 		store = limitedStore{Store: store, lim: newLimiter(lim.UploadBytesPerSecond)}
 	}
 	lp := p.liveOf(r.ID)
@@ -456,16 +460,14 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 	if src.pol.DuplicateKeys() == policies.DuplicateKeysError {
 		dups = snapshotbuild.DuplicatesError
 	}
-	b, err := snapshotbuild.New(store, snapshotbuild.Target{
-		Table: bc.Table(), Snapshot: bc.SnapshotTarget(), SnapshotIDs: bc.SnapshotIDs(),
-	}, snapshotbuild.Options{
+	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
 		Workers: lim.BuildWorkers, MemoryBudget: lim.MemoryBytes, TempDir: p.cfg.TempDir,
-		Duplicates: dups, Logger: p.logger(r), Progress: lp.onBucket,
+		Duplicates: dups, Progress: lp.onBucket, Store: store, Logger: p.logger(r),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
 	}
-	defer func() { err = errors.Join(err, b.Close()) }()
+	defer func() { err = errors.Join(err, s.Close()) }()
 	refs, err := parsePartitionRefs(r.LakePartitions)
 	if err != nil {
 		return nil, err
@@ -480,7 +482,7 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 			return nil, fmt.Errorf("promoter: scan %s at %d: %w", r.LakeTable, scan, err)
 		}
 		n, size := rec.NumRows(), recordBytes(rec)
-		err = b.Add(ctx, rec)
+		err = s.Add(ctx, rec)
 		rec.Release()
 		if err != nil {
 			return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
@@ -488,7 +490,7 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 		lp.rowsRead.Add(n)
 		lp.bytesRead.Add(size)
 	}
-	results, err := b.Finish(ctx)
+	results, err := s.Finish(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
 	}

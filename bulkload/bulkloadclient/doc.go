@@ -20,6 +20,19 @@
 //	results, err := s.Finish(ctx) // JSON-serializable; send back to the committer
 //	st, err := c.Commit(ctx, bc, allResults, 5*time.Minute)
 //
+// A builder whose input is already split by bucket can give each bucket a
+// writer of its own instead, one goroutine each:
+//
+//	w, err := s.Bucket(b)            // a BucketWriter of one of the session's buckets
+//	err = w.Add(ctx, batchOfBucketB) // a row of another bucket is ErrBucketNotOwned
+//	res, err := w.Finish(ctx)        // builds and uploads bucket b alone
+//
+// A session is used one way, session-level input or bucket writers
+// (ErrMixedInput); every writer's build gets SessionOptions.MemoryBudget.
+// SessionOptions also choose the duplicate-key policy (Duplicates), hear
+// per-bucket progress (Progress) and may replace the object store with any
+// snapshotbuild.Store (an *objstore.Store or a wrapper, e.g. a rate limiter).
+//
 // Rebuilding is safe: the same rows give byte-identical files, so a new
 // session of the same context (after a builder died) adopts what the dead one
 // uploaded, and the store holds one copy of each file.
@@ -30,6 +43,8 @@
 // repeats itself within its budget and resolves an unknown outcome through
 // Status, never by starting anything new.
 //
-// Client and BuildContext are safe for concurrent use; a Session's methods
-// may be called from several goroutines but are serialized.
+// Client and BuildContext are safe for concurrent use. A Session's and a
+// BucketWriter's methods may be called from several goroutines but are
+// serialized per session-level build and per writer; writers of different
+// buckets build in parallel. Session.Close closes the writers still open.
 package bulkloadclient
