@@ -179,6 +179,22 @@ type lakeRow struct {
 // hold after the promotion.
 func (e *env) lakeRows(days ...string) map[int64]lakeRow {
 	e.t.Helper()
+	rows, _ := e.lakeScan(days...)
+	return rows
+}
+
+// lakeRowCount is the number of rows a scan of the days returns, repeated
+// keys included.
+func (e *env) lakeRowCount(days ...string) int {
+	e.t.Helper()
+	_, n := e.lakeScan(days...)
+	return n
+}
+
+// lakeScan returns the last row of each id of the days and how many rows
+// the scan returned.
+func (e *env) lakeScan(days ...string) (map[int64]lakeRow, int) {
+	e.t.Helper()
 	ctx := e.t.Context()
 	parts, err := e.lake.Partitions(ctx, e.sample.Table, nil)
 	if err != nil {
@@ -205,7 +221,7 @@ func (e *env) lakeRows(days ...string) map[int64]lakeRow {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	out := map[int64]lakeRow{}
+	out, n := map[int64]lakeRow{}, 0
 	for rec, err := range seq {
 		if err != nil {
 			e.t.Fatal(err)
@@ -229,10 +245,11 @@ func (e *env) lakeRows(days ...string) map[int64]lakeRow {
 				r.region = regions.Value(i)
 			}
 			out[r.id] = r
+			n++
 		}
 		rec.Release()
 	}
-	return out
+	return out, n
 }
 
 // checkTier checks that the tier partition holds exactly want: every key
