@@ -10,28 +10,42 @@
 // files open across all replicas (WithMaxOpenFiles, default 1000), a
 // memtable budget (WithMemTableBudget, default 256 MiB), the local root
 // directory, the object store and the changelog provider. Pebble keeps up
-// to MemTableStopWritesThreshold = 2 memtables per database (one filling,
-// one flushing), so a replica opened while n replicas are open (or
+// to MemTableStopWritesThreshold = 2 memtables per database queued (one
+// filling, one flushing) and one more, flushed, kept for reuse by the next
+// rotation, so a replica opened while n replicas are open (or
 // WithExpectedReplicas, if larger) gets
 //
-//	MemTableSize = clamp(budget / (2·n), MinMemTableSize = 256 KiB, MaxMemTableSize = 64 MiB)
+//	MemTableSize = clamp(budget / (3·n), MinMemTableSize = 256 KiB, MaxMemTableSize = 64 MiB)
 //
-// and n replicas use at most 2·n·MemTableSize ≤ budget for memtables as
-// long as the floor does not bind (n ≤ budget / 512 KiB: 512 replicas for
-// the default budget; beyond it each replica still takes 512 KiB at
+// and n replicas use at most 3·n·MemTableSize ≤ budget for memtables as
+// long as the floor does not bind (n ≤ budget / 768 KiB: 341 replicas for
+// the default budget; beyond it each replica still takes 768 KiB at
 // most). Pebble fixes the size when a database opens, so replicas opened
 // early keep a larger share: pass WithExpectedReplicas to size them all
 // for the server's assignment. Idle replicas hold much less: Pebble starts
 // a database with a 256 KiB memtable, allocated lazily.
+//
+// Pebble reserves every memtable it allocates in the block cache
+// (Cache.Reserve), so the cache it is given holds blocks only in what the
+// memtables leave. The host therefore creates the Pebble cache with a
+// capacity of cache size + memtable budget: blocks get at least the cache
+// size while the memtables stay within the budget, and blocks and
+// memtables together never exceed cache size + budget (the floor above
+// binding only takes room from blocks). A cache of just the cache size,
+// as the host had before, held no blocks at all once the replicas'
+// memtables filled it (the default budget equals the default cache), and
+// every read of a filter, index or data block went to the file system.
+// Compactions do not fill the cache: Pebble reads their input into a
+// buffer pool and only uses blocks already cached.
 //
 // Measured cost of an idle replica (TestHostManyReplicas, 200 replicas,
 // Linux amd64): about 160 KiB of resident memory (about 1.2 MiB under the
 // race detector; the test bounds it at 1 MiB, 4 MiB with -race), 6
 // goroutines and 9 file descriptors (Pebble's LOCK, MANIFEST, WAL file and
 // directories, the changelog's segment). Hundreds of replicas with the
-// defaults therefore cost the 256 MiB cache and at most the 256 MiB
-// memtable budget once filled, plus about 32 MiB, 1,200 goroutines and
-// 1,800 descriptors per 200 replicas.
+// defaults therefore cost at most 512 MiB for the block cache and the
+// memtables together once filled (256 MiB each), plus about 32 MiB,
+// 1,200 goroutines and 1,800 descriptors per 200 replicas.
 //
 // # Durability: what is persisted where
 //
@@ -77,6 +91,13 @@
 // last level's filters by default, and a Get cannot ask for them), and
 // the batch enters the memtable in key order. BenchmarkApply: 9.6 µs per
 // row with a Get per mutation, 2.2 µs with this, at 1 M rows per replica.
+// Every new key consults one bloom filter per level it falls into (about
+// 135 KB per 4 MB L6 file at 10 bits per key), so the filters of all
+// replicas must stay in the block cache: see "Host and memory". A
+// replica compacts L0 at 8 sublevels rather than Pebble's 4 (writes stall
+// at 24 rather than 12): with keys in random order every compaction out
+// of L0 rewrites nearly all of the last level, so half as many halve that
+// work, for a few more cached filter checks per lookup.
 //
 // # Reads
 //
@@ -105,34 +126,43 @@
 // Host.Open(ctx, id, from) is the one restore path, for snapshots a
 // replica made and for snapshots built offline by snapshotbuild alike:
 // check that from belongs to the bucket, has safe unique local paths and a
-// SHA-256 on every file; download every file, shared and private, into
+// SHA-256 on every file; fetch every file, shared and private, into
 // {root}/t{table}[-p{partition}]-b{bucket}/db/{local_path}, verifying size
-// and SHA-256 while streaming (objstore.OpenVerified); open Pebble
-// (FormatNewest, failing if the files hold no database); take the state
-// from the database's state record, checked against log_offset and
+// and SHA-256: SSTs and blob files, which Pebble never writes after
+// creating them, through objstore.GetFile (the object is hashed, then, on
+// a file:// store on the same file system, hard-linked rather than
+// copied), the others (MANIFEST, which Pebble appends to, OPTIONS,
+// markers, the WAL) as copies streamed through objstore.OpenVerified; open
+// Pebble (FormatNewest, failing if the files hold no database); take the
+// state from the database's state record, checked against log_offset and
 // row_count, or else (an offline-built snapshot) from log_offset and
 // row_count; replay the changelog from log_offset to its end. A fresh,
 // empty changelog that ends below log_offset (a bulk-loaded bucket) is
 // moved up with ResetTo; otherwise the changelog must hold [log_offset,
 // end) or Open fails with ErrLogGap. Any failure, integrity errors
 // (objstore.ErrIntegrity) included, removes the local directory and
-// leaves no replica registered.
+// leaves no replica registered. Removing a linked file leaves its object
+// intact.
 //
 // # Snapshots
 //
 // Snapshot flushes the memtable, checkpoints the database into a
 // temporary directory (hard links; removed afterwards) and uploads it:
-// *.sst files to {tablet}/shared/shared-{sha256}.sst, other files (MANIFEST,
-// OPTIONS, markers, the empty WAL file) to snap-{id}/ as
-// snapshot.PrivateFileName, _METADATA last. It is incremental: an SST that
+// *.sst files to {tablet}/shared/shared-{sha256}.sst through
+// objstore.PutFile (checked against the size and SHA-256 the snapshot
+// records before anything is stored; on a file:// store on the same file
+// system the object is a hard link to the database's immutable file, not a
+// copy), other files (MANIFEST, OPTIONS, markers, the empty WAL file) as
+// PutIfAbsent copies to snap-{id}/ as snapshot.PrivateFileName, _METADATA
+// last. It is incremental: an SST that
 // the previous snapshot lists as shared with the same local_path, size and
 // SHA-256 is referenced, not uploaded. Files a restore downloaded, and SSTs
 // hashed by an earlier Snapshot, are not hashed again (Pebble never reuses
 // a file number). log_offset is the applied offset + 1 (Fluss: the log end
 // offset when the snapshot is triggered), row_count the rows the
 // checkpoint holds, snapshot_incremental_size the bytes of the files not
-// taken over from the previous snapshot. All writes are PutIfAbsent, so a
-// retry adopts what a failed attempt wrote. SSTs of an offline-built
+// taken over from the previous snapshot. All writes are write-if-absent
+// (PutFile, PutIfAbsent), so a retry adopts what a failed attempt wrote. SSTs of an offline-built
 // snapshot are private to it, so a replica's first snapshot after a bulk
 // restore uploads them once to shared/.
 //

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,16 +17,72 @@ func TestMemTableSize(t *testing.T) {
 	}{
 		{256 << 20, 0, 64 << 20},     // capped
 		{256 << 20, 1, 64 << 20},     // capped
-		{256 << 20, 2, 64 << 20},     // exactly the cap
-		{256 << 20, 4, 32 << 20},     // 256 MiB / (4 × 2)
-		{256 << 20, 200, 671088},     // 256 MiB / 400 ≈ 655 KiB
-		{256 << 20, 512, 256 << 10},  // exactly the floor
+		{192 << 20, 1, 64 << 20},     // exactly the cap
+		{256 << 20, 4, 22369621},     // 256 MiB / (4 × 3)
+		{256 << 20, 200, 447392},     // 256 MiB / 600 ≈ 437 KiB
+		{384 << 20, 512, 256 << 10},  // exactly the floor
 		{256 << 20, 2000, 256 << 10}, // floored: the budget is exceeded
-		{1 << 20, 1, 512 << 10},
+		{1 << 20, 1, 349525},
 	} {
 		if got := MemTableSize(tc.budget, tc.replicas); got != tc.want {
 			t.Errorf("MemTableSize(%d, %d) = %d, want %d", tc.budget, tc.replicas, got, tc.want)
 		}
+	}
+}
+
+// Pebble reserves its memtables in the block cache. When the replicas'
+// memtables together reach the configured cache size, blocks must still
+// be cached: reading the same keys twice is served from the cache the
+// second time.
+func TestBlockCacheBesideMemTables(t *testing.T) {
+	const cacheSize = 2 << 20
+	e := newEnv(t)
+	h := e.hostOnly(t, WithCacheSize(cacheSize), WithMemTableBudget(12<<20), WithExpectedReplicas(2))
+	value := bytes.Repeat([]byte("v"), 1000)
+	replicas := []*Replica{open(t, h, e.id(0), nil), open(t, h, e.id(1), nil)}
+	var keys [][]byte
+	for i := range 10_000 {
+		keys = append(keys, key(i))
+	}
+	var reserved uint64
+	for _, r := range replicas {
+		for from := 0; from < len(keys); from += 2000 {
+			ms := make([]Mutation, 2000)
+			for j := range ms {
+				ms[j] = Mutation{Op: OpUpsert, Key: keys[from+j], Value: value}
+			}
+			write(t, r, ms)
+		}
+		if err := r.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		reserved += r.db.Metrics().MemTable.Size
+	}
+	if reserved < cacheSize {
+		t.Fatalf("precondition: memtables hold %d bytes, want at least the cache size %d", reserved, cacheSize)
+	}
+	read := func() (hits int64) {
+		before := replicas[0].db.Metrics().BlockCache.Hits
+		for _, r := range replicas {
+			for from := 0; from < len(keys); from += 1000 {
+				vals, err := r.Lookup(t.Context(), keys[from:from+1000])
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range vals {
+					if !bytes.Equal(v, value) {
+						t.Fatalf("key %s: got %d bytes, want the value written", keys[from+i], len(v))
+					}
+				}
+			}
+		}
+		return replicas[0].db.Metrics().BlockCache.Hits - before
+	}
+	read()
+	bc := replicas[0].db.Metrics().BlockCache
+	if hits := read(); hits == 0 || bc.Size == 0 {
+		t.Fatalf("block cache holds %d bytes in %d blocks and served %d reads of the second pass; memtables hold %d bytes",
+			bc.Size, bc.Count, hits, reserved)
 	}
 }
 

@@ -181,3 +181,80 @@ func TestRestoreLinksSSTs(t *testing.T) {
 		})
 	}
 }
+
+// On a file:// store on the host's file system a replica's snapshot stores
+// its SSTs as hard links to the database's files (same inode) and copies
+// everything else; when the replica then compacts those SSTs away and is
+// destroyed, every object still has its size and SHA-256 and the snapshot
+// restores.
+func TestSnapshotLinksSSTs(t *testing.T) {
+	e := newEnv(t)
+	h1, _ := e.host(t)
+	r := open(t, h1, e.id(0), nil)
+	want := map[string]string{}
+	for i := range 3 {
+		b := upserts(i*500, 700, "r")
+		write(t, r, b)
+		model(want, b)
+	}
+	md := snap(t, r, 1, nil)
+	dbDir := filepath.Join(r.dir, dbDirName)
+	var linked []string
+	for _, f := range snapshot.Files(md) {
+		local := filepath.Join(dbDir, filepath.FromSlash(f.LocalPath))
+		sst := strings.HasSuffix(f.LocalPath, ".sst")
+		li, err := os.Stat(local)
+		if errors.Is(err, fs.ErrNotExist) && !sst {
+			continue // a marker or WAL that Pebble replaced since the checkpoint
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		oi, err := os.Stat(objectFile(t, f.Handle.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch same := os.SameFile(li, oi); {
+		case sst && !same:
+			t.Fatalf("object of %s is a copy, want a hard link to the replica's file", f.LocalPath)
+		case !sst && same:
+			t.Fatalf("object of %s is linked to the replica's file; Pebble may change it", f.LocalPath)
+		case same:
+			linked = append(linked, local)
+		}
+	}
+	if len(linked) == 0 {
+		t.Fatal("the snapshot has no SST")
+	}
+
+	// Overwrite every key and compact: Pebble unlinks the snapshotted
+	// SSTs, which must leave the objects whole.
+	b := upserts(0, 3000, "after")
+	write(t, r, b)
+	if err := r.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.db.Compact(t.Context(), []byte{0}, bytes.Repeat([]byte{0xff}, 16), true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range linked {
+		for {
+			_, err := os.Stat(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still exists after the compaction: %v", p, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := r.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	verifyObjects(t, e, md)
+	model(want, b)
+	h2, _ := e.host(t)
+	sameContents(t, open(t, h2, e.id(0), md), want)
+}

@@ -48,7 +48,10 @@ type upload struct {
 // hold (applied offset + 1: the log end offset when the snapshot was
 // taken, as in Fluss), row_count the rows it holds, and
 // snapshot_incremental_size the bytes of the files not taken over from
-// prev. Every object is written with PutIfAbsent, so a retry after a
+// prev. SSTs are stored with objstore.PutFile (verified against the size
+// and SHA-256 the snapshot records; on a file:// store on this file system
+// a hard link to the file, which Pebble never writes again), other files
+// with PutIfAbsent copies. Both write only if absent, so a retry after a
 // failure adopts what the failed attempt uploaded; a retry whose
 // _METADATA differs from one already written fails with
 // objstore.ErrConflict: use a new snapshot id. Writes wait only while the
@@ -130,7 +133,11 @@ func (r *Replica) Snapshot(ctx context.Context, snapshotID int64, prev *snapshot
 		md.IncrementalSize += u.file.size
 	}
 	err = forEach(ctx, len(uploads), r.h.opts.transfers, func(ctx context.Context, i int) error {
-		return r.h.put(ctx, uploads[i].uri, objstore.FileSource(uploads[i].file.path), uploads[i].file.fileSum)
+		u := uploads[i]
+		if isSST(u.file.name) {
+			return r.h.putFile(ctx, u.uri, u.file.path, u.file.fileSum)
+		}
+		return r.h.put(ctx, u.uri, objstore.FileSource(u.file.path), u.file.fileSum)
 	})
 	if err != nil {
 		return nil, "", err
@@ -170,6 +177,24 @@ func (h *Host) put(ctx context.Context, uri string, src objstore.Source, want fi
 	if obj.Size != want.size || obj.SHA256 != want.sha256 {
 		return fmt.Errorf("upload %s: wrote size %d sha256 %s, expected size %d sha256 %s (file changed)",
 			key, obj.Size, obj.SHA256, want.size, want.sha256)
+	}
+	return nil
+}
+
+// putFile stores the immutable local file at path (an SST of a
+// checkpoint: a hard link to the database's file, which Pebble never
+// writes again) at uri if absent, through objstore.PutFile: it checks the
+// file against want before anything is stored, and on a file:// store on
+// this file system the object becomes a hard link to the file instead of
+// a copy. Only immutable files may go this way, since the object is the
+// file afterwards.
+func (h *Host) putFile(ctx context.Context, uri, path string, want fileSum) error {
+	key, err := h.store.Key(uri)
+	if err != nil {
+		return err
+	}
+	if _, err := h.store.PutFile(ctx, key, path, want.size, want.sha256); err != nil {
+		return fmt.Errorf("upload %s: %w", key, err)
 	}
 	return nil
 }
