@@ -307,6 +307,11 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 			continue
 		}
 		switch {
+		case r.Phase == PhaseCommitted && r.SourceSnapshotID == it.SourceSnapshotID:
+			// The same lake data under another id (a ledger written before the
+			// identity named the tier table).
+			it.Reason = "already promoted by " + r.ID
+			return it
 		case r.Phase == PhaseCommitted:
 			it.Reason = fmt.Sprintf("stale: promoted from snapshot %d by %s, lake now at %d",
 				r.SourceSnapshotID, r.ID, it.SourceSnapshotID)
