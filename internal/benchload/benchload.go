@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -141,25 +140,11 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	dir := cfg.dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "thaw-bench-load-"); err != nil {
-			return fmt.Errorf("bench load: %w", err)
-		}
-		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	}
-	tier, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
-		DataDir:       filepath.Join(dir, "tier"),
-		Listen:        "127.0.0.1:0",
-		TabletServers: cfg.tablets,
-	})
+	tier, dir, stop, err := benchutil.StartTier(ctx, "bench load", cfg.dataDir, cfg.tablets)
 	if err != nil {
-		return fmt.Errorf("bench load: start the embedded tier: %w", err)
+		return err
 	}
-	defer func() { err = errors.Join(err, tier.Close()) }()
-	if err := tier.WaitReady(ctx); err != nil {
-		return fmt.Errorf("bench load: %w", err)
-	}
+	defer func() { err = errors.Join(err, stop()) }()
 	where := fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
 	return bench(ctx, stdout, cfg, tier.HostPort(), where, dir)
 }

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
@@ -63,4 +68,32 @@ func VerifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target
 		}
 	}
 	return nil
+}
+
+// StartTier starts the embedded tier for the harness named name ("bench
+// write") with tablets tablet servers under dataDir, or under a new
+// temporary directory when dataDir is "". stop closes the tier and removes
+// a temporary directory; call it when err is nil.
+func StartTier(ctx context.Context, name, dataDir string, tablets int) (tier *daemon.Embedded, dir string, stop func() error, err error) {
+	dir = dataDir
+	removeDir := func() error { return nil }
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "thaw-"+strings.ReplaceAll(name, " ", "-")+"-"); err != nil {
+			return nil, "", nil, fmt.Errorf("%s: %w", name, err)
+		}
+		removeDir = func() error { return os.RemoveAll(dir) }
+	}
+	tier, err = daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+		DataDir:       filepath.Join(dir, "tier"),
+		Listen:        "127.0.0.1:0",
+		TabletServers: tablets,
+	})
+	if err != nil {
+		return nil, "", nil, errors.Join(fmt.Errorf("%s: start the embedded tier: %w", name, err), removeDir())
+	}
+	stop = func() error { return errors.Join(tier.Close(), removeDir()) }
+	if err := tier.WaitReady(ctx); err != nil {
+		return nil, "", nil, errors.Join(fmt.Errorf("%s: %w", name, err), stop())
+	}
+	return tier, dir, stop, nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -103,25 +102,13 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	addr := cfg.server
 	where := "server " + addr
 	if addr == "" {
-		dir := cfg.dataDir
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "thaw-bench-write-"); err != nil {
-				return fmt.Errorf("bench write: %w", err)
-			}
-			defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+		// serr, not err: the deferred stop's error must reach the named
+		// result, which a declared err would shadow.
+		tier, dir, stop, serr := benchutil.StartTier(ctx, "bench write", cfg.dataDir, cfg.tablets)
+		if serr != nil {
+			return serr
 		}
-		tier, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
-			DataDir:       filepath.Join(dir, "tier"),
-			Listen:        "127.0.0.1:0",
-			TabletServers: cfg.tablets,
-		})
-		if err != nil {
-			return fmt.Errorf("bench write: start the embedded tier: %w", err)
-		}
-		defer func() { err = errors.Join(err, tier.Close()) }()
-		if err := tier.WaitReady(ctx); err != nil {
-			return fmt.Errorf("bench write: %w", err)
-		}
+		defer func() { err = errors.Join(err, stop()) }()
 		addr = tier.HostPort()
 		where = fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
 	}
