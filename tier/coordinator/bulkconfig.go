@@ -17,8 +17,8 @@ import (
 
 // BulkLoadConfig configures bulk-load transactions. Zero fields take the
 // defaults of bulktxn.DefaultConfig and snapshot.DefaultLimits, except
-// ResendInterval and RetryInterval (DefaultBulkResendInterval: a round
-// command is a cheap RPC, and the restore round polls with it), and
+// ResendInterval (DefaultBulkResendInterval: a round command is a cheap
+// RPC), RetryInterval (DefaultBulkRetryInterval) and
 // DefaultOrphanCleanInterval.
 type BulkLoadConfig struct {
 	DefaultBuildTimeout   time.Duration // Begin without a build timeout
@@ -42,13 +42,19 @@ type BulkLoadConfig struct {
 // Defaults of BulkLoadConfig that differ from bulktxn.DefaultConfig.
 const (
 	DefaultOrphanCleanInterval = 10 * time.Minute
-	DefaultBulkResendInterval  = time.Second
+	// DefaultBulkResendInterval repeats a round command a replica has not
+	// confirmed: short, since a command sent while a new target's replicas
+	// are still opening (Begin right after the partition was created) is
+	// otherwise repeated only this much later, and a restore report comes
+	// back as soon as the restore ends anyway (RestoreSnapshot waits for it).
+	DefaultBulkResendInterval = 250 * time.Millisecond
+	DefaultBulkRetryInterval  = time.Second
 )
 
 // machineConfig returns the state machine's configuration.
 func (b BulkLoadConfig) machineConfig() (bulktxn.Config, error) {
 	c := bulktxn.DefaultConfig()
-	c.ResendInterval, c.RetryInterval = DefaultBulkResendInterval, DefaultBulkResendInterval
+	c.ResendInterval, c.RetryInterval = DefaultBulkResendInterval, DefaultBulkRetryInterval
 	dur := func(dst *time.Duration, v time.Duration) {
 		if v != 0 {
 			*dst = v
