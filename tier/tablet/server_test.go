@@ -183,14 +183,22 @@ func TestNotLeader(t *testing.T) {
 	muts := tb.upsert(t, row{"a", 1, "x"})
 	_, end := c.logOffsets(tb, 0)
 
-	// A follower: NOT_LEADER naming the leader.
-	_, err := write(t.Context(), ts2, tb, 0, 1, muts...)
-	md := wantReason(t, err, tierpb.ReasonNotLeader)
-	if md[tierpb.KeyLeaderID] != "ts-1" || md[tierpb.KeyLeaderAddress] != c.url+"/t/ts-1" || md[tierpb.KeyLeaderEpoch] != "1" {
-		t.Fatalf("leader hint %v", md)
-	}
+	// A follower: NOT_LEADER naming the leader. The leader's address comes
+	// from the registrations watch, which may lag the assignment: a hint
+	// without it is allowed until then.
+	eventually(t, "a NOT_LEADER hint naming the leader and its address", func() error {
+		_, err := write(t.Context(), ts2, tb, 0, 1, muts...)
+		md := wantReason(t, err, tierpb.ReasonNotLeader)
+		if md[tierpb.KeyLeaderID] != "ts-1" || md[tierpb.KeyLeaderEpoch] != "1" {
+			t.Fatalf("leader hint %v", md)
+		}
+		if md[tierpb.KeyLeaderAddress] != c.url+"/t/ts-1" {
+			return fmt.Errorf("leader hint %v", md)
+		}
+		return nil
+	})
 	// Whatever epoch it names.
-	_, err = write(t.Context(), ts2, tb, 0, 7, muts...)
+	_, err := write(t.Context(), ts2, tb, 0, 7, muts...)
 	wantReason(t, err, tierpb.ReasonNotLeader)
 	one := int32(1)
 	_, err = ts2.client.Lookup(t.Context(), connect.NewRequest(&tierv1.LookupRequest{Target: tb.id, LeaderEpoch: &one, Keys: [][]byte{muts[0].Key}}))
