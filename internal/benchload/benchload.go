@@ -86,16 +86,8 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, fmt.Errorf("bench load: --memory: %w", err)
 	}
 	switch {
-	case c.rows < 1:
-		return c, errors.New("bench load: --rows must be at least 1")
-	case c.buckets < 1 || c.buckets > kv.MaxBuckets:
-		return c, fmt.Errorf("bench load: --buckets must be in [1, %d]", kv.MaxBuckets)
-	case c.keyBytes < 1 || c.keyBytes > 1<<16:
-		return c, errors.New("bench load: --key-bytes must be in [1, 65536]")
-	case c.keyBytes < 8 && c.rows > 1<<(8*c.keyBytes):
-		return c, fmt.Errorf("bench load: %d rows need keys of more than %d bytes", c.rows, c.keyBytes)
-	case c.valueBytes < 0 || c.valueBytes > 1<<20:
-		return c, errors.New("bench load: --value-bytes must be in [0, 1MiB]")
+	case c.rowGen().Validate(c.rows) != nil:
+		return c, fmt.Errorf("bench load: %w", c.rowGen().Validate(c.rows))
 	case c.arrowRows < 1:
 		return c, errors.New("bench load: --arrow-batch must be at least 1")
 	case c.bulkInput != "arrow" && c.bulkInput != "rows":

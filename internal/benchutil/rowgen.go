@@ -2,6 +2,7 @@ package benchutil
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/thawdb/thaw/kv"
@@ -126,4 +127,22 @@ func (g *RowGen) EncodedSizes(t *kv.Table) (int, int, error) {
 		vs += len(v)
 	}
 	return (ks + n/2) / n, (vs + n/2) / n, nil
+}
+
+// Validate checks that c can make rows distinct rows; errors name the
+// harness's flags (--rows, --buckets, --key-bytes, --value-bytes).
+func (c RowGenConfig) Validate(rows int64) error {
+	switch {
+	case rows < 1:
+		return errors.New("--rows must be at least 1")
+	case c.Buckets < 1 || c.Buckets > kv.MaxBuckets:
+		return fmt.Errorf("--buckets must be in [1, %d]", kv.MaxBuckets)
+	case c.KeyBytes < 1 || c.KeyBytes > 1<<16:
+		return errors.New("--key-bytes must be in [1, 65536]")
+	case c.KeyBytes < 8 && rows > 1<<(8*c.KeyBytes):
+		return fmt.Errorf("%d rows need keys of more than %d bytes", rows, c.KeyBytes)
+	case c.ValueBytes < 0 || c.ValueBytes > 1<<20:
+		return errors.New("--value-bytes must be in [0, 1MiB]")
+	}
+	return nil
 }

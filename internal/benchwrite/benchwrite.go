@@ -74,16 +74,8 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, fmt.Errorf("bench write: --protocol: %w", err)
 	}
 	switch {
-	case c.rows < 1:
-		return c, errors.New("bench write: --rows must be at least 1")
-	case c.buckets < 1 || c.buckets > kv.MaxBuckets:
-		return c, fmt.Errorf("bench write: --buckets must be in [1, %d]", kv.MaxBuckets)
-	case c.keyBytes < 1 || c.keyBytes > 1<<16:
-		return c, errors.New("bench write: --key-bytes must be in [1, 65536]")
-	case c.keyBytes < 8 && c.rows > 1<<(8*c.keyBytes):
-		return c, fmt.Errorf("bench write: %d rows need keys of more than %d bytes", c.rows, c.keyBytes)
-	case c.valueBytes < 0 || c.valueBytes > 1<<20:
-		return c, errors.New("bench write: --value-bytes must be in [0, 1MiB]")
+	case c.rowGen().Validate(c.rows) != nil:
+		return c, fmt.Errorf("bench write: %w", c.rowGen().Validate(c.rows))
 	case c.sample < 0:
 		return c, errors.New("bench write: --verify-sample must not be negative")
 	case c.replication < 0:
