@@ -199,11 +199,18 @@ func TestBadInput(t *testing.T) {
 		}
 		// Raw writes with bytes that do not decode for the schema.
 		tbl, _ := kv.NewTable(ordersSchema())
+		r := order(dayOne, 7, "x", 7)
+		// The raw writes go to the bucket's leader once, without the
+		// client's retries: first wait until that leader has opened its
+		// replica (the client's Get retries until it serves).
+		eventually(t, "the bucket's leader serves", func(ctx context.Context) error {
+			_, err := cl.c.Get(ctx, target(dayOne), []kv.Row{r})
+			return err
+		})
 		loc, err := cl.locations(ctx, dayOne)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := order(dayOne, 7, "x", 7)
 		key, _ := tbl.EncodeKey(r)
 		val, _ := tbl.EncodeValue(r)
 		bucket, _ := tbl.Bucket(r)
