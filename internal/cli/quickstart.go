@@ -175,7 +175,7 @@ func (q *quickstart) run(ctx context.Context, dir string) (err error) {
 		return fmt.Errorf("quickstart: plan: %w", err)
 	}
 	wp := promoterhttp.PlanOf(plan)
-	q.step("plan", t, "%d partitions to promote (%d rows, %s), %d skipped:", wp.Promote, wp.Rows, humanBytes(wp.Bytes), wp.Skip)
+	q.step("plan", t, "%d partitions to promote (up to %d rows by the lake's file counts, %s), %d skipped:", wp.Promote, wp.Rows, humanBytes(wp.Bytes), wp.Skip)
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	for _, it := range wp.Items {
