@@ -104,9 +104,13 @@ type Session struct {
 	mu struct {
 		sync.Mutex
 		closed bool
-		// b is the session-level builder, created by the first
-		// session-level Add, AddRow or Finish.
+		// b is the session-level builder, taken from prepared by the
+		// first session-level Add, AddRow or Finish (or made then, if a
+		// first Bucket call released prepared).
 		b *snapshotbuild.Builder
+		// prepared is the session-level builder OpenBuildSession made to
+		// check the options; released by the first Bucket call.
+		prepared *snapshotbuild.Builder
 		// perBucket is set by the first Bucket call; writers holds the
 		// open ones.
 		perBucket bool
@@ -115,8 +119,8 @@ type Session struct {
 }
 
 // OpenBuildSession opens a build session of bc. It checks the options and
-// TempDir at once; the builds themselves (and their temporary directories)
-// start with the first input.
+// TempDir at once by preparing the session-level build, which the first
+// session-level input uses (a first Bucket call releases it).
 func OpenBuildSession(ctx context.Context, bc *BuildContext, opts SessionOptions) (*Session, error) {
 	if bc == nil {
 		return nil, errNoContext
@@ -148,17 +152,15 @@ func OpenBuildSession(ctx context.Context, bc *BuildContext, opts SessionOptions
 		s.store, s.ownStore = st, st
 	}
 	// Check the options (and that TempDir is usable) now rather than at the
-	// first row: prepare the session-level build and release it.
-	probe, err := s.newBuilder(opts.Buckets, s.otherBuckets())
-	if err == nil {
-		err = probe.Close()
-	}
+	// first row: prepare the session-level build.
+	prepared, err := s.newBuilder(opts.Buckets, s.otherBuckets())
 	if err != nil {
 		if s.ownStore != nil {
 			_ = s.ownStore.Close()
 		}
 		return nil, fmt.Errorf("bulkloadclient: open build session of %s: %w", bc.handle.Target, err)
 	}
+	s.mu.prepared = prepared
 	return s, nil
 }
 
@@ -191,6 +193,9 @@ func (s *Session) builder(op string) (*snapshotbuild.Builder, error) {
 	}
 	if s.mu.perBucket {
 		return nil, fmt.Errorf("bulkloadclient: %s: %w: the session has bucket writers", op, ErrMixedInput)
+	}
+	if s.mu.b == nil && s.mu.prepared != nil {
+		s.mu.b, s.mu.prepared = s.mu.prepared, nil
 	}
 	if s.mu.b == nil {
 		b, err := s.newBuilder(s.opts.Buckets, s.otherBuckets())
@@ -321,6 +326,12 @@ func (s *Session) Bucket(b int) (*BucketWriter, error) {
 	if _, ok := s.mu.writers[b]; ok {
 		return nil, fmt.Errorf("bulkloadclient: bucket %d: %w", b, ErrBucketWriterOpen)
 	}
+	if p := s.mu.prepared; p != nil {
+		s.mu.prepared = nil
+		if err := p.Close(); err != nil {
+			return nil, fmt.Errorf("bulkloadclient: bucket %d: release the session-level build: %w", b, err)
+		}
+	}
 	bb, err := s.newBuilder([]int{b}, snapshotbuild.OtherBucketsError)
 	if err != nil {
 		return nil, fmt.Errorf("bulkloadclient: bucket %d: %w", b, err)
@@ -361,6 +372,9 @@ func (s *Session) Close() error {
 		errs = append(errs, s.mu.writers[b].b.Close())
 	}
 	clear(s.mu.writers)
+	if s.mu.prepared != nil {
+		errs = append(errs, s.mu.prepared.Close())
+	}
 	if s.mu.b != nil {
 		errs = append(errs, s.mu.b.Close())
 	}
