@@ -15,9 +15,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
@@ -145,7 +142,10 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 	}
 	sopts := bulkloadclient.SessionOptions{
 		Buckets: o.buckets, TempDir: o.tempDir, MemoryBudget: o.memory, Workers: o.workers,
-		Logger: slog.New(slog.DiscardHandler),
+		// A builder of some buckets reads the whole input (--route skip):
+		// the session drops rows of other buckets, after checking them.
+		SkipOtherBuckets: o.buckets != nil && o.skip,
+		Logger:           slog.New(slog.DiscardHandler),
 	}
 	if match := os.Getenv(testHoldAfterPutEnv); match != "" {
 		st, err := objstore.Open(ctx, bc.RemoteDataDir())
@@ -161,13 +161,6 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 	}
 	defer func() { err = errors.Join(err, s.Close()) }()
 
-	// A builder of some buckets reads the whole input: it routes every row
-	// itself and hands the session only its own (the SDK's session rejects
-	// rows of other buckets).
-	var route *router
-	if o.buckets != nil && o.skip {
-		route = newRouter(bc, o.buckets)
-	}
 	for _, f := range in.files {
 		r, err := openParquet(f, tbl)
 		if err != nil {
@@ -179,17 +172,6 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 			b := f.size * read / max(f.rows, 1)
 			prog.advance(rec.NumRows(), b-sent, false)
 			sent = b
-			if route != nil {
-				owned, err := route.filter(ctx, rec)
-				if err != nil {
-					return fileRowError(f.path, first, err)
-				}
-				if owned == nil {
-					return nil
-				}
-				defer owned.Release()
-				rec = owned
-			}
 			if err := s.Add(ctx, rec); err != nil {
 				if errors.Is(err, snapshotbuild.ErrBucketNotOwned) {
 					return fmt.Errorf("file %s: rows from %d: a row belongs to a bucket this build does not own (--route error): %w", f.path, first, err)
@@ -231,56 +213,6 @@ func sessionBuckets(bc *bulkloadclient.BuildContext, buckets []int) []int {
 		all[i] = i
 	}
 	return all
-}
-
-// router picks a batch's rows of some buckets (the route=skip policy).
-type router struct {
-	enc   *snapshotbuild.RowEncoder
-	owned []bool
-	batch int64
-}
-
-func newRouter(bc *bulkloadclient.BuildContext, buckets []int) *router {
-	owned := make([]bool, bc.Buckets())
-	for _, b := range buckets {
-		owned[b] = true
-	}
-	return &router{enc: snapshotbuild.NewRowEncoder(bc.Table(), bc.Target().Partition), owned: owned}
-}
-
-// filter returns the rows of rec in owned buckets: nil when there are none,
-// otherwise a batch the caller releases (rec itself, retained, when every row
-// is owned). Rows that cannot be encoded are errors, whatever their bucket.
-func (r *router) filter(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	mask := array.NewBooleanBuilder(memory.DefaultAllocator)
-	defer mask.Release()
-	mask.Reserve(int(rec.NumRows()))
-	n := 0
-	err := r.enc.Encode(rec, r.batch, func(_ int, bucket int, _, _ []byte) error {
-		own := r.owned[bucket]
-		if own {
-			n++
-		}
-		mask.UnsafeAppend(own)
-		return nil
-	})
-	r.batch++
-	switch {
-	case err != nil:
-		return nil, err
-	case n == 0:
-		return nil, nil
-	case n == int(rec.NumRows()):
-		rec.Retain()
-		return rec, nil
-	}
-	m := mask.NewBooleanArray()
-	defer m.Release()
-	out, err := compute.FilterRecordBatch(ctx, rec, m, compute.DefaultFilterOptions())
-	if err != nil {
-		return nil, fmt.Errorf("select rows of owned buckets: %w", err)
-	}
-	return out, nil
 }
 
 // holdBucket is the test hook's bucket (see testHoldAfterPutEnv).
