@@ -8,7 +8,7 @@ import (
 )
 
 func benchChunk(b *testing.B, n int, seed uint64) *chunk {
-	c, err := newChunk(256<<20, newBudget(1<<30))
+	c, err := newChunk(256<<20, newBudget(1<<30), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -199,6 +199,9 @@ func TestDeterminism(t *testing.T) {
 	if st3.Spills != 0 || st3.Chunks != 1 {
 		t.Fatalf("third build: %d spills, %d chunks; want the kept-chunk path (0, 1)", st3.Spills, st3.Chunks)
 	}
+	if canPopulate() && st3.Prefaulted == 0 {
+		t.Fatal("third build (two workers): nothing prefaulted")
+	}
 	o1 := s1.objects(t)
 	for i, s := range []*testStore{s2, s3} {
 		o2 := s.objects(t)

@@ -156,6 +156,9 @@ type Stats struct {
 	SpilledBytes int64
 	PeakBudget   int64 // high-water mark of the memory budget in use
 	MemoryBudget int64
+	// Prefaulted is chunk memory another core made resident ahead of the
+	// Add goroutine (builds with more than one worker, Linux).
+	Prefaulted int64
 	// Time spent per phase, summed over the goroutines doing it (so it can
 	// exceed wall time): where a build's time goes.
 	AddWait       time.Duration // Add/AddPair waiting for the spill goroutine (back-pressure)
@@ -190,6 +193,7 @@ type Builder struct {
 	sealed           atomic.Int64
 	spills           atomic.Int64
 	spilledBytes     atomic.Int64
+	prefaulted       atomic.Int64
 	manifestsUnfixed atomic.Int64
 	phase            [numPhaseTimers]atomic.Int64 // nanoseconds
 
@@ -200,11 +204,12 @@ type Builder struct {
 		fill     *chunk
 		enc      *RowEncoder
 		batches  int64
-		spilling bool   // the spill goroutine runs
-		chunks   int    // chunks allocated (at most 2)
-		seq      int    // chunks sealed so far
-		held     *chunk // sealed, sorted (or being sorted) and kept in memory
-		eager    bool   // input exceeded the budget: spill every sealed chunk
+		spilling bool        // the spill goroutine runs
+		chunks   int         // chunks allocated (at most 2)
+		seq      int         // chunks sealed so far
+		held     *chunk      // sealed, sorted (or being sorted) and kept in memory
+		eager    bool        // input exceeded the budget: spill every sealed chunk
+		pf       *prefaulter // with Workers > 1, from the first chunk until Finish
 	}
 
 	// Chunk hand-off between the Add side and the spill goroutine.
@@ -327,7 +332,10 @@ func (b *Builder) addLocked(ctx context.Context, bucket int, key, value []byte) 
 			// A failed seal left no chunk to fill.
 			return b.failLocked(errors.New("snapshotbuild: no input buffer after a failed hand-off"))
 		}
-		c, err := newChunk(b.chunkCap(), b.bud)
+		if b.opts.Workers > 1 && b.mu.pf == nil {
+			b.mu.pf = newPrefaulter(&b.prefaulted)
+		}
+		c, err := newChunk(b.chunkCap(), b.bud, b.mu.pf)
 		if err != nil {
 			return b.failLocked(err)
 		}
@@ -383,7 +391,7 @@ func (b *Builder) sealLocked(ctx context.Context) error {
 		b.submitLocked(spillJob{c: full})
 		b.mu.held = full
 		if b.mu.chunks < 2 {
-			c, err := newChunk(b.chunkCap(), b.bud)
+			c, err := newChunk(b.chunkCap(), b.bud, b.mu.pf)
 			if err != nil {
 				return err
 			}
@@ -506,6 +514,9 @@ func keyString(t *kv.Table, row kv.Row) string {
 // stopSpillingLocked ends the spill goroutine and waits for it; afterwards
 // a held chunk is sorted, and every chunk returned for reuse is freed.
 func (b *Builder) stopSpillingLocked() {
+	// The input phase is over, and no chunk may be unmapped while the
+	// prefaulter may still touch it.
+	b.mu.pf.stop()
 	if b.mu.spilling {
 		close(b.spillq)
 		<-b.spillDone
@@ -533,6 +544,7 @@ func (b *Builder) Stats() Stats {
 	}
 	s.Spills = int(b.spills.Load())
 	s.SpilledBytes = b.spilledBytes.Load()
+	s.Prefaulted = b.prefaulted.Load()
 	s.UnreproducibleManifests = int(b.manifestsUnfixed.Load())
 	s.AddWait = time.Duration(b.phase[timerAddWait].Load())
 	s.SortSpill = time.Duration(b.phase[timerSortSpill].Load())

@@ -40,6 +40,14 @@ type chunk struct {
 	reserved int64   // budget bytes held
 	bud      *budget
 
+	// With a prefaulter (builds with more than one worker), add keeps one
+	// grant reserved ahead and pf populates it; arenaMem[:pfArena] and
+	// entMem/scrMem[:pfEnt] were requested already (high-water marks: the
+	// pages stay resident when the chunk is reset and reused).
+	pf      *prefaulter
+	pfArena int
+	pfEnt   int
+
 	// Set by partition and sortBucket.
 	bounds []int   // bucket b's range is ents[bounds[b]:bounds[b+1]]
 	ends   []int   // after sortBucket(b): the kept entries are ents[bounds[b]:ends[b]]
@@ -50,7 +58,7 @@ type chunk struct {
 
 const grantSize = 1 << 20
 
-func newChunk(capBytes int64, bud *budget) (*chunk, error) {
+func newChunk(capBytes int64, bud *budget, pf *prefaulter) (*chunk, error) {
 	if capBytes > maxArena {
 		capBytes = maxArena
 	}
@@ -72,7 +80,7 @@ func newChunk(capBytes int64, bud *budget) (*chunk, error) {
 		unmapAnon(entMem)
 		return nil, err
 	}
-	c := &chunk{arenaMem: arenaMem, entMem: entMem, scrMem: scrMem, capBytes: capBytes, bud: bud}
+	c := &chunk{arenaMem: arenaMem, entMem: entMem, scrMem: scrMem, capBytes: capBytes, bud: bud, pf: pf}
 	c.arena = arenaMem[:0]
 	c.ents = entriesOver(entMem)[:0]
 	c.scratch = entriesOver(scrMem)[:0]
@@ -102,6 +110,14 @@ func (c *chunk) add(bucket int, key, value []byte) bool {
 			return false
 		}
 		c.reserved += g
+	}
+	if c.pf != nil && c.used()+need+grantSize > c.reserved && c.reserved < c.capBytes {
+		// Stay a grant ahead, so the prefaulter works where the filler
+		// is not yet; without budget to spare, just go on.
+		if g := min(int64(grantSize), c.capBytes-c.reserved); c.bud.tryAcquire(g) {
+			c.reserved += g
+			c.prefaultAhead(need - 2*entrySize)
+		}
 	}
 	off := len(c.arena)
 	c.arena = append(c.arena, key...)

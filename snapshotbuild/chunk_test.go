@@ -18,7 +18,7 @@ func TestChunkSortDedup(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(n), 1))
 			const nb = 3
-			c, err := newChunk(64<<20, newBudget(64<<20))
+			c, err := newChunk(64<<20, newBudget(64<<20), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func TestChunkSortDedup(t *testing.T) {
 // buffers smaller than a record.
 func TestRunRoundTrip(t *testing.T) {
 	for _, nb := range []int{1, 3} {
-		c, err := newChunk(64<<20, newBudget(64<<20))
+		c, err := newChunk(64<<20, newBudget(64<<20), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestRunRoundTrip(t *testing.T) {
 // same files intact, and gives the file's blocks back.
 func TestRunDiscard(t *testing.T) {
 	const nb = 3
-	c, err := newChunk(64<<20, newBudget(64<<20))
+	c, err := newChunk(64<<20, newBudget(64<<20), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

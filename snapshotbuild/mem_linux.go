@@ -5,7 +5,9 @@ package snapshotbuild
 import (
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // mapAnon reserves n bytes of anonymous memory outside the Go heap. Pages
@@ -61,3 +63,30 @@ const (
 	fallocKeepSize  = 0x1 // FALLOC_FL_KEEP_SIZE
 	fallocPunchHole = 0x2 // FALLOC_FL_PUNCH_HOLE
 )
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14): fault pages in
+// writable, keeping their contents.
+const madvPopulateWrite = 23
+
+// populate makes mem resident (see prefaulter).
+func populate(mem []byte) error {
+	if len(mem) == 0 {
+		return nil
+	}
+	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(len(mem)), madvPopulateWrite)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// canPopulate reports whether this kernel supports populate: it tries one
+// page of a fresh mapping.
+var canPopulate = sync.OnceValue(func() bool {
+	mem, err := mapAnon(os.Getpagesize())
+	if err != nil {
+		return false
+	}
+	defer unmapAnon(mem)
+	return populate(mem) == nil
+})

@@ -2,7 +2,10 @@
 
 package snapshotbuild
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // mapAnon falls back to the Go heap where anonymous mappings are not wired
 // up; the budget then also drives the heap goal, so peak RSS can reach about
@@ -13,3 +16,8 @@ func unmapAnon([]byte) {}
 
 // discardRange is a no-op where hole punching is not wired up.
 func discardRange(*os.File, int64, int64) bool { return false }
+
+// populate is not wired up here; canPopulate says so.
+func populate([]byte) error { return errors.ErrUnsupported }
+
+func canPopulate() bool { return false }
