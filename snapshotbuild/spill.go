@@ -312,21 +312,46 @@ func noEOF(err error) error {
 
 // memSource iterates one bucket's entries of a sorted in-memory chunk.
 type memSource struct {
-	c        *chunk
-	i, end   int
-	key, val []byte
+	c          *chunk
+	start, end int
+	i          int
+	key, val   []byte
+	sink       byte // keeps the touches of touchAhead from being optimized away
 }
 
 func newMemSource(c *chunk, bucket int) *memSource {
-	return &memSource{c: c, i: c.bounds[bucket] - 1, end: c.ends[bucket]}
+	s := &memSource{c: c, start: c.bounds[bucket], i: c.bounds[bucket] - 1, end: c.ends[bucket]}
+	s.touch(s.start, touchGroup)
+	return s
 }
+
+// touchGroup is how many entries memSource touches at once, touchGroup
+// entries ahead of the one it returns.
+const touchGroup = 16
 
 func (s *memSource) next() bool {
 	s.i++
 	if s.i >= s.end {
 		return false
 	}
+	if (s.i-s.start)%touchGroup == 0 {
+		s.touch(s.i+touchGroup, touchGroup)
+	}
 	e := &s.c.ents[s.i]
 	s.key, s.val = s.c.key(e), s.c.value(e)
 	return true
+}
+
+// touch reads the first key byte of entries [from, from+n) (within the
+// source's range). Sorted entries point all over the arena, so each pair's
+// bytes are a cache (and TLB) miss; reading a group of them in one tight
+// loop lets the CPU wait for those misses together instead of one at a time
+// in the merge and SST writer (Go has no prefetch instruction).
+func (s *memSource) touch(from, n int) {
+	to := min(from+n, s.end)
+	var x byte
+	for j := from; j < to; j++ {
+		x += s.c.arena[s.c.ents[j].off]
+	}
+	s.sink += x
 }
