@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,12 +25,44 @@ import (
 // outcome is retriable or unknown.
 const CommitRetryInterval = 200 * time.Millisecond
 
-// Client talks to the BulkLoadService of a tier's coordinator. It is safe
-// for concurrent use.
+// MaxLeaderRedirects bounds how many NOT_LEADER answers naming another
+// coordinator one call follows. Two coordinators that keep naming each
+// other (each with a stale view of the election) end the call with an
+// error wrapping bulkload.ErrUnavailable instead of a loop.
+const MaxLeaderRedirects = 4
+
+// Client talks to the BulkLoadService of a tier's active coordinator. It
+// is safe for concurrent use.
+//
+// It remembers the coordinator it last reached. A coordinator that is not
+// the active one answers NOT_LEADER, usually naming the active one; the
+// client then repeats the call there at once (at most MaxLeaderRedirects
+// times per call) and sends later calls there too. This is safe for every
+// call, Begin and Commit included: NOT_LEADER means the coordinator could
+// not act as the active one, and Begin (same token), Commit and Abort are
+// idempotent besides. NOT_LEADER naming no coordinator (an election in
+// progress) is bulkload.ErrUnavailable, like any other unavailable
+// coordinator.
 type Client struct {
-	svc   tierv1connect.BulkLoadServiceClient
+	hc    connect.HTTPClient
+	conn  []connect.ClientOption
+	seeds []string // base URLs of the configured coordinators, in order
 	log   *slog.Logger
 	store *objstore.Store // optional, not owned
+
+	mu struct {
+		sync.Mutex
+		cur *coordinator // the coordinator calls go to
+	}
+}
+
+// coordinator is one coordinator's BulkLoadService. Immutable.
+type coordinator struct {
+	url string
+	svc tierv1connect.BulkLoadServiceClient
+	// seed is the index in Client.seeds of url, or of the configured
+	// coordinator whose NOT_LEADER hint led to url.
+	seed int
 }
 
 // Opt configures New.
@@ -43,7 +78,8 @@ type options struct {
 // WithHTTPClient sets the HTTP client (default http.DefaultClient).
 func WithHTTPClient(hc connect.HTTPClient) Opt { return func(o *options) { o.hc = hc } }
 
-// WithLogger sets the logger of retries (default: discard).
+// WithLogger sets the logger of retries and coordinator changes (default:
+// discard).
 func WithLogger(l *slog.Logger) Opt { return func(o *options) { o.logger = l } }
 
 // WithObjectStore makes Commit write manifests through s instead of a store
@@ -56,16 +92,30 @@ func WithConnectOptions(opts ...connect.ClientOption) Opt {
 	return func(o *options) { o.conn = append(o.conn, opts...) }
 }
 
-// New returns a client of the coordinator at coordinatorAddress ("host:port"
-// or a URL). It does not contact the coordinator.
+// New returns a client of the tier whose coordinators listen at
+// coordinatorAddress: one address ("host:port" or a URL) or a
+// comma-separated list of them ("a:7070,b:7070"). Any coordinator will do,
+// active or standby: a standby names the active one (see Client). With a
+// list, a coordinator that cannot be reached (for Status and
+// GetInProgress: that is unavailable) is passed over for the next one
+// within the call, and a call that found its coordinator not serving
+// leaves the next call to start at the next one in the list. New does not
+// contact the coordinator.
 func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, error) {
 	_ = ctx
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if coordinatorAddress == "" {
-		return nil, fmt.Errorf("bulkloadclient: %w: empty coordinator address", bulkload.ErrInvalidRequest)
+	var seeds []string
+	for a := range strings.SplitSeq(coordinatorAddress, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("bulkloadclient: %w: empty coordinator address in %q", bulkload.ErrInvalidRequest, coordinatorAddress)
+		}
+		if u := baseURL(a); !slices.Contains(seeds, u) {
+			seeds = append(seeds, u)
+		}
 	}
 	if o.hc == nil {
 		o.hc = http.DefaultClient
@@ -73,16 +123,152 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	addr := coordinatorAddress
+	c := &Client{hc: o.hc, conn: o.conn, seeds: seeds, log: o.logger, store: o.store}
+	c.mu.cur = c.coordinatorAt(seeds[0], 0)
+	return c, nil
+}
+
+// baseURL turns "host:port" into "http://host:port"; a URL (with a
+// scheme) is kept, without a trailing slash.
+func baseURL(addr string) string {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
-	addr = strings.TrimRight(addr, "/")
-	return &Client{
-		svc:   tierv1connect.NewBulkLoadServiceClient(o.hc, addr, o.conn...),
-		log:   o.logger,
-		store: o.store,
-	}, nil
+	return strings.TrimRight(addr, "/")
+}
+
+// coordinatorAt returns the coordinator at url, reached from configured
+// coordinator seed (url's own index if it is configured).
+func (c *Client) coordinatorAt(url string, seed int) *coordinator {
+	if i := slices.Index(c.seeds, url); i >= 0 {
+		seed = i
+	}
+	return &coordinator{url: url, svc: tierv1connect.NewBulkLoadServiceClient(c.hc, url, c.conn...), seed: seed}
+}
+
+func (c *Client) current() *coordinator {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.cur
+}
+
+// reached remembers co, which just answered a call that started at
+// another coordinator.
+func (c *Client) reached(co *coordinator) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.cur = co
+}
+
+// passOver sends later calls to the configured coordinator after the one
+// start (where a failed call began) is or came from, unless another call
+// has moved the client away from start meanwhile.
+func (c *Client) passOver(start *coordinator) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.cur != start {
+		return
+	}
+	next := (start.seed + 1) % len(c.seeds)
+	if c.seeds[next] != start.url {
+		c.mu.cur = c.coordinatorAt(c.seeds[next], next)
+	}
+}
+
+// untried returns the first configured coordinator after co's that this
+// call has not used, or nil.
+func (c *Client) untried(co *coordinator, used []string) *coordinator {
+	for i := 1; i <= len(c.seeds); i++ {
+		k := (co.seed + i) % len(c.seeds)
+		if !slices.Contains(used, c.seeds[k]) {
+			return c.coordinatorAt(c.seeds[k], k)
+		}
+	}
+	return nil
+}
+
+// callKind says where a call may be sent again.
+type callKind bool
+
+const (
+	// change: Begin, Commit, Abort. Sent again only where the attempt
+	// certainly did nothing: a NOT_LEADER answer, or no connection made.
+	change callKind = false
+	// read: Status, GetInProgress. Also sent to the next configured
+	// coordinator after any unavailable answer.
+	read callKind = true
+)
+
+// call sends req to the active coordinator and returns its answer or its
+// error as it is (for mapErr). It follows up to MaxLeaderRedirects
+// NOT_LEADER hints, and moves on to the next configured coordinator when
+// no connection can be made (a read: when a coordinator is unavailable),
+// each configured one at most once. It never waits. A coordinator that
+// answered is remembered for later calls; after a failure that says the
+// coordinator is not serving (NOT_LEADER, no connection, a transport
+// failure rather than a coordinator's own answer) later calls start at the
+// next configured one.
+func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
+	method func(tierv1connect.BulkLoadServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+) (*Res, error) {
+	start := c.current()
+	co := start
+	used := []string{co.url} // every address this call went to, in order
+	redirects := 0
+	for {
+		resp, err := method(co.svc, ctx, connect.NewRequest(req))
+		if err == nil {
+			if co != start {
+				c.reached(co)
+			}
+			return resp.Msg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		var next *coordinator
+		hint, notLeader := tierpb.IsNotLeader(err)
+		switch {
+		case notLeader && hint.Address != "" && baseURL(hint.Address) != co.url:
+			if redirects == MaxLeaderRedirects {
+				c.passOver(start)
+				return nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
+					redirects, strings.Join(used, " -> "), baseURL(hint.Address), err)
+			}
+			redirects++
+			next = c.coordinatorAt(baseURL(hint.Address), co.seed)
+			c.log.Debug("bulkloadclient: following NOT_LEADER", "from", co.url, "to", next.url, "leader_id", hint.ID)
+		case notSent(err) || (kind == read && sentinelOf(err) == bulkload.ErrUnavailable):
+			if next = c.untried(co, used); next != nil {
+				c.log.Debug("bulkloadclient: trying the next coordinator", "from", co.url, "to", next.url, "err", err)
+			}
+		}
+		if next == nil {
+			if notLeader || (sentinelOf(err) == bulkload.ErrUnavailable && !answered(err)) {
+				c.passOver(start)
+			}
+			if len(used) > 1 {
+				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
+			}
+			return nil, err
+		}
+		co = next
+		used = append(used, co.url)
+	}
+}
+
+// notSent reports whether err says the request never left the client: no
+// connection to the coordinator could be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// answered reports whether err is a tier server's own answer (it carries a
+// reason), not a transport failure or a stranger's answer.
+func answered(err error) bool {
+	var ce *connect.Error
+	return tierpb.DetailOf(err) != nil || (errors.As(err, &ce) && ce.Meta().Get(tierpb.HeaderReason) != "")
 }
 
 // BeginOptions tune Begin.
@@ -95,7 +281,8 @@ type BeginOptions struct {
 // Begin begins (or, for the same caller token, resumes) the bulk load of
 // target and returns its build context. A transaction of this token that is
 // past BEGUN is reported as an error wrapping bulkload.ErrInvalidState.
-// Begin is sent once; it is idempotent, so a caller may repeat it when
+// Begin is sent once (to the active coordinator: a NOT_LEADER answer is
+// followed, see Client); it is idempotent, so a caller may repeat it when
 // IsRetriable(err).
 func (c *Client) Begin(ctx context.Context, target bulkload.Target, callerToken string, opts BeginOptions) (*BuildContext, error) {
 	if err := bulkload.ValidateCallerToken(callerToken); err != nil {
@@ -104,55 +291,58 @@ func (c *Client) Begin(ctx context.Context, target bulkload.Target, callerToken 
 	if opts.BuildTimeout < 0 {
 		return nil, fmt.Errorf("bulkloadclient: begin %s: %w: negative build timeout", target, bulkload.ErrInvalidRequest)
 	}
-	resp, err := c.svc.Begin(ctx, connect.NewRequest(&tierv1.BeginBulkLoadRequest{
+	resp, err := call(ctx, c, change, &tierv1.BeginBulkLoadRequest{
 		Target: targetProto(target), CallerToken: callerToken, BuildTimeoutMs: opts.BuildTimeout.Milliseconds(),
-	}))
+	}, tierv1connect.BulkLoadServiceClient.Begin)
 	if err != nil {
 		return nil, mapErr(ctx, "begin "+target.String(), err)
 	}
-	st := statusFromProto(resp.Msg.GetStatus())
-	if resp.Msg.GetTargetInfo() == nil || st.State != bulkload.Begun {
+	st := statusFromProto(resp.GetStatus())
+	if resp.GetTargetInfo() == nil || st.State != bulkload.Begun {
 		return nil, fmt.Errorf("bulkloadclient: begin %s: %w: transaction %s is %s", target, bulkload.ErrInvalidState, st.Handle.TxnID, st.State)
 	}
-	return fromTargetInfo(resp.Msg.GetTargetInfo())
+	return fromTargetInfo(resp.GetTargetInfo())
 }
 
 // GetInProgress returns the transaction in progress (not terminal) on
 // target and, while it is BEGUN with its fence ready, its build context (nil
 // otherwise). With none in progress the error wraps bulkload.ErrNotFound.
 func (c *Client) GetInProgress(ctx context.Context, target bulkload.Target) (bulkload.Status, *BuildContext, error) {
-	resp, err := c.svc.GetInProgress(ctx, connect.NewRequest(&tierv1.GetInProgressBulkLoadRequest{Target: targetProto(target)}))
+	resp, err := call(ctx, c, read, &tierv1.GetInProgressBulkLoadRequest{Target: targetProto(target)},
+		tierv1connect.BulkLoadServiceClient.GetInProgress)
 	if err != nil {
 		return bulkload.Status{}, nil, mapErr(ctx, "get in progress "+target.String(), err)
 	}
-	if resp.Msg.GetStatus() == nil {
+	if resp.GetStatus() == nil {
 		return bulkload.Status{}, nil, fmt.Errorf("bulkloadclient: get in progress %s: %w: no transaction in progress", target, bulkload.ErrNotFound)
 	}
-	st := statusFromProto(resp.Msg.GetStatus())
-	if resp.Msg.GetTargetInfo() == nil {
+	st := statusFromProto(resp.GetStatus())
+	if resp.GetTargetInfo() == nil {
 		return st, nil, nil
 	}
-	bc, err := fromTargetInfo(resp.Msg.GetTargetInfo())
+	bc, err := fromTargetInfo(resp.GetTargetInfo())
 	return st, bc, err
 }
 
 // Status returns the state of the transaction of handle (only its TxnID is
 // required).
 func (c *Client) Status(ctx context.Context, handle bulkload.Handle) (bulkload.Status, error) {
-	resp, err := c.svc.Status(ctx, connect.NewRequest(&tierv1.BulkLoadStatusRequest{Handle: handleProto(handle)}))
+	resp, err := call(ctx, c, read, &tierv1.BulkLoadStatusRequest{Handle: handleProto(handle)}, tierv1connect.BulkLoadServiceClient.Status)
 	if err != nil {
 		return bulkload.Status{}, mapErr(ctx, "status of "+handle.TxnID, err)
 	}
-	return statusFromProto(resp.Msg.GetStatus()), nil
+	return statusFromProto(resp.GetStatus()), nil
 }
 
-// Abort aborts the transaction of handle. It is sent exactly once.
+// Abort aborts the transaction of handle. It is sent once (to the active
+// coordinator: a NOT_LEADER answer is followed, see Client); it is
+// idempotent, so a caller may repeat it when IsRetriable(err).
 func (c *Client) Abort(ctx context.Context, handle bulkload.Handle) (bulkload.Status, error) {
-	resp, err := c.svc.Abort(ctx, connect.NewRequest(&tierv1.AbortBulkLoadRequest{Handle: handleProto(handle)}))
+	resp, err := call(ctx, c, change, &tierv1.AbortBulkLoadRequest{Handle: handleProto(handle)}, tierv1connect.BulkLoadServiceClient.Abort)
 	if err != nil {
 		return bulkload.Status{}, mapErr(ctx, "abort "+handle.TxnID, err)
 	}
-	return statusFromProto(resp.Msg.GetStatus()), nil
+	return statusFromProto(resp.GetStatus()), nil
 }
 
 // IsRetriable reports whether repeating the same request may succeed: the
@@ -167,31 +357,42 @@ func mapErr(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("bulkloadclient: %s: %w (%w)", op, ctx.Err(), err)
 	}
-	var sentinel error
+	sentinel := sentinelOf(err)
+	if sentinel == nil {
+		return fmt.Errorf("bulkloadclient: %s: %w", op, err)
+	}
+	return fmt.Errorf("bulkloadclient: %s: %w: %w", op, sentinel, err)
+}
+
+// sentinelOf returns the bulkload sentinel of an RPC error's reason, nil
+// for none.
+func sentinelOf(err error) error {
 	switch r := tierpb.ReasonOf(err); r {
 	case tierpb.ReasonNotEmpty:
-		sentinel = bulkload.ErrTargetNotEmpty
+		return bulkload.ErrTargetNotEmpty
 	case tierpb.ReasonTokenAborted:
-		sentinel = bulkload.ErrTokenAborted
+		return bulkload.ErrTokenAborted
 	case tierpb.ReasonTargetOccupied:
-		sentinel = bulkload.ErrTargetOccupied
+		return bulkload.ErrTargetOccupied
 	case tierpb.ReasonInvalidState:
-		sentinel = bulkload.ErrInvalidState
+		return bulkload.ErrInvalidState
 	case tierpb.ReasonManifestConflict:
-		sentinel = bulkload.ErrManifestConflict
+		return bulkload.ErrManifestConflict
 	case tierpb.ReasonInvalidManifest, tierpb.ReasonInvalidArgument:
-		sentinel = bulkload.ErrInvalidRequest
+		return bulkload.ErrInvalidRequest
 	case tierpb.ReasonBulkLoadDeadline:
-		sentinel = bulkload.ErrDeadlineExceeded
+		return bulkload.ErrDeadlineExceeded
 	case tierpb.ReasonNotFound:
-		sentinel = bulkload.ErrNotFound
+		return bulkload.ErrNotFound
 	case tierpb.ReasonTooManyTransactions:
-		sentinel = bulkload.ErrTooManyTransactions
+		return bulkload.ErrTooManyTransactions
 	case tierpb.ReasonNotPrimaryKey:
-		sentinel = bulkload.ErrNotPrimaryKeyTable
+		return bulkload.ErrNotPrimaryKeyTable
 	case tierpb.ReasonUnavailable, tierpb.ReasonNotLeader:
-		// Unknown outcome: the request may or may not have taken effect.
-		sentinel = bulkload.ErrUnavailable
+		// Unknown outcome: the request may or may not have taken effect
+		// (NOT_LEADER reaches here only without a leader to follow: an
+		// election in progress, or too many redirects).
+		return bulkload.ErrUnavailable
 	default:
 		// No reason of the bulk-load protocol (ReasonOf reports UNKNOWN for
 		// any code no reason has, such as UNIMPLEMENTED from a server that
@@ -199,12 +400,11 @@ func mapErr(ctx context.Context, op string, err error) error {
 		// unknown.
 		switch connect.CodeOf(err) {
 		case connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnavailable, connect.CodeUnknown, connect.CodeAborted:
-			sentinel = bulkload.ErrUnavailable
+			return bulkload.ErrUnavailable
 		default:
-			return fmt.Errorf("bulkloadclient: %s: %w", op, err)
+			return nil
 		}
 	}
-	return fmt.Errorf("bulkloadclient: %s: %w: %w", op, sentinel, err)
 }
 
 func targetProto(t bulkload.Target) *tierv1.TargetPath {

@@ -6,14 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/snapshotbuild"
@@ -95,10 +95,15 @@ func EncodeManifest(bc *BuildContext, results []snapshotbuild.BucketResult) ([]b
 // Commit checks that results cover every bucket exactly once, writes the
 // manifest (write-if-absent: an identical existing manifest is adopted, a
 // different one is bulkload.ErrManifestConflict) at the frozen manifest
-// path, and commits the transaction. It repeats the same Commit every
-// CommitRetryInterval while the outcome is retriable or unknown, resolving
-// an unknown outcome through Status, until awaitBudget is spent; it never
-// begins anything new. It returns the COMMITTED status, or the last error.
+// path, and commits the transaction. It repeats a manifest write that
+// failed for a reason that may pass (the store unreachable, a server
+// error, an interrupted upload), and the same Commit while its outcome is
+// retriable or unknown, every CommitRetryInterval, resolving an unknown
+// outcome through Status, until awaitBudget is spent; it never begins
+// anything new. It returns the COMMITTED status, or the last error: a
+// budget spent on either step leaves an error for which IsRetriable
+// reports true, and the transaction as it was (a later Commit with the
+// same context and results picks up where this one stopped).
 func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapshotbuild.BucketResult, awaitBudget time.Duration) (bulkload.Status, error) {
 	if bc == nil {
 		return bulkload.Status{}, errNoContext
@@ -107,7 +112,8 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 	if err != nil {
 		return bulkload.Status{}, err
 	}
-	if err := c.writeManifest(ctx, bc, manifest); err != nil {
+	deadline := time.Now().Add(awaitBudget)
+	if err := c.writeManifest(ctx, bc, manifest, deadline, awaitBudget); err != nil {
 		return bulkload.Status{}, err
 	}
 	sum := sha256.Sum256(manifest)
@@ -116,11 +122,10 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 		ManifestLength: int64(len(manifest)), ManifestSha256: hex.EncodeToString(sum[:]),
 	}
 	op := "commit " + bc.handle.TxnID
-	deadline := time.Now().Add(awaitBudget)
 	for attempt := 1; ; attempt++ {
-		resp, err := c.svc.Commit(ctx, connect.NewRequest(req))
+		resp, err := call(ctx, c, change, req, tierv1connect.BulkLoadServiceClient.Commit)
 		if err == nil {
-			st := statusFromProto(resp.Msg.GetStatus())
+			st := statusFromProto(resp.GetStatus())
 			if st.State == bulkload.Committed {
 				return st, nil
 			}
@@ -145,20 +150,32 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 				return st, abortedErr(st)
 			}
 		}
-		if time.Until(deadline) < CommitRetryInterval {
-			return bulkload.Status{}, fmt.Errorf("%w (await budget %v spent after %d attempts)", err, awaitBudget, attempt)
-		}
-		c.log.Debug("bulk load commit: retrying", "txn_id", bc.handle.TxnID, "attempt", attempt, "err", err)
-		select {
-		case <-ctx.Done():
-			return bulkload.Status{}, fmt.Errorf("bulkloadclient: %s: %w (last error: %w)", op, ctx.Err(), err)
-		case <-time.After(CommitRetryInterval):
+		if err := c.pause(ctx, op, "commit", attempt, deadline, awaitBudget, err); err != nil {
+			return bulkload.Status{}, err
 		}
 	}
 }
 
-// writeManifest writes manifest at bc's manifest path, write-if-absent.
-func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest []byte) error {
+// pause waits CommitRetryInterval before attempt+1 of step after err, or
+// returns the error to end with: err, annotated, when the budget cannot
+// hold another interval; ctx's error when it ends first (not retriable,
+// like any call ended by its context: err is only quoted).
+func (c *Client) pause(ctx context.Context, op, step string, attempt int, deadline time.Time, budget time.Duration, err error) error {
+	if time.Until(deadline) < CommitRetryInterval {
+		return fmt.Errorf("%w (await budget %v spent after %d attempts)", err, budget, attempt)
+	}
+	c.log.Debug("bulk load "+step+": retrying", "op", op, "attempt", attempt, "err", err)
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("bulkloadclient: %s: %w (last error: %v)", op, ctx.Err(), err)
+	case <-time.After(CommitRetryInterval):
+		return nil
+	}
+}
+
+// writeManifest writes manifest at bc's manifest path, write-if-absent,
+// repeating a write that failed for a reason that may pass until deadline.
+func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest []byte, deadline time.Time, budget time.Duration) error {
 	store := c.store
 	if store == nil {
 		s, err := objstore.Open(ctx, bc.remoteDataDir)
@@ -172,11 +189,37 @@ func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest [
 	if err != nil {
 		return fmt.Errorf("bulkloadclient: manifest path: %w", err)
 	}
-	if _, err := store.PutIfAbsent(ctx, key, objstore.BytesSource(manifest)); err != nil {
-		if errors.Is(err, objstore.ErrConflict) {
-			return fmt.Errorf("bulkloadclient: write manifest %s: %w: %w", bc.manifestPath, bulkload.ErrManifestConflict, err)
+	op := "write manifest " + bc.manifestPath
+	for attempt := 1; ; attempt++ {
+		_, err := store.PutIfAbsent(ctx, key, objstore.BytesSource(manifest))
+		if err == nil {
+			return nil
 		}
-		return fmt.Errorf("bulkloadclient: write manifest %s: %w", bc.manifestPath, err)
+		err = manifestErr(ctx, op, err)
+		if !IsRetriable(err) {
+			return err
+		}
+		if err := c.pause(ctx, op, "manifest write", attempt, deadline, budget, err); err != nil {
+			return err
+		}
 	}
-	return nil
+}
+
+// manifestErr classifies a failed manifest write. A different manifest at
+// the path is ErrManifestConflict; a bad key, an integrity failure, a
+// refused permission and the end of ctx are final; anything else (the
+// store unreachable, a server error, an interrupted upload) may pass, and
+// repeating the write is safe, so it wraps bulkload.ErrUnavailable.
+func manifestErr(ctx context.Context, op string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("bulkloadclient: %s: %w (%w)", op, ctx.Err(), err)
+	case errors.Is(err, objstore.ErrConflict):
+		return fmt.Errorf("bulkloadclient: %s: %w: %w", op, bulkload.ErrManifestConflict, err)
+	case errors.Is(err, objstore.ErrIntegrity), errors.Is(err, objstore.ErrInvalidKey),
+		errors.Is(err, objstore.ErrOutsideStore), errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("bulkloadclient: %s: %w", op, err)
+	default:
+		return fmt.Errorf("bulkloadclient: %s: %w: %w", op, bulkload.ErrUnavailable, err)
+	}
 }

@@ -37,11 +37,22 @@
 // session of the same context (after a builder died) adopts what the dead one
 // uploaded, and the store holds one copy of each file.
 //
+// New takes any coordinator of the tier, or a comma-separated list of them
+// ("a:7070,b:7070"). Every call goes to the active coordinator: a standby
+// or deposed coordinator answers NOT_LEADER naming the active one, and the
+// client repeats the call there at once (at most MaxLeaderRedirects times
+// per call; safe, since such a coordinator did not act) and remembers it
+// for later calls. A coordinator of the list that cannot be reached is
+// passed over for the next. NOT_LEADER naming none (an election) is
+// bulkload.ErrUnavailable.
+//
 // Errors wrap the bulkload package's sentinels (RPCs) or snapshotbuild's
 // (input), tested with errors.Is; IsRetriable reports whether repeating the
 // same request may succeed. Begin, Commit and Abort are idempotent; Commit
-// repeats itself within its budget and resolves an unknown outcome through
-// Status, never by starting anything new.
+// repeats itself within its budget (the manifest write too, when the object
+// store failed in a way that may pass) and resolves an unknown outcome
+// through Status, never by starting anything new. A context that ends
+// ends the call with its error, which is not retriable.
 //
 // Client and BuildContext are safe for concurrent use. A Session's and a
 // BucketWriter's methods may be called from several goroutines but are
