@@ -77,7 +77,9 @@
 // A Builder's methods may be called from several goroutines but are
 // serialized. Internally, with Options.Workers > 1, one goroutine sorts and
 // spills input chunks while Add encodes (with one worker Add does it
-// itself), and Finish builds Options.Workers buckets at once, uploading
+// itself), another makes the chunk being filled resident ahead of Add
+// (Linux; only memory the budget already granted, Stats.Prefaulted), and
+// Finish builds Options.Workers buckets at once, uploading
 // finished buckets while the next ones merge. Options.Progress is called
 // from those goroutines. See DESIGN.md.
 //
