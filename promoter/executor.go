@@ -477,7 +477,8 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 	if err != nil {
 		return nil, fmt.Errorf("promoter: scan %s at %d: %w", r.LakeTable, scan, err)
 	}
-	for rec, err := range seq {
+	// Decoding the lake's Parquet overlaps with encoding and sorting.
+	for rec, err := range bulkloadclient.ReadAhead(ctx, scanReadAhead, seq) {
 		if err != nil {
 			return nil, fmt.Errorf("promoter: scan %s at %d: %w", r.LakeTable, scan, err)
 		}
@@ -496,6 +497,9 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 	}
 	return results, nil
 }
+
+// scanReadAhead is how many scanned batches may wait for the build.
+const scanReadAhead = 2
 
 // recordBytes is the size of a batch's buffers.
 func recordBytes(rec arrow.RecordBatch) int64 {

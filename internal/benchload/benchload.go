@@ -273,13 +273,14 @@ func runOrdinary(ctx context.Context, stdout io.Writer, c *tierclient.Client, t 
 	if err != nil {
 		return result{}, err
 	}
-	row := make(kv.Row, 2)
-	for i := range cfg.rows {
-		g.Row(row, i)
+	if err := rowsAhead(ctx, g, cfg.rows, func(i int64, row kv.Row) error {
 		if err := w.Write(ctx, row); err != nil {
-			_ = w.Close(ctx)
-			return result{}, fmt.Errorf("row %d: %w", i, err)
+			return fmt.Errorf("row %d: %w", i, err)
 		}
+		return nil
+	}); err != nil {
+		_ = w.Close(ctx)
+		return result{}, err
 	}
 	if err := w.Close(ctx); err != nil {
 		return result{}, err
@@ -375,13 +376,89 @@ func addRows(ctx context.Context, s *bulkloadclient.Session, g *benchutil.RowGen
 	}
 	ab := newArrowBatcher(g)
 	defer ab.release()
-	for lo := int64(0); lo < cfg.rows; lo += int64(cfg.arrowRows) {
-		rec := ab.batch(lo, min(int64(cfg.arrowRows), cfg.rows-lo))
-		err := s.Add(ctx, rec)
+	batches := func(yield func(arrow.RecordBatch, error) bool) {
+		for lo := int64(0); lo < cfg.rows; lo += int64(cfg.arrowRows) {
+			if !yield(ab.batch(lo, min(int64(cfg.arrowRows), cfg.rows-lo)), nil) {
+				return
+			}
+		}
+	}
+	lo := int64(0)
+	for rec, err := range bulkloadclient.ReadAhead(ctx, aheadChunks, batches) {
+		if err != nil {
+			return err
+		}
+		n := rec.NumRows()
+		err = s.Add(ctx, rec)
 		rec.Release()
 		if err != nil {
 			return fmt.Errorf("add rows %d..: %w", lo, err)
 		}
+		lo += n
+	}
+	if lo != cfg.rows {
+		return fmt.Errorf("added %d rows, want %d", lo, cfg.rows)
+	}
+	return nil
+}
+
+// aheadChunks is how many batches of generated input may wait for either
+// path: both generate their rows on a goroutine of their own, as a real
+// loader decodes its input while it writes.
+const aheadChunks = 2
+
+// rowsAhead calls fn for rows [0, n) of g in order, generating them on
+// another goroutine up to aheadChunks chunks of 8,192 rows ahead. fn must not
+// keep the row after it returns.
+func rowsAhead(ctx context.Context, g *benchutil.RowGen, n int64, fn func(i int64, row kv.Row) error) error {
+	const chunk = 8192
+	full := make(chan []kv.Row, aheadChunks)
+	free := make(chan []kv.Row, aheadChunks+1)
+	for range aheadChunks + 1 {
+		rows, cells := make([]kv.Row, chunk), make([]any, 2*chunk)
+		for j := range rows {
+			rows[j] = cells[2*j : 2*j+2 : 2*j+2]
+		}
+		free <- rows
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		for range full { // until the producer has finished
+		}
+	}()
+	go func() {
+		defer close(full)
+		for lo := int64(0); lo < n; lo += chunk {
+			var rows []kv.Row
+			select {
+			case rows = <-free:
+			case <-ctx.Done():
+				return
+			}
+			rows = rows[:min(chunk, n-lo)]
+			for j := range rows {
+				g.Row(rows[j], lo+int64(j))
+			}
+			select {
+			case full <- rows:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var i int64
+	for rows := range full {
+		for _, r := range rows {
+			if err := fn(i, r); err != nil {
+				return err
+			}
+			i++
+		}
+		free <- rows[:cap(rows)]
+	}
+	if i != n {
+		return fmt.Errorf("generated %d rows, want %d: %w", i, n, context.Cause(ctx))
 	}
 	return nil
 }

@@ -19,7 +19,12 @@
 // 3 tablet servers. Row i is the same in both paths: its key a bijection
 // of i (unique, random order), its payload one of 4,096 distinct strings.
 // Rows are generated inside both measurements, since a real load has to
-// produce its rows too.
+// produce its rows too, and in both on a goroutine of their own, up to two
+// chunks of 8,192 rows (Arrow batches of --arrow-batch rows for the bulk
+// path, through bulkloadclient.ReadAhead) ahead of the writer or builder,
+// as a real loader decodes its input while it writes (`thaw load` and the
+// promoter read ahead the same way). --bulk-input rows feeds AddRow on one
+// goroutine, without read-ahead.
 //
 // Each path's clock runs until every row is readable:
 //

@@ -167,7 +167,8 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 			return nil, err
 		}
 		var read, sent int64 // rows read, bytes reported
-		err = r.each(ctx, func(first int64, rec arrow.RecordBatch) error {
+		add := func(rec arrow.RecordBatch) error {
+			first := read
 			read += rec.NumRows()
 			b := f.size * read / max(f.rows, 1)
 			prog.advance(rec.NumRows(), b-sent, false)
@@ -179,7 +180,19 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 				return fileRowError(f.path, first, err)
 			}
 			return nil
-		})
+		}
+		// Decoding the file overlaps with encoding and sorting.
+		for rec, rerr := range bulkloadclient.ReadAhead(ctx, parquetReadAhead, r.batches(ctx)) {
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			err = add(rec)
+			rec.Release()
+			if err != nil {
+				break
+			}
+		}
 		err = errors.Join(err, r.close())
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,8 +35,14 @@ import (
 // does not have are not read. Types must be ones the snapshot builder accepts
 // for the column's kv type (see snapshotbuild.Builder.Add): no implicit casts.
 
-// parquetBatchRows is the number of rows per record batch read.
-const parquetBatchRows = 64 << 10
+// parquetBatchRows is the number of rows per record batch read, and
+// parquetReadAhead how many decoded batches may wait for the build: with the
+// one being added and the one being decoded, at most three batches (48 Ki
+// rows) are held, about what one batch of 64 Ki rows held before read-ahead.
+const (
+	parquetBatchRows = 16 << 10
+	parquetReadAhead = 1
+)
 
 // parquetFile is one input file.
 type parquetFile struct {
@@ -231,6 +238,24 @@ func (r *parquetReader) each(ctx context.Context, fn func(first int64, rec arrow
 		return fmt.Errorf("file %s: read rows from %d: %w", r.f.path, first, err)
 	}
 	return nil
+}
+
+// batches is each as a sequence of batches the consumer owns (each one
+// retained for it), for bulkloadclient.ReadAhead; an error ends it.
+func (r *parquetReader) batches(ctx context.Context) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		stop := errors.New("consumer stopped")
+		err := r.each(ctx, func(_ int64, rec arrow.RecordBatch) error {
+			rec.Retain()
+			if !yield(rec, nil) {
+				return stop
+			}
+			return nil
+		})
+		if err != nil && err != stop {
+			yield(nil, err)
+		}
+	}
 }
 
 func (r *parquetReader) close() error { return r.pf.Close() }
