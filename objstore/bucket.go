@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"iter"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"gocloud.dev/blob"
@@ -193,6 +195,13 @@ func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
 		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "s3", Host: loc.host, RawQuery: loc.query.Encode()}).String())
 	}
 	if err != nil {
+		class := classify(err)
+		if loc.scheme == "file" && errors.Is(err, fs.ErrNotExist) {
+			class = ErrBucketNotFound // the root, without create_dir
+		}
+		if class != nil {
+			return nil, fmt.Errorf("objstore: open %s: %w: %w", b.base, class, err)
+		}
 		return nil, fmt.Errorf("objstore: open %s: %w", b.base, err)
 	}
 	return b, nil
@@ -246,7 +255,7 @@ func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist 
 	abort := func(w *blob.Writer, cause error) error {
 		cancel()
 		_ = w.Close() // reports only the cancellation we just caused
-		return fmt.Errorf("objstore: put %q: %w", key, cause)
+		return b.errorf("put", key, cause)
 	}
 	var f *os.File
 	opts := &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: ifNotExist}
@@ -284,7 +293,7 @@ func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist 
 	}
 	if b.dir != "" {
 		if err := syncDirs(b.dir, filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))); err != nil {
-			return fmt.Errorf("objstore: put %q: %w", key, err)
+			return b.errorf("put", key, err)
 		}
 	}
 	return nil
@@ -395,11 +404,18 @@ func (b *gcBucket) Close() error {
 	return nil
 }
 
-// errorf wraps a gocloud error with the operation and key, adding
-// ErrNotFound when gocloud classifies it so.
+// errorf wraps an error of the store (gocloud's, or the file system's
+// under a file:// root) with the operation, the key and the class that
+// classify finds, the one place where such errors enter objstore: doc.go
+// lists the classes.
 func (b *gcBucket) errorf(op, key string, err error) error {
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return fmt.Errorf("objstore: %s %q in %s: %w: %w", op, key, b.base, ErrNotFound, err)
+	class := classify(err)
+	if class == ErrInvalidRequest && op != "put" && errors.Is(err, syscall.ENOTDIR) {
+		// file://: a parent of key is an object, so key is none.
+		class = ErrNotFound
+	}
+	if class != nil {
+		return fmt.Errorf("objstore: %s %q in %s: %w: %w", op, key, b.base, class, err)
 	}
 	return fmt.Errorf("objstore: %s %q in %s: %w", op, key, b.base, err)
 }

@@ -148,6 +148,56 @@
 // faults apply to it; a key that CorruptRead matches is copied, so the
 // corruption happens and is caught.
 //
+// # Errors
+//
+// Errors wrap objstore's sentinels, tested with errors.Is, and keep the
+// error beneath (the AWS SDK's, gocloud's, the file system's), so errors.Is
+// and errors.As still reach it. Every operation of a Bucket from OpenBucket,
+// and so of a Store (Put, PutIfAbsent, PutFile, Get, GetFile, Open, Stat,
+// List, Delete, a reader's Read), and Open itself give a failure of the
+// store one class, decided in one place by the most specific evidence: S3's
+// error code, then the HTTP status, then the errno, then gocloud's code.
+//
+//   - ErrNotFound: the object does not exist. On file:// a key below an
+//     object (ENOTDIR) is none either.
+//   - ErrBucketNotFound: the store itself does not exist: S3's
+//     NoSuchBucket, or a file:// root missing at Open, which only happens
+//     with create_dir off: the parameter present and empty ("create_dir="),
+//     since fileblob takes any value, "false" too, as on. It does not wrap
+//     ErrNotFound. On s3://, Stat and Delete (which gocloud begins with a
+//     HEAD) cannot tell a missing bucket from a missing object, since the
+//     answer to a HEAD has no body: they say ErrNotFound. Put, PutIfAbsent,
+//     PutFile, Get, GetFile, Open and List say ErrBucketNotFound.
+//   - ErrPermission: S3 answered 401 or 403 (AccessDenied, wrong or
+//     expired credentials, a bad signature), gocloud's PermissionDenied, or
+//     EACCES, EPERM or EROFS under a file:// root.
+//   - ErrNoSpace: ENOSPC or EDQUOT under a file:// root, HTTP 507 from an
+//     S3-compatible server. Not transient: a full disk or quota seldom frees
+//     itself within seconds; someone has to make room.
+//   - ErrInvalidRequest: the store refused the request as it stands:
+//     gocloud's InvalidArgument or Unimplemented, a FailedPrecondition
+//     outside write-if-absent (there it is ErrExists), S3's 400 (other than
+//     RequestTimeout and expired tokens), 405, 411, 413, 414, 416 and 501,
+//     and on file:// a key that collides with a directory or a name the file
+//     system cannot hold (ENOTDIR on writes, EISDIR, ENAMETOOLONG, ELOOP).
+//   - ErrTransient: the store may do it if asked again: a connection
+//     refused, reset or dropped mid-body, a timeout, throttling (SlowDown,
+//     429), a server error (5xx other than 501 and 507), and whatever
+//     gocloud calls Unknown, Internal, ResourceExhausted or DeadlineExceeded.
+//     On s3:// the AWS SDK has already repeated a request (3 attempts in
+//     all, with backoff) before such an error reaches objstore, so repeat it
+//     after a pause.
+//
+// ErrExists, ErrConflict, ErrIntegrity, ErrInvalidKey and ErrOutsideStore
+// are described above. IsTransient is the classifier for retry loops: true
+// for ErrTransient, ErrInjected and network errors that may pass, false for
+// every other class and for a call that its context ended (its error wraps
+// context.Canceled or context.DeadlineExceeded and no class: the caller gave
+// up). Errors objstore cannot classify, such as a Source's read error, an
+// error a Faults fault returns, or EIO, are not transient: objstore cannot
+// tell that repeating helps, and a caller that wants to repeat them anyway
+// decides so itself.
+//
 // # Concurrency
 //
 // Buckets from OpenBucket, Store and Faults are safe for concurrent use. A

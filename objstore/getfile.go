@@ -159,12 +159,12 @@ func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(
 		return fmt.Errorf("objstore: get %q in %s: %w", key, b.base, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("objstore: get %q in %s: %w", key, b.base, err)
+		return b.errorf("get", key, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("objstore: get %q in %s: %w", key, b.base, err)
+		return b.errorf("get", key, err)
 	}
 	if !fi.Mode().IsRegular() {
 		// A directory of other keys, which is no object.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -96,14 +95,19 @@ func EncodeManifest(bc *BuildContext, results []snapshotbuild.BucketResult) ([]b
 // manifest (write-if-absent: an identical existing manifest is adopted, a
 // different one is bulkload.ErrManifestConflict) at the frozen manifest
 // path, and commits the transaction. It repeats a manifest write that
-// failed for a reason that may pass (the store unreachable, a server
-// error, an interrupted upload), and the same Commit while its outcome is
-// retriable or unknown, every CommitRetryInterval, resolving an unknown
-// outcome through Status, until awaitBudget is spent; it never begins
-// anything new. It returns the COMMITTED status, or the last error: a
-// budget spent on either step leaves an error for which IsRetriable
-// reports true, and the transaction as it was (a later Commit with the
-// same context and results picks up where this one stopped).
+// failed for a reason that may pass (objstore.IsTransient: the store
+// unreachable, throttling, a server error, an interrupted upload), and the
+// same Commit while its outcome is retriable or unknown, every
+// CommitRetryInterval, resolving an unknown outcome through Status, until
+// awaitBudget is spent; it never begins anything new. Any other failure of
+// the manifest write (refused permission, a missing bucket, a full store,
+// an invalid key, an integrity failure, one objstore cannot classify) ends
+// Commit at once with an error that names the manifest path and is not
+// retriable, before the tier is asked anything: the transaction stays
+// BEGUN. It returns the COMMITTED status, or the last error: a budget spent
+// on either step leaves an error for which IsRetriable reports true, and
+// the transaction as it was (a later Commit with the same context and
+// results picks up where this one stopped).
 func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapshotbuild.BucketResult, awaitBudget time.Duration) (bulkload.Status, error) {
 	if bc == nil {
 		return bulkload.Status{}, errNoContext
@@ -205,21 +209,23 @@ func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest [
 	}
 }
 
-// manifestErr classifies a failed manifest write. A different manifest at
-// the path is ErrManifestConflict; a bad key, an integrity failure, a
-// refused permission and the end of ctx are final; anything else (the
-// store unreachable, a server error, an interrupted upload) may pass, and
-// repeating the write is safe, so it wraps bulkload.ErrUnavailable.
+// manifestErr classifies a failed manifest write (op names the manifest
+// path). A different manifest at the path is ErrManifestConflict; a
+// failure that objstore.IsTransient calls transient may pass, and
+// repeating the write is safe, so it wraps bulkload.ErrUnavailable;
+// anything else is final: the end of ctx, and store errors that repeating
+// cannot cure (objstore's permanent classes: permission, a missing bucket,
+// no space, an invalid request or key, an integrity failure) or that
+// objstore cannot classify.
 func manifestErr(ctx context.Context, op string, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("bulkloadclient: %s: %w (%w)", op, ctx.Err(), err)
 	case errors.Is(err, objstore.ErrConflict):
 		return fmt.Errorf("bulkloadclient: %s: %w: %w", op, bulkload.ErrManifestConflict, err)
-	case errors.Is(err, objstore.ErrIntegrity), errors.Is(err, objstore.ErrInvalidKey),
-		errors.Is(err, objstore.ErrOutsideStore), errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("bulkloadclient: %s: %w", op, err)
-	default:
+	case objstore.IsTransient(err):
 		return fmt.Errorf("bulkloadclient: %s: %w: %w", op, bulkload.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("bulkloadclient: %s: %w", op, err)
 	}
 }

@@ -7,8 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
@@ -17,21 +23,23 @@ import (
 )
 
 // errStore503 is what a transient object-store failure looks like to
-// Commit: an error of no objstore sentinel.
-var errStore503 = errors.New("injected: s3: PutObject: https response error StatusCode: 503, SlowDown")
+// Commit: an error that objstore classified as transient.
+var errStore503 = fmt.Errorf("injected: s3: PutObject: https response error StatusCode: 503, SlowDown: %w", objstore.ErrTransient)
 
 // TestCommitManifestWriteRetries writes the manifest through an
 // objstore.Faults wrapper of the tier's own store. A manifest write that
-// fails once is repeated within Commit's budget, and the transaction
-// commits once; one that fails every time leaves a retriable error, no
-// manifest and a BEGUN transaction that a later Commit finishes; a
-// different manifest already at the path, or a final store error, ends
-// Commit at once and is not retriable.
+// fails once with a transient error is repeated within Commit's budget,
+// and the transaction commits once; one that fails every time leaves a
+// retriable error, no manifest and a BEGUN transaction that a later Commit
+// finishes; a different manifest already at the path, a store error of a
+// permanent class or one objstore cannot classify, or a store that refuses
+// the write for real (a read-only directory), ends Commit at once with an
+// error naming the manifest path that is not retriable.
 func TestCommitManifestWriteRetries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	tr := startTier(ctx, t)
-	tr.createPartitioned(ctx, t, "shop", "events", 4, 3, "a", "b", "c")
+	tr.createPartitioned(ctx, t, "shop", "events", 4, 3, "a", "b", "c", "d")
 
 	inner := tr.e.Objects()
 	faults := objstore.NewFaults(inner.Bucket())
@@ -116,14 +124,25 @@ func TestCommitManifestWriteRetries(t *testing.T) {
 		if n := faults.Calls(objstore.OpPut); n < 2 {
 			t.Fatalf("%d manifest puts before the context ended, want repeats", n)
 		}
-		// Errors of the store that repeating cannot cure end Commit at
-		// once.
-		for _, final := range []error{objstore.ErrIntegrity, objstore.ErrInvalidKey, fs.ErrPermission} {
+		// Errors of the store that repeating cannot cure, and errors that
+		// objstore cannot classify, end Commit at once.
+		errUnclassified := errors.New("injected: no class")
+		for _, final := range []error{
+			objstore.ErrIntegrity, objstore.ErrInvalidKey, objstore.ErrPermission, objstore.ErrBucketNotFound,
+			objstore.ErrNoSpace, objstore.ErrInvalidRequest, fs.ErrPermission, errUnclassified,
+		} {
 			faults.Reset()
-			faults.FailNth(objstore.OpPut, 1, fmt.Errorf("injected: %w", final))
+			injected := final
+			if final != errUnclassified {
+				injected = fmt.Errorf("injected: %w", final)
+			}
+			faults.FailNth(objstore.OpPut, 1, injected)
 			_, err := c.Commit(ctx, bc, res, time.Minute)
-			if !errors.Is(err, final) || bulkloadclient.IsRetriable(err) {
+			if !errors.Is(err, final) || bulkloadclient.IsRetriable(err) || errors.Is(err, bulkload.ErrUnavailable) {
 				t.Fatalf("commit with the store failing with %v: %v, want that error, not retriable", final, err)
+			}
+			if !strings.Contains(err.Error(), bc.ManifestPath()) {
+				t.Fatalf("commit with the store failing with %v: %v does not name the manifest path %s", final, err, bc.ManifestPath())
 			}
 			if n := faults.Calls(objstore.OpPut); n != 1 {
 				t.Fatalf("%d manifest puts after %v, want 1", n, final)
@@ -161,6 +180,66 @@ func TestCommitManifestWriteRetries(t *testing.T) {
 		tr.expectRows(ctx, t, target, rows)
 	})
 
+	t.Run("read-only-store", func(t *testing.T) {
+		faults.Reset()
+		target := bulkload.Target{Database: "shop", Table: "events", Partition: "d"}
+		bc, err := begin(ctx, c, target, "manifest-d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := regionRows("d", 150)
+		res := build(ctx, t, bc, rows)
+		key := manifestKey(t, bc)
+		// The directory the manifest goes to refuses new entries.
+		dir, ok := strings.CutPrefix(inner.URI(key), "file://")
+		if !ok {
+			t.Fatalf("the tier's store is %s, want file://", inner.Base())
+		}
+		dir = filepath.Dir(filepath.FromSlash(dir))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		undo := makeReadOnly(t, dir)
+		before := ft.reached("Commit")
+
+		// A budget that would hold many repeats: the write is made once.
+		_, err = c.Commit(ctx, bc, res, 10*time.Minute)
+		if !errors.Is(err, objstore.ErrPermission) || !errors.Is(err, fs.ErrPermission) ||
+			objstore.IsTransient(err) || bulkloadclient.IsRetriable(err) {
+			t.Fatalf("commit into a read-only store: %v, want objstore.ErrPermission, not retriable", err)
+		}
+		if !strings.Contains(err.Error(), bc.ManifestPath()) {
+			t.Fatalf("commit into a read-only store: %v does not name the manifest path %s", err, bc.ManifestPath())
+		}
+		if n := faults.Calls(objstore.OpPut); n != 1 {
+			t.Fatalf("%d manifest puts into a read-only store, want 1", n)
+		}
+		if _, err := inner.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("manifest after a refused write: %v, want ErrNotFound", err)
+		}
+		if n := ft.reached("Commit") - before; n != 0 {
+			t.Fatalf("%d commits reached the server", n)
+		}
+		if st, err := c.Status(ctx, bc.Handle()); err != nil || st.State != bulkload.Begun {
+			t.Fatalf("status: %+v, %v", st, err)
+		}
+		if n, err := tr.count(ctx, target); !tierclient.IsTargetLoading(err) {
+			t.Fatalf("scan of the target of a BEGUN load: %d rows, %v; want TARGET_LOADING", n, err)
+		}
+
+		// The store fixed, the same Commit finishes the load.
+		undo()
+		st, err := c.Commit(ctx, bc, res, time.Minute)
+		if err != nil || st.State != bulkload.Committed {
+			t.Fatalf("commit after the store was fixed: %+v, %v", st, err)
+		}
+		if n := ft.reached("Commit") - before; n != 1 {
+			t.Fatalf("%d commits reached the server, want 1", n)
+		}
+		expectOneCommitted(ctx, t, tr, bc)
+		tr.expectRows(ctx, t, target, rows)
+	})
+
 	t.Run("conflict", func(t *testing.T) {
 		faults.Reset()
 		target := bulkload.Target{Database: "shop", Table: "events", Partition: "c"}
@@ -188,4 +267,73 @@ func TestCommitManifestWriteRetries(t *testing.T) {
 		}
 		tr.expectActiveEmpty(ctx, t, target)
 	})
+}
+
+// makeReadOnly makes dir refuse new entries until undo is called or the
+// test ends. An ordinary user gets mode 0555. Modes do not stop root, so
+// root gets the immutable attribute instead (chattr +i: FS_IMMUTABLE_FL),
+// which needs Linux, CAP_LINUX_IMMUTABLE and a file system that has the
+// attribute (ext4, xfs, btrfs, tmpfs since Linux 6.0).
+func makeReadOnly(t *testing.T, dir string) (undo func()) {
+	t.Helper()
+	var restore func()
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		restore = func() {
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Error(err)
+			}
+		}
+	} else {
+		if err := setImmutable(dir, true); err != nil {
+			t.Fatalf("make %s read-only for root: %v (needs Linux, CAP_LINUX_IMMUTABLE and a file system with the immutable attribute)", dir, err)
+		}
+		restore = func() {
+			if err := setImmutable(dir, false); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	done := false
+	once := func() {
+		if !done {
+			done = true
+			restore()
+		}
+	}
+	t.Cleanup(once) // before t.TempDir's removal, which an immutable dir would fail
+	return once
+}
+
+// setImmutable sets or clears FS_IMMUTABLE_FL on path (Linux, 64-bit
+// ioctl numbers).
+func setImmutable(path string, on bool) error {
+	const (
+		getFlags  = 0x80086601 // FS_IOC_GETFLAGS
+		setFlags  = 0x40086602 // FS_IOC_SETFLAGS
+		immutable = 0x10       // FS_IMMUTABLE_FL
+	)
+	if runtime.GOOS != "linux" || unsafe.Sizeof(uintptr(0)) != 8 {
+		return fmt.Errorf("the immutable attribute is set through 64-bit Linux ioctls, not on %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var flags int32
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), getFlags, uintptr(unsafe.Pointer(&flags))); errno != 0 {
+		return fmt.Errorf("FS_IOC_GETFLAGS: %w", errno)
+	}
+	if on {
+		flags |= immutable
+	} else {
+		flags &^= immutable
+	}
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), setFlags, uintptr(unsafe.Pointer(&flags))); errno != 0 {
+		return fmt.Errorf("FS_IOC_SETFLAGS: %w", errno)
+	}
+	return nil
 }
