@@ -167,6 +167,10 @@ func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
 		q := loc.query
 		if !q.Has("create_dir") {
 			q.Set("create_dir", "true")
+		} else if on, err := strconv.ParseBool(q.Get("create_dir")); err == nil && !on {
+			// fileblob creates the root for any value, "false" too; only
+			// an empty one turns that off.
+			q.Set("create_dir", "")
 		}
 		if !q.Has("metadata") {
 			// No .attrs sidecars: fileblob writes them non-atomically, and a

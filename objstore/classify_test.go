@@ -294,17 +294,19 @@ func TestFileReadOnly(t *testing.T) {
 }
 
 // TestFileMissingRoot: a file:// root that does not exist, with
-// create_dir off (the parameter present but empty: fileblob takes any
-// value, "false" too, as on), is ErrBucketNotFound at Open.
+// create_dir off ("false", "0" or empty; fileblob itself takes any value as
+// on), is ErrBucketNotFound at Open and is not created.
 func TestFileMissingRoot(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "absent")
-	_, err := Open(t.Context(), "file://"+filepath.ToSlash(root)+"?create_dir=")
-	wantClass(t, "open a missing root", err, ErrBucketNotFound)
-	if errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("open a missing root: %v, want fs.ErrNotExist and not ErrNotFound", err)
-	}
-	if _, serr := os.Stat(root); !errors.Is(serr, fs.ErrNotExist) {
-		t.Fatalf("the root was created: %v", serr)
+	for _, off := range []string{"", "false", "0"} {
+		_, err := Open(t.Context(), "file://"+filepath.ToSlash(root)+"?create_dir="+off)
+		wantClass(t, "open a missing root, create_dir="+off, err, ErrBucketNotFound)
+		if errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("open a missing root, create_dir=%s: %v, want fs.ErrNotExist and not ErrNotFound", off, err)
+		}
+		if _, serr := os.Stat(root); !errors.Is(serr, fs.ErrNotExist) {
+			t.Fatalf("create_dir=%s: the root was created: %v", off, serr)
+		}
 	}
 	// The default creates it.
 	s := openStore(t, "file://"+filepath.ToSlash(root))

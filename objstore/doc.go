@@ -162,8 +162,9 @@
 //     object (ENOTDIR) is none either.
 //   - ErrBucketNotFound: the store itself does not exist: S3's
 //     NoSuchBucket, or a file:// root missing at Open, which only happens
-//     with create_dir off: the parameter present and empty ("create_dir="),
-//     since fileblob takes any value, "false" too, as on. It does not wrap
+//     with create_dir off ("create_dir=false", "0" or empty; objstore
+//     passes fileblob an empty value, since fileblob takes any value as
+//     on). It does not wrap
 //     ErrNotFound. On s3://, Stat and Delete (which gocloud begins with a
 //     HEAD) cannot tell a missing bucket from a missing object, since the
 //     answer to a HEAD has no body: they say ErrNotFound. Put, PutIfAbsent,
