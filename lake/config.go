@@ -1,13 +1,17 @@
 package lake
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/thawdb/thaw/internal/strictjson"
 )
 
 // Catalog types accepted in Config.Type.
@@ -45,18 +49,36 @@ func (s Secret) GoString() string { return fmt.Sprintf("lake.Secret(%q)", s.disp
 // MarshalJSON writes "[redacted]", so a marshalled Config is safe to show.
 func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.display()) }
 
-// UnmarshalJSON reads a plain JSON string.
+// UnmarshalJSON reads a plain JSON string. "[redacted]" is an error: it is
+// what a printed Config shows, never the secret itself.
 func (s *Secret) UnmarshalJSON(b []byte) error {
 	var v string
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("lake: secret must be a JSON string: %w", err)
 	}
-	*s = Secret(v)
-	return nil
+	return s.set(v)
 }
 
 // MarshalYAML writes "[redacted]" (gopkg.in/yaml and go.yaml.in/yaml call it).
 func (s Secret) MarshalYAML() (any, error) { return s.display(), nil }
+
+// UnmarshalYAML reads a YAML string (the yaml packages call it; this form
+// of the method needs no import). "[redacted]" is an error, as for JSON.
+func (s *Secret) UnmarshalYAML(unmarshal func(any) error) error {
+	var v string
+	if err := unmarshal(&v); err != nil {
+		return err
+	}
+	return s.set(v)
+}
+
+func (s *Secret) set(v string) error {
+	if v == redacted {
+		return fmt.Errorf("%w: a secret reads %q: that is how a printed config shows it, not the secret", ErrConfig, redacted)
+	}
+	*s = Secret(v)
+	return nil
+}
 
 // LogValue keeps log/slog from printing the value.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.display()) }
@@ -154,6 +176,46 @@ type AzureConfig struct {
 	SASToken Secret `json:"sas_token,omitempty" yaml:"sas_token,omitempty"`
 	Endpoint string `json:"endpoint,omitempty" yaml:"endpoint,omitempty"`
 	Protocol string `json:"protocol,omitempty" yaml:"protocol,omitempty"`
+}
+
+// DecodeConfigJSON decodes a Config from its JSON form (a lake config
+// file) strictly: invalid UTF-8, an unknown, repeated or null member
+// (struct member names match exactly; header and property names are kept
+// as they are), a value of the wrong type, a secret that reads
+// "[redacted]" and trailing data are errors wrapping ErrConfig that name
+// the member. It does not Validate, so that a caller can apply overrides
+// (flags, the environment) first.
+func DecodeConfigJSON(b []byte) (Config, error) {
+	if err := scanConfigJSON(b); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, ErrConfig) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// configMaps are the members of a Config whose values are JSON objects
+// with keys of the user's choosing (map[string]Secret).
+var configMaps = []string{"headers", "properties"}
+
+// scanConfigJSON checks what encoding/json does not of a Config's JSON
+// (strictjson.Check): one object and nothing after it, no key repeated
+// within an object, no null member, and struct member names spelled
+// [a-z0-9_], so they match exactly (header and property names are the
+// user's).
+func scanConfigJSON(b []byte) error {
+	top, err := strictjson.Check(b, strictjson.Options{FreeKeys: configMaps, NoNull: true})
+	if err == nil && top == nil {
+		err = errors.New("not a JSON object")
+	}
+	return err
 }
 
 // Defaults returns c with the default type and name filled in.

@@ -8,10 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/strictjson"
+	"github.com/thawdb/thaw/kv"
 )
 
 // Ledger stores promotion records durably. Implementations are safe for
@@ -137,7 +141,7 @@ func (l *EtcdLedger) Get(ctx context.Context, id string) (Record, error) {
 	if len(resp.Kvs) == 0 {
 		return Record{}, fmt.Errorf("%w: promotion %s", ErrNotFound, id)
 	}
-	r, err := decodeRecord(resp.Kvs[0].Value)
+	r, err := decodeRecord(id, resp.Kvs[0].Value)
 	if err != nil {
 		return Record{}, fmt.Errorf("promoter: ledger get %s: %w", id, err)
 	}
@@ -153,7 +157,7 @@ func (l *EtcdLedger) List(ctx context.Context) ([]Record, error) {
 	}
 	out := make([]Record, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r, err := decodeRecord(kv.Value)
+		r, err := decodeRecord(strings.TrimPrefix(string(kv.Key), l.dir()), kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("promoter: ledger list %s: %w", kv.Key, err)
 		}
@@ -182,20 +186,80 @@ func encodeRecord(r Record) ([]byte, error) {
 	return b, nil
 }
 
-// decodeRecord parses a stored record strictly: unknown fields and trailing
-// data are errors.
-func decodeRecord(b []byte) (Record, error) {
+// Members of a stored record: recordMembers are always written,
+// recordOptional only when not empty.
+var (
+	recordMembers = []string{
+		"id", "policy", "catalog", "lake_table", "partition", "source_snapshot_id", "scan_snapshot_id",
+		"database", "table", "caller_token", "attempt", "phase", "buckets", "rows", "bytes", "duplicates",
+		"created_at", "updated_at",
+	}
+	recordOptional = []string{"lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at"}
+)
+
+// decodeRecord parses the record stored under the key of id strictly:
+// invalid UTF-8, an unknown, missing, repeated or null member (names match
+// exactly), trailing data, a value of the wrong type or out of range, and
+// a record of another id are errors that name the member at fault.
+func decodeRecord(id string, b []byte) (Record, error) {
+	fail := func(format string, args ...any) (Record, error) {
+		return Record{}, fmt.Errorf("decode record: %s", fmt.Sprintf(format, args...))
+	}
+	// A record is two levels deep.
+	members, err := strictjson.Check(b, strictjson.Options{MaxDepth: 8})
+	if err != nil {
+		return fail("%v", err)
+	}
+	if members == nil {
+		return fail("not a JSON object")
+	}
+	if err := strictjson.Members(members, recordMembers, recordOptional); err != nil {
+		return fail("%v", err)
+	}
 	var r Record
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Record{}, fmt.Errorf("decode record: %w", err)
+		return fail("%v", err)
 	}
-	if dec.More() {
-		return Record{}, errors.New("decode record: trailing data")
+	if err := r.validate(); err != nil {
+		return fail("%v", err)
 	}
-	if err := validID(r.ID); err != nil {
-		return Record{}, err
+	if r.ID != id {
+		return fail("record %s stored under the key of %s", r.ID, id)
 	}
 	return r, nil
+}
+
+// validate checks the values of a stored record: the forms and ranges
+// that the executor writes.
+func (r Record) validate() error {
+	if validID(r.ID) != nil {
+		return fmt.Errorf("id %q is not p- and 16 lowercase hex digits", r.ID)
+	}
+	switch r.Phase {
+	case PhasePlanned, PhaseBegun, PhaseBuilding, PhaseCommitting, PhaseCommitted, PhaseAborted, PhaseFailed:
+	default:
+		return fmt.Errorf("phase %q is not one of planned, begun, building, committing, committed, aborted, failed", r.Phase)
+	}
+	switch {
+	case r.Attempt < 1:
+		return fmt.Errorf("attempt %d below 1", r.Attempt)
+	case r.Buckets < 0 || r.Buckets > kv.MaxBuckets:
+		return fmt.Errorf("buckets %d not in 0..%d", r.Buckets, kv.MaxBuckets)
+	case r.Rows < 0:
+		return fmt.Errorf("rows %d negative", r.Rows)
+	case r.Bytes < 0:
+		return fmt.Errorf("bytes %d negative", r.Bytes)
+	case r.Duplicates < 0:
+		return fmt.Errorf("duplicates %d negative", r.Duplicates)
+	case r.Retriable && r.Error == "":
+		return errors.New("retriable without an error")
+	}
+	if r.TxnID != "" {
+		if err := bulkload.ValidateTxnID(r.TxnID); err != nil {
+			return fmt.Errorf("txn_id: %w", err)
+		}
+	}
+	return nil
 }

@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/strictjson"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/snapshotbuild"
 )
 
 // BuildContextVersion is the version of BuildContext's serialized form.
@@ -123,24 +124,44 @@ func (bc *BuildContext) Marshal() ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalBuildContext parses what Marshal returned. It is strict: an
-// unknown version, an unknown field, trailing data or inconsistent facts are
-// errors wrapping bulkload.ErrInvalidRequest.
+// contextMembers are the members of the serialized form, all required.
+var contextMembers = []string{
+	"version", "database", "table", "partition", "table_id", "partition_id", "txn_id", "schema_id", "schema",
+	"buckets", "bucketing", "remote_data_dir", "snapshot_ids", "manifest_path", "build_deadline_ms",
+}
+
+// UnmarshalBuildContext parses what Marshal returned. It is strict: a
+// version other than BuildContextVersion, an unknown, missing, repeated or
+// null member (member names match exactly, at any depth, the schema's
+// included), trailing data, invalid UTF-8, a value out of range and
+// inconsistent facts are errors wrapping bulkload.ErrInvalidRequest that
+// name the member at fault.
 func UnmarshalBuildContext(b []byte) (*BuildContext, error) {
 	fail := func(format string, args ...any) (*BuildContext, error) {
 		return nil, fmt.Errorf("bulkloadclient: unmarshal build context: %w: %s", bulkload.ErrInvalidRequest, fmt.Sprintf(format, args...))
 	}
-	var probe struct {
-		Version *int `json:"version"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
+	if err := scanJSON(b); err != nil {
 		return fail("%v", err)
 	}
-	if probe.Version == nil {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil || members == nil {
+		return fail("not a JSON object")
+	}
+	// The version first, so that a context of another version says so
+	// rather than naming the members this one does not know.
+	rawVersion, ok := members["version"]
+	if !ok {
 		return fail("no version")
 	}
-	if *probe.Version != BuildContextVersion {
-		return fail("version %d, want %d", *probe.Version, BuildContextVersion)
+	var version int
+	if err := json.Unmarshal(rawVersion, &version); err != nil || string(rawVersion) == "null" {
+		return fail("version %s is not an integer", rawVersion)
+	}
+	if version != BuildContextVersion {
+		return fail("version %d, want %d", version, BuildContextVersion)
+	}
+	if err := checkMembers(members, contextMembers, nil); err != nil {
+		return fail("%v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -148,8 +169,8 @@ func UnmarshalBuildContext(b []byte) (*BuildContext, error) {
 	if err := dec.Decode(&w); err != nil {
 		return fail("%v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fail("trailing data")
+	if w.BuildDeadlineMS <= 0 {
+		return fail("build_deadline_ms %d not positive", w.BuildDeadlineMS)
 	}
 	bc := &BuildContext{
 		handle: bulkload.Handle{
@@ -164,6 +185,141 @@ func UnmarshalBuildContext(b []byte) (*BuildContext, error) {
 		return fail("%v", err)
 	}
 	return bc, nil
+}
+
+// Members of a serialized snapshotbuild.BucketResult.
+var (
+	resultMembers = []string{
+		"bucket", "snapshot_id", "metadata_path", "metadata_length", "metadata_sha256", "row_count",
+		"duplicates", "bytes", "files", "log_offset",
+	}
+	resultOptional = []string{"min_key", "max_key", "metadata_adopted"}
+)
+
+// UnmarshalBucketResults parses the results of builds as a builder ships
+// them to the committer: the JSON of a []snapshotbuild.BucketResult (what
+// json.Marshal of Finish's results and `thaw bulkload build` write), or of
+// one snapshotbuild.BucketResult. It is strict, like
+// UnmarshalBuildContext: an unknown, missing, repeated or null member,
+// trailing data, invalid UTF-8 and a value out of range (a negative count,
+// a bucket outside [0, kv.MaxBuckets), a digest that is not 64 lowercase
+// hex digits, keys that are not lowercase hex or out of order, keys of an
+// empty bucket) are errors wrapping bulkload.ErrInvalidRequest that name
+// the result and the member. Whether the results cover a context's buckets
+// is CheckCoverage's question.
+func UnmarshalBucketResults(b []byte) ([]snapshotbuild.BucketResult, error) {
+	fail := func(format string, args ...any) ([]snapshotbuild.BucketResult, error) {
+		return nil, fmt.Errorf("bulkloadclient: unmarshal bucket results: %w: %s", bulkload.ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
+	if err := scanJSON(b); err != nil {
+		return fail("%v", err)
+	}
+	var raws []json.RawMessage
+	switch t := bytes.TrimLeft(b, " \t\r\n"); {
+	case len(t) > 0 && t[0] == '{':
+		raws = []json.RawMessage{b}
+	case len(t) > 0 && t[0] == '[':
+		if err := json.Unmarshal(b, &raws); err != nil {
+			return fail("%v", err)
+		}
+	default:
+		return fail("not a JSON array of results or one result object")
+	}
+	out := make([]snapshotbuild.BucketResult, 0, len(raws))
+	for i, raw := range raws {
+		r, err := unmarshalBucketResult(raw)
+		if err != nil {
+			return fail("result %d: %v", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func unmarshalBucketResult(raw json.RawMessage) (snapshotbuild.BucketResult, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil || members == nil {
+		return snapshotbuild.BucketResult{}, errors.New("not a JSON object")
+	}
+	if err := checkMembers(members, resultMembers, resultOptional); err != nil {
+		return snapshotbuild.BucketResult{}, err
+	}
+	var r snapshotbuild.BucketResult
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return snapshotbuild.BucketResult{}, err
+	}
+	if err := validateBucketResult(r); err != nil {
+		return snapshotbuild.BucketResult{}, fmt.Errorf("bucket %d: %w", r.Bucket, err)
+	}
+	return r, nil
+}
+
+// validateBucketResult checks the ranges and forms of one result's values.
+func validateBucketResult(r snapshotbuild.BucketResult) error {
+	switch {
+	case r.Bucket < 0 || r.Bucket >= kv.MaxBuckets:
+		return fmt.Errorf("bucket %d not in [0,%d)", r.Bucket, kv.MaxBuckets)
+	case r.SnapshotID < 0:
+		return fmt.Errorf("snapshot_id %d negative", r.SnapshotID)
+	case r.MetadataPath == "":
+		return errors.New("metadata_path empty")
+	case r.MetadataLength <= 0 || r.MetadataLength > snapshot.MaxDocumentSize:
+		return fmt.Errorf("metadata_length %d not in 1..%d", r.MetadataLength, snapshot.MaxDocumentSize)
+	case len(r.MetadataSHA256) != 64 || !lowerHex(r.MetadataSHA256):
+		return fmt.Errorf("metadata_sha256 %q is not 64 lowercase hex digits", r.MetadataSHA256)
+	case r.RowCount < 0:
+		return fmt.Errorf("row_count %d negative", r.RowCount)
+	case r.Duplicates < 0:
+		return fmt.Errorf("duplicates %d negative", r.Duplicates)
+	case r.Bytes < 0:
+		return fmt.Errorf("bytes %d negative", r.Bytes)
+	case r.Files < 0:
+		return fmt.Errorf("files %d negative", r.Files)
+	case r.LogOffset < 0:
+		return fmt.Errorf("log_offset %d negative", r.LogOffset)
+	case len(r.MinKey)%2 != 0 || !lowerHex(r.MinKey):
+		return fmt.Errorf("min_key %q is not lowercase hex bytes", r.MinKey)
+	case len(r.MaxKey)%2 != 0 || !lowerHex(r.MaxKey):
+		return fmt.Errorf("max_key %q is not lowercase hex bytes", r.MaxKey)
+	case r.RowCount == 0 && (r.MinKey != "" || r.MaxKey != ""):
+		return errors.New("min_key or max_key of an empty bucket")
+	case r.MinKey > r.MaxKey: // lowercase hex sorts as the bytes it encodes
+		return fmt.Errorf("min_key %s above max_key %s", r.MinKey, r.MaxKey)
+	}
+	return nil
+}
+
+func lowerHex(s string) bool {
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkMembers checks the members of one object of a document that
+// scanJSON accepted (see strictjson.Members).
+func checkMembers(members map[string]json.RawMessage, required, optional []string) error {
+	nulls := make(map[string]bool, len(members))
+	for k, v := range members {
+		nulls[k] = string(v) == "null"
+	}
+	return strictjson.Members(nulls, required, optional)
+}
+
+// maxJSONDepth bounds the nesting of the documents this package parses (a
+// build context with its schema is four levels deep).
+const maxJSONDepth = 16
+
+// scanJSON checks what encoding/json does not (strictjson.Check): member
+// names then match exactly, and repeated members, invalid UTF-8, deep
+// nesting and trailing data are errors.
+func scanJSON(b []byte) error {
+	_, err := strictjson.Check(b, strictjson.Options{MaxDepth: maxJSONDepth})
+	return err
 }
 
 // fromTargetInfo builds a context from Begin's target info.
@@ -205,13 +361,22 @@ func (bc *BuildContext) init() error {
 	if err := bulkload.ValidateTxnID(h.TxnID); err != nil {
 		return err
 	}
+	if err := bc.SnapshotTarget().Validate(); err != nil {
+		return err
+	}
 	for b, id := range bc.snapshotIDs {
 		if id < 0 {
 			return fmt.Errorf("negative snapshot id %d of bucket %d", id, b)
 		}
 	}
+	// The schema strictly too: a member this client does not know may
+	// change the encoding, so it is an error, not ignored.
+	if err := scanJSON(bc.schemaJSON); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
 	var s kv.TableSchema
 	dec := json.NewDecoder(bytes.NewReader(bc.schemaJSON))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		return fmt.Errorf("schema: %w", err)
 	}

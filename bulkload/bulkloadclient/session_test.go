@@ -23,6 +23,12 @@ const partitionedSchema = `{"schema_id":0,"columns":[{"name":"region","type":"ST
 // table whose remote data dir is a fresh file:// directory.
 func partitionedContext(t *testing.T) *BuildContext {
 	t.Helper()
+	return partitionedContextIDs(t, []int64{1, 1, 1, 1})
+}
+
+// partitionedContextIDs is partitionedContext with the given snapshot ids.
+func partitionedContextIDs(t testing.TB, ids []int64) *BuildContext {
+	t.Helper()
 	remote := "file://" + filepath.ToSlash(t.TempDir())
 	txn := "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
 	bc, err := fromTargetInfo(&tierv1.BulkLoadTargetInfo{
@@ -30,7 +36,7 @@ func partitionedContext(t *testing.T) *BuildContext {
 			Target: &tierv1.TargetPath{Database: "shop", Table: "events", Partition: new("us")}, TableId: 7, PartitionId: 3, TxnId: txn,
 		},
 		SchemaId: 0, TableSchemaJson: []byte(partitionedSchema), BucketCount: 4, Bucketing: "fluss",
-		RemoteDataDir: remote, SnapshotIds: []int64{1, 1, 1, 1},
+		RemoteDataDir: remote, SnapshotIds: ids,
 		ManifestPath: remote + "/kv/shop/events-7/us-p3/_bulkload/" + txn + "/manifest", BuildDeadlineMs: time.Now().Add(time.Hour).UnixMilli(),
 	})
 	if err != nil {

@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -540,20 +538,7 @@ func readResults(paths []string) ([]snapshotbuild.BucketResult, map[int][]string
 		if err != nil {
 			return nil, nil, fmt.Errorf("read results: %w", err)
 		}
-		b = bytes.TrimSpace(b)
-		var rs []snapshotbuild.BucketResult
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if len(b) > 0 && b[0] == '{' {
-			var r snapshotbuild.BucketResult
-			err = dec.Decode(&r)
-			rs = []snapshotbuild.BucketResult{r}
-		} else {
-			err = dec.Decode(&rs)
-		}
-		if err == nil && dec.More() {
-			err = errors.New("trailing data")
-		}
+		rs, err := bulkloadclient.UnmarshalBucketResults(b)
 		if err != nil {
 			return nil, nil, fmt.Errorf("results %s: want the JSON array thaw bulkload build prints: %w", p, err)
 		}

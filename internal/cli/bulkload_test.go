@@ -179,11 +179,21 @@ func TestBulkloadFileErrors(t *testing.T) {
 		t.Errorf("two documents: %v", err)
 	}
 	one := dir + "/one.json"
-	if err := writeTestFile(one, `{"bucket":3,"snapshot_id":7}`); err != nil {
+	// One result, not an array (a complete one: every member is required).
+	if err := writeTestFile(one, `{"bucket":3,"snapshot_id":7,"metadata_path":"file:///r/db/t/3/snap-7/_METADATA",`+
+		`"metadata_length":100,"metadata_sha256":"`+strings.Repeat("ab", 32)+`","row_count":2,"duplicates":0,`+
+		`"bytes":4096,"files":4,"min_key":"01","max_key":"02","log_offset":2}`); err != nil {
 		t.Fatal(err)
 	}
 	rs, from, err := readResults([]string{one, one})
 	if err != nil || len(rs) != 2 || rs[0].Bucket != 3 || len(from[3]) != 2 {
 		t.Errorf("one result twice: %v %v %v", rs, from, err)
+	}
+	partial := dir + "/partial.json"
+	if err := writeTestFile(partial, `{"bucket":3,"snapshot_id":7}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readResults([]string{partial}); err == nil || !strings.Contains(err.Error(), "missing member") {
+		t.Errorf("a partial result: %v", err)
 	}
 }

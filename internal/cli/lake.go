@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,9 +59,7 @@ func (c *catalogFlags) lakeConfig() (lake.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("read lake config: %w", err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
+		if cfg, err = lake.DecodeConfigJSON(b); err != nil {
 			return cfg, fmt.Errorf("lake config %s: %w", c.config, err)
 		}
 	}

@@ -58,10 +58,14 @@ func DecodeConfig(r io.Reader, name string, cfg Config) error {
 		return fmt.Errorf("daemon: config %s: %w", name, err)
 	}
 	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return fmt.Errorf("daemon: config %s: after the document: %w", name, err)
+	default:
 		return fmt.Errorf("daemon: config %s: more than one YAML document (line %d)", name, extra.Line)
 	}
-	return nil
 }
 
 // Defaults of the configuration; docs/tier.md lists every key.

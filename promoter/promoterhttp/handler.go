@@ -177,18 +177,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return invalidf("read request body: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return invalidf("empty request body: want a JSON object")
-		}
-		return invalidf("request body: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalidf("request body: trailing data after the JSON object")
-	}
-	return nil
+	return decodeBody(body, v)
 }
 
 // ValidateRequest checks an on-demand request's form (the promoter checks

@@ -1,10 +1,17 @@
 package promoterhttp
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"time"
+	"unicode/utf8"
 
+	"github.com/thawdb/thaw/internal/strictjson"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
@@ -201,4 +208,41 @@ type PoliciesResponse struct {
 type ErrorResponse struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+}
+
+// decodeBody decodes a request body, one JSON object, strictly into v (a
+// pointer to a struct whose JSON names are lowercase snake_case): an empty
+// body, invalid UTF-8, malformed JSON, anything but an object, an unknown,
+// repeated or null member (names match exactly: encoding/json alone
+// matches them case-insensitively and keeps the last of repeated ones), a
+// value of the wrong type and trailing data are errors for which the
+// handler answers 400, naming the problem.
+func decodeBody(body []byte, v any) error {
+	if len(bytes.Trim(body, " \t\r\n")) == 0 {
+		return invalidf("empty request body: want a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return invalidf("request body: invalid utf-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidf("request body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidf("request body: trailing data after the JSON object")
+	}
+	members, err := strictjson.Check(body, strictjson.Options{})
+	if err == nil && members == nil {
+		err = errors.New("not a JSON object")
+	}
+	if err != nil {
+		return invalidf("request body: %v", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(members)) {
+		if members[k] {
+			return invalidf("request body: member %q is null", k)
+		}
+	}
+	return nil
 }

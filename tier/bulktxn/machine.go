@@ -145,11 +145,8 @@ func (b *Begin) record(cfg Config) (bulkload.Record, error) {
 	if err != nil {
 		return bulkload.Record{}, err
 	}
-	var schema kv.TableSchema
-	if err := json.Unmarshal(b.Schema, &schema); err != nil {
-		return invalid(fmt.Errorf("table schema: %w", err))
-	}
-	if err := schema.Validate(); err != nil {
+	schema, err := decodeSchema(b.Schema)
+	if err != nil {
 		return invalid(err)
 	}
 	if (len(schema.PartitionKeys) > 0) != (b.Target.Partition != "") {
@@ -183,7 +180,10 @@ func (b *Begin) record(cfg Config) (bulkload.Record, error) {
 // manifest), an abort in progress is finished, COMMITTING continues
 // adopting, restoring or publishing, a terminal transaction waits for its
 // result expiry. A record and registration no sequence of writes produces
-// is ErrInconsistent.
+// is ErrInconsistent; a record that is not valid, or whose table schema is
+// not the canonical JSON of a valid schema that agrees with the record's
+// schema id, bucket count, bucketing and target, is
+// bulkload.ErrInvalidRecord.
 func Recover(cfg Config, rec bulkload.Record, obs Observed) (*Machine, []Effect, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
@@ -193,6 +193,9 @@ func Recover(cfg Config, rec bulkload.Record, obs Observed) (*Machine, []Effect,
 	}
 	if err := snapTarget(&rec).Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", bulkload.ErrInvalidRecord, err)
+	}
+	if err := checkRecordSchema(&rec); err != nil {
+		return nil, nil, fmt.Errorf("%w: transaction %s: %w", bulkload.ErrInvalidRecord, rec.TxnID, err)
 	}
 	if obs.RecordRev <= 0 {
 		return nil, nil, fmt.Errorf("%w: record revision %d", ErrUnexpected, obs.RecordRev)
@@ -220,6 +223,56 @@ func Recover(cfg Config, rec bulkload.Record, obs Observed) (*Machine, []Effect,
 	}
 	m.advance()
 	return m, m.finish(), nil
+}
+
+// decodeSchema decodes a table schema strictly: it must be the JSON that
+// json.Marshal writes of a valid kv.TableSchema (which is what a record
+// holds: Begin stores the compacted schema the coordinator encoded), so
+// an unknown, repeated or misspelt member, trailing data and any other
+// spelling are errors.
+func decodeSchema(raw json.RawMessage) (kv.TableSchema, error) {
+	var s kv.TableSchema
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return kv.TableSchema{}, fmt.Errorf("table schema: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return kv.TableSchema{}, err
+	}
+	canonical, err := json.Marshal(s)
+	if err != nil {
+		return kv.TableSchema{}, fmt.Errorf("table schema: %w", err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return kv.TableSchema{}, fmt.Errorf("table schema: %w", err)
+	}
+	if !bytes.Equal(compact.Bytes(), canonical) {
+		return kv.TableSchema{}, fmt.Errorf("table schema %s is not in its canonical form %s", compact.Bytes(), canonical)
+	}
+	return s, nil
+}
+
+// checkRecordSchema checks that a persisted record's table schema is a
+// valid schema (decodeSchema) that agrees with the record's schema id,
+// bucket count, bucketing and target.
+func checkRecordSchema(r *bulkload.Record) error {
+	s, err := decodeSchema(r.Schema)
+	if err != nil {
+		return err
+	}
+	switch {
+	case s.SchemaID != r.SchemaID:
+		return fmt.Errorf("table_schema has schema id %d, the record %d", s.SchemaID, r.SchemaID)
+	case s.Buckets != r.Buckets:
+		return fmt.Errorf("table_schema has %d buckets, the record %d", s.Buckets, r.Buckets)
+	case s.Bucketing.String() != r.Bucketing:
+		return fmt.Errorf("table_schema has %s bucketing, the record %s", s.Bucketing, r.Bucketing)
+	case (len(s.PartitionKeys) > 0) != (r.Target.Partition != ""):
+		return fmt.Errorf("table_schema partitioned %t, but the target is %s", len(s.PartitionKeys) > 0, r.Target)
+	}
+	return nil
 }
 
 // Record returns a copy of the record as last persisted (before the first

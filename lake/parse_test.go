@@ -1,0 +1,76 @@
+package lake
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+type badDoc struct {
+	name, doc, want string
+}
+
+func badConfigJSON() []badDoc {
+	return []badDoc{
+		{"empty", ``, "unexpected end of JSON input"},
+		{"null", `null`, "not a JSON object"},
+		{"array", `[{"uri":"/c.db"}]`, "not a JSON object"},
+		{"truncated", `{"uri":"/c.db"`, "unexpected end of JSON input"},
+		{"trailing object", `{"uri":"/c.db"}{}`, "trailing data"},
+		{"trailing brace", `{"uri":"/c.db"}}`, "trailing data"},
+		{"trailing bracket", `{"uri":"/c.db"}]`, "trailing data"},
+		{"invalid utf-8", "{\"uri\":\"/c\xff.db\"}", "invalid utf-8"},
+		{"unknown member", `{"uri":"/c.db","passwd":"x"}`, `unknown field "passwd"`},
+		{"member in another case", `{"URI":"/c.db"}`, `unknown member "URI"`},
+		{"nested member in another case", `{"uri":"/c.db","storage":{"S3":{}}}`, `unknown member "S3"`},
+		{"nested unknown member", `{"uri":"/c.db","storage":{"s3":{"bucket":"b"}}}`, `unknown field "bucket"`},
+		{"duplicate member", `{"uri":"/a.db","uri":"/b.db"}`, `duplicate member "uri"`},
+		{"duplicate header", `{"type":"rest","uri":"http://c","headers":{"X-A":"1","X-A":"2"}}`, `duplicate member "X-A"`},
+		{"null member", `{"uri":"/c.db","glue":null}`, `member "glue" is null`},
+		{"null secret", `{"uri":"/c.db","password":null}`, `member "password" is null`},
+		{"null header", `{"type":"rest","uri":"http://c","headers":{"X-A":null}}`, `member "X-A" is null`},
+		{"wrong type", `{"uri":5}`, "Config.uri"},
+		{"secret not a string", `{"uri":"/c.db","token":{"value":"x"}}`, "secret must be a JSON string"},
+		{"redacted secret", `{"type":"rest","uri":"http://c","token":"[redacted]"}`, "printed config"},
+		{"redacted property", `{"uri":"/c.db","properties":{"k":"[redacted]"}}`, "printed config"},
+	}
+}
+
+func TestDecodeConfigJSONRejects(t *testing.T) {
+	for _, tc := range badConfigJSON() {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := DecodeConfigJSON([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("accepted %s: %v", tc.doc, c)
+			}
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q: want ErrConfig saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecodeConfigJSONCompatible: config files as documented decode (map
+// keys as written, secrets revealed as given) and validate.
+func TestDecodeConfigJSONCompatible(t *testing.T) {
+	for _, doc := range seedConfigJSON {
+		c, err := DecodeConfigJSON([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+	}
+	c, err := DecodeConfigJSON([]byte(seedConfigJSON[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Type != CatalogREST || c.Credential.Reveal() != "id:secret" || c.Headers["X-Tenant"].Reveal() != "acme" ||
+		c.Headers["x-iceberg-access-delegation"].Reveal() != "vended-credentials" {
+		t.Fatalf("decoded %#v", c)
+	}
+	if s := c.String(); strings.Contains(s, "id:secret") || strings.Contains(s, "acme") {
+		t.Fatalf("String shows a secret: %s", s)
+	}
+}
