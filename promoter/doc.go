@@ -90,6 +90,12 @@
 // attempt's transaction is aborted (or the tier aborted it), one key never
 // has two transactions at once.
 //
+// A record the ledger cannot read (corrupt, or written by a newer promoter:
+// ErrRecordVersion) is logged with its key and left exactly as it is; the
+// other records are settled and Resume's error names it, so Run does not
+// start over a ledger it cannot fully read (see docs/promoter.md, "Ledger
+// record format and upgrades").
+//
 // # Shutdown
 //
 // When Run's context is done, the queue stops taking work, promotions before

@@ -2,6 +2,9 @@ package promoter
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -38,8 +41,10 @@ func seedRecords() []Record {
 }
 
 // FuzzDecodeRecord: decoding a stored ledger value never panics; an error
-// says what is wrong; a decoded record is valid, and its encoding decodes
-// to an equal record and encodes to the same bytes.
+// says what is wrong, and a refused version names the version this
+// promoter reads; a decoded record is valid, its encoding is of the
+// current version, decodes to an equal record and encodes to the same
+// bytes.
 func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range seedRecords() {
 		b, err := encodeRecord(r)
@@ -47,15 +52,27 @@ func FuzzDecodeRecord(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(r.ID, b)
+		// As promoters wrote it before records carried a version.
+		old, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(r.ID, old)
+		f.Add(r.ID, bytes.Replace(b, []byte(`"version":1`), []byte(`"version":2`), 1))
 	}
 	for _, tc := range badRecords() {
 		f.Add(tc.id, []byte(tc.doc))
 	}
+	current := fmt.Sprintf(`{"version":%d,`, LedgerRecordVersion)
 	f.Fuzz(func(t *testing.T, id string, b []byte) {
 		r, err := decodeRecord(id, b)
 		if err != nil {
 			if msg := err.Error(); !strings.HasPrefix(msg, "decode record: ") || len(msg) == len("decode record: ") {
 				t.Fatalf("error %q names no problem", msg)
+			}
+			if want := fmt.Sprintf("this promoter reads version %d; upgrade it", LedgerRecordVersion); errors.Is(err, ErrRecordVersion) &&
+				(!strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "decode record: record version ")) {
+				t.Fatalf("version error %q does not say %q", err, want)
 			}
 			return
 		}
@@ -68,6 +85,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		enc, err := encodeRecord(r)
 		if err != nil {
 			t.Fatalf("encode of decoded %q: %v", b, err)
+		}
+		if !bytes.HasPrefix(enc, []byte(current)) {
+			t.Fatalf("encoding of decoded %q is not of version %d: %q", b, LedgerRecordVersion, enc)
 		}
 		r2, err := decodeRecord(id, enc)
 		if err != nil {

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -30,7 +32,75 @@ type Ledger interface {
 	// Get returns a record; ErrNotFound when there is none.
 	Get(ctx context.Context, id string) (Record, error)
 	// List returns every record, newest first (by CreatedAt, then ID).
+	// A record it cannot read (corrupt, or of a format this promoter does
+	// not read: ErrRecordVersion) is left as it is and reported: List then
+	// returns the records it read together with an error that joins one
+	// *UnreadableRecordError (errors.Is ErrUnreadable) per such key. Any
+	// other error returns no records.
 	List(ctx context.Context) ([]Record, error)
+}
+
+// LedgerRecordVersion is the format version of the ledger records this
+// promoter writes (member "version", first) and the only one it reads. A
+// record without "version" is version 1: what promoters wrote before
+// records carried a version, so those keep decoding.
+//
+// Records are decoded strictly (a member this promoter does not know is an
+// error), so any change of the members — one added, removed, or read
+// differently — is a new version. A record of another version is refused
+// with ErrRecordVersion, an error naming the version found and the one read
+// here, before its members are looked at: a promoter older than the record
+// says to upgrade it rather than "unknown member". A promoter that reads
+// version N must also read every version below N. What every version
+// keeps, so that its version can be read: one JSON object in valid UTF-8,
+// member names lowercase snake_case and never repeated, nesting at most 8
+// deep, "version" a JSON integer.
+const LedgerRecordVersion = 1
+
+var (
+	// ErrRecordVersion: a ledger record has a version this promoter does
+	// not read (a newer promoter wrote it: upgrade this one).
+	ErrRecordVersion = errors.New("promoter: unsupported ledger record version")
+	// ErrUnreadable: a ledger record could not be decoded (see
+	// UnreadableRecordError). The promoter never writes over it.
+	ErrUnreadable = errors.New("promoter: unreadable ledger record")
+)
+
+// UnreadableRecordError is a ledger record that could not be decoded: Key
+// is its etcd key, Err why (a decode error; errors.Is ErrRecordVersion
+// when a newer promoter wrote it). It matches ErrUnreadable.
+type UnreadableRecordError struct {
+	Key string
+	Err error
+}
+
+func (e *UnreadableRecordError) Error() string {
+	return "promoter: unreadable ledger record " + e.Key + ": " + e.Err.Error()
+}
+
+func (e *UnreadableRecordError) Unwrap() error { return e.Err }
+
+// Is makes the error match ErrUnreadable.
+func (e *UnreadableRecordError) Is(target error) bool { return target == ErrUnreadable }
+
+// UnreadableRecords returns the unreadable records that err reports (as
+// List's error joins them), in its order; nil when there is none.
+func UnreadableRecords(err error) []*UnreadableRecordError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *UnreadableRecordError:
+		return []*UnreadableRecordError{e}
+	case interface{ Unwrap() []error }:
+		var out []*UnreadableRecordError
+		for _, w := range e.Unwrap() {
+			out = append(out, UnreadableRecords(w)...)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		return UnreadableRecords(e.Unwrap())
+	}
+	return nil
 }
 
 // EtcdLedger is a Ledger in etcd: one JSON value per record under
@@ -143,7 +213,7 @@ func (l *EtcdLedger) Get(ctx context.Context, id string) (Record, error) {
 	}
 	r, err := decodeRecord(id, resp.Kvs[0].Value)
 	if err != nil {
-		return Record{}, fmt.Errorf("promoter: ledger get %s: %w", id, err)
+		return Record{}, &UnreadableRecordError{Key: string(resp.Kvs[0].Key), Err: err}
 	}
 	r.Revision = resp.Kvs[0].ModRevision
 	return r, nil
@@ -156,16 +226,18 @@ func (l *EtcdLedger) List(ctx context.Context) ([]Record, error) {
 		return nil, fmt.Errorf("promoter: ledger list: %w", err)
 	}
 	out := make([]Record, 0, len(resp.Kvs))
+	var unreadable []error
 	for _, kv := range resp.Kvs {
 		r, err := decodeRecord(strings.TrimPrefix(string(kv.Key), l.dir()), kv.Value)
 		if err != nil {
-			return nil, fmt.Errorf("promoter: ledger list %s: %w", kv.Key, err)
+			unreadable = append(unreadable, &UnreadableRecordError{Key: string(kv.Key), Err: err})
+			continue
 		}
 		r.Revision = kv.ModRevision
 		out = append(out, r)
 	}
 	sortNewestFirst(out)
-	return out, nil
+	return out, errors.Join(unreadable...)
 }
 
 func sortNewestFirst(rs []Record) {
@@ -177,9 +249,17 @@ func sortNewestFirst(rs []Record) {
 	})
 }
 
-// encodeRecord is the record's JSON (the ledger's stored form).
+// storedRecord is the ledger's stored form of a record: the format
+// version, then the record's members.
+type storedRecord struct {
+	Version int `json:"version"`
+	Record
+}
+
+// encodeRecord is the record's JSON (the ledger's stored form), of version
+// LedgerRecordVersion.
 func encodeRecord(r Record) ([]byte, error) {
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(storedRecord{Version: LedgerRecordVersion, Record: r})
 	if err != nil {
 		return nil, fmt.Errorf("promoter: encode record %s: %w", r.ID, err)
 	}
@@ -194,13 +274,70 @@ var (
 		"database", "table", "caller_token", "attempt", "phase", "buckets", "rows", "bytes", "duplicates",
 		"created_at", "updated_at",
 	}
-	recordOptional = []string{"lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at"}
+	recordOptional = []string{"version", "lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at"}
 )
+
+// recordVersionError is a record of a version this promoter does not read.
+type recordVersionError struct {
+	found string // the version's JSON number, as stored
+}
+
+func (e *recordVersionError) Error() string {
+	return fmt.Sprintf("decode record: record version %s: this promoter reads version %d; upgrade it", e.found, LedgerRecordVersion)
+}
+
+func (e *recordVersionError) Is(target error) bool { return target == ErrRecordVersion }
+
+// checkVersion checks the member "version" of a record that strictjson.Check
+// accepted (its names are exact): absent or 1 is version 1; another
+// positive integer is a recordVersionError; anything else an error naming
+// the member.
+func checkVersion(b []byte, members map[string]bool) error {
+	if _, ok := members["version"]; !ok {
+		return nil
+	}
+	var v struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("decode record: member \"version\": %w", err)
+	}
+	raw := string(v.Version)
+	positive := raw != "" && raw[0] >= '1' && raw[0] <= '9'
+	for _, c := range []byte(raw) {
+		positive = positive && c >= '0' && c <= '9'
+	}
+	switch {
+	case !positive:
+		return fmt.Errorf("decode record: member \"version\": %s is not a positive integer", abbreviate(raw))
+	case raw != strconv.Itoa(LedgerRecordVersion):
+		return &recordVersionError{found: abbreviate(raw)}
+	}
+	return nil
+}
+
+// abbreviate shortens a stored value quoted in an error to 32 bytes and
+// an ellipsis (at a rune boundary).
+func abbreviate(s string) string {
+	const limit = 32
+	if len(s) <= limit {
+		return s
+	}
+	n := limit
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // decodeRecord parses the record stored under the key of id strictly:
 // invalid UTF-8, an unknown, missing, repeated or null member (names match
 // exactly), trailing data, a value of the wrong type or out of range, and
-// a record of another id are errors that name the member at fault.
+// a record of another id are errors that name the member at fault. The
+// version (see LedgerRecordVersion) is checked once the document is known
+// to be one JSON object with exact names and before its members: a record
+// of another version is a recordVersionError (errors.Is ErrRecordVersion)
+// whatever its members.
 func decodeRecord(id string, b []byte) (Record, error) {
 	fail := func(format string, args ...any) (Record, error) {
 		return Record{}, fmt.Errorf("decode record: %s", fmt.Sprintf(format, args...))
@@ -213,15 +350,24 @@ func decodeRecord(id string, b []byte) (Record, error) {
 	if members == nil {
 		return fail("not a JSON object")
 	}
+	if err := checkVersion(b, members); err != nil {
+		return Record{}, err
+	}
 	if err := strictjson.Members(members, recordMembers, recordOptional); err != nil {
 		return fail("%v", err)
 	}
-	var r Record
+	var s storedRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(&s); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// Name the member, not the Go types of the stored form.
+			return fail("member %q: %s is not %s", strings.TrimPrefix(te.Field, "Record."), te.Value, te.Type)
+		}
 		return fail("%v", err)
 	}
+	r := s.Record
 	if err := r.validate(); err != nil {
 		return fail("%v", err)
 	}

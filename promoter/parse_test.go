@@ -1,13 +1,18 @@
 package promoter
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// goldenRecord is the stored form of seedRecords()[1] (a begun record), as
-// encodeRecord writes it.
-const goldenRecord = `{"id":"p-126d53e32daad94f","policy":"events","catalog":"default","lake_table":"lake.events",` +
+// unversionedRecord is the stored form of seedRecords()[1] (a begun
+// record) as promoters wrote it before records carried a version: such
+// records are in etcd and must keep decoding.
+const unversionedRecord = `{"id":"p-126d53e32daad94f","policy":"events","catalog":"default","lake_table":"lake.events",` +
 	`"partition":"2024-01-05","lake_partitions":["0/event_day=2024-01-05","1/event_day=2024-01-05/region=eu"],` +
 	`"source_snapshot_id":42,"scan_snapshot_id":43,"database":"shop","table":"events",` +
 	`"caller_token":"thaw-promoter/p-126d53e32daad94f/1","attempt":1,"phase":"begun",` +
@@ -15,7 +20,16 @@ const goldenRecord = `{"id":"p-126d53e32daad94f","policy":"events","catalog":"de
 	`"created_at":"2024-01-08T10:30:00.123456789Z","updated_at":"2024-01-08T10:30:01.123456789Z",` +
 	`"begun_at":"2024-01-08T10:30:01.123456789Z"}`
 
+// goldenRecord is the stored form of seedRecords()[1], as encodeRecord
+// writes it: version 1, first.
+var goldenRecord = `{"version":1,` + unversionedRecord[1:]
+
 const goldenID = "p-126d53e32daad94f"
+
+// versionMessage is what a record of version v is refused with.
+func versionMessage(v string) string {
+	return "record version " + v + ": this promoter reads version 1; upgrade it"
+}
 
 type badRecord struct {
 	name, id, doc, want string
@@ -47,8 +61,9 @@ func badRecords() []badRecord {
 		{"missing member", id, edit(g, `"duplicates":0,`, ``), `missing member "duplicates"`},
 		{"missing created_at", id, edit(g, `"created_at":"2024-01-08T10:30:00.123456789Z",`, ``), `missing member "created_at"`},
 		{"null member", id, edit(g, `"begun_at":"2024-01-08T10:30:01.123456789Z"`, `"begun_at":null`), `member "begun_at" is null`},
-		{"wrong type", id, edit(g, `"buckets":4`, `"buckets":"4"`), "Record.buckets"},
-		{"fraction", id, edit(g, `"rows":0`, `"rows":0.5`), "Record.rows"},
+		{"wrong type", id, edit(g, `"buckets":4`, `"buckets":"4"`), `member "buckets": string is not int`},
+		{"fraction", id, edit(g, `"rows":0`, `"rows":0.5`), `member "rows": number 0.5 is not int64`},
+		{"wrong element type", id, edit(g, `"lake_partitions":[`, `"lake_partitions":[7,`), `member "lake_partitions": number is not string`},
 		{"bad time", id, edit(g, `"created_at":"2024-01-08T10:30:00.123456789Z"`, `"created_at":"yesterday"`), "yesterday"},
 		{"unknown phase", id, edit(g, `"phase":"begun"`, `"phase":"began"`), `phase "began" is not one of`},
 		{"empty phase", id, edit(g, `"phase":"begun"`, `"phase":""`), `phase "" is not one of`},
@@ -63,6 +78,28 @@ func badRecords() []badRecord {
 		{"bad id", "p-../../leader", edit(g, `"id":"p-126d53e32daad94f"`, `"id":"p-../../leader"`), `id "p-../../leader" is not p- and 16 lowercase hex digits`},
 		{"uppercase id", "p-126D53E32DAAD94F", edit(g, `"id":"p-126d53e32daad94f"`, `"id":"p-126D53E32DAAD94F"`), "is not p- and 16 lowercase hex digits"},
 		{"record of another key", "p-0000000000000000", g, "record p-126d53e32daad94f stored under the key of p-0000000000000000"},
+
+		// The version: checked before the members, so a newer record is
+		// refused by its version whatever members it has.
+		{"version 2", id, edit(g, `"version":1`, `"version":2`), versionMessage("2")},
+		{"version 2 with a new member", id, edit(edit(g, `"version":1`, `"version":2`), `"rows":0`, `"rows":0,"shard_hint":3`), versionMessage("2")},
+		{"version 2 with a member gone", id, edit(edit(g, `"version":1`, `"version":2`), `"duplicates":0,`, ``), versionMessage("2")},
+		{"version 2 elsewhere", id, edit(edit(g, `"version":1,`, ``), `"rows":0`, `"rows":0,"version":2`), versionMessage("2")},
+		{"version 2 alone", id, `{"version":2}`, versionMessage("2")},
+		{"huge version", id, edit(g, `"version":1`, `"version":123456789012345678901234567890123456789`), versionMessage("12345678901234567890123456789012…")},
+		{"version 0", id, edit(g, `"version":1`, `"version":0`), `member "version": 0 is not a positive integer`},
+		{"negative version", id, edit(g, `"version":1`, `"version":-1`), `member "version": -1 is not a positive integer`},
+		{"fractional version", id, edit(g, `"version":1`, `"version":1.0`), `member "version": 1.0 is not a positive integer`},
+		{"exponent version", id, edit(g, `"version":1`, `"version":1e0`), `member "version": 1e0 is not a positive integer`},
+		{"string version", id, edit(g, `"version":1`, `"version":"1"`), `member "version": "1" is not a positive integer`},
+		{"null version", id, edit(g, `"version":1`, `"version":null`), `member "version": null is not a positive integer`},
+		{"boolean version", id, edit(g, `"version":1`, `"version":true`), `member "version": true is not a positive integer`},
+		{"object version", id, edit(g, `"version":1`, `"version":{"major":1}`), `member "version": {"major":1} is not a positive integer`},
+		{"long string version", id, edit(g, `"version":1`, `"version":"`+strings.Repeat("é", 20)+`"`), `member "version": "` + strings.Repeat("é", 15) + `…`},
+		{"duplicate version", id, edit(g, `"version":1`, `"version":1,"version":1`), `duplicate member "version"`},
+		{"version in another case", id, edit(g, `"version":1`, `"Version":1`), `unknown member "Version"`},
+		{"unversioned with a new member", id, edit(unversionedRecord, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
+		{"version 1 with a new member", id, edit(g, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
 	}
 }
 
@@ -79,7 +116,58 @@ func TestDecodeRecordRejects(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "decode record: ") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not say %q", err, tc.want)
 			}
+			// Only a record of another version is ErrRecordVersion.
+			if newer := strings.Contains(tc.want, "this promoter reads version"); errors.Is(err, ErrRecordVersion) != newer {
+				t.Fatalf("error %q: errors.Is ErrRecordVersion = %t, want %t", err, !newer, newer)
+			}
 		})
+	}
+}
+
+// TestDecodeRecordVersions: a record without "version" and one of version
+// 1 decode alike; LedgerRecordVersion is 1 (changing it is a format change:
+// this test, the golden record and docs/promoter.md go with it).
+func TestDecodeRecordVersions(t *testing.T) {
+	if LedgerRecordVersion != 1 {
+		t.Fatalf("LedgerRecordVersion %d: update the golden records and the docs", LedgerRecordVersion)
+	}
+	old, err := decodeRecord(goldenID, []byte(unversionedRecord))
+	if err != nil {
+		t.Fatalf("unversioned record: %v", err)
+	}
+	cur, err := decodeRecord(goldenID, []byte(goldenRecord))
+	if err != nil {
+		t.Fatalf("version 1 record: %v", err)
+	}
+	if !reflect.DeepEqual(old, cur) {
+		t.Fatalf("unversioned %+v, version 1 %+v", old, cur)
+	}
+	// "version" is read wherever it stands.
+	moved := edit(edit(goldenRecord, `"version":1,`, ``), `"rows":0`, `"rows":0,"version":1`)
+	if r, err := decodeRecord(goldenID, []byte(moved)); err != nil || !reflect.DeepEqual(r, cur) {
+		t.Fatalf("version 1 in the middle: %+v %v", r, err)
+	}
+	// What promoters wrote before versioning: each seed record as
+	// encoding/json writes a Record. Rewriting one writes version 1.
+	for _, r := range seedRecords() {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(`"version"`)) {
+			t.Fatalf("a Record encodes a version of its own: %s", b)
+		}
+		got, err := decodeRecord(r.ID, b)
+		if err != nil {
+			t.Fatalf("unversioned %s: %v", b, err)
+		}
+		enc, err := encodeRecord(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := append([]byte(`{"version":1,`), b[1:]...); !bytes.Equal(enc, want) {
+			t.Fatalf("rewritten:\n got %s\nwant %s", enc, want)
+		}
 	}
 }
 

@@ -222,8 +222,11 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 			return nil, fmt.Errorf("%w: policy %s: the lake table %s has no partition mapped to %q", ErrNotFound, pol.Name(), s.Table, *only)
 		}
 	}
+	// A record the ledger cannot read might be of this policy's target:
+	// plan nothing rather than plan without it.
 	recs, err := p.cfg.Ledger.List(ctx)
 	if err != nil {
+		p.logUnreadable(err)
 		return nil, err
 	}
 	for _, r := range recs {

@@ -184,19 +184,34 @@ func (p *Promoter) Progress(id string) (Progress, bool) {
 	return lp.snapshot(), true
 }
 
-// Promotions returns the ledger's records, newest first.
+// Promotions returns the ledger's records, newest first. Like
+// Ledger.List, when some records cannot be read it returns the others
+// together with an error naming each unreadable key (errors.Is
+// ErrUnreadable; UnreadableRecords lists them), which it logs.
 func (p *Promoter) Promotions(ctx context.Context) ([]Record, error) {
 	rs, err := p.cfg.Ledger.List(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrUnreadable) {
 		return nil, err
 	}
+	p.logUnreadable(err)
 	sortNewestFirst(rs)
-	return rs, nil
+	return rs, err
 }
 
-// Promotion returns one record; ErrNotFound when there is none.
+// Promotion returns one record; ErrNotFound when there is none, an
+// *UnreadableRecordError (logged) when it cannot be read.
 func (p *Promoter) Promotion(ctx context.Context, id string) (Record, error) {
-	return p.cfg.Ledger.Get(ctx, id)
+	r, err := p.cfg.Ledger.Get(ctx, id)
+	p.logUnreadable(err)
+	return r, err
+}
+
+// logUnreadable logs, at error level with its key, each unreadable ledger
+// record that err reports. The promoter leaves such records as they are.
+func (p *Promoter) logUnreadable(err error) {
+	for _, u := range UnreadableRecords(err) {
+		p.log.Error("unreadable ledger record: left as it is", "key", u.Key, "err", u.Err)
+	}
 }
 
 // Plan returns what policy would promote now. It changes nothing.
@@ -571,14 +586,22 @@ func (p *Promoter) pollLoop(ctx context.Context) {
 // through Status (and committed again after a rebuild if the transaction is
 // still BEGUN). A record whose policy is gone is released: its
 // transaction is aborted. Errors of single records are logged and joined;
-// a fenced write stops Resume at once.
+// a fenced write stops Resume at once. A record the ledger cannot read
+// (corrupt, or written by a newer promoter: ErrRecordVersion) is logged
+// with its key and left as it is; the others are settled, and the error
+// (errors.Is ErrUnreadable) names its key, so Run does not start over a
+// ledger it cannot read whole.
 func (p *Promoter) Resume(ctx context.Context) error {
 	recs, err := p.cfg.Ledger.List(ctx)
-	if err != nil {
+	var errs []error
+	switch {
+	case errors.Is(err, ErrUnreadable):
+		p.logUnreadable(err)
+		errs = append(errs, fmt.Errorf("promoter: resume: %w", err))
+	case err != nil:
 		return fmt.Errorf("promoter: resume: %w", err)
 	}
 	slices.Reverse(recs) // oldest first
-	var errs []error
 	for _, r := range recs {
 		if r.Phase.Terminal() {
 			continue
