@@ -92,7 +92,9 @@ type PromoterTierConfig struct {
 	// ObjectStore is the embedded tier's snapshot storage (default
 	// file://{data_dir}/tier/remote).
 	ObjectStore string `yaml:"object_store"`
-	// Address is an external tier's coordinator, HOST:PORT or URL.
+	// Address is an external tier's coordinator, HOST:PORT or URL, or a
+	// comma-separated list of its coordinators (both the tier client and the
+	// bulk-load client take it).
 	Address string `yaml:"address"`
 	// Etcd is the external tier's etcd (endpoints required with address).
 	Etcd EtcdConfig `yaml:"etcd"`

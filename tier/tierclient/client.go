@@ -21,12 +21,24 @@ import (
 // Client reads and writes the tier. It finds the active coordinator, caches
 // tables and target locations, and sends each bucket's requests to the
 // bucket's leader. It is safe for concurrent use.
+//
+// Coordinator requests go to the coordinator the client last reached. One
+// that is not the active one answers NOT_LEADER, usually naming the active
+// one; the client repeats the request there at once (at most
+// MaxLeaderRedirects times per attempt) and sends later requests there
+// too. With several configured coordinators, one that cannot be connected
+// to is passed over for the next configured one within the attempt (reads
+// also pass over one that is unavailable), and an attempt that found its
+// coordinator not serving (NOT_LEADER, no connection, UNAVAILABLE, a
+// transport failure) leaves later requests to start at the next
+// configured one. A failed attempt is retried under the RetryPolicy; for a
+// coordinator request, an attempt is one such pass, which never waits.
 type Client struct {
 	opts         options
 	hc           connect.HTTPClient
 	ownHTTP      *http.Client // built by New; nil with WithHTTPClient
 	connOpts     []connect.ClientOption
-	configured   string        // base URL of the configured coordinator
+	seeds        []string      // base URLs of the configured coordinators, in order
 	inflight     chan struct{} // one token per request in flight
 	closed       atomic.Bool
 	batches      sync.Pool // *batch
@@ -34,30 +46,33 @@ type Client struct {
 
 	mu struct {
 		sync.Mutex
-		coordURL string
-		coord    tierv1connect.CoordinatorServiceClient
-		tablets  map[string]tierv1connect.TabletServiceClient
-		tables   map[tablePath]*TableInfo
-		targets  map[Target]*targetEntry
+		coord   *coordinator // where coordinator requests go
+		tablets map[string]tierv1connect.TabletServiceClient
+		tables  map[tablePath]*TableInfo
+		targets map[Target]*targetEntry
 	}
 }
 
-// New returns a client of the tier whose coordinator (any of them: a
-// standby names the active one) listens at coordinatorAddress ("host:port"
-// or a URL). It validates the options and asks the coordinator for the
+// New returns a client of the tier whose coordinators listen at
+// coordinatorAddress: one address ("host:port" or a URL) or a
+// comma-separated list of them ("a:7070,b:7070"; blanks are trimmed,
+// repeats dropped, an empty entry is ErrInvalidArgument). Any coordinator
+// will do, active or standby: a standby names the active one (see
+// Client). New validates the options and asks the coordinators for the
 // active one, which must answer within ctx.
 func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if coordinatorAddress == "" {
-		return nil, fmt.Errorf("%w: empty coordinator address", ErrInvalidArgument)
+	seeds, err := parseSeeds(coordinatorAddress)
+	if err != nil {
+		return nil, err
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{opts: o, configured: baseURL(coordinatorAddress), inflight: make(chan struct{}, o.maxInFlight)}
+	c := &Client{opts: o, seeds: seeds, inflight: make(chan struct{}, o.maxInFlight)}
 	c.hc = o.httpClient
 	if c.hc == nil {
 		c.ownHTTP = newHTTPClient(o.protocol, o.maxInFlight)
@@ -73,7 +88,7 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	c.mu.tablets = make(map[string]tierv1connect.TabletServiceClient)
 	c.mu.tables = make(map[tablePath]*TableInfo)
 	c.mu.targets = make(map[Target]*targetEntry)
-	c.setCoordinator(c.configured)
+	c.mu.coord = c.coordinatorAt(seeds[0], 0)
 	if _, err := c.Leader(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -119,21 +134,6 @@ func (c *Client) Close() {
 	}
 }
 
-func (c *Client) setCoordinator(url string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.coordURL != url {
-		c.mu.coordURL = url
-		c.mu.coord = tierv1connect.NewCoordinatorServiceClient(c.hc, url, c.connOpts...)
-	}
-}
-
-func (c *Client) coordinator() (tierv1connect.CoordinatorServiceClient, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.coord, c.mu.coordURL
-}
-
 func (c *Client) tablet(url string) tierv1connect.TabletServiceClient {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -152,16 +152,16 @@ type LeaderInfo struct {
 	Address string
 }
 
-// Leader asks the coordinator for the active one and sends the client's
+// Leader asks the coordinators for the active one and sends the client's
 // coordinator requests there from now on.
 func (c *Client) Leader(ctx context.Context) (LeaderInfo, error) {
-	resp, err := coordCall(ctx, c, connect.NewRequest(&tierv1.GetLeaderRequest{}), tierv1connect.CoordinatorServiceClient.GetLeader)
+	resp, co, err := coordCallAt(ctx, c, connect.NewRequest(&tierv1.GetLeaderRequest{}), tierv1connect.CoordinatorServiceClient.GetLeader)
 	if err != nil {
 		return LeaderInfo{}, fmt.Errorf("tierclient: find the active coordinator: %w", err)
 	}
 	m := resp.Msg
 	if m.GetAddress() != "" {
-		c.setCoordinator(baseURL(m.GetAddress()))
+		c.moveTo(baseURL(m.GetAddress()), co.seed)
 	}
 	return LeaderInfo{ID: m.GetCoordinatorId(), Epoch: m.GetEpoch(), Address: m.GetAddress()}, nil
 }
@@ -181,47 +181,116 @@ func (c *Client) acquire(ctx context.Context) error {
 
 func (c *Client) release() { <-c.inflight }
 
-// coordCall sends one coordinator request to the active coordinator,
-// following NOT_LEADER hints and retrying retriable errors. Coordinator
-// requests are metadata reads or idempotent changes, so a retry whose
-// predecessor's outcome is unknown is safe where the caller asked to
-// ignore existence.
+// coordCall sends one coordinator request to the active coordinator and
+// retries it under the retry policy. An attempt (see coordPass) follows
+// NOT_LEADER hints and passes over coordinators it cannot reach; an
+// attempt that failed with NOT_LEADER or a retriable error (UNAVAILABLE, a
+// transport failure, a timeout) is retried after a backoff, whatever the
+// request. Coordinator requests are metadata reads or changes that are
+// idempotent where the caller asked to ignore existence
+// (CreateDatabase, CreatePartition, DropTable), so a retry whose
+// predecessor's outcome is unknown is safe for them; a retried CreateTable
+// may find the table it created (ALREADY_EXISTS).
 func coordCall[Req, Res any](ctx context.Context, c *Client, req *connect.Request[Req],
 	method func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*connect.Response[Res], error) {
+	resp, _, err := coordCallAt(ctx, c, req, method)
+	return resp, err
+}
+
+// coordCallAt is coordCall, also returning the coordinator that answered.
+func coordCallAt[Req, Res any](ctx context.Context, c *Client, req *connect.Request[Req],
+	method func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+) (*connect.Response[Res], *coordinator, error) {
+	kind := kindOf(req.Msg)
 	r := c.newRetrier()
 	for {
-		if err := c.acquire(ctx); err != nil {
-			return nil, err
+		resp, co, err := coordPass(ctx, c, kind, req, method)
+		if err == nil {
+			return resp, co, nil
 		}
-		cl, url := c.coordinator()
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		if _, notLeader := tierpb.IsNotLeader(err); !notLeader && classify(err) != backoff {
+			return nil, nil, err
+		}
+		if !r.next(ctx, false) {
+			return nil, nil, err
+		}
+		c.opts.logger.Debug("tierclient: retry coordinator request", "request", fmt.Sprintf("%T", req.Msg), "attempt", r.attempt, "err", err)
+	}
+}
+
+// coordPass makes one attempt of a coordinator request, without waiting:
+// it sends req to the current coordinator, follows up to
+// MaxLeaderRedirects NOT_LEADER hints, and moves on to the next configured
+// coordinator when no connection can be made (a read: also when a
+// coordinator is unavailable), each configured one at most once. A
+// coordinator that answered is remembered for later requests; after a
+// failure that says the coordinator is not serving (NOT_LEADER, no
+// connection, UNAVAILABLE, a transport failure or timeout) later requests
+// start at the next configured one. It returns
+// the answer and the coordinator that gave it, or the last error as it is
+// (the tierpb classifiers see through the wrapping).
+func coordPass[Req, Res any](ctx context.Context, c *Client, kind callKind, req *connect.Request[Req],
+	method func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+) (*connect.Response[Res], *coordinator, error) {
+	start := c.current()
+	co := start
+	used := []string{co.url} // every address this attempt went to, in order
+	redirects := 0
+	for {
+		if err := c.acquire(ctx); err != nil {
+			return nil, nil, err
+		}
 		rctx, cancel := context.WithTimeout(ctx, c.opts.requestTimeout)
-		resp, err := method(cl, rctx, cloneRequest(req))
+		resp, err := method(co.svc, rctx, cloneRequest(req))
 		cancel()
 		c.release()
 		if err == nil {
-			return resp, nil
+			if co != start {
+				c.reached(co)
+			}
+			return resp, co, nil
 		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		immediate := false
+		var next *coordinator
 		hint, notLeader := tierpb.IsNotLeader(err)
+		unavailable := notLeader || classify(err) == backoff
 		switch {
-		case notLeader && hint.Address != "" && baseURL(hint.Address) != url:
-			c.setCoordinator(baseURL(hint.Address))
-			immediate = true
-		case notLeader || classify(err) == backoff:
-			// The coordinator we used may be gone or deposed: go back to
-			// the configured one, which is or names the new leader.
-			c.setCoordinator(c.configured)
-		default:
-			return nil, err
+		case notLeader && hint.Address != "" && baseURL(hint.Address) != co.url:
+			if redirects == MaxLeaderRedirects {
+				c.passOver(start)
+				return nil, nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
+					redirects, strings.Join(used, " -> "), baseURL(hint.Address), err)
+			}
+			redirects++
+			next = c.coordinatorAt(baseURL(hint.Address), co.seed)
+			c.opts.logger.Debug("tierclient: following NOT_LEADER", "from", co.url, "to", next.url, "leader_id", hint.ID)
+		case notSent(err) || (kind == read && unavailable):
+			if next = c.untried(co, used); next != nil {
+				c.opts.logger.Debug("tierclient: trying the next coordinator", "from", co.url, "to", next.url, "err", err)
+			}
 		}
-		if !r.next(ctx, immediate) {
-			return nil, err
+		if next == nil {
+			if unavailable {
+				// Unlike bulkloadclient, also after a coordinator's own
+				// UNAVAILABLE: coordCall sends the request again anyway,
+				// and a coordinator that keeps answering so (a crashed
+				// one behind a listener that lives on) must not hold the
+				// retries of a change.
+				c.passOver(start)
+			}
+			if len(used) > 1 {
+				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
+			}
+			return nil, nil, err
 		}
-		c.opts.logger.Debug("tierclient: retry coordinator request", "request", fmt.Sprintf("%T", req.Msg), "attempt", r.attempt, "err", err)
+		co = next
+		used = append(used, co.url)
 	}
 }
 

@@ -5,9 +5,20 @@
 //
 // # Routing
 //
-// New takes the address of any coordinator; a standby answers NOT_LEADER
-// naming the active one, which the client follows from then on (and falls
-// back to the configured address when the active one stops answering).
+// New takes the address of any coordinator, or a comma-separated list of
+// coordinators ("a:7070,b:7070"), as bulkloadclient.New does; a standby
+// answers NOT_LEADER naming the active one, which the client follows at
+// once (at most MaxLeaderRedirects times per attempt) and from then on.
+// With a list, a coordinator that cannot be connected to is passed over
+// for the next one within the attempt, and so is, for metadata reads, one
+// that answers unavailable; changes (CreateTable, CreateDatabase, ...)
+// move on within an attempt only where they certainly did nothing (no
+// connection, NOT_LEADER). After a coordinator was found not serving (no
+// connection, NOT_LEADER, UNAVAILABLE, a transport failure) later requests
+// start at the next one in the list, so the client finds the new active
+// coordinator even when the one it used is gone. Failed attempts are
+// retried with backoff under the RetryPolicy, as below.
+//
 // A Target is a non-partitioned table, one partition, or a partitioned
 // table as a whole, whose rows go to the partition their partition-key
 // values name (created on demand with WithCreatePartitions). The client

@@ -51,9 +51,12 @@ func ParseProtocol(s string) (Protocol, error) {
 
 // RetryPolicy bounds how the client retries a request that failed with a
 // retriable error (see IsRetriable): attempts, the time spent, and the
-// exponential backoff (with full jitter) between attempts. A move to a new
-// leader found through a NOT_LEADER hint or a location refresh is retried
-// once without waiting.
+// exponential backoff (with full jitter) between attempts. For a tablet
+// request, a move to a new bucket leader found through a NOT_LEADER hint or
+// a location refresh is retried once without waiting. For a coordinator
+// request an attempt is one pass over the coordinators: it follows up to
+// MaxLeaderRedirects NOT_LEADER hints and tries each configured coordinator
+// at most once, without waiting; MaxAttempts counts those passes.
 type RetryPolicy struct {
 	// MaxAttempts bounds the attempts of one request, the first included;
 	// 0 means no bound other than Timeout.
