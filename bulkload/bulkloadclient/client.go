@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,6 +14,7 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/coordlist"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -29,7 +27,7 @@ const CommitRetryInterval = 200 * time.Millisecond
 // coordinator one call follows. Two coordinators that keep naming each
 // other (each with a stale view of the election) end the call with an
 // error wrapping bulkload.ErrUnavailable instead of a loop.
-const MaxLeaderRedirects = 4
+const MaxLeaderRedirects = coordlist.MaxRedirects
 
 // Client talks to the BulkLoadService of a tier's active coordinator. It
 // is safe for concurrent use.
@@ -44,26 +42,13 @@ const MaxLeaderRedirects = 4
 // progress) is bulkload.ErrUnavailable, like any other unavailable
 // coordinator.
 type Client struct {
-	hc    connect.HTTPClient
-	conn  []connect.ClientOption
-	seeds []string // base URLs of the configured coordinators, in order
-	log   *slog.Logger
-	store *objstore.Store // optional, not owned
-
-	mu struct {
-		sync.Mutex
-		cur *coordinator // the coordinator calls go to
-	}
+	coords *coordlist.List[tierv1connect.BulkLoadServiceClient]
+	log    *slog.Logger
+	store  *objstore.Store // optional, not owned
 }
 
-// coordinator is one coordinator's BulkLoadService. Immutable.
-type coordinator struct {
-	url string
-	svc tierv1connect.BulkLoadServiceClient
-	// seed is the index in Client.seeds of url, or of the configured
-	// coordinator whose NOT_LEADER hint led to url.
-	seed int
-}
+// coordinator is one coordinator's BulkLoadService.
+type coordinator = coordlist.Coordinator[tierv1connect.BulkLoadServiceClient]
 
 // Opt configures New.
 type Opt func(*options)
@@ -107,15 +92,9 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var seeds []string
-	for a := range strings.SplitSeq(coordinatorAddress, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			return nil, fmt.Errorf("bulkloadclient: %w: empty coordinator address in %q", bulkload.ErrInvalidRequest, coordinatorAddress)
-		}
-		if u := baseURL(a); !slices.Contains(seeds, u) {
-			seeds = append(seeds, u)
-		}
+	seeds, err := coordlist.Parse(coordinatorAddress)
+	if err != nil {
+		return nil, fmt.Errorf("bulkloadclient: %w: %w", bulkload.ErrInvalidRequest, err)
 	}
 	if o.hc == nil {
 		o.hc = http.DefaultClient
@@ -123,68 +102,11 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{hc: o.hc, conn: o.conn, seeds: seeds, log: o.logger, store: o.store}
-	c.mu.cur = c.coordinatorAt(seeds[0], 0)
-	return c, nil
-}
-
-// baseURL turns "host:port" into "http://host:port"; a URL (with a
-// scheme) is kept, without a trailing slash.
-func baseURL(addr string) string {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	hc, conn := o.hc, o.conn
+	dial := func(url string) tierv1connect.BulkLoadServiceClient {
+		return tierv1connect.NewBulkLoadServiceClient(hc, url, conn...)
 	}
-	return strings.TrimRight(addr, "/")
-}
-
-// coordinatorAt returns the coordinator at url, reached from configured
-// coordinator seed (url's own index if it is configured).
-func (c *Client) coordinatorAt(url string, seed int) *coordinator {
-	if i := slices.Index(c.seeds, url); i >= 0 {
-		seed = i
-	}
-	return &coordinator{url: url, svc: tierv1connect.NewBulkLoadServiceClient(c.hc, url, c.conn...), seed: seed}
-}
-
-func (c *Client) current() *coordinator {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.cur
-}
-
-// reached remembers co, which just answered a call that started at
-// another coordinator.
-func (c *Client) reached(co *coordinator) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.cur = co
-}
-
-// passOver sends later calls to the configured coordinator after the one
-// start (where a failed call began) is or came from, unless another call
-// has moved the client away from start meanwhile.
-func (c *Client) passOver(start *coordinator) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.cur != start {
-		return
-	}
-	next := (start.seed + 1) % len(c.seeds)
-	if c.seeds[next] != start.url {
-		c.mu.cur = c.coordinatorAt(c.seeds[next], next)
-	}
-}
-
-// untried returns the first configured coordinator after co's that this
-// call has not used, or nil.
-func (c *Client) untried(co *coordinator, used []string) *coordinator {
-	for i := 1; i <= len(c.seeds); i++ {
-		k := (co.seed + i) % len(c.seeds)
-		if !slices.Contains(used, c.seeds[k]) {
-			return c.coordinatorAt(c.seeds[k], k)
-		}
-	}
-	return nil
+	return &Client{coords: coordlist.New(seeds, dial), log: o.logger, store: o.store}, nil
 }
 
 // callKind says where a call may be sent again.
@@ -211,15 +133,15 @@ const (
 func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 	method func(tierv1connect.BulkLoadServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*Res, error) {
-	start := c.current()
+	start := c.coords.Current()
 	co := start
-	used := []string{co.url} // every address this call went to, in order
+	used := []string{co.URL} // every address this call went to, in order
 	redirects := 0
 	for {
-		resp, err := method(co.svc, ctx, connect.NewRequest(req))
+		resp, err := method(co.Svc, ctx, connect.NewRequest(req))
 		if err == nil {
 			if co != start {
-				c.reached(co)
+				c.coords.Reached(co)
 			}
 			return resp.Msg, nil
 		}
@@ -229,23 +151,23 @@ func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 		var next *coordinator
 		hint, notLeader := tierpb.IsNotLeader(err)
 		switch {
-		case notLeader && hint.Address != "" && baseURL(hint.Address) != co.url:
+		case notLeader && hint.Address != "" && coordlist.BaseURL(hint.Address) != co.URL:
 			if redirects == MaxLeaderRedirects {
-				c.passOver(start)
+				c.coords.PassOver(start)
 				return nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
-					redirects, strings.Join(used, " -> "), baseURL(hint.Address), err)
+					redirects, strings.Join(used, " -> "), coordlist.BaseURL(hint.Address), err)
 			}
 			redirects++
-			next = c.coordinatorAt(baseURL(hint.Address), co.seed)
-			c.log.Debug("bulkloadclient: following NOT_LEADER", "from", co.url, "to", next.url, "leader_id", hint.ID)
-		case notSent(err) || (kind == read && sentinelOf(err) == bulkload.ErrUnavailable):
-			if next = c.untried(co, used); next != nil {
-				c.log.Debug("bulkloadclient: trying the next coordinator", "from", co.url, "to", next.url, "err", err)
+			next = c.coords.At(coordlist.BaseURL(hint.Address), co)
+			c.log.Debug("bulkloadclient: following NOT_LEADER", "from", co.URL, "to", next.URL, "leader_id", hint.ID)
+		case coordlist.NotSent(err) || (kind == read && sentinelOf(err) == bulkload.ErrUnavailable):
+			if next = c.coords.Untried(co, used); next != nil {
+				c.log.Debug("bulkloadclient: trying the next coordinator", "from", co.URL, "to", next.URL, "err", err)
 			}
 		}
 		if next == nil {
 			if notLeader || (sentinelOf(err) == bulkload.ErrUnavailable && !answered(err)) {
-				c.passOver(start)
+				c.coords.PassOver(start)
 			}
 			if len(used) > 1 {
 				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
@@ -253,15 +175,8 @@ func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 			return nil, err
 		}
 		co = next
-		used = append(used, co.url)
+		used = append(used, co.URL)
 	}
-}
-
-// notSent reports whether err says the request never left the client: no
-// connection to the coordinator could be made.
-func notSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // answered reports whether err is a tier server's own answer (it carries a

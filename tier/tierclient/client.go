@@ -15,6 +15,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/coordlist"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -38,15 +39,14 @@ type Client struct {
 	hc           connect.HTTPClient
 	ownHTTP      *http.Client // built by New; nil with WithHTTPClient
 	connOpts     []connect.ClientOption
-	seeds        []string      // base URLs of the configured coordinators, in order
-	inflight     chan struct{} // one token per request in flight
+	coords       *coordlist.List[tierv1connect.CoordinatorServiceClient] // where coordinator requests go
+	inflight     chan struct{}                                           // one token per request in flight
 	closed       atomic.Bool
 	batches      sync.Pool // *batch
 	prefixTables sync.Map  // *kv.Table -> its prefix table
 
 	mu struct {
 		sync.Mutex
-		coord   *coordinator // where coordinator requests go
 		tablets map[string]tierv1connect.TabletServiceClient
 		tables  map[tablePath]*TableInfo
 		targets map[Target]*targetEntry
@@ -65,14 +65,14 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	seeds, err := parseSeeds(coordinatorAddress)
+	seeds, err := coordlist.Parse(coordinatorAddress)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{opts: o, seeds: seeds, inflight: make(chan struct{}, o.maxInFlight)}
+	c := &Client{opts: o, inflight: make(chan struct{}, o.maxInFlight)}
 	c.hc = o.httpClient
 	if c.hc == nil {
 		c.ownHTTP = newHTTPClient(o.protocol, o.maxInFlight)
@@ -88,7 +88,9 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	c.mu.tablets = make(map[string]tierv1connect.TabletServiceClient)
 	c.mu.tables = make(map[tablePath]*TableInfo)
 	c.mu.targets = make(map[Target]*targetEntry)
-	c.mu.coord = c.coordinatorAt(seeds[0], 0)
+	c.coords = coordlist.New(seeds, func(url string) tierv1connect.CoordinatorServiceClient {
+		return tierv1connect.NewCoordinatorServiceClient(c.hc, url, c.connOpts...)
+	})
 	if _, err := c.Leader(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -116,12 +118,7 @@ func newHTTPClient(p Protocol, maxInFlight int) *http.Client {
 
 // baseURL turns "host:port" into "http://host:port"; a URL (with a scheme)
 // is kept, without a trailing slash.
-func baseURL(addr string) string {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	return strings.TrimRight(addr, "/")
-}
+func baseURL(addr string) string { return coordlist.BaseURL(addr) }
 
 // Close releases the client's idle connections. Calls in progress fail or
 // finish; later calls fail with ErrClosed. Writers must be closed first.
@@ -161,7 +158,7 @@ func (c *Client) Leader(ctx context.Context) (LeaderInfo, error) {
 	}
 	m := resp.Msg
 	if m.GetAddress() != "" {
-		c.moveTo(baseURL(m.GetAddress()), co.seed)
+		c.coords.MoveTo(baseURL(m.GetAddress()), co)
 	}
 	return LeaderInfo{ID: m.GetCoordinatorId(), Epoch: m.GetEpoch(), Address: m.GetAddress()}, nil
 }
@@ -236,21 +233,21 @@ func coordCallAt[Req, Res any](ctx context.Context, c *Client, req *connect.Requ
 func coordPass[Req, Res any](ctx context.Context, c *Client, kind callKind, req *connect.Request[Req],
 	method func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*connect.Response[Res], *coordinator, error) {
-	start := c.current()
+	start := c.coords.Current()
 	co := start
-	used := []string{co.url} // every address this attempt went to, in order
+	used := []string{co.URL} // every address this attempt went to, in order
 	redirects := 0
 	for {
 		if err := c.acquire(ctx); err != nil {
 			return nil, nil, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.opts.requestTimeout)
-		resp, err := method(co.svc, rctx, cloneRequest(req))
+		resp, err := method(co.Svc, rctx, cloneRequest(req))
 		cancel()
 		c.release()
 		if err == nil {
 			if co != start {
-				c.reached(co)
+				c.coords.Reached(co)
 			}
 			return resp, co, nil
 		}
@@ -261,18 +258,18 @@ func coordPass[Req, Res any](ctx context.Context, c *Client, kind callKind, req 
 		hint, notLeader := tierpb.IsNotLeader(err)
 		unavailable := notLeader || classify(err) == backoff
 		switch {
-		case notLeader && hint.Address != "" && baseURL(hint.Address) != co.url:
+		case notLeader && hint.Address != "" && baseURL(hint.Address) != co.URL:
 			if redirects == MaxLeaderRedirects {
-				c.passOver(start)
+				c.coords.PassOver(start)
 				return nil, nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
 					redirects, strings.Join(used, " -> "), baseURL(hint.Address), err)
 			}
 			redirects++
-			next = c.coordinatorAt(baseURL(hint.Address), co.seed)
-			c.opts.logger.Debug("tierclient: following NOT_LEADER", "from", co.url, "to", next.url, "leader_id", hint.ID)
-		case notSent(err) || (kind == read && unavailable):
-			if next = c.untried(co, used); next != nil {
-				c.opts.logger.Debug("tierclient: trying the next coordinator", "from", co.url, "to", next.url, "err", err)
+			next = c.coords.At(baseURL(hint.Address), co)
+			c.opts.logger.Debug("tierclient: following NOT_LEADER", "from", co.URL, "to", next.URL, "leader_id", hint.ID)
+		case coordlist.NotSent(err) || (kind == read && unavailable):
+			if next = c.coords.Untried(co, used); next != nil {
+				c.opts.logger.Debug("tierclient: trying the next coordinator", "from", co.URL, "to", next.URL, "err", err)
 			}
 		}
 		if next == nil {
@@ -282,7 +279,7 @@ func coordPass[Req, Res any](ctx context.Context, c *Client, kind callKind, req 
 				// and a coordinator that keeps answering so (a crashed
 				// one behind a listener that lives on) must not hold the
 				// retries of a change.
-				c.passOver(start)
+				c.coords.PassOver(start)
 			}
 			if len(used) > 1 {
 				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
@@ -290,7 +287,7 @@ func coordPass[Req, Res any](ctx context.Context, c *Client, kind callKind, req 
 			return nil, nil, err
 		}
 		co = next
-		used = append(used, co.url)
+		used = append(used, co.URL)
 	}
 }
 

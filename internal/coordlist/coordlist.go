@@ -1,0 +1,149 @@
+// Package coordlist is the list of a tier's configured coordinators and
+// the one a client's requests go to, shared by tier/tierclient and
+// bulkload/bulkloadclient so that both clients of a tier given the same
+// address (the promoter's tier.address: "a:7070,b:7070") find the active
+// coordinator alike. The rules: requests go to the coordinator last
+// reached; a call may follow NOT_LEADER hints (bounded by MaxRedirects) and
+// move on to configured coordinators it has not used (Untried); after a
+// call found its coordinator not serving, later calls start at the next
+// configured one (PassOver). Safe for concurrent use.
+package coordlist
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// MaxRedirects bounds how many NOT_LEADER answers naming another
+// coordinator one call (or one attempt) follows: two coordinators that
+// keep naming each other end it instead of looping.
+const MaxRedirects = 4
+
+// Parse returns the base URLs of a coordinator address: one address
+// ("host:port" or a URL) or a comma-separated list of them. Blanks around
+// an address are trimmed and repeated addresses dropped; an empty one is
+// an error.
+func Parse(addr string) ([]string, error) {
+	var seeds []string
+	for a := range strings.SplitSeq(addr, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("empty coordinator address in %q", addr)
+		}
+		if u := BaseURL(a); !slices.Contains(seeds, u) {
+			seeds = append(seeds, u)
+		}
+	}
+	return seeds, nil
+}
+
+// BaseURL turns "host:port" into "http://host:port"; a URL (with a scheme)
+// is kept, without a trailing slash.
+func BaseURL(addr string) string {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return strings.TrimRight(addr, "/")
+}
+
+// Coordinator is one coordinator and the client of its service. Immutable.
+type Coordinator[S any] struct {
+	URL string
+	Svc S
+	// seed is the index in the list of URL, or of the configured
+	// coordinator whose answer (a NOT_LEADER hint, GetLeader) led to URL.
+	seed int
+}
+
+// List holds the configured coordinators and the current one.
+type List[S any] struct {
+	seeds []string
+	dial  func(url string) S
+	mu    sync.Mutex
+	cur   *Coordinator[S]
+}
+
+// New returns a list of seeds (from Parse; at least one) whose current
+// coordinator is the first; dial makes the service client of a URL.
+func New[S any](seeds []string, dial func(url string) S) *List[S] {
+	l := &List[S]{seeds: seeds, dial: dial}
+	l.cur = l.at(seeds[0], 0)
+	return l
+}
+
+// Seeds returns the configured base URLs, in order.
+func (l *List[S]) Seeds() []string { return slices.Clone(l.seeds) }
+
+func (l *List[S]) at(url string, seed int) *Coordinator[S] {
+	if i := slices.Index(l.seeds, url); i >= 0 {
+		seed = i
+	}
+	return &Coordinator[S]{URL: url, Svc: l.dial(url), seed: seed}
+}
+
+// At returns the coordinator at url, named by an answer of from.
+func (l *List[S]) At(url string, from *Coordinator[S]) *Coordinator[S] {
+	return l.at(url, from.seed)
+}
+
+// Current returns the coordinator calls go to.
+func (l *List[S]) Current() *Coordinator[S] {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// Reached remembers co, which just answered a call that started at another
+// coordinator.
+func (l *List[S]) Reached(co *Coordinator[S]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur = co
+}
+
+// MoveTo sends later calls to url (named by an answer of from).
+func (l *List[S]) MoveTo(url string, from *Coordinator[S]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur.URL != url {
+		l.cur = l.at(url, from.seed)
+	}
+}
+
+// PassOver sends later calls to the configured coordinator after the one
+// start (where a failed call began) is or came from, unless another call
+// has moved the list away from start meanwhile.
+func (l *List[S]) PassOver(start *Coordinator[S]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur != start {
+		return
+	}
+	next := (start.seed + 1) % len(l.seeds)
+	if l.seeds[next] != start.URL {
+		l.cur = l.at(l.seeds[next], next)
+	}
+}
+
+// Untried returns the first configured coordinator after co's that is not
+// among used (the URLs a call went to), or nil.
+func (l *List[S]) Untried(co *Coordinator[S], used []string) *Coordinator[S] {
+	for i := 1; i <= len(l.seeds); i++ {
+		k := (co.seed + i) % len(l.seeds)
+		if !slices.Contains(used, l.seeds[k]) {
+			return l.at(l.seeds[k], k)
+		}
+	}
+	return nil
+}
+
+// NotSent reports whether err says a request never left the client: no
+// connection to the coordinator could be made.
+func NotSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}

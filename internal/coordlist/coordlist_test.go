@@ -1,0 +1,94 @@
+package coordlist
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	got, err := Parse(" a:1 ,http://b:2/, a:1,https://c:3")
+	if err != nil || !slices.Equal(got, []string{"http://a:1", "http://b:2", "https://c:3"}) {
+		t.Fatalf("Parse = %q, %v", got, err)
+	}
+	for _, bad := range []string{"", "a:1,", ",a:1", "a:1, ,b:2"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted an empty entry", bad)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	var mu sync.Mutex
+	dialed := map[string]int{}
+	l := New([]string{"http://a", "http://b", "http://c"}, func(url string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		dialed[url]++
+		return "svc " + url
+	})
+	a := l.Current()
+	if a.URL != "http://a" || a.Svc != "svc http://a" {
+		t.Fatalf("current %+v, want a", a)
+	}
+	// A hint from a names x (not configured): x inherits a's place.
+	x := l.At("http://x", a)
+	if next := l.Untried(x, []string{"http://a", "http://x"}); next == nil || next.URL != "http://b" {
+		t.Fatalf("untried after x (from a): %+v, want b", next)
+	}
+	l.Reached(x)
+	if l.Current() != x {
+		t.Fatal("Reached did not remember x")
+	}
+	// A failed call that began at x moves later calls to the seed after a.
+	l.PassOver(x)
+	if c := l.Current(); c.URL != "http://b" {
+		t.Fatalf("after PassOver(x): %s, want b", c.URL)
+	}
+	// PassOver of a start the list has moved away from changes nothing.
+	b := l.Current()
+	l.PassOver(a)
+	if l.Current() != b {
+		t.Fatal("PassOver of a stale start moved the list")
+	}
+	// Every seed used: nothing untried.
+	if next := l.Untried(b, []string{"http://a", "http://b", "http://c"}); next != nil {
+		t.Fatalf("untried with every seed used: %+v", next)
+	}
+	// Wrap-around from the last seed.
+	c := l.At("http://c", b)
+	if next := l.Untried(c, []string{"http://c"}); next == nil || next.URL != "http://a" {
+		t.Fatalf("untried after c: %+v, want a", next)
+	}
+	l.MoveTo("http://c", b)
+	if l.Current().URL != "http://c" {
+		t.Fatalf("MoveTo: %s", l.Current().URL)
+	}
+	cur := l.Current()
+	l.MoveTo("http://c", b) // already there: keeps the same coordinator
+	if l.Current() != cur {
+		t.Fatal("MoveTo to the current URL replaced it")
+	}
+	// One configured coordinator: PassOver stays.
+	one := New([]string{"http://only"}, func(string) int { return 0 })
+	st := one.Current()
+	one.PassOver(st)
+	if one.Current() != st {
+		t.Fatal("PassOver with one seed moved")
+	}
+}
+
+func TestNotSent(t *testing.T) {
+	_, err := net.Dial("tcp", "127.0.0.1:1")
+	if err == nil {
+		t.Fatal("dial to port 1 succeeded")
+	}
+	if !NotSent(err) {
+		t.Fatalf("NotSent(%v) = false", err)
+	}
+	if NotSent(errors.New("read: connection reset")) || NotSent(&net.OpError{Op: "read", Err: errors.New("reset")}) {
+		t.Fatal("NotSent true for an error after sending")
+	}
+}
