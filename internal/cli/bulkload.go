@@ -364,7 +364,7 @@ func (c *serverFlags) register(fs *flag.FlagSet) {
 	if def == "" {
 		def = DefaultServer
 	}
-	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL ($THAW_SERVER sets the default)")
+	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up waiting for the coordinator after this long")
 }
 

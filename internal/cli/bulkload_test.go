@@ -42,6 +42,7 @@ func TestBulkloadUsageErrors(t *testing.T) {
 		{[]string{"begin", "nodot"}, `target "nodot": want DATABASE.TABLE`},
 		{[]string{"begin", "a.b", "--build-timeout", "-1s"}, "--build-timeout must not be negative"},
 		{[]string{"begin", "a.b", "--server", ""}, "--server is empty"},
+		{[]string{"list", "--server", "127.0.0.1:1,,127.0.0.1:2"}, "empty coordinator address"},
 		{[]string{"build", "x.parquet"}, "needs --context FILE and --buckets LIST"},
 		{[]string{"build", "--context", "c", "x.parquet"}, "needs --context FILE and --buckets LIST"},
 		{[]string{"build", "--context", "c", "--buckets", "0"}, "needs Parquet files or directories"},
@@ -109,6 +110,10 @@ func TestBulkloadCommands(t *testing.T) {
 	out, err := runBulk(t, "list", server)
 	if err != nil || !strings.Contains(out, "TXN") || !strings.Contains(out, id) || !strings.Contains(out, "BEGUN") || !strings.Contains(out, "shop.items") {
 		t.Fatalf("list: %v\n%s", err, out)
+	}
+	// A list of coordinators whose first one is down: passed over.
+	if out, err := runBulk(t, "list", "--server=127.0.0.1:1, "+e.HostPort()); err != nil || !strings.Contains(out, id) {
+		t.Fatalf("list through a coordinator list starting with a dead one: %v\n%s", err, out)
 	}
 	out, err = runBulk(t, "list", "--target", "shop.items", "--output", "json", server)
 	var list []bulkStatusJSON

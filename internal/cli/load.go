@@ -260,7 +260,7 @@ func newCallerToken(prefix string) string {
 
 // bulkClient returns an SDK client of the coordinator at server.
 func bulkClient(ctx context.Context, server string) (*bulkloadclient.Client, error) {
-	return bulkloadclient.New(ctx, daemon.BaseURL(server), bulkloadclient.WithHTTPClient(daemon.NewHTTPClient()))
+	return bulkloadclient.New(ctx, server, bulkloadclient.WithHTTPClient(daemon.NewHTTPClient()))
 }
 
 // beginRetrying calls Begin until it succeeds, fails for good or ctx ends:
@@ -327,7 +327,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	if def == "" {
 		def = DefaultServer
 	}
-	fs.StringVar(&lf.server, "server", def, "coordinator HOST:PORT or URL ($THAW_SERVER sets the default)")
+	fs.StringVar(&lf.server, "server", def, "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&lf.table, "table", "", "target table DATABASE.TABLE (required)")
 	fs.StringVar(&lf.partition, "partition", "", "target partition of a partitioned table")
 	fs.StringVar(&lf.token, "token", "", "caller token of the transaction; repeat it to resume a load (default: a fresh one)")

@@ -22,6 +22,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/coordlist"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -172,7 +173,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	if def == "" {
 		def = DefaultServer
 	}
-	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL ($THAW_SERVER sets the default)")
+	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&c.output, "output", "table", "output format: table or json")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
 }
@@ -222,43 +223,67 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // leaderConn talks to the active coordinator through one of its services
-// (C is the generated connect client), following NOT_LEADER hints.
+// (C is the generated connect client). --server may name several
+// coordinators ("a:7070,b:7070"); the rules for finding the active one are
+// the SDK clients' (internal/coordlist).
 type leaderConn[C any] struct {
-	base      string
-	client    C
-	newClient func(connect.HTTPClient, string, ...connect.ClientOption) C
+	coords *coordlist.List[C]
+	err    error // --server could not be parsed
 }
 
 func dialLeader[C any](server string, newClient func(connect.HTTPClient, string, ...connect.ClientOption) C) *leaderConn[C] {
-	base := daemon.BaseURL(server)
-	return &leaderConn[C]{base: base, client: newClient(daemon.NewHTTPClient(), base), newClient: newClient}
+	seeds, err := coordlist.Parse(server)
+	if err != nil {
+		return &leaderConn[C]{err: usageError("--server: %v", err)}
+	}
+	hc := daemon.NewHTTPClient()
+	return &leaderConn[C]{coords: coordlist.New(seeds, func(url string) C { return newClient(hc, url) })}
 }
 
-// leaderDo calls the coordinator: on NOT_LEADER with a leader address it
-// goes there, on UNAVAILABLE or NOT_LEADER without one (an election in
-// progress) it retries with backoff until ctx is done.
+// leaderDo calls the active coordinator. Within a round it follows up to
+// coordlist.MaxRedirects NOT_LEADER hints and, when a coordinator cannot be
+// reached or is unavailable (an election in progress), tries the configured
+// coordinators it has not asked yet; when the round ends without an answer
+// it waits (backoff) and starts again, until ctx is done. Any other error
+// is returned as it is.
 func leaderDo[C, Req, Res any](ctx context.Context, c *leaderConn[C], req *Req,
 	call func(C, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*Res, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	delay := 50 * time.Millisecond
 	for {
-		resp, err := call(c.client, ctx, connect.NewRequest(req))
-		if err == nil {
-			return resp.Msg, nil
+		start := c.coords.Current()
+		co, used, redirects := start, []string{start.URL}, 0
+		var err error
+		for co != nil {
+			var resp *connect.Response[Res]
+			resp, err = call(co.Svc, ctx, connect.NewRequest(req))
+			if err == nil {
+				if co != start {
+					c.coords.Reached(co)
+				}
+				return resp.Msg, nil
+			}
+			hint, notLeader := tierpb.IsNotLeader(err)
+			switch {
+			case notLeader && hint.Address != "" && coordlist.BaseURL(hint.Address) != co.URL && redirects < coordlist.MaxRedirects:
+				redirects++
+				co = c.coords.At(coordlist.BaseURL(hint.Address), co)
+			case notLeader, tierpb.ReasonOf(err) == tierpb.ReasonUnavailable, coordlist.NotSent(err):
+				co = c.coords.Untried(co, used)
+			default:
+				return nil, err
+			}
+			if co != nil {
+				used = append(used, co.URL)
+			}
 		}
-		hint, notLeader := tierpb.IsNotLeader(err)
-		switch {
-		case notLeader && hint.Address != "" && daemon.BaseURL(hint.Address) != c.base:
-			c.base = daemon.BaseURL(hint.Address)
-			c.client = c.newClient(daemon.NewHTTPClient(), c.base)
-			continue
-		case notLeader, tierpb.ReasonOf(err) == tierpb.ReasonUnavailable:
-		default:
-			return nil, err
-		}
+		c.coords.PassOver(start)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no coordinator answered at %s: %w", c.base, err)
+			return nil, fmt.Errorf("no coordinator answered at %s: %w", strings.Join(used, ", "), err)
 		case <-time.After(delay):
 			delay = min(2*delay, time.Second)
 		}
