@@ -192,7 +192,8 @@ func (w *lockedBuffer) errorLogs(t *testing.T, key string) []map[string]any {
 // records (they end committed), leaves the newer record byte for byte,
 // logs it at error level with its key, and returns an error naming the key
 // and the version; so do Run (which does not start), a reconcile (which
-// plans nothing) and the status API.
+// plans nothing) and the status API of that record, while the status API's
+// list answers the others and names it.
 func TestResumeWithNewerRecord(t *testing.T) {
 	e := newEnv(t, 300)
 	ctx := t.Context()
@@ -292,12 +293,16 @@ func TestResumeWithNewerRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Promotions(ctx, "")
-	var apiErr *promoterhttp.Error
-	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, newerKey+": decode record: "+why) {
+	// The list answers the readable records and names the unreadable one.
+	prs, err := c.Promotions(ctx, "")
+	if !errors.Is(err, promoter.ErrUnreadable) || !strings.Contains(err.Error(), newerKey+": decode record: "+why) {
 		t.Fatalf("status API: %v", err)
 	}
+	if us := promoterhttp.UnreadableOf(err); len(prs) != 2 || len(us) != 1 || us[0].Key != newerKey || us[0].Error != "decode record: "+why {
+		t.Fatalf("status API: %d promotions, unreadable %+v", len(prs), us)
+	}
 	_, err = c.Promotion(ctx, newer.ID)
+	var apiErr *promoterhttp.Error
 	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, newerKey+": decode record: "+why) {
 		t.Fatalf("status API of %s: %v", newer.ID, err)
 	}

@@ -408,17 +408,62 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		return printPromotion(stdout, pr, promoterIsTerminal(stdout))
 	}
+	// Records the promoter cannot read come as an error beside the
+	// others: print what can be read, then them, and exit 1.
 	prs, err := c.Promotions(ctx, *policy)
-	if err != nil {
+	unreadable := promoterhttp.UnreadableOf(err)
+	if err != nil && (!errors.Is(err, promoter.ErrUnreadable) || len(unreadable) == 0) {
 		return err
 	}
 	if *output == "json" {
 		if prs == nil {
 			prs = []promoterhttp.Promotion{}
 		}
-		return writeJSON(stdout, promoterhttp.PromotionsResponse{Promotions: prs})
+		err = writeJSON(stdout, promoterhttp.PromotionsResponse{Promotions: prs, Unreadable: unreadable})
+	} else {
+		err = printPromotions(stdout, prs, promoterIsTerminal(stdout))
+		if err == nil && len(unreadable) > 0 {
+			err = printUnreadable(stdout, unreadable)
+		}
 	}
-	return printPromotions(stdout, prs, promoterIsTerminal(stdout))
+	if err != nil {
+		return err
+	}
+	return unreadableStatusError(unreadable)
+}
+
+// printUnreadable prints the warning section of the ledger records the
+// promoter cannot read, after the table.
+func printUnreadable(w io.Writer, us []promoterhttp.UnreadableRecord) error {
+	fmt.Fprintf(w, "\nwarning: the promoter cannot read %s (left as is; see \"Ledger record format and upgrades\" in docs/promoter.md):\n",
+		plural(len(us), "ledger record", "ledger records"))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KEY\tREASON")
+	for _, u := range us {
+		fmt.Fprintf(tw, "  %s\t%s\n", u.Key, u.Error)
+	}
+	return tw.Flush()
+}
+
+// unreadableStatusError is thaw status's error (exit 1) when the ledger
+// holds records the promoter cannot read; nil when it holds none.
+func unreadableStatusError(us []promoterhttp.UnreadableRecord) error {
+	if len(us) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(us))
+	for _, u := range us {
+		keys = append(keys, u.Key)
+	}
+	return fmt.Errorf("status: the promoter cannot read %s: %s", plural(len(us), "ledger record", "ledger records"), strings.Join(keys, ", "))
+}
+
+// plural is "1 record" or "2 records".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // printPromotions prints promotions as a table; bar adds a progress bar to

@@ -27,10 +27,12 @@ func (e *Error) Error() string {
 }
 
 // Is lets errors.Is match the promoter's sentinels by code: not_found
-// matches promoter.ErrNotFound, not_allowed promoter.ErrNotAllowed and
-// conflict promoter.ErrConflict.
+// matches promoter.ErrNotFound, not_allowed promoter.ErrNotAllowed,
+// conflict promoter.ErrConflict and unreadable promoter.ErrUnreadable.
 func (e *Error) Is(target error) bool {
 	switch e.Code {
+	case CodeUnreadable:
+		return target == promoter.ErrUnreadable
 	case CodeNotFound:
 		return target == promoter.ErrNotFound
 	case CodeNotAllowed:
@@ -79,6 +81,13 @@ func (c *Client) Promote(ctx context.Context, req promoter.Request) ([]Item, err
 }
 
 // Promotions lists the ledger, newest first; policy "" lists every policy's.
+// Like promoter.Promoter.Promotions, when the promoter reports records it
+// cannot read (the answer's "unreadable"), Promotions returns the readable
+// ones together with an error that joins one *promoter.UnreadableRecordError
+// per such record, its Err the reason the promoter gave: errors.Is(err,
+// promoter.ErrUnreadable) holds, and UnreadableOf (or
+// promoter.UnreadableRecords) lists them. Any other error returns no
+// promotions.
 func (c *Client) Promotions(ctx context.Context, policy string) ([]Promotion, error) {
 	var q url.Values
 	if policy != "" {
@@ -88,10 +97,12 @@ func (c *Client) Promotions(ctx context.Context, policy string) ([]Promotion, er
 	if err := c.do(ctx, http.MethodGet, PathPromotions, q, nil, &out); err != nil {
 		return nil, err
 	}
-	return out.Promotions, nil
+	return out.Promotions, unreadableError(out.Unreadable)
 }
 
-// Promotion returns one promotion with its live progress.
+// Promotion returns one promotion with its live progress. A record the
+// promoter cannot read is an *Error with code unreadable (errors.Is
+// promoter.ErrUnreadable) whose message names its key and why.
 func (c *Client) Promotion(ctx context.Context, id string) (Promotion, error) {
 	var out Promotion
 	err := c.do(ctx, http.MethodGet, PathPromotions+"/"+url.PathEscape(id), nil, nil, &out)

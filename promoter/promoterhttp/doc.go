@@ -3,7 +3,7 @@
 // # Endpoints
 //
 //	POST /v1/promotions          body: promoter.Request (JSON) -> 202 {"items": [Item]}
-//	GET  /v1/promotions          ?policy=NAME (optional) -> 200 {"promotions": [Promotion]}
+//	GET  /v1/promotions          ?policy=NAME (optional) -> 200 {"promotions": [Promotion], "unreadable": [UnreadableRecord]}
 //	GET  /v1/promotions/{id}     -> 200 Promotion (the ledger record, plus live progress while it runs)
 //	GET  /v1/policies            -> 200 {"policies": [PolicyInfo]} (name, source, target, canonical YAML)
 //	GET  /v1/plan                ?policy=NAME (optional: every policy) -> 200 {"plans": [Plan]}
@@ -12,6 +12,14 @@
 // once; the items say which targets will be promoted ("promote") and which
 // not, and why ("skip"). Follow them with GET /v1/promotions/{id}. GET
 // /v1/plan is the dry run of `thaw plan`: it changes nothing.
+//
+// GET /v1/promotions answers the ledger records the promoter can read and,
+// under "unreadable" (omitted when there is none), each record it cannot
+// read — of a newer format version, or corrupt — as {"key": etcd key,
+// "error": why}, whatever ?policy= says. GET /v1/promotions/{id} of such a
+// record is an error (500 unreadable). Client.Promotions returns the
+// readable promotions with an error listing the unreadable records
+// (errors.Is promoter.ErrUnreadable; UnreadableOf lists them).
 //
 // # Requests
 //
@@ -29,10 +37,13 @@
 //	405 invalid       wrong method (the Allow header lists the right ones)
 //	409 conflict      the target is not empty, its schema does not match, or the record changed
 //	503 unavailable   the promoter is not leading or not resumed yet
+//	500 unreadable    a ledger record the answer needs cannot be read (the message names its key and why):
+//	                  GET /v1/promotions/{id} of it, or a plan or promotion request, which reads the whole ledger
 //	500 internal      anything else
 //
 // Client returns *Error for them; errors.Is(err, promoter.ErrNotFound)
-// (and ErrNotAllowed, ErrConflict) holds for the matching codes.
+// (and ErrNotAllowed, ErrConflict, ErrUnreadable) holds for the matching
+// codes.
 //
 // # Credentials
 //

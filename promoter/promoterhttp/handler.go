@@ -25,6 +25,7 @@ const (
 	CodeNotAllowed  = "not_allowed"
 	CodeConflict    = "conflict"
 	CodeUnavailable = "unavailable"
+	CodeUnreadable  = "unreadable"
 	CodeInternal    = "internal"
 )
 
@@ -136,6 +137,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, promoter.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeUnavailable
+	case errors.Is(err, promoter.ErrUnreadable):
+		// The promoter's own state, not the request, is at fault: a 5xx,
+		// with a code of its own.
+		return http.StatusInternalServerError, CodeUnreadable
 	}
 	return http.StatusInternalServerError, CodeInternal
 }
@@ -259,12 +264,15 @@ func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("policy %q: %w", policy, promoter.ErrUnknownPolicy))
 		return
 	}
+	// Records that cannot be read are listed beside the others (the
+	// promoter logs them); any other error fails the request.
 	recs, err := h.p.Promotions(r.Context())
-	if err != nil {
+	unreadable := UnreadableOf(err)
+	if err != nil && (!errors.Is(err, promoter.ErrUnreadable) || len(unreadable) == 0) {
 		h.fail(w, r, err)
 		return
 	}
-	out := PromotionsResponse{Promotions: make([]Promotion, 0, len(recs))}
+	out := PromotionsResponse{Promotions: make([]Promotion, 0, len(recs)), Unreadable: unreadable}
 	for _, rec := range recs {
 		if policy == "" || rec.Policy == policy {
 			out.Promotions = append(out.Promotions, h.withProgress(rec))

@@ -165,9 +165,48 @@ type Promotion struct {
 	Progress *Progress       `json:"progress,omitempty"`
 }
 
-// PromotionsResponse answers GET /v1/promotions (newest first).
+// PromotionsResponse answers GET /v1/promotions: the records the promoter
+// can read, newest first, and the ones it cannot read (omitted when there
+// is none). Unreadable lists every such record whatever the policy asked
+// for: its policy cannot be read.
 type PromotionsResponse struct {
-	Promotions []Promotion `json:"promotions"`
+	Promotions []Promotion        `json:"promotions"`
+	Unreadable []UnreadableRecord `json:"unreadable,omitempty"`
+}
+
+// UnreadableRecord is a ledger record the promoter cannot read (see
+// promoter.UnreadableRecordError): of a newer format version — Error then
+// says "record version N: this promoter reads version M; upgrade it" —
+// or corrupt. The promoter leaves it as it is.
+type UnreadableRecord struct {
+	Key   string `json:"key"`   // its etcd key, {prefix}/promotions/{id}
+	Error string `json:"error"` // why it cannot be read
+}
+
+// UnreadableOf lists the unreadable records that err reports (as
+// promoter.Promoter.Promotions and Client.Promotions report them), in its
+// order; nil when there is none.
+func UnreadableOf(err error) []UnreadableRecord {
+	var out []UnreadableRecord
+	for _, u := range promoter.UnreadableRecords(err) {
+		why := "unreadable"
+		if u.Err != nil {
+			why = u.Err.Error()
+		}
+		out = append(out, UnreadableRecord{Key: u.Key, Error: why})
+	}
+	return out
+}
+
+// unreadableError is the error that Client.Promotions returns for the
+// unreadable records of an answer: one *promoter.UnreadableRecordError per
+// record, joined (errors.Is promoter.ErrUnreadable); nil when there is none.
+func unreadableError(us []UnreadableRecord) error {
+	errs := make([]error, 0, len(us))
+	for _, u := range us {
+		errs = append(errs, &promoter.UnreadableRecordError{Key: u.Key, Err: errors.New(u.Error)})
+	}
+	return errors.Join(errs...)
 }
 
 // PolicyInfo describes a loaded policy.
