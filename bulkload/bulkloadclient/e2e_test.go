@@ -10,6 +10,7 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/daemon/daemontest"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -21,23 +22,7 @@ import (
 func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
 	defer cancel()
-	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close tier: %v", err)
-		}
-	})
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tierclient.New(ctx, e.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	e, tc := daemontest.StartWithClient(ctx, t, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true})
 	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
 		t.Fatal(err)
 	}

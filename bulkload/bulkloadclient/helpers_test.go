@@ -18,6 +18,7 @@ import (
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/daemon/daemontest"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
@@ -39,26 +40,10 @@ type testTier struct {
 
 func startTier(ctx context.Context, t *testing.T) *testTier {
 	t.Helper()
-	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+	e, tc := daemontest.StartWithClient(ctx, t, daemon.EmbeddedConfig{
 		DataDir: t.TempDir(), EtcdUnsafeNoFsync: true,
 		Tablet: daemon.TabletOptions{CacheSize: 32 << 20, MemTableBudget: 32 << 20},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close tier: %v", err)
-		}
-	})
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tierclient.New(ctx, e.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
 	return &testTier{e: e, tc: tc}
 }
 

@@ -20,8 +20,8 @@ import (
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/daemon/daemontest"
 	"github.com/thawdb/thaw/snapshotbuild"
-	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -32,27 +32,11 @@ import (
 // publish the tier's root address, which serves the active one.
 func startStandbyTier(ctx context.Context, t *testing.T) (tr *testTier, leader, standby string) {
 	t.Helper()
-	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+	e, tc := daemontest.StartWithClient(ctx, t, daemon.EmbeddedConfig{
 		DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, Coordinators: 2,
 		Coordinator: daemon.CoordinatorOptions{LeaseTTL: 2 * time.Second},
 		Tablet:      daemon.TabletOptions{CacheSize: 32 << 20, MemTableBudget: 32 << 20},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close tier: %v", err)
-		}
-	})
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tierclient.New(ctx, e.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
 	eventually(ctx, t, "a coordinator leads", func() error {
 		l, err := e.Leader(ctx)
 		if err != nil {

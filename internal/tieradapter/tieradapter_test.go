@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/daemon/daemontest"
 	"github.com/thawdb/thaw/internal/tieradapter"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -21,23 +22,7 @@ func mustType(t *testing.T, s string) kv.Type {
 
 func TestTier(t *testing.T) {
 	ctx := t.Context()
-	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c, err := tierclient.New(ctx, e.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := daemontest.StartWithClient(ctx, t, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1})
 	tier := tieradapter.New(c)
 
 	schema := kv.TableSchema{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/daemon/daemontest"
 	"github.com/thawdb/thaw/internal/tieradapter"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
@@ -35,23 +36,7 @@ type ledgerEnv struct {
 func newLedgerEnv(t *testing.T) ledgerEnv {
 	t.Helper()
 	ctx := t.Context()
-	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close tier: %v", err)
-		}
-	})
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tierclient.New(ctx, e.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
+	e, tc := daemontest.StartWithClient(ctx, t, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1})
 	bl, err := bulkloadclient.New(ctx, e.Address())
 	if err != nil {
 		t.Fatal(err)
