@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -24,8 +25,10 @@ import (
 const MaxRedirects = 4
 
 // Parse returns the base URLs of a coordinator address: one address
-// ("host:port" or a URL) or a comma-separated list of them. Blanks around
-// an address are trimmed and repeated addresses dropped; an empty one is
+// ("host:port" or an http(s) URL) or a comma-separated list of them.
+// Blanks around an address are trimmed and repeated addresses dropped; an
+// empty one, or one that is no http(s) URL with a host (a typo that would
+// otherwise be retried as an unreachable coordinator until a deadline), is
 // an error.
 func Parse(addr string) ([]string, error) {
 	var seeds []string
@@ -34,7 +37,11 @@ func Parse(addr string) ([]string, error) {
 		if a == "" {
 			return nil, fmt.Errorf("empty coordinator address in %q", addr)
 		}
-		if u := BaseURL(a); !slices.Contains(seeds, u) {
+		u := BaseURL(a)
+		if p, err := url.Parse(u); err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https") || p.RawQuery != "" || p.Fragment != "" {
+			return nil, fmt.Errorf("coordinator address %q: want HOST:PORT or an http(s) URL", a)
+		}
+		if !slices.Contains(seeds, u) {
 			seeds = append(seeds, u)
 		}
 	}

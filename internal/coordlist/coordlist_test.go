@@ -13,9 +13,15 @@ func TestParse(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"http://a:1", "http://b:2", "https://c:3"}) {
 		t.Fatalf("Parse = %q, %v", got, err)
 	}
-	for _, bad := range []string{"", "a:1,", ",a:1", "a:1, ,b:2"} {
+	for _, bad := range []string{"", "a:1,", ",a:1", "a:1, ,b:2", "http://bad host:1", "ftp://a:1", "http://", "http:///path", "a:1?x=1", "a b:1", "http://a:1/#frag"} {
 		if _, err := Parse(bad); err == nil {
-			t.Errorf("Parse(%q) accepted an empty entry", bad)
+			t.Errorf("Parse(%q) accepted it", bad)
+		}
+	}
+	// What the tier's listeners print and users type stays accepted.
+	for _, good := range []string{"127.0.0.1:7070", "[::1]:7070", "localhost:7070", "https://tier.example.com", "http://10.0.0.1:7070/"} {
+		if _, err := Parse(good); err != nil {
+			t.Errorf("Parse(%q): %v", good, err)
 		}
 	}
 }
