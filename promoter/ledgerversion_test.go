@@ -270,6 +270,14 @@ func TestResumeWithNewerRecord(t *testing.T) {
 	if len(recs) != 2 || len(committed) != 2 {
 		t.Fatalf("after resume: %+v", recs)
 	}
+	// Meeting the record again (status calls, reconciles) logs it at
+	// error level no more: one error event for the key so far.
+	if _, err := second.Promotions(ctx); err == nil {
+		t.Fatal("promotions: no error for the unreadable record")
+	}
+	if evs := logs.errorLogs(t, newerKey); len(evs) != 1 {
+		t.Fatalf("%d error logs of %s after meeting it three times, want 1: %v", len(evs), newerKey, evs)
+	}
 	for i, d := range days {
 		e.checkTier(table, parts[i], e.lakeRows(d))
 	}

@@ -35,6 +35,8 @@ type Promoter struct {
 		live   map[string]*liveProgress
 		cancel context.CancelCauseFunc // Run's, while it runs
 		halted error
+		// unreadable ledger records logged at error level: key → reason
+		unreadable map[string]string
 	}
 }
 
@@ -208,8 +210,24 @@ func (p *Promoter) Promotion(ctx context.Context, id string) (Record, error) {
 
 // logUnreadable logs, at error level with its key, each unreadable ledger
 // record that err reports. The promoter leaves such records as they are.
+// It logs each record at error level once per reason (status calls and
+// every reconcile meet it again; later sightings log at debug level).
 func (p *Promoter) logUnreadable(err error) {
 	for _, u := range UnreadableRecords(err) {
+		reason := u.Err.Error()
+		p.mu.Lock()
+		seen := p.mu.unreadable[u.Key] == reason
+		if !seen {
+			if p.mu.unreadable == nil {
+				p.mu.unreadable = map[string]string{}
+			}
+			p.mu.unreadable[u.Key] = reason
+		}
+		p.mu.Unlock()
+		if seen {
+			p.log.Debug("unreadable ledger record: left as it is", "key", u.Key, "err", u.Err)
+			continue
+		}
 		p.log.Error("unreadable ledger record: left as it is", "key", u.Key, "err", u.Err)
 	}
 }
