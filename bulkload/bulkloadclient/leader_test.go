@@ -4,21 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"connectrpc.com/connect"
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/coordlist/coordlisttest"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/daemon/daemontest"
 	"github.com/thawdb/thaw/snapshotbuild"
@@ -265,47 +261,19 @@ func TestLeaderFailover(t *testing.T) {
 	}
 }
 
-// notLeaderServer is a server that answers every call NOT_LEADER naming
-// the address *to holds (set after both servers exist). It stands in for
-// coordinators with a stale view of the election, on purpose: a real
-// coordinator's hint comes from etcd, so real coordinators cannot be made
-// to name each other in a loop or to name an address nobody serves.
-type notLeaderServer struct {
-	srv   *httptest.Server
-	to    atomic.Pointer[string]
-	calls atomic.Int32
-}
-
-func newNotLeaderServer(t *testing.T, id string) *notLeaderServer {
-	t.Helper()
-	s := &notLeaderServer{}
-	ew := connect.NewErrorWriter()
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		err := tierpb.NewNotLeaderError("coordinator: "+id+" is not the active coordinator",
-			tierpb.LeaderHint{ID: "elsewhere", Address: *s.to.Load(), Epoch: 7})
-		_ = ew.Write(w, r, err)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *notLeaderServer) hostPort() string { return strings.TrimPrefix(s.srv.URL, "http://") }
-
 // TestLeaderRedirectBound: two coordinators naming each other, and one
 // naming an address nobody serves, end every call quickly with a
 // retriable error that says what happened; nothing loops.
 func TestLeaderRedirectBound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	a, b := newNotLeaderServer(t, "coord-a"), newNotLeaderServer(t, "coord-b")
-	aAddr, bAddr := a.hostPort(), b.hostPort()
-	a.to.Store(&bAddr)
-	b.to.Store(&aAddr)
+	a, b := coordlisttest.NewNotLeaderServer(t, "coord-a"), coordlisttest.NewNotLeaderServer(t, "coord-b")
+	aAddr, bAddr := a.HostPort(), b.HostPort()
+	a.To.Store(&bAddr)
+	b.To.Store(&aAddr)
 	dead := closedAddress(t)
-	d := newNotLeaderServer(t, "coord-d")
-	d.to.Store(&dead)
+	d := coordlisttest.NewNotLeaderServer(t, "coord-d")
+	d.To.Store(&dead)
 
 	bc := offlineContext(t)
 	var res []snapshotbuild.BucketResult
@@ -331,7 +299,7 @@ func TestLeaderRedirectBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := a.calls.Load() + b.calls.Load()
+			before := a.Calls.Load() + b.Calls.Load()
 			err = do(c)
 			if !bulkloadclient.IsRetriable(err) || !errors.Is(err, bulkload.ErrUnavailable) || !strings.Contains(err.Error(), "redirects") {
 				t.Fatalf("error %v, want a retriable one about redirects", err)
@@ -345,16 +313,16 @@ func TestLeaderRedirectBound(t *testing.T) {
 			if name == "Commit" {
 				rpcs = 2
 			}
-			if n := a.calls.Load() + b.calls.Load() - before; n != rpcs*(1+bulkloadclient.MaxLeaderRedirects) {
+			if n := a.Calls.Load() + b.Calls.Load() - before; n != rpcs*(1+bulkloadclient.MaxLeaderRedirects) {
 				t.Fatalf("%d calls, want %d", n, rpcs*(1+bulkloadclient.MaxLeaderRedirects))
 			}
 		})
 		t.Run(name+"/unreachable-leader", func(t *testing.T) {
-			c, err := bulkloadclient.New(ctx, d.hostPort())
+			c, err := bulkloadclient.New(ctx, d.HostPort())
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := d.calls.Load()
+			before := d.Calls.Load()
 			err = do(c)
 			if !bulkloadclient.IsRetriable(err) || !errors.Is(err, bulkload.ErrUnavailable) || !strings.Contains(err.Error(), dead) {
 				t.Fatalf("error %v, want a retriable one naming %s", err, dead)
@@ -367,7 +335,7 @@ func TestLeaderRedirectBound(t *testing.T) {
 			if name == "Commit" {
 				rpcs = 2
 			}
-			if n := d.calls.Load() - before; n != rpcs {
+			if n := d.Calls.Load() - before; n != rpcs {
 				t.Fatalf("%d calls to the coordinator naming the dead one, want %d", n, rpcs)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/coordlist/coordlisttest"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -230,32 +231,6 @@ func TestCoordinatorList(t *testing.T) {
 	})
 }
 
-// notLeaderServer answers every call NOT_LEADER naming the address *to
-// holds (set after both servers exist): a coordinator with a stale view of
-// the election. Real coordinators take their hint from etcd, so they
-// cannot be made to name each other in a loop.
-type notLeaderServer struct {
-	srv   *httptest.Server
-	to    atomic.Pointer[string]
-	calls atomic.Int32
-}
-
-func newNotLeaderServer(t *testing.T, id string) *notLeaderServer {
-	t.Helper()
-	s := &notLeaderServer{}
-	ew := connect.NewErrorWriter()
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = ew.Write(w, r, tierpb.NewNotLeaderError("coordinator: "+id+" is not the active coordinator",
-			tierpb.LeaderHint{ID: "elsewhere", Address: *s.to.Load(), Epoch: 7}))
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *notLeaderServer) hostPort() string { return strings.TrimPrefix(s.srv.URL, "http://") }
-
 // TestCoordinatorRedirectBound: two coordinators naming each other end
 // each attempt after MaxLeaderRedirects redirects, and the request after
 // the retry policy's attempts, with a retriable error that says what
@@ -263,10 +238,10 @@ func (s *notLeaderServer) hostPort() string { return strings.TrimPrefix(s.srv.UR
 func TestCoordinatorRedirectBound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	a, b := newNotLeaderServer(t, "coord-a"), newNotLeaderServer(t, "coord-b")
-	aAddr, bAddr := a.hostPort(), b.hostPort()
-	a.to.Store(&bAddr)
-	b.to.Store(&aAddr)
+	a, b := coordlisttest.NewNotLeaderServer(t, "coord-a"), coordlisttest.NewNotLeaderServer(t, "coord-b")
+	aAddr, bAddr := a.HostPort(), b.HostPort()
+	a.To.Store(&bAddr)
+	b.To.Store(&aAddr)
 
 	const attempts = 2
 	_, err := tierclient.New(ctx, aAddr, fakeOpts(attempts)...)
@@ -276,14 +251,14 @@ func TestCoordinatorRedirectBound(t *testing.T) {
 	if hint, ok := tierpb.IsNotLeader(err); !ok || hint.ID != "elsewhere" {
 		t.Fatalf("error %v does not wrap the last NOT_LEADER answer", err)
 	}
-	if n := a.calls.Load() + b.calls.Load(); n != attempts*(1+tierclient.MaxLeaderRedirects) {
+	if n := a.Calls.Load() + b.Calls.Load(); n != attempts*(1+tierclient.MaxLeaderRedirects) {
 		t.Fatalf("%d calls, want %d", n, attempts*(1+tierclient.MaxLeaderRedirects))
 	}
 
 	dead := closedAddress(t)
-	d := newNotLeaderServer(t, "coord-d")
-	d.to.Store(&dead)
-	_, err = tierclient.New(ctx, d.hostPort(), fakeOpts(1)...)
+	d := coordlisttest.NewNotLeaderServer(t, "coord-d")
+	d.To.Store(&dead)
+	_, err = tierclient.New(ctx, d.HostPort(), fakeOpts(1)...)
 	if !tierclient.IsRetriable(err) || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("New: %v, want a retriable error naming %s", err, dead)
 	}
@@ -291,7 +266,7 @@ func TestCoordinatorRedirectBound(t *testing.T) {
 	if !errors.As(err, &op) {
 		t.Fatalf("error %v does not wrap the connection failure", err)
 	}
-	if n := d.calls.Load(); n != 1 {
+	if n := d.Calls.Load(); n != 1 {
 		t.Fatalf("%d calls to the coordinator naming the dead one, want 1", n)
 	}
 }

@@ -1,0 +1,46 @@
+// Package coordlisttest has a stand-in coordinator for tests of the
+// coordinator lists (tierclient, bulkloadclient, the CLI).
+package coordlisttest
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+// NotLeaderServer answers every call NOT_LEADER naming the address To
+// holds (set after the servers a test needs exist): a coordinator with a
+// stale view of the election. Real coordinators take their hint from etcd,
+// so they cannot be made to name each other in a loop or to name an
+// address nobody serves.
+type NotLeaderServer struct {
+	Srv   *httptest.Server
+	To    atomic.Pointer[string]
+	Calls atomic.Int32
+}
+
+// NewNotLeaderServer starts one, closed when the test ends; id names it in
+// its error messages.
+func NewNotLeaderServer(tb testing.TB, id string) *NotLeaderServer {
+	tb.Helper()
+	s := &NotLeaderServer{}
+	ew := connect.NewErrorWriter()
+	s.Srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.Calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = ew.Write(w, r, tierpb.NewNotLeaderError("coordinator: "+id+" is not the active coordinator",
+			tierpb.LeaderHint{ID: "elsewhere", Address: *s.To.Load(), Epoch: 7}))
+	}))
+	tb.Cleanup(s.Srv.Close)
+	return s
+}
+
+// HostPort is the server's address without its scheme.
+func (s *NotLeaderServer) HostPort() string { return strings.TrimPrefix(s.Srv.URL, "http://") }
