@@ -93,20 +93,6 @@ func (l *callLog) all() []string {
 // mount is the path prefix of coordinator id's own address.
 func mount(id string) string { return strings.TrimSuffix(daemon.CoordinatorPath(id), "/") }
 
-// closedAddress returns a host:port nothing listens at.
-func closedAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // TestThroughStandby gives clients only the standby coordinator's address
 // (alone, or after an address nothing listens at). The standby answers
 // NOT_LEADER naming the active coordinator; the client follows it and
@@ -151,7 +137,7 @@ func TestThroughStandby(t *testing.T) {
 	// first configured address is dead: a change (Begin) moves on to the
 	// next address, since nothing was sent.
 	log2 := &callLog{}
-	c2, err := bulkloadclient.New(ctx, closedAddress(t)+", "+tr.e.CoordinatorAddress(standby),
+	c2, err := bulkloadclient.New(ctx, coordlisttest.ClosedAddress(t)+", "+tr.e.CoordinatorAddress(standby),
 		bulkloadclient.WithHTTPClient(&http.Client{Transport: log2}))
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +257,7 @@ func TestLeaderRedirectBound(t *testing.T) {
 	aAddr, bAddr := a.HostPort(), b.HostPort()
 	a.To.Store(&bAddr)
 	b.To.Store(&aAddr)
-	dead := closedAddress(t)
+	dead := coordlisttest.ClosedAddress(t)
 	d := coordlisttest.NewNotLeaderServer(t, "coord-d")
 	d.To.Store(&dead)
 

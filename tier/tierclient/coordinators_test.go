@@ -25,20 +25,6 @@ import (
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
-// closedAddress returns a host:port nothing listens at.
-func closedAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // fakeCoordinator modes.
 const (
 	fakeServe       int32 = iota // answer GetLeader, CreateDatabase, ListPartitions
@@ -255,7 +241,7 @@ func TestCoordinatorRedirectBound(t *testing.T) {
 		t.Fatalf("%d calls, want %d", n, attempts*(1+tierclient.MaxLeaderRedirects))
 	}
 
-	dead := closedAddress(t)
+	dead := coordlisttest.ClosedAddress(t)
 	d := coordlisttest.NewNotLeaderServer(t, "coord-d")
 	d.To.Store(&dead)
 	_, err = tierclient.New(ctx, d.HostPort(), fakeOpts(1)...)
@@ -349,7 +335,7 @@ func writeAndRead(ctx context.Context, t *testing.T, c *tierclient.Client, targe
 func TestCoordinatorListThroughStandby(t *testing.T) {
 	e := startTier(t, daemon.EmbeddedConfig{TabletServers: 1, Coordinators: 2})
 	leader, standby := leaderAndStandby(t, e)
-	dead := closedAddress(t)
+	dead := coordlisttest.ClosedAddress(t)
 	log := &coordLog{}
 	c := newClient(t, dead+", "+e.CoordinatorAddress(standby), tierclient.WithHTTPClient(&http.Client{Transport: log}))
 	l, err := c.Leader(t.Context())

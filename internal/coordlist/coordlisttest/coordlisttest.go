@@ -4,6 +4,7 @@ package coordlisttest
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,3 +45,17 @@ func NewNotLeaderServer(tb testing.TB, id string) *NotLeaderServer {
 
 // HostPort is the server's address without its scheme.
 func (s *NotLeaderServer) HostPort() string { return strings.TrimPrefix(s.Srv.URL, "http://") }
+
+// ClosedAddress returns a host:port nothing listens at.
+func ClosedAddress(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return addr
+}

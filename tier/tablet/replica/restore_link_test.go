@@ -144,25 +144,7 @@ func TestRestoreLinksSSTs(t *testing.T) {
 			b := upserts(0, 3000, "after")
 			write(t, r2, b)
 			model(want, b)
-			if err := r2.db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if err := r2.db.Compact(t.Context(), []byte{0}, bytes.Repeat([]byte{0xff}, 16), true); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(20 * time.Second)
-			for _, p := range linked {
-				for {
-					_, err := os.Stat(p)
-					if errors.Is(err, fs.ErrNotExist) {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s still exists after the compaction: %v", p, err)
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
+			compactAway(t, r2, linked)
 			sameContents(t, r2, want)
 			verifyObjects(t, e, md)
 
@@ -231,6 +213,21 @@ func TestSnapshotLinksSSTs(t *testing.T) {
 	// SSTs, which must leave the objects whole.
 	b := upserts(0, 3000, "after")
 	write(t, r, b)
+	compactAway(t, r, linked)
+	if err := r.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	verifyObjects(t, e, md)
+	model(want, b)
+	h2, _ := e.host(t)
+	sameContents(t, open(t, h2, e.id(0), md), want)
+}
+
+// compactAway flushes and compacts r's whole key space and waits until
+// Pebble has unlinked every path of linked (SSTs that compaction made
+// obsolete).
+func compactAway(t *testing.T, r *Replica, linked []string) {
+	t.Helper()
 	if err := r.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,11 +247,4 @@ func TestSnapshotLinksSSTs(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	if err := r.Destroy(); err != nil {
-		t.Fatal(err)
-	}
-	verifyObjects(t, e, md)
-	model(want, b)
-	h2, _ := e.host(t)
-	sameContents(t, open(t, h2, e.id(0), md), want)
 }
