@@ -118,11 +118,15 @@
 // match its digest is ErrIntegrity and leaves no object. On a file:// store
 // (with metadata=skip, the default) whose root is on the file system of the
 // file, the object is a hard link to the file instead of a copy: PutFile
-// hashes the file, fsyncs it, links it into place with link(2), which
-// refuses an existing name (so this write-if-absent holds across processes
-// too), checks that the name refers to the file it hashed and fsyncs the
-// directories up to the root. The caller must not modify the file
-// afterwards; removing it is fine. Where linking fails because of the file
+// hashes the file while it fsyncs it, links it into place with link(2),
+// which refuses an existing name (so this write-if-absent holds across
+// processes too), checks that the name refers to the file it hashed and
+// fsyncs the directories up to the root. The caller must not modify the
+// file afterwards; removing it is fine. PutFileStamped skips the hashing
+// for a file that still has the FileStamp its writer took after its last
+// write (the writer computed the digest from the bytes it wrote; a file
+// with another stamp is hashed as above); LinksFiles reports whether a
+// store links at all. Where linking fails because of the file
 // system (EXDEV, EPERM, EMLINK, ENOTSUP, ENOSYS) and on every other store,
 // PutFile copies like PutIfAbsent, verifying while it streams. Through
 // Faults, a link counts as a put and FailNth/FailKey faults apply to it; a

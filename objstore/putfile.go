@@ -22,10 +22,10 @@ type linker interface {
 	// canLink reports whether linkFile may succeed at all; when false,
 	// PutFile copies without calling linkFile.
 	canLink() bool
-	// linkFile makes the already verified file f (opened from path) the
-	// object at key, write-if-absent: an error wrapping ErrExists when the key
-	// is taken, errNoLink when this file cannot be linked here (PutFile then
-	// copies). The object is durable when it returns nil.
+	// linkFile makes the already verified and synced file f (opened from
+	// path) the object at key, write-if-absent: an error wrapping ErrExists
+	// when the key is taken, errNoLink when this file cannot be linked here
+	// (PutFile then copies). The object is durable when it returns nil.
 	linkFile(ctx context.Context, key, path string, f *os.File) error
 }
 
@@ -49,8 +49,20 @@ type linker interface {
 //     while it streams.
 //
 // The file is read once either way: to hash it before linking, or while
-// copying it.
+// copying it. PutFileStamped links a file without reading it at all.
 func (s *Store) PutFile(ctx context.Context, key, path string, size int64, sha string) (Object, error) {
+	return s.PutFileStamped(ctx, key, path, size, sha, FileStamp{})
+}
+
+// PutFileStamped is PutFile for a file whose digest the caller computed
+// from the bytes it wrote, and whose state it stamped after its last write
+// (StampFile). Where PutFile would link the file, a file that still has
+// that stamp is linked without being read again: the caller's digest is
+// trusted. A file with another stamp (written to, replaced, copied) is
+// hashed and verified as PutFile does, and where the file is copied it is
+// verified while it streams as always. See FileStamp for what a stamp can
+// miss. The zero stamp makes this PutFile.
+func (s *Store) PutFileStamped(ctx context.Context, key, path string, size int64, sha string, stamp FileStamp) (Object, error) {
 	if err := checkKey(key); err != nil {
 		return Object{}, fmt.Errorf("objstore: put %q: %w", key, err)
 	}
@@ -74,8 +86,8 @@ func (s *Store) PutFile(ctx context.Context, key, path string, size int64, sha s
 	if fi.Size() != size {
 		return Object{}, fmt.Errorf("objstore: put %q: %w: source %s has %d bytes, want %d", key, ErrIntegrity, path, fi.Size(), size)
 	}
-	if l, ok := s.b.(linker); ok && l.canLink() {
-		obj, err := s.putLinked(ctx, l, key, path, f, size, sha)
+	if l, ok := s.b.(linker); ok && s.LinksFiles() {
+		obj, err := s.putLinked(ctx, l, key, path, f, fi, size, sha, stamp)
 		if !errors.Is(err, errNoLink) {
 			return obj, err
 		}
@@ -94,16 +106,19 @@ func (s *Store) PutFile(ctx context.Context, key, path string, size int64, sha s
 	}
 }
 
-// putLinked verifies f and links it under key.
-func (s *Store) putLinked(ctx context.Context, l linker, key, path string, f *os.File, size int64, sha string) (Object, error) {
-	d := newDigester(f)
-	buf := make([]byte, 256<<10)
-	if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{d}, buf); err != nil {
-		return Object{}, fmt.Errorf("objstore: put %q: read source: %w", key, err)
-	}
-	if d.n != size || d.sum() != sha {
-		return Object{}, fmt.Errorf("objstore: put %q: %w: source %s has %d bytes sha256 %s, want %d bytes sha256 %s",
-			key, ErrIntegrity, path, d.n, d.sum(), size, sha)
+// putLinked verifies f (fi is its Stat) and links it under key. A file
+// that still has the caller's stamp is not read; any other is hashed, and
+// its data is synced while it is hashed: the fsync mostly waits for the
+// disk, the hash for the CPU, and a file whose pages are still dirty (the
+// usual case: it was just written) then costs about the longer of the two
+// instead of their sum.
+func (s *Store) putLinked(ctx context.Context, l linker, key, path string, f *os.File, fi os.FileInfo, size int64, sha string, stamp FileStamp) (Object, error) {
+	if stamp.matches(fi) {
+		if err := f.Sync(); err != nil {
+			return Object{}, fmt.Errorf("objstore: put %q: sync source: %w", key, err)
+		}
+	} else if err := hashAndSync(key, path, f, size, sha); err != nil {
+		return Object{}, err
 	}
 	switch err := l.linkFile(ctx, key, path, f); {
 	case err == nil:
@@ -113,6 +128,37 @@ func (s *Store) putLinked(ctx context.Context, l linker, key, path string, f *os
 	default:
 		return Object{}, err
 	}
+}
+
+// hashAndSync checks f against size and sha and syncs its data, both at
+// once.
+func hashAndSync(key, path string, f *os.File, size int64, sha string) error {
+	synced := make(chan error, 1)
+	go func() { synced <- f.Sync() }()
+	d := newDigester(f)
+	buf := make([]byte, 256<<10)
+	_, rerr := io.CopyBuffer(io.Discard, struct{ io.Reader }{d}, buf)
+	serr := <-synced
+	if rerr != nil {
+		return fmt.Errorf("objstore: put %q: read source: %w", key, rerr)
+	}
+	if d.n != size || d.sum() != sha {
+		return fmt.Errorf("objstore: put %q: %w: source %s has %d bytes sha256 %s, want %d bytes sha256 %s",
+			key, ErrIntegrity, path, d.n, d.sum(), size, sha)
+	}
+	if serr != nil {
+		return fmt.Errorf("objstore: put %q: sync source: %w", key, serr)
+	}
+	return nil
+}
+
+// LinksFiles reports whether PutFile and PutFileStamped store a local file
+// by linking it rather than copying it, when the file is on the store's
+// file system (a file:// store without metadata sidecars): such a put moves
+// no data.
+func (s *Store) LinksFiles() bool {
+	l, ok := s.b.(linker)
+	return ok && l.canLink()
 }
 
 func (b *gcBucket) canLink() bool { return b.linkable }
@@ -130,10 +176,6 @@ func (b *gcBucket) linkFile(ctx context.Context, key, path string, f *os.File) e
 	dest := filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))
 	if err := os.MkdirAll(filepath.Dir(dest), b.dirMode); err != nil {
 		return b.errorf("put", key, err)
-	}
-	// The data first: the local file may never have been synced.
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("objstore: put %q: sync source: %w", key, err)
 	}
 	mu := commitLock(dest)
 	mu.Lock()

@@ -593,9 +593,37 @@ func TestResultJSON(t *testing.T) {
 	}
 }
 
+// TestUploadTrustsStamp: every SST goes to the store with the stamp taken
+// after it was written, which it still has at upload (so a file:// store
+// links it without hashing it again: the digest is computed once, while
+// writing); the small checkpoint files go without one.
+func TestUploadTrustsStamp(t *testing.T) {
+	s := newTestStore(t)
+	in, _, _ := genPairs(7, 20000, 3, 0.1)
+	b, err := New(s, Target{NumBuckets: 3, Snapshot: testTarget(s), SnapshotIDs: snapIDs(3)}, Options{TempDir: t.TempDir(), TargetFileSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	feedPairs(t, b, in)
+	res, err := b.Finish(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	for _, r := range res {
+		files += r.Files
+	}
+	fresh, stale, other := s.sstFresh.Load(), s.sstStale.Load(), s.nonSST.Load()
+	if fresh < 6 || stale != 0 || other == 0 || fresh+other != int64(files) {
+		t.Fatalf("%d files uploaded: %d SSTs with a fresh stamp, %d SSTs without, %d others", files, fresh, stale, other)
+	}
+}
+
 // TestLocalIntegrity: an SST file changed between being written (and
 // hashed) and being uploaded fails the build instead of uploading bytes
-// whose name and _METADATA digest would lie.
+// whose name and _METADATA digest would lie: the write changes the file's
+// stamp, so the store reads it and finds the digest wrong.
 func TestLocalIntegrity(t *testing.T) {
 	s := newTestStore(t)
 	tmp := t.TempDir()
@@ -611,6 +639,12 @@ func TestLocalIntegrity(t *testing.T) {
 			if len(ssts) != 1 {
 				t.Errorf("found %d checkpoint SSTs", len(ssts))
 				return
+			}
+			// Past the file's modification time, so that the write below
+			// changes it even with timestamps as coarse as a clock tick: the
+			// upload trusts the digest of an SST whose stamp is unchanged.
+			if fi, err := os.Stat(ssts[0]); err == nil {
+				time.Sleep(time.Until(fi.ModTime().Add(20 * time.Millisecond)))
 			}
 			f, err := os.OpenFile(ssts[0], os.O_RDWR, 0)
 			if err != nil {

@@ -28,11 +28,13 @@ type Store interface {
 	// PutIfAbsent writes an object unless one exists; an existing
 	// byte-identical object is adopted, a different one is objstore.ErrConflict.
 	PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error)
-	// PutFile stores a local file of known size and SHA-256 write-if-absent
-	// (same adopt/conflict rules), verifying it before anything is stored;
-	// a file:// store on the same file system links it instead of copying.
+	// PutFileStamped stores a local file of known size and SHA-256
+	// write-if-absent (same adopt/conflict rules), verifying it before
+	// anything is stored; a file:// store on the same file system links it
+	// instead of copying, and trusts the digest of a file that still has
+	// the given stamp (the zero stamp: none) instead of reading it again.
 	// The builder uses it for data files and never modifies them after.
-	PutFile(ctx context.Context, key, path string, size int64, sha256 string) (objstore.Object, error)
+	PutFileStamped(ctx context.Context, key, path string, size int64, sha256 string, stamp objstore.FileStamp) (objstore.Object, error)
 	// Delete removes an object; used only to withdraw the _METADATA files of
 	// a build that failed after writing some of them.
 	Delete(ctx context.Context, key string) error
@@ -567,6 +569,21 @@ func (b *Builder) Close() error {
 
 func (b *Builder) releaseLocked() error {
 	b.stopSpillingLocked()
+	errs := []error{b.releaseInputLocked()}
+	if b.tmp != "" {
+		errs = append(errs, os.RemoveAll(b.tmp))
+		b.tmp = ""
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("snapshotbuild: release temp files: %w", err)
+	}
+	return nil
+}
+
+// releaseInputLocked unmaps the chunks and closes the spilled runs (their
+// files go with the temporary directory). The spill goroutine and the
+// prefaulter must be stopped, and no merge may be reading them.
+func (b *Builder) releaseInputLocked() error {
 	for _, c := range []**chunk{&b.mu.fill, &b.mu.held} {
 		if *c != nil {
 			(*c).free()
@@ -578,14 +595,7 @@ func (b *Builder) releaseLocked() error {
 		errs = append(errs, r.close())
 	}
 	b.sp.runs = nil
-	if b.tmp != "" {
-		errs = append(errs, os.RemoveAll(b.tmp))
-		b.tmp = ""
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("snapshotbuild: release temp files: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 const (

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/thawdb/thaw/objstore"
 )
 
 // localFile is one file of a bucket's checkpoint, ready for upload.
@@ -22,6 +24,7 @@ type localFile struct {
 	path      string // absolute path on disk
 	size      int64
 	sha256    string // lowercase hex, computed while the file was written
+	stamp     objstore.FileStamp
 }
 
 // checkpointResult is a bucket's local snapshot.
@@ -120,7 +123,8 @@ func makeCheckpoint(ctx context.Context, dir string, ssts []sstFile, c Compressi
 			res.manifestNormalized = norm
 		}
 		if f, ok := known[name]; ok {
-			res.files = append(res.files, localFile{localPath: name, path: p, size: f.size, sha256: hex.EncodeToString(f.sha256[:])})
+			// A hard link of the written file: same inode, same stamp.
+			res.files = append(res.files, localFile{localPath: name, path: p, size: f.size, sha256: hex.EncodeToString(f.sha256[:]), stamp: f.stamp})
 			delete(known, name)
 			continue
 		}

@@ -85,12 +85,16 @@
 //
 // # Local files and the store
 //
-// Data files are stored with the store's PutFile: verified against the
-// digest computed while writing, and on a file:// store on the file system
-// of Options.TempDir hard-linked into place instead of copied (see
-// objstore). The builder never modifies a file after storing it, and
-// removing its temporary directory leaves linked objects intact. Spill
-// runs are read once by the merge, which gives their pages back to the
-// kernel as it goes (Linux: hole punching), so the SST files written next
-// reuse them.
+// Data files are stored with the store's PutFileStamped: on a file://
+// store on the file system of Options.TempDir an SST is hard-linked into
+// place instead of copied, and its SHA-256 is computed once, while it is
+// written: the store trusts that digest as long as the file still has the
+// stamp (inode, size, modification time) taken after its last write, and
+// reads and verifies a file that lost it (see objstore.FileStamp). Copies
+// to other stores are verified while they stream. Replicas verify every
+// file again when they restore it. The builder never modifies a file after
+// storing it, and removing its temporary directory leaves linked objects
+// intact. Spill runs are read once by the merge, which gives their pages
+// back to the kernel as it goes (Linux: hole punching), so the SST files
+// written next reuse them.
 package snapshotbuild

@@ -74,7 +74,10 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		b.log.Info("memory budget limits concurrent buckets", "workers", mergeWorkers, "runs", len(b.sp.runs))
 	}
 
-	outs, err := b.buildBuckets(ctx, owned, mem, bufSize, mergeWorkers, workers)
+	// Once every bucket is merged, the chunks and runs are not read again:
+	// they are released while the last uploads run instead of after the
+	// _METADATA phase (unmapping a few hundred MiB takes tens of ms).
+	outs, err := b.buildBuckets(ctx, owned, mem, bufSize, mergeWorkers, workers, b.releaseInputLocked)
 	if err != nil {
 		return nil, b.failLocked(err)
 	}
@@ -110,8 +113,10 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 // buildBuckets runs the two stages of every owned bucket: merge, write and
 // checkpoint (CPU-bound, mergeWorkers buckets at once), then upload
 // (I/O-bound, up to uploaders buckets at once, overlapping the next
-// buckets' merges). The first error cancels everything.
-func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, bufSize, mergeWorkers, uploaders int) ([]*bucketOutput, error) {
+// buckets' merges). merged is called once no bucket reads mem or the runs
+// any more, while uploads may still run. The first error cancels
+// everything.
+func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, bufSize, mergeWorkers, uploaders int, merged func() error) ([]*bucketOutput, error) {
 	upCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	outs := make([]*bucketOutput, len(owned))
@@ -150,12 +155,16 @@ func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, b
 		})
 		return nil
 	})
+	relErr := merged()
 	wg.Wait()
 	if upErr != nil {
 		return nil, upErr
 	}
 	if err != nil {
 		return nil, err
+	}
+	if relErr != nil {
+		return nil, fmt.Errorf("snapshotbuild: release merged input: %w", relErr)
 	}
 	return outs, nil
 }
@@ -279,10 +288,12 @@ func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketO
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", f.localPath, err)
 		}
-		// PutFile verifies the file against the digest computed while it
-		// was written before anything is stored, and on a file:// store on
-		// the same file system links it instead of copying it.
-		if _, err := b.store.PutFile(ctx, key, f.path, f.size, f.sha256); err != nil {
+		// PutFileStamped verifies the file against the digest computed
+		// while it was written before anything is stored, and on a file://
+		// store on the same file system links it instead of copying it —
+		// without reading it again while it has the stamp taken after it
+		// was written (the SSTs; the small files are hashed again).
+		if _, err := b.store.PutFileStamped(ctx, key, f.path, f.size, f.sha256, f.stamp); err != nil {
 			if errors.Is(err, objstore.ErrIntegrity) {
 				return fmt.Errorf("%w: %s: %w", ErrLocalIntegrity, f.localPath, err)
 			}

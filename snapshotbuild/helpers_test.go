@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,6 +25,24 @@ type testStore struct {
 	*objstore.Store
 	faults *objstore.Faults
 	dir    string
+
+	// File uploads: SSTs that came with a stamp the file still had (the
+	// store links those without reading them), SSTs that did not, and
+	// other files.
+	sstFresh, sstStale, nonSST atomic.Int64
+}
+
+func (s *testStore) PutFileStamped(ctx context.Context, key, path string, size int64, sha string, stamp objstore.FileStamp) (objstore.Object, error) {
+	now, err := objstore.StampFile(path)
+	switch fresh := err == nil && !stamp.IsZero() && now == stamp; {
+	case !strings.HasSuffix(path, ".sst"):
+		s.nonSST.Add(1)
+	case fresh:
+		s.sstFresh.Add(1)
+	default:
+		s.sstStale.Add(1)
+	}
+	return s.Store.PutFileStamped(ctx, key, path, size, sha, stamp)
 }
 
 func newTestStore(t *testing.T) *testStore {

@@ -3,6 +3,7 @@ package snapshotbuild
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"log/slog"
@@ -14,6 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/thawdb/thaw/objstore"
 )
 
 // fileCacheShards pins a Pebble default that is otherwise GOMAXPROCS and is
@@ -118,6 +121,7 @@ type sstFile struct {
 	path     string
 	size     int64
 	sha256   [32]byte
+	stamp    objstore.FileStamp // taken after the last write
 	smallest []byte
 	largest  []byte
 	rows     int64
@@ -184,6 +188,13 @@ func (s *sstSink) closeFile() error {
 	}
 	s.cur.size = s.hw.n
 	copy(s.cur.sha256[:], s.hw.h.Sum(nil))
+	// The digest is of the bytes handed to the file; the stamp lets the
+	// upload trust it for this file as long as nothing writes to it.
+	stamp, err := objstore.StampFile(s.cur.path)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("finish sst %s: %w", s.cur.path, err)
+	}
+	s.cur.stamp = stamp
 	s.files = append(s.files, s.cur)
 	s.bytes += s.cur.size
 	s.cur = sstFile{}

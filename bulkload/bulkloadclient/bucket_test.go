@@ -222,9 +222,9 @@ func (r *recordingStore) record(key, sum string) {
 	r.puts[key] = sum
 }
 
-func (r *recordingStore) PutFile(ctx context.Context, key, path string, size int64, sum string) (objstore.Object, error) {
+func (r *recordingStore) PutFileStamped(ctx context.Context, key, path string, size int64, sum string, stamp objstore.FileStamp) (objstore.Object, error) {
 	r.record(key, sum)
-	return r.Store.PutFile(ctx, key, path, size, sum)
+	return r.Store.PutFileStamped(ctx, key, path, size, sum, stamp)
 }
 
 func (r *recordingStore) PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error) {

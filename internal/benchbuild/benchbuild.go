@@ -91,7 +91,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	comp := fs.String("compression", "snappy", "SST compression: snappy, zstd or none")
 	fs.BoolVar(&c.keep, "keep", false, "keep the files written under --dir")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of stage (c) to this file")
-	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps")
+	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps, and the cores it keeps busy every 10 ms")
 	fs.BoolVar(&c.compare, "compare-workers", false, "also run (c) with 1 worker, before the --workers run, and print the speedup")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -416,6 +416,11 @@ func runEncode(ctx context.Context, cfg config, g *generator, table *kv.Table) (
 	perBucket := make([]int64, cfg.buckets)
 	var genTime time.Duration
 	start := time.Now()
+	if cfg.trace {
+		stop := make(chan struct{})
+		defer close(stop)
+		go traceCores(start, stop)
+	}
 	for batch, lo := int64(0), int64(0); lo < cfg.rows; batch, lo = batch+1, lo+int64(cfg.batchRows) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -473,6 +478,11 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 	}
 	var genTime time.Duration
 	start := time.Now()
+	if cfg.trace {
+		stop := make(chan struct{})
+		defer close(stop)
+		go traceCores(start, stop)
+	}
 	var progress func(snapshotbuild.BucketProgress)
 	if cfg.trace {
 		var mu sync.Mutex
@@ -520,6 +530,9 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 		return nil, fmt.Errorf("bench build: %w", err)
 	}
 	end := time.Now()
+	if cfg.trace {
+		fmt.Fprintf(os.Stderr, "%8.3fs finish returned\n", end.Sub(start).Seconds())
+	}
 	elapsed := end.Sub(start) - genTime
 	st := b.Stats()
 	var rows, dups, snapBytes int64
@@ -542,6 +555,24 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 		s.notes = append(s.notes, fmt.Sprintf("WARNING: %d MANIFESTs could not be normalized (not byte-reproducible)", st.UnreproducibleManifests))
 	}
 	return s, nil
+}
+
+// traceCores prints, every 10 ms until stop is closed, how many cores the
+// process kept busy since the previous line (CPU time over wall time).
+func traceCores(start time.Time, stop <-chan struct{}) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	lastWall, lastCPU := time.Now(), benchutil.CPUTime()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		wall, cpu := time.Now(), benchutil.CPUTime()
+		fmt.Fprintf(os.Stderr, "%8.3fs cores busy %.2f\n", wall.Sub(start).Seconds(), float64(cpu-lastCPU)/float64(wall.Sub(lastWall)))
+		lastWall, lastCPU = wall, cpu
+	}
 }
 
 // generator makes the synthetic data, deterministic for a seed: row i has

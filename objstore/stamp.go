@@ -1,0 +1,54 @@
+package objstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// FileStamp identifies one state of a local file: its device and inode,
+// size and modification time. A writer that computed a file's SHA-256
+// while writing it takes a stamp after its last write (StampFile) and hands
+// both to PutFileStamped, which then links the file without reading it
+// again as long as the file still has that stamp. The zero FileStamp
+// matches no file.
+//
+// What a stamp can miss: the modification time has the kernel's
+// timestamp granularity. On Linux 6.13 and later ext4, xfs, btrfs and
+// tmpfs give a write a fine-grained time once the previous time was read
+// (a stamp reads it), so any write after the stamp changes it; on older
+// kernels and other file systems a write within the same clock tick (a
+// few ms) as the stamp can go unseen, and so can a write that restores the
+// old time on purpose. Replicas verify every file's digest when they
+// restore it, so such a file fails the restore rather than being served.
+type FileStamp struct {
+	dev, ino uint64
+	size     int64
+	mtimeNs  int64
+	ok       bool
+}
+
+// StampFile stamps the file at path (following symbolic links).
+func StampFile(path string) (FileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return FileStamp{}, fmt.Errorf("objstore: stamp %s: %w", path, err)
+	}
+	st, ok := stampOf(fi)
+	if !ok {
+		return FileStamp{}, fmt.Errorf("objstore: stamp %s: no device and inode numbers here: %w", path, errors.ErrUnsupported)
+	}
+	return st, nil
+}
+
+// IsZero reports whether s is the zero stamp.
+func (s FileStamp) IsZero() bool { return !s.ok }
+
+// matches reports whether fi describes the file state s was taken of.
+func (s FileStamp) matches(fi os.FileInfo) bool {
+	if !s.ok {
+		return false
+	}
+	got, ok := stampOf(fi)
+	return ok && got == s
+}
