@@ -2,6 +2,7 @@ package promoter
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -55,9 +56,13 @@ func (l *limiter) wait(ctx context.Context, n int) error {
 	return nil
 }
 
-// limitedStore is a snapshotbuild.Store whose uploads read their content
-// through the limiter: the clean hook for limits.uploadMBps, since every
-// byte a build uploads passes through PutIfAbsent's Source.
+// limitedStore is a snapshotbuild.Store whose uploads go through the
+// limiter (limits.uploadMBps): PutIfAbsent reads its Source through it,
+// and a file put takes the file's size from it before the store copies the
+// file (the store reads the file itself, so the limiter cannot pace that
+// copy; the rate holds on average, each file is sent when its bytes fit).
+// A store that links files (LinksFiles) moves no bytes for a file put, and
+// such puts are not charged.
 type limitedStore struct {
 	snapshotbuild.Store
 	lim *limiter
@@ -65,6 +70,15 @@ type limitedStore struct {
 
 func (s limitedStore) PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error) {
 	return s.Store.PutIfAbsent(ctx, key, limitedSource{ctx: ctx, src: src, lim: s.lim})
+}
+
+func (s limitedStore) PutFileStamped(ctx context.Context, key, path string, size int64, sha string, stamp objstore.FileStamp) (objstore.Object, error) {
+	if l, ok := s.Store.(interface{ LinksFiles() bool }); !ok || !l.LinksFiles() {
+		if err := s.lim.wait(ctx, int(size)); err != nil {
+			return objstore.Object{}, fmt.Errorf("upload %s: %w", key, err)
+		}
+	}
+	return s.Store.PutFileStamped(ctx, key, path, size, sha, stamp)
 }
 
 type limitedSource struct {
