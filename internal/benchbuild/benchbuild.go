@@ -416,11 +416,6 @@ func runEncode(ctx context.Context, cfg config, g *generator, table *kv.Table) (
 	perBucket := make([]int64, cfg.buckets)
 	var genTime time.Duration
 	start := time.Now()
-	if cfg.trace {
-		stop := make(chan struct{})
-		defer close(stop)
-		go traceCores(start, stop)
-	}
 	for batch, lo := int64(0), int64(0); lo < cfg.rows; batch, lo = batch+1, lo+int64(cfg.batchRows) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
