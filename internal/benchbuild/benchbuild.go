@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,7 @@ type config struct {
 	cpuProfile  string
 	trace       bool
 	compare     bool
+	pairs       int
 }
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
@@ -93,6 +95,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of stage (c) to this file")
 	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps, and the cores it keeps busy every 10 ms")
 	fs.BoolVar(&c.compare, "compare-workers", false, "also run (c) with 1 worker, before the --workers run, and print the speedup")
+	fs.IntVar(&c.pairs, "pairs", 1, "with --compare-workers: run the 1-worker and the --workers build this many times, alternating, and print the median speedup")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -126,6 +129,10 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, errors.New("bench build: --workers must be at least 1")
 	case c.batchRows < 1:
 		return c, errors.New("bench build: --batch-rows must be at least 1")
+	case c.pairs < 1 || c.pairs > 1000:
+		return c, errors.New("bench build: --pairs must be in [1, 1000]")
+	case c.pairs > 1 && !c.compare:
+		return c, errors.New("bench build: --pairs needs --compare-workers")
 	case int64(c.batchRows)*int64(max(c.keyBytes, c.valueBytes)) >= 1<<31:
 		return c, errors.New("bench build: --batch-rows times the column size must stay below 2 GiB")
 	}
@@ -243,31 +250,44 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	}
 	b.bytes, b.cpu = logical, benchutil.CPUTime()-cpu0
 	benchutil.ResetPeakRSS()
-	var c1 *stage
-	if cfg.compare && cfg.workers > 1 {
-		one := cfg
-		one.workers, one.cpuProfile = 1, ""
-		cpu0 = benchutil.CPUTime()
-		if c1, err = runFull(ctx, one, g, table, dir); err != nil {
-			return err
-		}
-		c1.bytes, c1.cpu = logical, benchutil.CPUTime()-cpu0
-		c1.name = "(c1) full build, 1 worker"
-		for _, sub := range []string{"store", "tmp"} {
-			if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
-				return fmt.Errorf("bench build: %w", err)
+	// (c), and with --compare-workers (c1) before it, --pairs times: the
+	// table shows the last pair, the speedup line the median of all.
+	compare := cfg.compare && cfg.workers > 1
+	rounds := 1
+	if compare {
+		rounds = cfg.pairs
+	}
+	var c1, c *stage
+	var pairs [][2]time.Duration
+	for i := range rounds {
+		last := i == rounds-1
+		if compare {
+			one := cfg
+			one.workers, one.cpuProfile = 1, ""
+			if c1, err = measureFull(ctx, one, g, table, dir, logical); err != nil {
+				return err
+			}
+			c1.name = "(c1) full build, 1 worker"
+			if err := cleanFull(dir); err != nil {
+				return err
 			}
 		}
-		benchutil.ResetPeakRSS()
-	}
-	cpu0 = benchutil.CPUTime()
-	c, err := runFull(ctx, cfg, g, table, dir)
-	if err != nil {
-		return err
-	}
-	c.bytes, c.cpu = logical, benchutil.CPUTime()-cpu0
-	if c1 != nil {
-		c.name = fmt.Sprintf("(c) full build, %d workers", cfg.workers)
+		run := cfg
+		if !last {
+			run.cpuProfile = ""
+		}
+		if c, err = measureFull(ctx, run, g, table, dir, logical); err != nil {
+			return err
+		}
+		if compare {
+			c.name = fmt.Sprintf("(c) full build, %d workers", cfg.workers)
+			pairs = append(pairs, [2]time.Duration{c1.elapsed, c.elapsed})
+		}
+		if !last {
+			if err := cleanFull(dir); err != nil {
+				return err
+			}
+		}
 	}
 
 	stages := []*stage{a}
@@ -302,11 +322,64 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		fmt.Fprintf(stdout, "ratio full/limit at equal parallelism, (c) vs (a') %d streams: %.2f\n",
 			min(cfg.workers, cfg.buckets), ap.elapsed.Seconds()/c.elapsed.Seconds())
 	}
-	if c1 != nil {
+	if len(pairs) > 1 {
+		ratios := make([]float64, len(pairs))
+		var ones, many []string
+		for i, p := range pairs {
+			ratios[i] = p[0].Seconds() / p[1].Seconds()
+			ones = append(ones, fmt.Sprintf("%.2fs", p[0].Seconds()))
+			many = append(many, fmt.Sprintf("%.2fs", p[1].Seconds()))
+		}
+		fmt.Fprintf(stdout, "%d alternating pairs: 1 worker %s; %d workers %s\n", len(pairs), strings.Join(ones, " "), cfg.workers, strings.Join(many, " "))
+		fmt.Fprintf(stdout, "ratio %d workers/1 worker per pair: %s\n", cfg.workers, fmtRatios(ratios))
+		slices.Sort(ratios)
+		fmt.Fprintf(stdout, "ratio %d workers/1 worker: %.2f (median of %d pairs; lowest %.2f, highest %.2f)\n",
+			cfg.workers, median(ratios), len(ratios), ratios[0], ratios[len(ratios)-1])
+	} else if c1 != nil {
 		fmt.Fprintf(stdout, "ratio %d workers/1 worker: %.2f\n", cfg.workers, c1.elapsed.Seconds()/c.elapsed.Seconds())
 	}
 	fmt.Fprintf(stdout, "ratio full/limit: %.2f\n", a.elapsed.Seconds()/c.elapsed.Seconds())
 	return nil
+}
+
+// measureFull runs stage (c) with cfg and fills in its bytes and CPU time;
+// the peak RSS is reset afterwards for the next stage.
+func measureFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir string, logical int64) (*stage, error) {
+	cpu0 := benchutil.CPUTime()
+	st, err := runFull(ctx, cfg, g, table, dir)
+	if err != nil {
+		return nil, err
+	}
+	st.bytes, st.cpu = logical, benchutil.CPUTime()-cpu0
+	benchutil.ResetPeakRSS()
+	return st, nil
+}
+
+// cleanFull removes what a run of stage (c) left under dir.
+func cleanFull(dir string) error {
+	for _, sub := range []string{"store", "tmp"} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return fmt.Errorf("bench build: %w", err)
+		}
+	}
+	return nil
+}
+
+// median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func fmtRatios(rs []float64) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(out, " ")
 }
 
 // runLimit writes cfg.rows pre-sorted pairs of the build's encoded sizes

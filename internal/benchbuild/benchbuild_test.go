@@ -2,7 +2,10 @@ package benchbuild
 
 import (
 	"bytes"
+	"cmp"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,6 +66,40 @@ func TestCompareWorkers(t *testing.T) {
 	}
 	if got := strings.Count(out.String(), "20000 snapshot rows"); got != 2 {
 		t.Fatalf("%d builds reported 20000 snapshot rows, want 2", got)
+	}
+}
+
+// TestPairs: --pairs N runs the 1-worker and the 2-worker build N times
+// each, reports every pair's ratio, and the speedup line is their median.
+func TestPairs(t *testing.T) {
+	var out bytes.Buffer
+	err := Run(t.Context(), &out, []string{
+		"--rows", "5000", "--buckets", "2", "--workers", "2", "--dir", t.TempDir(),
+		"--batch-rows", "1000", "--compare-workers", "--pairs", "3",
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String())
+	if got := strings.Count(out.String(), "5000 snapshot rows"); got != 2 {
+		t.Fatalf("the table shows %d builds, want the last pair's 2", got)
+	}
+	per := regexp.MustCompile(`(?m)^ratio 2 workers/1 worker per pair: ([0-9.]+) ([0-9.]+) ([0-9.]+)$`).FindStringSubmatch(out.String())
+	med := regexp.MustCompile(`(?m)^ratio 2 workers/1 worker: ([0-9.]+) \(median of 3 pairs; lowest ([0-9.]+), highest ([0-9.]+)\)$`).FindStringSubmatch(out.String())
+	if per == nil || med == nil || !regexp.MustCompile(`(?m)^3 alternating pairs: 1 worker( [0-9.]+s){3}; 2 workers( [0-9.]+s){3}$`).MatchString(out.String()) {
+		t.Fatalf("pair lines missing:\n%s", out.String())
+	}
+	rs := []string{per[1], per[2], per[3]}
+	slices.SortFunc(rs, func(a, b string) int {
+		x, _ := strconv.ParseFloat(a, 64)
+		y, _ := strconv.ParseFloat(b, 64)
+		return cmp.Compare(x, y)
+	})
+	if med[1] != rs[1] || med[2] != rs[0] || med[3] != rs[2] {
+		t.Fatalf("median line %q does not summarize the pairs %q", med[0], per[0])
+	}
+	if err := Run(t.Context(), &bytes.Buffer{}, []string{"--rows", "10", "--pairs", "2"}); err == nil || !strings.Contains(err.Error(), "--compare-workers") {
+		t.Fatalf("--pairs without --compare-workers: %v", err)
 	}
 }
 
