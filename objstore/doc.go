@@ -141,8 +141,12 @@
 // (metadata=skip) on the file system of dst, dst is a hard link to the
 // object's file, made after the file was hashed and checked afterwards to
 // still be the file that was hashed (a plain Put may replace an object by
-// rename; then dst is removed and the object copied). Elsewhere, and when
-// linking fails for a file-system reason, GetFile copies through
+// rename; then dst is removed and the object copied). The process
+// remembers the FileStamp of each object file it verified this way, and a
+// later GetFile of a file that still has that stamp and the same expected
+// digest links it without reading it again: replicas on one machine
+// restoring the same bucket hash its files once, not once each. Elsewhere,
+// and when linking fails for a file-system reason, GetFile copies through
 // OpenVerified. Since dst may be the object, the caller must never modify
 // dst in place (no writes, appends, truncation or chmod); removing or
 // renaming it is fine. Files that will be appended to, such as a Pebble

@@ -20,14 +20,15 @@ type objectLinker interface {
 	// canLink reports whether linkObject may succeed at all; when false,
 	// GetFile copies without calling it.
 	canLink() bool
-	// linkObject opens the object at key, passes it to verify (which reads
-	// it through and returns an ErrIntegrity error on a mismatch) and then
+	// linkObject opens the object at key, passes its Stat and the open file
+	// to verify (which reads it through, unless that file state was
+	// verified before, and returns an ErrIntegrity error on a mismatch) and then
 	// hard-links it to dst, which must not exist (an error wrapping
 	// fs.ErrExist). errNoLink: this object cannot be linked to dst (another
 	// file system, no hard links, or the object was replaced while it was
 	// verified); GetFile then copies. On any error dst does not exist
 	// unless it existed before.
-	linkObject(ctx context.Context, key, dst string, verify func(io.Reader) error) error
+	linkObject(ctx context.Context, key, dst string, verify func(os.FileInfo, io.Reader) error) error
 }
 
 // GetFile writes the object at key to the new local file dst and
@@ -78,8 +79,19 @@ func (s *Store) GetFile(ctx context.Context, key, dst string, size int64, sha st
 		return false, fmt.Errorf("objstore: get %q: %w", key, err)
 	}
 	if l, ok := s.b.(objectLinker); ok && l.canLink() {
-		err := l.linkObject(ctx, key, dst, func(r io.Reader) error {
-			return checkDigest(key, r, size, sha)
+		err := l.linkObject(ctx, key, dst, func(fi os.FileInfo, r io.Reader) error {
+			st, _ := stampOf(fi)
+			if verifiedFiles.verified(st, size, sha) {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("objstore: get %q: %w", key, err)
+				}
+				return nil
+			}
+			if err := checkDigest(key, r, size, sha); err != nil {
+				return err
+			}
+			verifiedFiles.add(st, sha)
+			return nil
 		})
 		if !errors.Is(err, errNoLink) {
 			return err == nil, err
@@ -149,7 +161,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 }
 
 // linkObject verifies the object's file and hard-links it to dst.
-func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(io.Reader) error) error {
+func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(os.FileInfo, io.Reader) error) error {
 	if !b.linkable {
 		return errNoLink
 	}
@@ -170,7 +182,7 @@ func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(
 		// A directory of other keys, which is no object.
 		return fmt.Errorf("objstore: get %q in %s: %w", key, b.base, ErrNotFound)
 	}
-	if err := verify(&ctxReader{ctx: ctx, r: f}); err != nil {
+	if err := verify(fi, &ctxReader{ctx: ctx, r: f}); err != nil {
 		return err
 	}
 	if err := b.link(src, dst); err != nil {
@@ -201,7 +213,7 @@ func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(
 // linkObject injects FailNth and FailKey faults (counted as OpOpen), then
 // links through the inner bucket. A key that a CorruptRead fault matches
 // is not linked: GetFile copies it through Open, which corrupts it.
-func (f *Faults) linkObject(ctx context.Context, key, dst string, verify func(io.Reader) error) error {
+func (f *Faults) linkObject(ctx context.Context, key, dst string, verify func(os.FileInfo, io.Reader) error) error {
 	l, ok := f.inner.(objectLinker)
 	if !ok || f.corruptKey(key) {
 		return errNoLink

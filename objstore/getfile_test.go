@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // noFile fails the test if path exists.
@@ -191,6 +192,63 @@ func TestGetFileLinkIntegrity(t *testing.T) {
 	if links != 0 {
 		t.Fatalf("%d links made for a corrupt object", links)
 	}
+}
+
+// TestGetFileVerifiedOnce: a linked object's file is read once per state:
+// a second GetFile of a file with the same stamp and expected digest does
+// not read it (shown by bytes changed behind the stamp's back: the time
+// restored by hand, which a stamp cannot see), another expected digest or a
+// changed stamp reads it again.
+func TestGetFileVerifiedOnce(t *testing.T) {
+	root := t.TempDir()
+	s := openStore(t, "file://"+filepath.ToSlash(root)+"/remote")
+	data := bytes.Repeat([]byte("verified once "), 8000)
+	mustPut(t, s, "k", data)
+	sum := hexSum(data)
+	get := func(name, sha string) error {
+		_, err := s.GetFile(t.Context(), "k", filepath.Join(root, name), int64(len(data)), sha)
+		return err
+	}
+	if err := get("first", sum); err != nil {
+		t.Fatal(err)
+	}
+	// Rot in place, with the modification time put back.
+	obj := objectPath(t, s, "k")
+	fi, err := os.Stat(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(obj, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{'!'}, 99); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(obj, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("second", sum); err != nil {
+		t.Fatalf("same stamp, same digest: %v (the file was read again)", err)
+	}
+	// Another expected digest or size is checked against the bytes.
+	if err := get("other", hexSum([]byte("x"))); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("another digest: %v", err)
+	}
+	if _, err := s.GetFile(t.Context(), "k", filepath.Join(root, "short"), int64(len(data))-1, sum); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("another size: %v", err)
+	}
+	// A new stamp: read again, and the rot is found.
+	if err := os.Chtimes(obj, fi.ModTime(), fi.ModTime().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("third", sum); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("changed stamp: %v, want ErrIntegrity", err)
+	}
+	noFile(t, filepath.Join(root, "third"))
 }
 
 // TestGetFileLinkFallback: when linking fails because of the file system

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 )
 
 // FileStamp identifies one state of a local file: its device and inode,
@@ -51,4 +52,43 @@ func (s FileStamp) matches(fi os.FileInfo) bool {
 	}
 	got, ok := stampOf(fi)
 	return ok && got == s
+}
+
+// verifiedFiles remembers, for this process, which file states were read
+// and found to hold which SHA-256: GetFile links an object's file without
+// reading it again when the file still has a stamp verified before. On a
+// single machine every replica restoring a bucket links the same inode
+// (the object's file), and the first one's check covers the others.
+var verifiedFiles = &stampCache{m: map[FileStamp]string{}, max: 1 << 14}
+
+type stampCache struct {
+	mu  sync.Mutex
+	m   map[FileStamp]string
+	max int
+}
+
+// verified reports whether a file with stamp st was verified to hold
+// size bytes with SHA-256 sha.
+func (c *stampCache) verified(st FileStamp, size int64, sha string) bool {
+	if !st.ok || st.size != size {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.m[st]
+	return ok && got == sha
+}
+
+// add records that a file with stamp st holds sha. When full, the cache
+// starts over: it only saves reads, and losing entries costs one read each.
+func (c *stampCache) add(st FileStamp, sha string) {
+	if !st.ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[st] = sha
 }
