@@ -218,16 +218,7 @@ func TestGetFileVerifiedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(obj, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{'!'}, 99); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	overwrite(t, obj, 99, '!')
 	if err := os.Chtimes(obj, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}

@@ -52,16 +52,7 @@ func TestPutFileStamped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClockPast(t, q)
-	f, err := os.OpenFile(q, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{'X'}, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	overwrite(t, q, 10, 'X')
 	if now, err := StampFile(q); err != nil || now == qstamp {
 		t.Fatalf("the stamp did not change with a write: %v", err)
 	}
@@ -101,5 +92,21 @@ func waitClockPast(t *testing.T, path string) {
 	}
 	if d := time.Until(fi.ModTime().Add(20 * time.Millisecond)); d > 0 {
 		time.Sleep(d)
+	}
+}
+
+// overwrite writes one byte at off into the existing file at path, in
+// place (same inode).
+func overwrite(t *testing.T, path string, off int64, b byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{b}, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
