@@ -572,6 +572,16 @@ func (e *Embedded) checkCoordinator(ctx context.Context) error {
 	if l.ID == "" {
 		return errors.New("no coordinator elected")
 	}
+	// Elected is not yet serving: the winner answers NOT_LEADER until it
+	// has started its term.
+	e.mu.Lock()
+	c := e.mu.coords[l.ID]
+	e.mu.Unlock()
+	if c.running() && c.coord != nil {
+		if _, ok := c.coord.IsLeader(); !ok {
+			return fmt.Errorf("coordinator %s elected, not serving yet", l.ID)
+		}
+	}
 	return nil
 }
 
