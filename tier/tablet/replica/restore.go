@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
 )
 
@@ -21,10 +22,13 @@ const (
 	checkpointDirName = "checkpoint"
 )
 
-// fileSum is the size and SHA-256 of a local SST file.
+// fileSum is the size and SHA-256 of a local SST file, and, when they
+// were computed by reading it, the file's stamp from then (the upload then
+// links the file without reading it again while it keeps that stamp).
 type fileSum struct {
 	size   int64
 	sha256 string
+	stamp  objstore.FileStamp
 }
 
 // Open opens the replica of id, restoring it from the snapshot from (nil:

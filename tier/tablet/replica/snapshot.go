@@ -183,17 +183,18 @@ func (h *Host) put(ctx context.Context, uri string, src objstore.Source, want fi
 
 // putFile stores the immutable local file at path (an SST of a
 // checkpoint: a hard link to the database's file, which Pebble never
-// writes again) at uri if absent, through objstore.PutFile: it checks the
-// file against want before anything is stored, and on a file:// store on
-// this file system the object becomes a hard link to the file instead of
-// a copy. Only immutable files may go this way, since the object is the
-// file afterwards.
+// writes again) at uri if absent, through objstore.PutFileStamped: it
+// checks the file against want before anything is stored (without reading
+// it again if it still has the stamp it had when it was hashed), and on a
+// file:// store on this file system the object becomes a hard link to the
+// file instead of a copy. Only immutable files may go this way, since the
+// object is the file afterwards.
 func (h *Host) putFile(ctx context.Context, uri, path string, want fileSum) error {
 	key, err := h.store.Key(uri)
 	if err != nil {
 		return err
 	}
-	if _, err := h.store.PutFile(ctx, key, path, want.size, want.sha256); err != nil {
+	if _, err := h.store.PutFileStamped(ctx, key, path, want.size, want.sha256, want.stamp); err != nil {
 		return fmt.Errorf("upload %s: %w", key, err)
 	}
 	return nil
@@ -261,7 +262,11 @@ func (r *Replica) checkpointFiles(dir string) ([]localFile, error) {
 	return files, nil
 }
 
+// hashFile hashes the file at path. The stamp is kept only if the file
+// had it both before and after it was read, so the digest is of that
+// state.
 func hashFile(path string) (_ fileSum, err error) {
+	before, serr := objstore.StampFile(path)
 	f, err := os.Open(path)
 	if err != nil {
 		return fileSum{}, fmt.Errorf("hash checkpoint file: %w", err)
@@ -272,7 +277,11 @@ func hashFile(path string) (_ fileSum, err error) {
 	if err != nil {
 		return fileSum{}, fmt.Errorf("hash %s: %w", filepath.Base(path), err)
 	}
-	return fileSum{size: n, sha256: hex.EncodeToString(h.Sum(nil))}, nil
+	sum := fileSum{size: n, sha256: hex.EncodeToString(h.Sum(nil))}
+	if after, aerr := objstore.StampFile(path); serr == nil && aerr == nil && after == before {
+		sum.stamp = before
+	}
+	return sum, nil
 }
 
 func sumOf(b []byte) fileSum {

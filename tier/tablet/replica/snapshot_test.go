@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -331,4 +332,33 @@ func TestRetainDeleteRestore(t *testing.T) {
 		}
 	}
 	sameContents(t, open(t, h2, e.id(0), &retained[1]), want)
+}
+
+// hashFile keeps the file's stamp when the file did not change while it
+// was read, so the snapshot's upload can link it without reading it again;
+// a file written to since then no longer has that stamp.
+func TestHashFileStamp(t *testing.T) {
+	p := t.TempDir() + "/000007.sst"
+	if err := os.WriteFile(p, []byte("an sst, say"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := hashFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := objstore.StampFile(p)
+	if err != nil || sum.stamp.IsZero() || sum.stamp != now || sum.size != 11 || sum.sha256 != sumOf([]byte("an sst, say")).sha256 {
+		t.Fatalf("hashFile: %+v (stamp now %+v, %v)", sum, now, err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(fi.ModTime().Add(20 * time.Millisecond))) // past a coarse clock tick
+	if err := os.WriteFile(p, []byte("an sst, sat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := objstore.StampFile(p); err != nil || again == sum.stamp {
+		t.Fatalf("a rewritten file kept its stamp: %v", err)
+	}
 }
