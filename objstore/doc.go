@@ -142,15 +142,17 @@
 // object's file, made after the file was hashed and checked afterwards to
 // still be the file that was hashed (a plain Put may replace an object by
 // rename; then dst is removed and the object copied). The process
-// remembers the FileStamp of each object file it verified this way, and a
-// later GetFile of a file that still has that stamp and the same expected
-// digest links it without reading it again: replicas on one machine
-// restoring the same bucket hash its files once, not once each. Elsewhere,
-// and when linking fails for a file-system reason, GetFile copies through
-// OpenVerified. Since dst may be the object, the caller must never modify
-// dst in place (no writes, appends, truncation or chmod); removing or
-// renaming it is fine. Files that will be appended to, such as a Pebble
-// MANIFEST, must be copied instead. GetFile syncs nothing: a linked dst's
+// remembers the FileStamp of each object file it verified this way, or
+// read through OpenVerified to the end and found right, and a later
+// GetFile of a file that still has that stamp and the same expected size
+// and digest links it without reading it again: on one machine, the
+// coordinator validating a bulk load and the replicas restoring it read
+// each file once between them. Elsewhere, and when linking fails for a
+// file-system reason, GetFile copies through OpenVerified. Since dst may be
+// the object, the caller must never modify dst in place (no writes,
+// appends, truncation or chmod); removing or renaming it is fine. Files
+// that will be appended to, such as a Pebble MANIFEST, must be copied
+// instead. GetFile syncs nothing: a linked dst's
 // data is the object's, durable already, but neither its name nor a copy's
 // data is. Through Faults, a link counts as an open and FailNth/FailKey
 // faults apply to it; a key that CorruptRead matches is copied, so the

@@ -160,6 +160,24 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
+// objectPath is the path of the object's file on a linking file:// store.
+func (b *gcBucket) objectPath(key string) (string, bool) {
+	if !b.linkable {
+		return "", false
+	}
+	return filepath.Join(b.dir, filepath.FromSlash(b.prefix+key)), true
+}
+
+// objectPath is the inner bucket's. A read through Faults may still be
+// corrupted on purpose; the verifier then fails and nothing is remembered.
+func (f *Faults) objectPath(key string) (string, bool) {
+	l, ok := f.inner.(interface{ objectPath(string) (string, bool) })
+	if !ok {
+		return "", false
+	}
+	return l.objectPath(key)
+}
+
 // linkObject verifies the object's file and hard-links it to dst.
 func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(os.FileInfo, io.Reader) error) error {
 	if !b.linkable {

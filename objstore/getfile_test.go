@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -212,16 +213,8 @@ func TestGetFileVerifiedOnce(t *testing.T) {
 	if err := get("first", sum); err != nil {
 		t.Fatal(err)
 	}
-	// Rot in place, with the modification time put back.
 	obj := objectPath(t, s, "k")
-	fi, err := os.Stat(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	overwrite(t, obj, 99, '!')
-	if err := os.Chtimes(obj, fi.ModTime(), fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	mtime := rotBehindStamp(t, obj)
 	if err := get("second", sum); err != nil {
 		t.Fatalf("same stamp, same digest: %v (the file was read again)", err)
 	}
@@ -233,13 +226,49 @@ func TestGetFileVerifiedOnce(t *testing.T) {
 		t.Fatalf("another size: %v", err)
 	}
 	// A new stamp: read again, and the rot is found.
-	if err := os.Chtimes(obj, fi.ModTime(), fi.ModTime().Add(time.Second)); err != nil {
+	if err := os.Chtimes(obj, mtime, mtime.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if err := get("third", sum); !errors.Is(err, ErrIntegrity) {
 		t.Fatalf("changed stamp: %v, want ErrIntegrity", err)
 	}
 	noFile(t, filepath.Join(root, "third"))
+}
+
+// TestOpenVerifiedRemembers: on a linking file:// store an object read
+// through OpenVerified and found right counts as verified for GetFile; one
+// found wrong does not.
+func TestOpenVerifiedRemembers(t *testing.T) {
+	root := t.TempDir()
+	s := openStore(t, "file://"+filepath.ToSlash(root)+"/remote")
+	data := bytes.Repeat([]byte("read through "), 6000)
+	sum := hexSum(data)
+	readThrough := func(key, sha string) error {
+		rc, err := s.OpenVerified(t.Context(), key, int64(len(data)), sha)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(io.Discard, rc)
+		return err
+	}
+	for _, k := range []string{"good", "bad"} {
+		mustPut(t, s, k, data)
+	}
+	if err := readThrough("good", sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := readThrough("bad", hexSum([]byte("other"))); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("wrong digest: %v", err)
+	}
+	rotBehindStamp(t, objectPath(t, s, "good"))
+	rotBehindStamp(t, objectPath(t, s, "bad"))
+	if _, err := s.GetFile(t.Context(), "good", filepath.Join(root, "good"), int64(len(data)), sum); err != nil {
+		t.Fatalf("an object read through and found right was read again: %v", err)
+	}
+	if _, err := s.GetFile(t.Context(), "bad", filepath.Join(root, "bad"), int64(len(data)), sum); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("an object found wrong counted as verified: %v", err)
+	}
 }
 
 // TestGetFileLinkFallback: when linking fails because of the file system
@@ -401,4 +430,20 @@ func TestGetFileFaults(t *testing.T) {
 	if n := f.Calls(OpOpen); n != 3 {
 		t.Fatalf("%d opens counted, want 3", n)
 	}
+}
+
+// rotBehindStamp changes a byte of the file at path in place and puts its
+// modification time back, as rot no stamp can see would; it returns that
+// time.
+func rotBehindStamp(t *testing.T, path string) time.Time {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overwrite(t, path, 7, '#')
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	return fi.ModTime()
 }

@@ -227,11 +227,40 @@ func (s *Store) OpenVerified(ctx context.Context, key string, size int64, sha st
 	if err != nil || len(want) != sha256.Size || size < 0 {
 		return nil, fmt.Errorf("objstore: open %q: want size >= 0 and a hex sha256, got %d and %q", key, size, sha)
 	}
+	// On a file:// store, an object file read through and found right is
+	// remembered by its stamp (as GetFile remembers what it verified), if
+	// the file had that stamp before and after the read.
+	before, stamped := s.objectStamp(key)
 	rc, err := s.b.Open(ctx, key, 0, -1)
 	if err != nil {
 		return nil, err
 	}
-	return &verifier{rc: rc, d: newDigester(rc), key: key, size: size, sha: hex.EncodeToString(want)}, nil
+	v := &verifier{rc: rc, d: newDigester(rc), key: key, size: size, sha: hex.EncodeToString(want)}
+	if stamped {
+		v.verified = func() {
+			if after, ok := s.objectStamp(key); ok && after == before {
+				verifiedFiles.add(before, v.sha)
+			}
+		}
+	}
+	return v, nil
+}
+
+// objectStamp stamps the file of the object at key on a file:// store
+// that links (metadata=skip); false elsewhere.
+func (s *Store) objectStamp(key string) (FileStamp, bool) {
+	l, ok := s.b.(interface {
+		objectPath(key string) (string, bool)
+	})
+	if !ok {
+		return FileStamp{}, false
+	}
+	p, ok := l.objectPath(key)
+	if !ok {
+		return FileStamp{}, false
+	}
+	st, err := StampFile(p)
+	return st, err == nil
 }
 
 type verifier struct {
@@ -241,6 +270,9 @@ type verifier struct {
 	size int64
 	sha  string
 	err  error // sticky integrity error
+	// verified, if set, runs once when the read ends with the right size
+	// and digest.
+	verified func()
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
@@ -263,6 +295,10 @@ func (v *verifier) Read(p []byte) (int, error) {
 	case v.d.sum() != v.sha:
 		v.err = fmt.Errorf("objstore: read %q: %w: sha256 %s, want %s", v.key, ErrIntegrity, v.d.sum(), v.sha)
 	default:
+		if v.verified != nil {
+			v.verified()
+			v.verified = nil
+		}
 		return n, io.EOF
 	}
 	return n, v.err
