@@ -127,8 +127,8 @@ const (
 // no connection can be made (a read: when a coordinator is unavailable),
 // each configured one at most once. It never waits. A coordinator that
 // answered is remembered for later calls; after a failure that says the
-// coordinator is not serving (NOT_LEADER, no connection, a transport
-// failure rather than a coordinator's own answer) later calls start at the
+// coordinator is not serving or not available (NOT_LEADER, no connection,
+// a transport failure, an UNAVAILABLE answer) later calls start at the
 // next configured one.
 func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 	method func(tierv1connect.BulkLoadServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
@@ -166,7 +166,11 @@ func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 			}
 		}
 		if next == nil {
-			if notLeader || (sentinelOf(err) == bulkload.ErrUnavailable && !answered(err)) {
+			// Not serving, or unavailable (also by its own answer: a
+			// coordinator cut off from etcd answers so to every call):
+			// later calls start at the next configured coordinator, which
+			// points back with a NOT_LEADER hint if this one still leads.
+			if notLeader || sentinelOf(err) == bulkload.ErrUnavailable {
 				c.coords.PassOver(start)
 			}
 			if len(used) > 1 {
@@ -177,13 +181,6 @@ func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 		co = next
 		used = append(used, co.URL)
 	}
-}
-
-// answered reports whether err is a tier server's own answer (it carries a
-// reason), not a transport failure or a stranger's answer.
-func answered(err error) bool {
-	var ce *connect.Error
-	return tierpb.DetailOf(err) != nil || (errors.As(err, &ce) && ce.Meta().Get(tierpb.HeaderReason) != "")
 }
 
 // BeginOptions tune Begin.

@@ -43,7 +43,9 @@
 // client repeats the call there at once (at most MaxLeaderRedirects times
 // per call; safe, since such a coordinator did not act) and remembers it
 // for later calls. A coordinator of the list that cannot be reached is
-// passed over for the next. NOT_LEADER naming none (an election) is
+// passed over for the next; one that answers UNAVAILABLE is passed over by
+// the next call (Begin, Commit and Abort are not sent twice within a call
+// after an answer). NOT_LEADER naming none (an election) is
 // bulkload.ErrUnavailable.
 //
 // Errors wrap the bulkload package's sentinels (RPCs) or snapshotbuild's

@@ -327,3 +327,36 @@ func TestLeaderRedirectBound(t *testing.T) {
 		})
 	}
 }
+
+// TestUnavailableCoordinatorPassedOver: a coordinator that answers a
+// change UNAVAILABLE itself is not bypassed for that call (the attempt may
+// have done something; the caller decides to repeat it), but the caller's
+// next call starts at the next configured coordinator instead of asking
+// the unavailable one again.
+func TestUnavailableCoordinatorPassedOver(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	u := coordlisttest.NewUnavailableServer(t, "coord-u")
+	b := coordlisttest.NewNotLeaderServer(t, "coord-b")
+	bAddr := b.HostPort()
+	b.To.Store(&bAddr) // names itself: its answer ends a call
+	c, err := bulkloadclient.New(ctx, u.HostPort()+","+bAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := bulkload.Target{Database: "shop", Table: "events", Partition: "us"}
+	_, err = c.Begin(ctx, target, "passed-over", bulkloadclient.BeginOptions{})
+	if !errors.Is(err, bulkload.ErrUnavailable) || !strings.Contains(err.Error(), "cannot reach etcd") {
+		t.Fatalf("first Begin: %v, want the unavailable coordinator's answer", err)
+	}
+	if u.Calls.Load() != 1 || b.Calls.Load() != 0 {
+		t.Fatalf("first Begin sent %d times to the unavailable coordinator and %d to the next; want 1 and 0", u.Calls.Load(), b.Calls.Load())
+	}
+	_, err = c.Begin(ctx, target, "passed-over", bulkloadclient.BeginOptions{})
+	if _, ok := tierpb.IsNotLeader(err); !ok {
+		t.Fatalf("second Begin: %v, want the next coordinator's answer", err)
+	}
+	if u.Calls.Load() != 1 || b.Calls.Load() != 1 {
+		t.Fatalf("second Begin: %d calls to the unavailable coordinator, %d to the next; want 1 and 1", u.Calls.Load(), b.Calls.Load())
+	}
+}

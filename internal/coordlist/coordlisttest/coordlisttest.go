@@ -32,19 +32,50 @@ type NotLeaderServer struct {
 func NewNotLeaderServer(tb testing.TB, id string) *NotLeaderServer {
 	tb.Helper()
 	s := &NotLeaderServer{}
-	ew := connect.NewErrorWriter()
-	s.Srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.Calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = ew.Write(w, r, tierpb.NewNotLeaderError("coordinator: "+id+" is not the active coordinator",
-			tierpb.LeaderHint{ID: "elsewhere", Address: *s.To.Load(), Epoch: 7}))
-	}))
-	tb.Cleanup(s.Srv.Close)
+	s.Srv = answerAll(tb, &s.Calls, func() error {
+		return tierpb.NewNotLeaderError("coordinator: "+id+" is not the active coordinator",
+			tierpb.LeaderHint{ID: "elsewhere", Address: *s.To.Load(), Epoch: 7})
+	})
 	return s
 }
 
 // HostPort is the server's address without its scheme.
 func (s *NotLeaderServer) HostPort() string { return strings.TrimPrefix(s.Srv.URL, "http://") }
+
+// UnavailableServer answers every call UNAVAILABLE, as a coordinator's own
+// answer (it carries the reason): a coordinator that serves HTTP but cannot
+// act, cut off from etcd for instance.
+type UnavailableServer struct {
+	Srv   *httptest.Server
+	Calls atomic.Int32
+}
+
+// NewUnavailableServer starts one, closed when the test ends; id names it
+// in its error messages.
+func NewUnavailableServer(tb testing.TB, id string) *UnavailableServer {
+	tb.Helper()
+	s := &UnavailableServer{}
+	s.Srv = answerAll(tb, &s.Calls, func() error {
+		return tierpb.NewError(tierpb.ReasonUnavailable, "coordinator: "+id+" cannot reach etcd", nil)
+	})
+	return s
+}
+
+// HostPort is the server's address without its scheme.
+func (s *UnavailableServer) HostPort() string { return strings.TrimPrefix(s.Srv.URL, "http://") }
+
+// answerAll serves every request with the error answer returns, counting
+// them in calls; the server closes when the test ends.
+func answerAll(tb testing.TB, calls *atomic.Int32, answer func() error) *httptest.Server {
+	ew := connect.NewErrorWriter()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = ew.Write(w, r, answer())
+	}))
+	tb.Cleanup(srv.Close)
+	return srv
+}
 
 // ClosedAddress returns a host:port nothing listens at.
 func ClosedAddress(tb testing.TB) string {
