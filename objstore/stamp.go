@@ -20,8 +20,9 @@ import (
 // (a stamp reads it), so any write after the stamp changes it; on older
 // kernels and other file systems a write within the same clock tick (a
 // few ms) as the stamp can go unseen, and so can a write that restores the
-// old time on purpose. Replicas verify every file's digest when they
-// restore it, so such a file fails the restore rather than being served.
+// old time on purpose. The tier reads every file of a bulk load before the
+// load becomes visible (the coordinator's validation, or the replicas'
+// restores), so such a file fails the commit rather than being served.
 type FileStamp struct {
 	dev, ino uint64
 	size     int64
@@ -54,11 +55,13 @@ func (s FileStamp) matches(fi os.FileInfo) bool {
 	return ok && got == s
 }
 
-// verifiedFiles remembers, for this process, which file states were read
-// and found to hold which SHA-256: GetFile links an object's file without
-// reading it again when the file still has a stamp verified before. On a
-// single machine every replica restoring a bucket links the same inode
-// (the object's file), and the first one's check covers the others.
+// verifiedFiles remembers, for this process, which object file states
+// were read (by GetFile, or through OpenVerified to the end) and found to
+// hold which SHA-256: GetFile links an object's file without reading it
+// again when the file still has a stamp verified before. On a single
+// machine the coordinator validating a bulk load reads each object's file,
+// and every replica restoring the bucket links that same inode: the first
+// check covers the others.
 var verifiedFiles = &stampCache{m: map[FileStamp]string{}, max: 1 << 14}
 
 type stampCache struct {

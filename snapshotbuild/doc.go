@@ -91,10 +91,11 @@
 // written: the store trusts that digest as long as the file still has the
 // stamp (inode, size, modification time) taken after its last write, and
 // reads and verifies a file that lost it (see objstore.FileStamp). Copies
-// to other stores are verified while they stream. Replicas verify every
-// file again when they restore it. The builder never modifies a file after
-// storing it, and removing its temporary directory leaves linked objects
-// intact. Spill runs are read once by the merge, which gives their pages
-// back to the kernel as it goes (Linux: hole punching), so the SST files
-// written next reuse them.
+// to other stores are verified while they stream, and the tier checks
+// every file's digest again before a load becomes visible (the
+// coordinator's validation at Commit). The builder never modifies a file
+// after storing it, and removing its temporary directory leaves linked
+// objects intact. Spill runs are read once by the merge, which gives their
+// pages back to the kernel as it goes (Linux: hole punching), so the SST
+// files written next reuse them.
 package snapshotbuild

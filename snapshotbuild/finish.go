@@ -288,11 +288,12 @@ func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketO
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", f.localPath, err)
 		}
-		// PutFileStamped verifies the file against the digest computed
-		// while it was written before anything is stored, and on a file://
-		// store on the same file system links it instead of copying it —
-		// without reading it again while it has the stamp taken after it
-		// was written (the SSTs; the small files are hashed again).
+		// PutFileStamped stores the file write-if-absent. On a file://
+		// store on the same file system it links the file instead of
+		// copying it, trusting the digest computed while the file was
+		// written as long as the file keeps the stamp taken then (the
+		// SSTs; the small files carry none and are hashed again); copies
+		// are verified while they stream.
 		if _, err := b.store.PutFileStamped(ctx, key, f.path, f.size, f.sha256, f.stamp); err != nil {
 			if errors.Is(err, objstore.ErrIntegrity) {
 				return fmt.Errorf("%w: %s: %w", ErrLocalIntegrity, f.localPath, err)
