@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -316,6 +317,33 @@ func checkVersion(b []byte, members map[string]bool) error {
 	return nil
 }
 
+// recordTimes are the members of a record that hold times.
+var recordTimes = []string{"created_at", "updated_at", "begun_at", "committed_at"}
+
+// checkTimes checks that each time member a record holds is a JSON string
+// with an RFC 3339 time, and names the member when one is not (the JSON
+// decoder's time errors do not).
+func checkTimes(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for _, k := range recordTimes {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		var str string
+		if err := json.Unmarshal(v, &str); err != nil {
+			return fmt.Errorf("member %q: %s is not a time (an RFC 3339 string)", k, abbreviate(string(v)))
+		}
+		if _, err := time.Parse(time.RFC3339Nano, str); err != nil {
+			return fmt.Errorf("member %q: %q is not an RFC 3339 time", k, abbreviate(str))
+		}
+	}
+	return nil
+}
+
 // abbreviate shortens a stored value quoted in an error to 32 bytes and
 // an ellipsis (at a rune boundary).
 func abbreviate(s string) string {
@@ -354,6 +382,9 @@ func decodeRecord(id string, b []byte) (Record, error) {
 		return Record{}, err
 	}
 	if err := strictjson.Members(members, recordMembers, recordOptional); err != nil {
+		return fail("%v", err)
+	}
+	if err := checkTimes(b); err != nil {
 		return fail("%v", err)
 	}
 	var s storedRecord

@@ -65,6 +65,8 @@ func badRecords() []badRecord {
 		{"fraction", id, edit(g, `"rows":0`, `"rows":0.5`), `member "rows": number 0.5 is not int64`},
 		{"wrong element type", id, edit(g, `"lake_partitions":[`, `"lake_partitions":[7,`), `member "lake_partitions": number is not string`},
 		{"bad time", id, edit(g, `"created_at":"2024-01-08T10:30:00.123456789Z"`, `"created_at":"yesterday"`), "yesterday"},
+		{"time as a number", id, edit(g, `"created_at":"2024-01-08T10:30:00.123456789Z"`, `"created_at":5`), `member "created_at"`},
+		{"bad time names the member", id, edit(g, `"begun_at":"2024-01-08T10:30:01.123456789Z"`, `"begun_at":"soon"`), `member "begun_at"`},
 		{"unknown phase", id, edit(g, `"phase":"begun"`, `"phase":"began"`), `phase "began" is not one of`},
 		{"empty phase", id, edit(g, `"phase":"begun"`, `"phase":""`), `phase "" is not one of`},
 		{"attempt zero", id, edit(g, `"attempt":1`, `"attempt":0`), "attempt 0 below 1"},
