@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestSmoke runs both paths with a tiny input against an embedded tier:
@@ -35,6 +37,7 @@ func TestSmoke(t *testing.T) {
 				`(?m)^    ordinary: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
 				`(?m)^    bulk: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
 				`build: 3 buckets, 3000 rows in the snapshots`,
+				`(?m)^    (waited [0-9.]+s for the process to go idle|the process did not go idle within 1m0s)`,
 			} {
 				if !regexp.MustCompile(re).MatchString(out.String()) {
 					t.Errorf("report lacks %q", re)
@@ -73,5 +76,27 @@ func TestFlags(t *testing.T) {
 		if err := Run(t.Context(), &bytes.Buffer{}, args); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+// TestSettle: settle returns once the process is idle, and gives up after
+// its limit while a goroutine keeps a core busy.
+func TestSettle(t *testing.T) {
+	waited, idle, err := settle(t.Context(), 10*time.Second)
+	if err != nil || !idle || waited < 500*time.Millisecond {
+		t.Fatalf("idle process: waited %v, idle %t, %v", waited, idle, err)
+	}
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+		}
+	}()
+	waited, idle, err = settle(t.Context(), time.Second)
+	stop.Store(true)
+	<-done
+	if err != nil || idle || waited < time.Second {
+		t.Fatalf("busy process: waited %v, idle %t, %v", waited, idle, err)
 	}
 }
