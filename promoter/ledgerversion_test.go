@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
@@ -154,25 +154,12 @@ func TestEtcdLedgerVersions(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-// errorLogs returns the error-level JSON log events whose key is key.
-func (w *lockedBuffer) errorLogs(t *testing.T, key string) []map[string]any {
+// errorLogs returns the error-level JSON log events in logs whose key is
+// key.
+func errorLogs(t *testing.T, logs *testlog.Buffer, key string) []map[string]any {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var out []map[string]any
-	for _, line := range bytes.Split(w.b.Bytes(), []byte("\n")) {
+	for _, line := range bytes.Split(logs.Bytes(), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
@@ -252,14 +239,14 @@ func TestResumeWithNewerRecord(t *testing.T) {
 		}
 	}
 
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	cfg = e.configAt(pols, prefix)
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	second := e.promoter(cfg)
 	err = second.Resume(ctx)
 	namesIt(t, "resume", err)
 	untouched(t)
-	if evs := logs.errorLogs(t, newerKey); len(evs) == 0 || !strings.Contains(evs[0]["err"].(string), why) {
+	if evs := errorLogs(t, logs, newerKey); len(evs) == 0 || !strings.Contains(evs[0]["err"].(string), why) {
 		t.Fatalf("error logs of %s: %v", newerKey, evs)
 	}
 
@@ -275,7 +262,7 @@ func TestResumeWithNewerRecord(t *testing.T) {
 	if _, err := second.Promotions(ctx); err == nil {
 		t.Fatal("promotions: no error for the unreadable record")
 	}
-	if evs := logs.errorLogs(t, newerKey); len(evs) != 1 {
+	if evs := errorLogs(t, logs, newerKey); len(evs) != 1 {
 		t.Fatalf("%d error logs of %s after meeting it three times, want 1: %v", len(evs), newerKey, evs)
 	}
 	for i, d := range days {

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
 )
@@ -67,23 +68,6 @@ func leaks(where string, data []byte) []string {
 	return out
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
 // TestNoCredentialLeaks runs a promoter whose catalog config carries
 // credentials, promotes while looking at everything it exposes mid-build,
 // and then scans the whole etcd (ledger included), the debug JSON logs,
@@ -105,7 +89,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 		}
 	}
 
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	type seen struct {
 		where string
 		data  []byte
@@ -252,7 +236,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 	}
 
 	// thaw plan in-process, with its logs at debug level.
-	planLogs := &syncBuffer{}
+	planLogs := &testlog.Buffer{}
 	promoterLogOutput = planLogs
 	defer func() { promoterLogOutput = os.Stderr }()
 	code, out, errOut := run(t, "plan", "--config", s.configPath)

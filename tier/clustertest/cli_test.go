@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/thawdb/thaw/internal/cli"
+	"github.com/thawdb/thaw/internal/testlog"
 )
 
 // thaw runs the CLI in-process.
@@ -167,24 +167,6 @@ func TestCLI(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServerCommand runs `thaw server` in-process: it serves, answers
 // /readyz and client commands, and shuts down gracefully when its context
 // is cancelled, keeping its data for the next start.
@@ -197,7 +179,7 @@ func TestServerCommand(t *testing.T) {
 	start := func() (addr string, stop func() int) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
-		var out, errOut syncBuffer
+		var out, errOut testlog.Buffer
 		done := make(chan int, 1)
 		go func() {
 			done <- cli.Main(ctx, []string{"server", "--config", config, "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}, &out, &errOut)
