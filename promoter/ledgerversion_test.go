@@ -2,7 +2,6 @@ package promoter_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -191,20 +190,7 @@ func TestResumeWithNewerRecord(t *testing.T) {
 	pols := []*policies.Policy{twoDayPolicy(t, "versions", table)}
 
 	// A promoter killed once both records are begun.
-	cfg := e.configAt(pols, prefix)
-	cfg.Hooks.AfterPhase = func(_ context.Context, r promoter.Record) error {
-		if r.Phase == promoter.PhaseBegun {
-			return errKilled
-		}
-		return nil
-	}
-	first := e.promoter(cfg)
-	if _, err := first.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	first, _ := e.killedAt(ctx, t, e.configAt(pols, prefix), promoter.PhaseBegun)
 	recs, err := first.Promotions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +226,7 @@ func TestResumeWithNewerRecord(t *testing.T) {
 	}
 
 	logs := &testlog.Buffer{}
-	cfg = e.configAt(pols, prefix)
+	cfg := e.configAt(pols, prefix)
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	second := e.promoter(cfg)
 	err = second.Resume(ctx)

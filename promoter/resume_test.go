@@ -17,6 +17,29 @@ import (
 
 var errKilled = errors.New("killed by the test")
 
+// killedAt runs a promoter of cfg that dies with every promotion reaching
+// phase (its AfterPhase hook fails them), reconciles once and drains. It
+// returns the promoter and how many promotions it killed.
+func (e *env) killedAt(ctx context.Context, t *testing.T, cfg promoter.Config, phase promoter.Phase) (*promoter.Promoter, int32) {
+	t.Helper()
+	var killed atomic.Int32
+	cfg.Hooks.AfterPhase = func(_ context.Context, r promoter.Record) error {
+		if r.Phase == phase {
+			killed.Add(1)
+			return errKilled
+		}
+		return nil
+	}
+	p := e.promoter(cfg)
+	if _, err := p.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p, killed.Load()
+}
+
 // twoDayPolicy promotes 2024-01-02 and 2024-01-03 into shop.table.
 func twoDayPolicy(t *testing.T, name, table string) *policies.Policy {
 	return policy(t, fmt.Sprintf(`apiVersion: thaw.dev/v1
@@ -84,24 +107,9 @@ func TestKillAndResume(t *testing.T) {
 			table := "kill_" + string(phase)
 			pols := []*policies.Policy{twoDayPolicy(t, "kill-"+string(phase), table)}
 			prefix := "/thaw-test/" + table
-			cfg := e.configAt(pols, prefix)
-			var killed atomic.Int32
-			cfg.Hooks.AfterPhase = func(_ context.Context, r promoter.Record) error {
-				if r.Phase == phase {
-					killed.Add(1)
-					return errKilled
-				}
-				return nil
-			}
-			first := e.promoter(cfg)
-			if _, err := first.Reconcile(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := first.Drain(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if killed.Load() != 2 {
-				t.Fatalf("killed %d promotions at %s, want 2", killed.Load(), phase)
+			first, killed := e.killedAt(ctx, t, e.configAt(pols, prefix), phase)
+			if killed != 2 {
+				t.Fatalf("killed %d promotions at %s, want 2", killed, phase)
 			}
 			recs, err := first.Promotions(ctx)
 			if err != nil {
