@@ -3,12 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/internal/coordlist/coordlisttest"
 	"github.com/thawdb/thaw/kv"
 )
 
@@ -38,14 +38,7 @@ func TestPromoterTierAddressList(t *testing.T) {
 	if l.ID == standby {
 		standby = "coord-2"
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dead := coordlisttest.ClosedAddress(t)
 
 	no := false
 	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: dead + ", " + e.CoordinatorAddress(standby)}
