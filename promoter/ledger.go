@@ -322,7 +322,8 @@ var recordTimes = []string{"created_at", "updated_at", "begun_at", "committed_at
 
 // checkTimes checks that each time member a record holds is a JSON string
 // with an RFC 3339 time, and names the member when one is not (the JSON
-// decoder's time errors do not).
+// decoder's time errors do not). Only a record the decoder refused is
+// parsed again for it.
 func checkTimes(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -384,9 +385,6 @@ func decodeRecord(id string, b []byte) (Record, error) {
 	if err := strictjson.Members(members, recordMembers, recordOptional); err != nil {
 		return fail("%v", err)
 	}
-	if err := checkTimes(b); err != nil {
-		return fail("%v", err)
-	}
 	var s storedRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -395,6 +393,10 @@ func decodeRecord(id string, b []byte) (Record, error) {
 		if errors.As(err, &te) && te.Field != "" {
 			// Name the member, not the Go types of the stored form.
 			return fail("member %q: %s is not %s", strings.TrimPrefix(te.Field, "Record."), te.Value, te.Type)
+		}
+		// The decoder's time errors do not say which member; find it.
+		if terr := checkTimes(b); terr != nil {
+			return fail("%v", terr)
 		}
 		return fail("%v", err)
 	}
