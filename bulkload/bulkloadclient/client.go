@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -122,65 +121,23 @@ const (
 )
 
 // call sends req to the active coordinator and returns its answer or its
-// error as it is (for mapErr). It follows up to MaxLeaderRedirects
-// NOT_LEADER hints, and moves on to the next configured coordinator when
-// no connection can be made (a read: when a coordinator is unavailable),
-// each configured one at most once. It never waits. A coordinator that
-// answered is remembered for later calls; after a failure that says the
-// coordinator is not serving or not available (NOT_LEADER, no connection,
-// a transport failure, an UNAVAILABLE answer) later calls start at the
-// next configured one.
+// error as it is (for mapErr): one pass of coordlist.Route, which follows
+// NOT_LEADER hints (at most MaxLeaderRedirects), moves a read on past an
+// unavailable coordinator, never sends a change twice after an answer,
+// and never waits.
 func call[Req, Res any](ctx context.Context, c *Client, kind callKind, req *Req,
 	method func(tierv1connect.BulkLoadServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*Res, error) {
-	start := c.coords.Current()
-	co := start
-	used := []string{co.URL} // every address this call went to, in order
-	redirects := 0
-	for {
-		resp, err := method(co.Svc, ctx, connect.NewRequest(req))
-		if err == nil {
-			if co != start {
-				c.coords.Reached(co)
-			}
-			return resp.Msg, nil
-		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		var next *coordinator
-		hint, notLeader := tierpb.IsNotLeader(err)
-		switch {
-		case notLeader && hint.Address != "" && coordlist.BaseURL(hint.Address) != co.URL:
-			if redirects == MaxLeaderRedirects {
-				c.coords.PassOver(start)
-				return nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
-					redirects, strings.Join(used, " -> "), coordlist.BaseURL(hint.Address), err)
-			}
-			redirects++
-			next = c.coords.At(coordlist.BaseURL(hint.Address), co)
-			c.log.Debug("bulkloadclient: following NOT_LEADER", "from", co.URL, "to", next.URL, "leader_id", hint.ID)
-		case coordlist.NotSent(err) || (kind == read && sentinelOf(err) == bulkload.ErrUnavailable):
-			if next = c.coords.Untried(co, used); next != nil {
-				c.log.Debug("bulkloadclient: trying the next coordinator", "from", co.URL, "to", next.URL, "err", err)
-			}
-		}
-		if next == nil {
-			// Not serving, or unavailable (also by its own answer: a
-			// coordinator cut off from etcd answers so to every call):
-			// later calls start at the next configured coordinator, which
-			// points back with a NOT_LEADER hint if this one still leads.
-			if notLeader || sentinelOf(err) == bulkload.ErrUnavailable {
-				c.coords.PassOver(start)
-			}
-			if len(used) > 1 {
-				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
-			}
-			return nil, err
-		}
-		co = next
-		used = append(used, co.URL)
+	var resp *connect.Response[Res]
+	_, err := coordlist.Route(ctx, c.coords, kind == read, func(err error) bool { return sentinelOf(err) == bulkload.ErrUnavailable },
+		c.log, "bulkloadclient", func(co *coordinator) (err error) {
+			resp, err = method(co.Svc, ctx, connect.NewRequest(req))
+			return err
+		})
+	if err != nil {
+		return nil, err
 	}
+	return resp.Msg, nil
 }
 
 // BeginOptions tune Begin.

@@ -6,17 +6,22 @@
 // reached; a call may follow NOT_LEADER hints (bounded by MaxRedirects) and
 // move on to configured coordinators it has not used (Untried); after a
 // call found its coordinator not serving, later calls start at the next
-// configured one (PassOver). Safe for concurrent use.
+// configured one (PassOver). Route is that pass, for both clients. Safe for
+// concurrent use.
 package coordlist
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // MaxRedirects bounds how many NOT_LEADER answers naming another
@@ -153,4 +158,66 @@ func (l *List[S]) Untried(co *Coordinator[S], used []string) *Coordinator[S] {
 func NotSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Route makes one pass of a request over l without waiting: send goes to
+// the current coordinator; a NOT_LEADER answer naming another coordinator
+// is followed (at most MaxRedirects times, then the pass ends with an
+// error saying so); no connection made (NotSent), and for a read also an
+// unavailable answer, moves on to a configured coordinator this pass has
+// not used. Changes are never sent twice after an answer: the coordinator
+// may have acted. A coordinator that answered is remembered; after a pass
+// that ended on NOT_LEADER or an unavailable answer (unavailable(err), a
+// coordinator's own UNAVAILABLE included: one cut off from etcd answers
+// so to everything) later passes start at the next configured one. It
+// returns the coordinator that answered, or the last error (wrapped with
+// the addresses used when there were several). name prefixes log lines.
+func Route[S any](ctx context.Context, l *List[S], read bool, unavailable func(error) bool, log *slog.Logger, name string,
+	send func(co *Coordinator[S]) error,
+) (*Coordinator[S], error) {
+	start := l.Current()
+	co := start
+	used := []string{co.URL} // every address this pass went to, in order
+	redirects := 0
+	for {
+		err := send(co)
+		if err == nil {
+			if co != start {
+				l.Reached(co)
+			}
+			return co, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		var next *Coordinator[S]
+		hint, notLeader := tierpb.IsNotLeader(err)
+		unavail := notLeader || unavailable(err)
+		switch {
+		case notLeader && hint.Address != "" && BaseURL(hint.Address) != co.URL:
+			if redirects == MaxRedirects {
+				l.PassOver(start)
+				return nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
+					redirects, strings.Join(used, " -> "), BaseURL(hint.Address), err)
+			}
+			redirects++
+			next = l.At(BaseURL(hint.Address), co)
+			log.Debug(name+": following NOT_LEADER", "from", co.URL, "to", next.URL, "leader_id", hint.ID)
+		case NotSent(err) || (read && unavail):
+			if next = l.Untried(co, used); next != nil {
+				log.Debug(name+": trying the next coordinator", "from", co.URL, "to", next.URL, "err", err)
+			}
+		}
+		if next == nil {
+			if unavail {
+				l.PassOver(start)
+			}
+			if len(used) > 1 {
+				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
+			}
+			return nil, err
+		}
+		co = next
+		used = append(used, co.URL)
+	}
 }

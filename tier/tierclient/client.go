@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,76 +218,33 @@ func coordCallAt[Req, Res any](ctx context.Context, c *Client, req *connect.Requ
 	}
 }
 
-// coordPass makes one attempt of a coordinator request, without waiting:
-// it sends req to the current coordinator, follows up to
-// MaxLeaderRedirects NOT_LEADER hints, and moves on to the next configured
-// coordinator when no connection can be made (a read: also when a
-// coordinator is unavailable), each configured one at most once. A
-// coordinator that answered is remembered for later requests; after a
-// failure that says the coordinator is not serving (NOT_LEADER, no
-// connection, UNAVAILABLE, a transport failure or timeout) later requests
-// start at the next configured one. It returns
-// the answer and the coordinator that gave it, or the last error as it is
+// coordPass makes one attempt of a coordinator request without waiting:
+// one pass of coordlist.Route (NOT_LEADER hints followed at most
+// MaxLeaderRedirects times, a read moved on past an unavailable
+// coordinator, a change never sent twice after an answer), each send
+// bounded by the request timeout and the in-flight limit. It returns the
+// answer and the coordinator that gave it, or the last error as it is
 // (the tierpb classifiers see through the wrapping).
 func coordPass[Req, Res any](ctx context.Context, c *Client, kind callKind, req *connect.Request[Req],
 	method func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*connect.Response[Res], *coordinator, error) {
-	start := c.coords.Current()
-	co := start
-	used := []string{co.URL} // every address this attempt went to, in order
-	redirects := 0
-	for {
-		if err := c.acquire(ctx); err != nil {
-			return nil, nil, err
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.opts.requestTimeout)
-		resp, err := method(co.Svc, rctx, cloneRequest(req))
-		cancel()
-		c.release()
-		if err == nil {
-			if co != start {
-				c.coords.Reached(co)
+	var resp *connect.Response[Res]
+	co, err := coordlist.Route(ctx, c.coords, kind == read, func(err error) bool { return classify(err) == backoff },
+		c.opts.logger, "tierclient", func(co *coordinator) error {
+			if err := c.acquire(ctx); err != nil {
+				return err
 			}
-			return resp, co, nil
-		}
-		if ctx.Err() != nil {
-			return nil, nil, err
-		}
-		var next *coordinator
-		hint, notLeader := tierpb.IsNotLeader(err)
-		unavailable := notLeader || classify(err) == backoff
-		switch {
-		case notLeader && hint.Address != "" && baseURL(hint.Address) != co.URL:
-			if redirects == MaxLeaderRedirects {
-				c.coords.PassOver(start)
-				return nil, nil, fmt.Errorf("%d NOT_LEADER redirects (%s -> %s) did not reach the active coordinator: %w",
-					redirects, strings.Join(used, " -> "), baseURL(hint.Address), err)
-			}
-			redirects++
-			next = c.coords.At(baseURL(hint.Address), co)
-			c.opts.logger.Debug("tierclient: following NOT_LEADER", "from", co.URL, "to", next.URL, "leader_id", hint.ID)
-		case coordlist.NotSent(err) || (kind == read && unavailable):
-			if next = c.coords.Untried(co, used); next != nil {
-				c.opts.logger.Debug("tierclient: trying the next coordinator", "from", co.URL, "to", next.URL, "err", err)
-			}
-		}
-		if next == nil {
-			if unavailable {
-				// Unlike bulkloadclient, also after a coordinator's own
-				// UNAVAILABLE: coordCall sends the request again anyway,
-				// and a coordinator that keeps answering so (a crashed
-				// one behind a listener that lives on) must not hold the
-				// retries of a change.
-				c.coords.PassOver(start)
-			}
-			if len(used) > 1 {
-				err = fmt.Errorf("via %s: %w", strings.Join(used, " -> "), err)
-			}
-			return nil, nil, err
-		}
-		co = next
-		used = append(used, co.URL)
+			defer c.release()
+			rctx, cancel := context.WithTimeout(ctx, c.opts.requestTimeout)
+			defer cancel()
+			var err error
+			resp, err = method(co.Svc, rctx, cloneRequest(req))
+			return err
+		})
+	if err != nil {
+		return nil, nil, err
 	}
+	return resp, co, nil
 }
 
 // cloneRequest copies req's message pointer and headers into a new request,

@@ -7,10 +7,10 @@ import (
 )
 
 // The configured coordinators and the one coordinator requests go to
-// (internal/coordlist). The rules are bulkloadclient's, so that both clients of a tier given the same
-// address (the promoter's tier.address) behave alike; the one difference
-// is in coordPass: a coordinator's own UNAVAILABLE also moves later
-// requests on, since this client retries requests itself.
+// (internal/coordlist). One pass of a request is coordlist.Route, as in
+// bulkloadclient, so that both clients of a tier given the same address
+// (the promoter's tier.address) behave alike; this client also retries
+// whole passes under its RetryPolicy (coordCallAt).
 
 // MaxLeaderRedirects bounds how many NOT_LEADER answers naming another
 // coordinator one attempt of a coordinator request follows without
