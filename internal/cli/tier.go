@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"slices"
@@ -240,50 +241,36 @@ func dialLeader[C any](server string, newClient func(connect.HTTPClient, string,
 	return &leaderConn[C]{coords: coordlist.New(seeds, func(url string) C { return newClient(hc, url) })}
 }
 
-// leaderDo calls the active coordinator. Within a round it follows up to
-// coordlist.MaxRedirects NOT_LEADER hints and, when a coordinator cannot be
-// reached or is unavailable (an election in progress), tries the configured
-// coordinators it has not asked yet; when the round ends without an answer
-// it waits (backoff) and starts again, until ctx is done. Any other error
-// is returned as it is.
+// leaderDo calls the active coordinator. A round is one coordlist.Route
+// pass: it follows up to coordlist.MaxRedirects NOT_LEADER hints and, when
+// a coordinator cannot be reached or is unavailable (an election in
+// progress), tries the configured coordinators it has not asked yet; when
+// the round ends without an answer it waits (backoff) and starts again,
+// until ctx is done. Any other error is returned as it is.
 func leaderDo[C, Req, Res any](ctx context.Context, c *leaderConn[C], req *Req,
 	call func(C, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
 ) (*Res, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
+	unavailable := func(err error) bool { return tierpb.ReasonOf(err) == tierpb.ReasonUnavailable }
 	delay := 50 * time.Millisecond
 	for {
-		start := c.coords.Current()
-		co, used, redirects := start, []string{start.URL}, 0
-		var err error
-		for co != nil {
-			var resp *connect.Response[Res]
-			resp, err = call(co.Svc, ctx, connect.NewRequest(req))
-			if err == nil {
-				if co != start {
-					c.coords.Reached(co)
-				}
-				return resp.Msg, nil
-			}
-			hint, notLeader := tierpb.IsNotLeader(err)
-			switch {
-			case notLeader && hint.Address != "" && coordlist.BaseURL(hint.Address) != co.URL && redirects < coordlist.MaxRedirects:
-				redirects++
-				co = c.coords.At(coordlist.BaseURL(hint.Address), co)
-			case notLeader, tierpb.ReasonOf(err) == tierpb.ReasonUnavailable, coordlist.NotSent(err):
-				co = c.coords.Untried(co, used)
-			default:
-				return nil, err
-			}
-			if co != nil {
-				used = append(used, co.URL)
-			}
+		var resp *connect.Response[Res]
+		_, err := coordlist.Route(ctx, c.coords, true, unavailable, slog.New(slog.DiscardHandler), "thaw",
+			func(co *coordlist.Coordinator[C]) (err error) {
+				resp, err = call(co.Svc, ctx, connect.NewRequest(req))
+				return err
+			})
+		if err == nil {
+			return resp.Msg, nil
 		}
-		c.coords.PassOver(start)
+		if _, notLeader := tierpb.IsNotLeader(err); !notLeader && !unavailable(err) && !coordlist.NotSent(err) {
+			return nil, err
+		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no coordinator answered at %s: %w", strings.Join(used, ", "), err)
+			return nil, fmt.Errorf("no coordinator answered at %s: %w", strings.Join(c.coords.Seeds(), ", "), err)
 		case <-time.After(delay):
 			delay = min(2*delay, time.Second)
 		}
