@@ -2,10 +2,14 @@ package coordlist
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 func TestParse(t *testing.T) {
@@ -96,5 +100,73 @@ func TestNotSent(t *testing.T) {
 	}
 	if NotSent(errors.New("read: connection reset")) || NotSent(&net.OpError{Op: "read", Err: errors.New("reset")}) {
 		t.Fatal("NotSent true for an error after sending")
+	}
+}
+
+// TestRoute: one pass of a request over three coordinators a, b, c,
+// scripted per address: hints are followed up to MaxRedirects, a change
+// answered UNAVAILABLE is not sent on but later passes start elsewhere, a
+// read moves on past it, and no connection moves on for both.
+func TestRoute(t *testing.T) {
+	a, b, c := "http://a:1", "http://b:1", "http://c:1"
+	unavailable := tierpb.NewError(tierpb.ReasonUnavailable, "cut off from etcd", nil)
+	notLeader := func(to string) error {
+		return tierpb.NewNotLeaderError("not the leader", tierpb.LeaderHint{ID: "x", Address: to})
+	}
+	dialErr := &net.OpError{Op: "dial", Err: errors.New("refused")}
+	isUnavailable := func(err error) bool { return tierpb.ReasonOf(err) == tierpb.ReasonUnavailable }
+	run := func(l *List[string], read bool, answers map[string]error) ([]string, string, error) {
+		var sent []string
+		co, err := Route(t.Context(), l, read, isUnavailable, slog.New(slog.DiscardHandler), "test", func(co *Coordinator[string]) error {
+			sent = append(sent, co.URL)
+			return answers[co.URL]
+		})
+		if co != nil {
+			return sent, co.URL, err
+		}
+		return sent, "", err
+	}
+	newList := func() *List[string] { return New([]string{a, b, c}, func(u string) string { return u }) }
+
+	// Hints followed; the answering coordinator is remembered.
+	l := newList()
+	if sent, got, err := run(l, false, map[string]error{a: notLeader(c)}); err != nil || got != c || !slices.Equal(sent, []string{a, c}) {
+		t.Fatalf("hint: sent %v, answered %q, %v", sent, got, err)
+	}
+	if l.Current().URL != c {
+		t.Fatalf("current %s after c answered", l.Current().URL)
+	}
+
+	// Two coordinators naming each other: bounded.
+	l = newList()
+	sent, _, err := run(l, false, map[string]error{a: notLeader(b), b: notLeader(a)})
+	if err == nil || !strings.Contains(err.Error(), "NOT_LEADER redirects") || len(sent) != MaxRedirects+1 {
+		t.Fatalf("ping-pong: sent %v, %v", sent, err)
+	}
+
+	// A change answered UNAVAILABLE: not sent on; the next pass starts at b.
+	l = newList()
+	if sent, _, err := run(l, false, map[string]error{a: unavailable}); !isUnavailable(err) || !slices.Equal(sent, []string{a}) {
+		t.Fatalf("change at an unavailable coordinator: sent %v, %v", sent, err)
+	}
+	if l.Current().URL != b {
+		t.Fatalf("current %s after a answered UNAVAILABLE, want b", l.Current().URL)
+	}
+
+	// A read moves on past it, and no connection moves both on.
+	l = newList()
+	if sent, got, err := run(l, true, map[string]error{a: unavailable}); err != nil || got != b || !slices.Equal(sent, []string{a, b}) {
+		t.Fatalf("read: sent %v, answered %q, %v", sent, got, err)
+	}
+	l = newList()
+	if sent, got, err := run(l, false, map[string]error{a: dialErr, b: dialErr}); err != nil || got != c || !slices.Equal(sent, []string{a, b, c}) {
+		t.Fatalf("no connection: sent %v, answered %q, %v", sent, got, err)
+	}
+
+	// Any other error ends the pass where it is, without moving on.
+	l = newList()
+	other := errors.New("invalid argument")
+	if sent, _, err := run(l, true, map[string]error{a: other}); !errors.Is(err, other) || !slices.Equal(sent, []string{a}) || l.Current().URL != a {
+		t.Fatalf("other error: sent %v, %v, current %s", sent, err, l.Current().URL)
 	}
 }
