@@ -76,6 +76,14 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "Replica restores and changelog tails that failed (each is retried with backoff).",
 		}),
 	}
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "thaw_tablet_write_stalls_total",
+		Help: "Times a replica's Pebble database stalled writes (memtables or L0 full, waiting for flushes or compactions).",
+	}, func() float64 { n, _ := s.host.WriteStalls(); return float64(n) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "thaw_tablet_write_stall_seconds_total",
+		Help: "Seconds replicas' Pebble databases stalled writes, over ended stalls.",
+	}, func() float64 { _, d := s.host.WriteStalls(); return d.Seconds() })
 	reg.MustRegister(replicaCollector{s: s, desc: prometheus.NewDesc("thaw_tablet_replicas",
 		"Replicas hosted, by role (leader, follower) and state (restoring, ready, failed).",
 		[]string{"role", "state"}, nil)})

@@ -192,6 +192,12 @@ func TestLeaseLost(t *testing.T) {
 	if n := c.metric("thaw_tablet_registered", "ts-1", nil); n != 1 {
 		t.Fatalf("registered gauge %v", n)
 	}
+	// A few rows stall nothing; the counters exist (a missing one reads -1).
+	for _, name := range []string{"thaw_tablet_write_stalls_total", "thaw_tablet_write_stall_seconds_total"} {
+		if n := c.metric(name, "ts-1", nil); n != 0 {
+			t.Errorf("%s = %v, want 0", name, n)
+		}
+	}
 }
 
 // RestoreSnapshot replaces a replica's state with a given snapshot (and

@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -234,6 +236,8 @@ type Host struct {
 	cache     *pebble.Cache
 	fileCache *pebble.FileCache
 	opening   sync.WaitGroup // Opens between reserve and their end
+	stalls    atomic.Int64   // write stalls begun, all replicas
+	stalled   atomic.Int64   // nanoseconds of ended write stalls, all replicas
 
 	mu struct {
 		sync.Mutex
@@ -348,7 +352,7 @@ func (h *Host) release(id changelog.BucketLogID, r *Replica) {
 // compacting it, no WAL (the changelog is the WAL).
 // mustExist makes Open fail rather than create an empty database when a
 // restored snapshot lacks its MANIFEST.
-func (h *Host) pebbleOptions(memTableSize uint64, mustExist bool) *pebble.Options {
+func (h *Host) pebbleOptions(id ReplicaID, memTableSize uint64, mustExist bool) *pebble.Options {
 	o := &pebble.Options{
 		FormatMajorVersion:          pebble.FormatNewest,
 		Cache:                       h.cache,
@@ -360,6 +364,7 @@ func (h *Host) pebbleOptions(memTableSize uint64, mustExist bool) *pebble.Option
 		DisableWAL:                  true,
 		ErrorIfNotExists:            mustExist,
 		Logger:                      pebbleLogger{h.log},
+		EventListener:               h.events(id),
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
@@ -369,6 +374,56 @@ func (h *Host) pebbleOptions(memTableSize uint64, mustExist bool) *pebble.Option
 		h.opts.tune(o)
 	}
 	return o
+}
+
+// stallWarn is the write stall length from which its end is logged at
+// warning level rather than debug: short stalls are ordinary backpressure
+// during a heavy load, long ones keep write requests waiting.
+const stallWarn = time.Second
+
+// events is the event listener of replica id's database: write stalls are
+// counted (WriteStalls) and logged, background errors logged.
+func (h *Host) events(id ReplicaID) *pebble.EventListener {
+	var stall struct {
+		sync.Mutex
+		start  time.Time // zero: no stall in progress
+		reason string
+	}
+	log := h.log.With("replica", id.String())
+	return &pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			stall.Lock()
+			stall.start, stall.reason = time.Now(), info.Reason
+			stall.Unlock()
+			h.stalls.Add(1)
+		},
+		WriteStallEnd: func() {
+			stall.Lock()
+			start, reason := stall.start, stall.reason
+			stall.start = time.Time{}
+			stall.Unlock()
+			if start.IsZero() {
+				return
+			}
+			d := time.Since(start)
+			h.stalled.Add(int64(d))
+			level := slog.LevelDebug
+			if d >= stallWarn {
+				level = slog.LevelWarn
+			}
+			log.Log(context.Background(), level, "replica: Pebble stalled writes", "reason", reason, "stalled", d.Round(time.Millisecond))
+		},
+		BackgroundError: func(err error) {
+			log.Error("replica: pebble background error", "err", err)
+		},
+	}
+}
+
+// WriteStalls returns how many times the host's replicas stalled writes
+// (memtables or L0 full, waiting for flushes and compactions) and how long
+// the ended stalls lasted together.
+func (h *Host) WriteStalls() (count int64, total time.Duration) {
+	return h.stalls.Load(), time.Duration(h.stalled.Load())
 }
 
 // pebbleLogger sends Pebble's log lines to slog: Infof at debug level.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -37,7 +38,8 @@ type Replica struct {
 	// moves meta, which always equals the state record in db.
 	mu struct {
 		sync.Mutex
-		meta replicaMeta
+		meta      replicaMeta
+		lastApply applyTimes // of the last applyLocked, for the slow write log
 	}
 	applied atomic.Int64 // mu.meta.next - 1, for lock-free reads
 	rows    atomic.Int64 // mu.meta.rows, likewise
@@ -86,19 +88,32 @@ func (r *Replica) Write(ctx context.Context, muts []Mutation) (first int64, err 
 	if r.closed {
 		return 0, fmt.Errorf("replica: write %v: %w", r.id, ErrClosed)
 	}
+	start := time.Now()
 	if first, err = r.log.Append(ctx, recs); err != nil {
 		if errors.Is(err, changelog.ErrTooLarge) {
 			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
 		}
 		return 0, fmt.Errorf("replica: write %v: append to changelog: %w", r.id, err)
 	}
+	appended := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	locked := time.Now()
 	if err := r.applyBatchLocked(context.WithoutCancel(ctx), first, recs); err != nil {
 		return first, fmt.Errorf("replica: write %v: apply offsets %d..%d: %w", r.id, first, first+int64(len(recs))-1, err)
 	}
+	if d := time.Since(start); d >= slowWrite {
+		r.h.log.Warn("replica: slow write", "replica", r.id.String(), "mutations", len(recs), "took", d.Round(time.Millisecond),
+			"append", appended.Sub(start).Round(time.Millisecond), "lock_wait", locked.Sub(appended).Round(time.Millisecond),
+			"apply", time.Since(locked).Round(time.Millisecond), "apply_read", r.mu.lastApply.read.Round(time.Millisecond),
+			"apply_commit", r.mu.lastApply.commit.Round(time.Millisecond), "apply_stalled", r.mu.lastApply.stall.Round(time.Millisecond))
+	}
 	return first, nil
 }
+
+// slowWrite is the time from which Write logs a warning saying where the
+// time went (changelog append, waiting for the apply lock, applying).
+var slowWrite = time.Second // a variable for tests
 
 // encode checks muts and returns their changelog records.
 func (r *Replica) encode(muts []Mutation) ([][]byte, error) {
@@ -271,6 +286,7 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) error {
 	if err != nil {
 		return fmt.Errorf("offsets %d..%d: %w", first, first+int64(len(recs))-1, err)
 	}
+	start := time.Now()
 	b := r.db.NewBatch()
 	defer b.Close()
 	meta := r.mu.meta
@@ -305,12 +321,19 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) error {
 		return err
 	}
 	// The changelog is the write-ahead log: Pebble's own is disabled.
+	built := time.Now()
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("commit offsets %d..%d: %w", first, meta.next-1, err)
 	}
+	st := b.CommitStats()
+	r.mu.lastApply = applyTimes{read: built.Sub(start), commit: time.Since(built), stall: st.MemTableWriteStallDuration + st.L0ReadAmpWriteStallDuration}
 	r.setMetaLocked(meta)
 	return nil
 }
+
+// applyTimes split an applyLocked: reading the existing keys and building
+// the batch, committing it, and of that the time Pebble stalled the write.
+type applyTimes struct{ read, commit, stall time.Duration }
 
 // setMetaLocked adopts meta and publishes it to the lock-free mirrors.
 func (r *Replica) setMetaLocked(meta replicaMeta) {

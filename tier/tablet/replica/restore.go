@@ -82,7 +82,7 @@ func (h *Host) Open(ctx context.Context, id ReplicaID, from *snapshot.Metadata) 
 			return nil, err
 		}
 	}
-	if r.db, err = pebble.Open(dbDir, h.pebbleOptions(memTable, from != nil)); err != nil {
+	if r.db, err = pebble.Open(dbDir, h.pebbleOptions(id, memTable, from != nil)); err != nil {
 		return nil, fmt.Errorf("open pebble: %w", err)
 	}
 	if r.log, err = h.logs.Open(ctx, logID); err != nil {
