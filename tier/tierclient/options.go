@@ -63,15 +63,21 @@ type RetryPolicy struct {
 	MaxAttempts int
 	// Timeout bounds the time from a request's first attempt to the start
 	// of its last one; 0 means no bound other than MaxAttempts and ctx.
+	// Keep it above the request timeout (WithRequestTimeout), or an
+	// attempt that times out is never retried.
 	Timeout time.Duration
 	// MinBackoff is the first backoff; MaxBackoff caps it.
 	MinBackoff, MaxBackoff time.Duration
 }
 
 // DefaultRetryPolicy rides out a tablet server's failover (its lease TTL is
-// 10 s by default) and a coordinator election.
+// 10 s by default) and a coordinator election, and retries an attempt that
+// ran into the request timeout (DefaultRequestTimeout, 30 s): a Timeout no
+// longer than the request timeout leaves no time for a second attempt after
+// a first one that hung, so the request would fail where a retry at a new
+// leader, or at a server past its overload, succeeds.
 var DefaultRetryPolicy = RetryPolicy{
-	Timeout:    30 * time.Second,
+	Timeout:    2 * time.Minute,
 	MinBackoff: 10 * time.Millisecond,
 	MaxBackoff: time.Second,
 }

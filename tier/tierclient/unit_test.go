@@ -165,6 +165,17 @@ func TestRetrier(t *testing.T) {
 			t.Errorf("%d retries in a 100ms budget of 15-30ms waits", n)
 		}
 
+		// Under the defaults, a first attempt that ran into the request
+		// timeout is retried (a server past an overload, or a new leader,
+		// answers the second), and so is a second one.
+		r = &retrier{p: DefaultRetryPolicy, start: time.Now(), attempt: 1}
+		for attempt := 1; attempt <= 2; attempt++ {
+			time.Sleep(DefaultRequestTimeout)
+			if !r.next(t.Context(), false) {
+				t.Fatalf("default policy: no retry after attempt %d timed out", attempt)
+			}
+		}
+
 		// ctx ends a wait.
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
