@@ -48,7 +48,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -467,7 +466,7 @@ func writeSorted(dir string, wopts sstable.WriterOptions, g *generator, lo, hi i
 			if err != nil {
 				return files, size, err
 			}
-			w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), wopts)
+			w = sstable.NewWriter(snapshotbuild.NewFileWritable(f), wopts)
 		}
 		key = g.sortedKey(key[:0], i)
 		if err := w.Set(key, g.encodedValue(i)); err != nil {
