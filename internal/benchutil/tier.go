@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -73,7 +74,9 @@ func VerifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target
 // StartTier starts the embedded tier for the harness named name ("bench
 // write") with tablets tablet servers under dataDir, or under a new
 // temporary directory when dataDir is "". stop closes the tier and removes
-// a temporary directory; call it when err is nil.
+// a temporary directory; call it when err is nil. The tier's warnings and
+// errors (a long write stall, say) go to standard error: a harness's
+// figures mean little without them.
 func StartTier(ctx context.Context, name, dataDir string, tablets int) (tier *daemon.Embedded, dir string, stop func() error, err error) {
 	dir = dataDir
 	removeDir := func() error { return nil }
@@ -87,6 +90,7 @@ func StartTier(ctx context.Context, name, dataDir string, tablets int) (tier *da
 		DataDir:       filepath.Join(dir, "tier"),
 		Listen:        "127.0.0.1:0",
 		TabletServers: tablets,
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return nil, "", nil, errors.Join(fmt.Errorf("%s: start the embedded tier: %w", name, err), removeDir())
