@@ -51,6 +51,13 @@ func TestEndToEnd(t *testing.T) {
 			}
 			h.expectAll(tp, tb, rows)
 			h.noFence(tp)
+			// Every replica was restored once, by the load: none failed on
+			// the way (a follower whose changelog the load reset under it).
+			for id, tn := range h.tablets {
+				if v := metric(t, tn.reg, "thaw_tablet_replica_failures_total", nil); v != 0 {
+					t.Errorf("tablet %s: %v replica failures", id, v)
+				}
+			}
 
 			// Retries return the outcome.
 			if st, err := commit(ctx, n, info.GetHandle(), m); err != nil || st.GetState() != tierv1.BulkLoadState_BULK_LOAD_STATE_COMMITTED {

@@ -334,6 +334,7 @@ func (h *harness) leader() *coordNode {
 type tabletNode struct {
 	id     string
 	s      *tablet.Server
+	reg    *prometheus.Registry
 	client tierv1connect.TabletServiceClient
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -353,6 +354,7 @@ func (h *harness) startTablet(id string) *tabletNode {
 	}
 	h.mu.Unlock()
 	addr := h.url + "/t/" + id
+	reg := prometheus.NewRegistry()
 	s, err := tablet.New(tablet.Config{
 		ID: id, AdvertiseAddress: addr, DataDir: dir, SnapshotInterval: -1,
 		BlockCacheBytes: 8 << 20, MemtableBudgetBytes: 8 << 20, LeaseTTL: 2 * time.Second,
@@ -361,6 +363,7 @@ func (h *harness) startTablet(id string) *tabletNode {
 		Meta: h.store, Etcd: h.cli, Changelog: h.logs, Objects: h.objects,
 		Coordinator: tierv1connect.NewCoordinatorServiceClient(http.DefaultClient, "http://127.0.0.1:1"),
 		Logger:      h.log.With("node", id),
+		Registerer:  reg,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -371,7 +374,7 @@ func (h *harness) startTablet(id string) *tabletNode {
 	var handler http.Handler = mux
 	mount.Store(&handler)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(h.t.Context()))
-	n := &tabletNode{id: id, s: s, client: tierv1connect.NewTabletServiceClient(http.DefaultClient, addr), cancel: cancel, done: make(chan struct{})}
+	n := &tabletNode{id: id, s: s, reg: reg, client: tierv1connect.NewTabletServiceClient(http.DefaultClient, addr), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
 		if err := s.Run(ctx); err != nil {

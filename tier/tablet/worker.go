@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet/replica"
 )
@@ -65,12 +66,36 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 		if err == nil {
 			return // stopped
 		}
+		if errors.Is(err, changelog.ErrOutOfRange) && s.bulkLoading(e.key.target) {
+			// A bulk load's restore of another replica moved the bucket's
+			// changelog to the load's snapshot. This replica's own restore
+			// comes with the load's RestoreSnapshot, which replaces this
+			// entry: wait for it rather than restore what the load is about
+			// to replace. Only if the target stops loading without it, go
+			// on as after any failed tail.
+			e.setStatus(entryStatus{state: restoringState, restoringID: -1})
+			log.Info("tablet replica's changelog was moved by a bulk load; waiting for the load to restore the replica", "err", err)
+			for s.bulkLoading(e.key.target) && b.sleep(ctx) {
+			}
+			b.reset()
+			src = restoreSource{}
+			continue
+		}
 		s.m.replicaFailures.Inc()
 		e.setStatus(entryStatus{state: failedState, err: err.Error(), restoringID: -1})
 		log.Warn("tablet replica stopped tailing the changelog; restoring it again", "err", err)
 		src = restoreSource{}
 		b.sleep(ctx)
 	}
+}
+
+// bulkLoading reports whether a bulk load holds target (data state
+// LOADING) as far as this server knows.
+func (s *Server) bulkLoading(target meta.Target) bool {
+	s.mu.RLock()
+	tv := s.mu.targets[target]
+	s.mu.RUnlock()
+	return tv != nil && tv.state.get().state == meta.Loading
 }
 
 // serveReplica tails the changelog into rep and, on a leader, takes
