@@ -490,19 +490,27 @@ func newArrowBatcher(g *benchutil.RowGen) *arrowBatcher {
 	return &arrowBatcher{g: g, schema: schema, b: array.NewRecordBuilder(memory.DefaultAllocator, schema)}
 }
 
+// batch makes the batch of rows [lo, lo+n) column by column, as a
+// columnar reader (Parquet into Arrow) fills its arrays, without a kv.Row
+// in between.
 func (a *arrowBatcher) batch(lo, n int64) arrow.RecordBatch {
 	a.b.Reserve(int(n))
-	payload := a.b.Field(1).(*array.StringBuilder)
-	row := make(kv.Row, 2)
-	for i := lo; i < lo+n; i++ {
-		a.g.Row(row, i)
-		switch k := a.b.Field(0).(type) {
-		case *array.Int64Builder:
-			k.Append(row[0].(int64))
-		case *array.BinaryBuilder:
+	switch k := a.b.Field(0).(type) {
+	case *array.Int64Builder:
+		for i := lo; i < lo+n; i++ {
+			k.UnsafeAppend(a.g.ID(i))
+		}
+	case *array.BinaryBuilder:
+		row := make(kv.Row, 2)
+		for i := lo; i < lo+n; i++ {
+			a.g.Row(row, i)
 			k.Append(row[0].([]byte))
 		}
-		payload.Append(row[1].(string))
+	}
+	payload := a.b.Field(1).(*array.StringBuilder)
+	payload.ReserveData(int(n) * a.g.Config().ValueBytes)
+	for i := lo; i < lo+n; i++ {
+		payload.Append(a.g.Payload(i))
 	}
 	return a.b.NewRecordBatch()
 }

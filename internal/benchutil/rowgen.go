@@ -84,6 +84,12 @@ func (g *RowGen) Describe() string {
 	return fmt.Sprintf("(k BYTES of %d bytes primary key, payload STRING of %d bytes)", g.cfg.KeyBytes, g.cfg.ValueBytes)
 }
 
+// ID is row i's BIGINT key (KeyBytes 8).
+func (g *RowGen) ID(i int64) int64 { return int64(scramble(uint64(i), g.cfg.Seed)) }
+
+// Payload is row i's payload column.
+func (g *RowGen) Payload(i int64) string { return g.pool[i%poolSize] }
+
 // Row sets r (two columns) to row i.
 func (g *RowGen) Row(r kv.Row, i int64) {
 	x := scramble(uint64(i), g.cfg.Seed)
@@ -106,7 +112,7 @@ func (g *RowGen) Row(r kv.Row, i int64) {
 		}
 		r[0] = k
 	}
-	r[1] = g.pool[i%poolSize]
+	r[1] = g.Payload(i)
 }
 
 // EncodedSizes returns the encoded key and value sizes of row 0 (the same
