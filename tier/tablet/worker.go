@@ -75,9 +75,9 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 			// on as after any failed tail.
 			e.setStatus(entryStatus{state: restoringState, restoringID: -1})
 			log.Info("tablet replica's changelog was moved by a bulk load; waiting for the load to restore the replica", "err", err)
-			for s.bulkLoading(e.key.target) && b.sleep(ctx) {
+			wait := backoff{min: s.cfg.RetryMin, max: max(s.cfg.RetryMin, time.Second)}
+			for s.bulkLoading(e.key.target) && wait.sleep(ctx) {
 			}
-			b.reset()
 			src = restoreSource{}
 			continue
 		}

@@ -99,6 +99,7 @@ func (r *Replica) Write(ctx context.Context, muts []Mutation) (first int64, err 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	locked := time.Now()
+	r.mu.lastApply = applyTimes{} // a batch the replica already holds applies nothing
 	if err := r.applyBatchLocked(context.WithoutCancel(ctx), first, recs); err != nil {
 		return first, fmt.Errorf("replica: write %v: apply offsets %d..%d: %w", r.id, first, first+int64(len(recs))-1, err)
 	}
