@@ -1,12 +1,14 @@
 package bulkloadtest
 
 import (
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -146,4 +148,43 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	t.Helper()
 	return uint64(max(metric(t, reg, name, labels), 0))
+}
+
+// TestFencePushCarriesRegistrationRevision: Begin's fence round tells each
+// tablet server the registration revision of the LOADING state it just
+// wrote. A server ignores a state no newer than its own; with the
+// previous revision the push was ignored, the server answered ACTIVE until
+// its etcd watch caught up, and Begin waited a resend interval.
+func TestFencePushCarriesRegistrationRevision(t *testing.T) {
+	h := newHarness(t)
+	n := h.standard()
+	tp := h.createTable(n, "fence", 4, "")
+	var mu sync.Mutex
+	first := map[string]*tierv1.SetDataStateRequest{} // server → its first LOADING push
+	f := func(server string, req *tierv1.SetDataStateRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.GetDataState() == tierv1.DataState_DATA_STATE_LOADING && first[server] == nil {
+			first[server] = req
+		}
+	}
+	h.dataStates.Store(&f)
+	info := h.mustBegin(n, tp, "job-1")
+	rec, err := h.store.GetTable(t.Context(), db, "fence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Value.DataState != meta.Loading || rec.Value.BulkLoadID != info.GetHandle().GetTxnId() {
+		t.Fatalf("table record %+v", rec.Value)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(first) != len(h.tablets) {
+		t.Fatalf("LOADING pushed to %d servers, want %d", len(first), len(h.tablets))
+	}
+	for server, req := range first {
+		if req.GetStateRevision() != rec.Rev {
+			t.Errorf("%s: first LOADING push at revision %d, the registration is at %d", server, req.GetStateRevision(), rec.Rev)
+		}
+	}
 }

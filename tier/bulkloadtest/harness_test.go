@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
@@ -105,6 +107,9 @@ type harness struct {
 	cfg   coordinator.BulkLoadConfig
 	hook  atomic.Pointer[func(node, step string) error]
 	lost  atomic.Pointer[lostResponses]
+	// dataStates, when set, sees every SetDataState request a tablet
+	// server receives, before the server does.
+	dataStates atomic.Pointer[func(server string, req *tierv1.SetDataStateRequest)]
 
 	mu      sync.Mutex
 	coords  map[string]*coordNode
@@ -371,7 +376,17 @@ func (h *harness) startTablet(id string) *tabletNode {
 	_, hd := s.Handler()
 	mux := http.NewServeMux()
 	mux.Handle("/", hd)
-	var handler http.Handler = mux
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := h.dataStates.Load(); f != nil && strings.HasSuffix(r.URL.Path, "/SetDataState") {
+			body, err := io.ReadAll(r.Body)
+			var req tierv1.SetDataStateRequest
+			if err == nil && proto.Unmarshal(body, &req) == nil {
+				(*f)(id, &req)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		mux.ServeHTTP(w, r)
+	})
 	mount.Store(&handler)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(h.t.Context()))
 	n := &tabletNode{id: id, s: s, reg: reg, client: tierv1connect.NewTabletServiceClient(http.DefaultClient, addr), cancel: cancel, done: make(chan struct{})}

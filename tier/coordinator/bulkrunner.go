@@ -346,13 +346,21 @@ func (r *runner) handle(ctx context.Context, ev event) {
 			return
 		}
 		w := r.outstanding
+		p, persisted := ev.in.(bulktxn.Persisted)
+		prevReg, prevRev := r.reg, r.regRev
+		if persisted && w != nil {
+			// The registration is at p.Rev now, and the effects of this
+			// very step (the fence round after Begin's write) must say
+			// so: a tablet ignores a data state no newer than its own,
+			// and answers with the old state until its etcd watch
+			// catches up, which cost a resend interval per Begin.
+			r.reg, r.regRev = w.To, p.Rev
+		}
 		if !r.step(ctx, ev.in) {
+			r.reg, r.regRev = prevReg, prevRev
 			return
 		}
-		if p, ok := ev.in.(bulktxn.Persisted); ok {
-			if w != nil {
-				r.reg, r.regRev = w.To, p.Rev
-			}
+		if persisted {
 			r.outstanding = nil
 		}
 	}
