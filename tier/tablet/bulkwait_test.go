@@ -58,15 +58,19 @@ func TestReplicaWaitsForBulkRestore(t *testing.T) {
 		}
 		return resp.Msg.Replicas[0], nil
 	}
-	for _, s := range []*server{ts1, ts2} {
-		eventually(t, s.id+" sees LOADING", func() error {
-			st, err := state(s)
-			if err == nil && st.GetDataState() != tierv1.DataState_DATA_STATE_LOADING {
-				err = fmt.Errorf("replica %v", st)
-			}
-			return err
-		})
+	await := func(what string, ok func(*tierv1.ReplicaStatus) bool) {
+		t.Helper()
+		for _, s := range []*server{ts1, ts2} {
+			eventually(t, s.id+" "+what, func() error {
+				st, err := state(s)
+				if err == nil && !ok(st) {
+					err = fmt.Errorf("replica %v", st)
+				}
+				return err
+			})
+		}
 	}
+	await("sees LOADING", func(st *tierv1.ReplicaStatus) bool { return st.GetDataState() == tierv1.DataState_DATA_STATE_LOADING })
 	l, err := c.logs.Open(ctx, changelog.BucketLogID{TableID: tb.rec.ID, Bucket: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -76,15 +80,9 @@ func TestReplicaWaitsForBulkRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*server{ts1, ts2} {
-		eventually(t, s.id+" waits", func() error {
-			st, err := state(s)
-			if err == nil && st.GetState() != tierv1.ReplicaState_REPLICA_STATE_RESTORING {
-				err = fmt.Errorf("replica %v", st)
-			}
-			return err
-		})
-	}
+	await("waits", func(st *tierv1.ReplicaStatus) bool {
+		return st.GetState() == tierv1.ReplicaState_REPLICA_STATE_RESTORING
+	})
 	time.Sleep(200 * time.Millisecond) // several polls of the data state
 	for _, s := range []*server{ts1, ts2} {
 		if st, err := state(s); err != nil || st.GetState() != tierv1.ReplicaState_REPLICA_STATE_RESTORING {
