@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,21 +26,37 @@ func CPUTime() time.Duration {
 }
 
 // PeakRSS is VmHWM from /proc/self/status in bytes, or -1.
-func PeakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func PeakRSS() int64 { return procBytes("/proc/self/status", "VmHWM") }
+
+// procBytes sums the "Name: N kB" lines of names in the /proc file at path,
+// in bytes; -1 if the file cannot be read or a name is missing.
+func procBytes(path string, names ...string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return -1
 	}
+	var total int64
+	found := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			if f := strings.Fields(rest); len(f) >= 1 {
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !slices.Contains(names, name) {
+			continue
 		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return -1
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return -1
+		}
+		total += kb << 10
+		found++
 	}
-	return -1
+	if found != len(names) {
+		return -1
+	}
+	return total
 }
 
 // ResetPeakRSS collects garbage, returns freed memory to the OS and resets

@@ -1,6 +1,8 @@
 package benchutil
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,5 +37,28 @@ func TestMeasurements(t *testing.T) {
 	}
 	if SplitMix(1) == SplitMix(2) || SplitMix(0) == 0 {
 		t.Error("SplitMix does not mix")
+	}
+}
+
+func TestProcBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(path, []byte("MemTotal:       24684160 kB\nDirty:              1024 kB\nWriteback:            12 kB\nHugePages_Total:       0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		names []string
+		want  int64
+	}{
+		{[]string{"Dirty", "Writeback"}, 1036 << 10},
+		{[]string{"MemTotal"}, 24684160 << 10},
+		{[]string{"Dirty", "Missing"}, -1},
+		{[]string{"HugePages_Total"}, -1}, // no kB unit
+	} {
+		if got := procBytes(path, tc.names...); got != tc.want {
+			t.Errorf("procBytes(%v) = %d, want %d", tc.names, got, tc.want)
+		}
+	}
+	if got := procBytes(filepath.Join(t.TempDir(), "none"), "Dirty"); got != -1 {
+		t.Errorf("missing file: %d", got)
 	}
 }

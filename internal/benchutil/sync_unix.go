@@ -3,9 +3,6 @@
 package benchutil
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -23,26 +20,4 @@ func SyncDirty() (took time.Duration, dirty int64) {
 }
 
 // dirtyBytes is Dirty + Writeback of /proc/meminfo, or -1.
-func dirtyBytes() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return -1
-	}
-	var total int64 = -1
-	for line := range strings.Lines(string(b)) {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || (name != "Dirty" && name != "Writeback") {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return -1
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return -1
-		}
-		total = max(total, 0) + n<<10
-	}
-	return total
-}
+func dirtyBytes() int64 { return procBytes("/proc/meminfo", "Dirty", "Writeback") }
