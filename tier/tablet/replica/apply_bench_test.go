@@ -37,7 +37,7 @@ func BenchmarkApply(b *testing.B) {
 						recs[j] = appendRecord(recs[j][:0], Mutation{Op: OpUpsert, Key: k, Value: value})
 					}
 					r.mu.Lock()
-					err := r.applyLocked(r.mu.meta.next, recs)
+					_, err := r.applyLocked(r.mu.meta.next, recs)
 					r.mu.Unlock()
 					if err != nil {
 						b.Fatal(err)

@@ -38,8 +38,7 @@ type Replica struct {
 	// moves meta, which always equals the state record in db.
 	mu struct {
 		sync.Mutex
-		meta      replicaMeta
-		lastApply applyTimes // of the last applyLocked, for the slow write log
+		meta replicaMeta
 	}
 	applied atomic.Int64 // mu.meta.next - 1, for lock-free reads
 	rows    atomic.Int64 // mu.meta.rows, likewise
@@ -99,15 +98,15 @@ func (r *Replica) Write(ctx context.Context, muts []Mutation) (first int64, err 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	locked := time.Now()
-	r.mu.lastApply = applyTimes{} // a batch the replica already holds applies nothing
-	if err := r.applyBatchLocked(context.WithoutCancel(ctx), first, recs); err != nil {
+	times, err := r.applyBatchLocked(context.WithoutCancel(ctx), first, recs)
+	if err != nil {
 		return first, fmt.Errorf("replica: write %v: apply offsets %d..%d: %w", r.id, first, first+int64(len(recs))-1, err)
 	}
 	if d := time.Since(start); d >= slowWrite {
 		r.h.log.Warn("replica: slow write", "replica", r.id.String(), "mutations", len(recs), "took", d.Round(time.Millisecond),
 			"append", appended.Sub(start).Round(time.Millisecond), "lock_wait", locked.Sub(appended).Round(time.Millisecond),
-			"apply", time.Since(locked).Round(time.Millisecond), "apply_read", r.mu.lastApply.read.Round(time.Millisecond),
-			"apply_commit", r.mu.lastApply.commit.Round(time.Millisecond), "apply_stalled", r.mu.lastApply.stall.Round(time.Millisecond))
+			"apply", time.Since(locked).Round(time.Millisecond), "apply_read", times.read.Round(time.Millisecond),
+			"apply_commit", times.commit.Round(time.Millisecond), "apply_stalled", times.stall.Round(time.Millisecond))
 	}
 	return first, nil
 }
@@ -189,16 +188,16 @@ func (r *Replica) catchUp(ctx context.Context) error {
 
 // applyBatchLocked applies the batch appended at first, after replaying
 // whatever precedes it that is not applied yet, and skipping what another
-// applier already applied.
-func (r *Replica) applyBatchLocked(ctx context.Context, first int64, recs [][]byte) error {
+// applier already applied; it returns the times of the batch's own apply.
+func (r *Replica) applyBatchLocked(ctx context.Context, first int64, recs [][]byte) (applyTimes, error) {
 	if r.mu.meta.next < first {
 		if err := r.replayLocked(ctx, first); err != nil {
-			return err
+			return applyTimes{}, err
 		}
 	}
 	skip := r.mu.meta.next - first
 	if skip >= int64(len(recs)) {
-		return nil
+		return applyTimes{}, nil
 	}
 	return r.applyLocked(r.mu.meta.next, recs[skip:])
 }
@@ -228,7 +227,7 @@ func (r *Replica) replayLocked(ctx context.Context, upTo int64) error {
 			}
 			data[i] = rec.Data
 		}
-		if err := r.applyLocked(next, data); err != nil {
+		if _, err := r.applyLocked(next, data); err != nil {
 			return err
 		}
 	}
@@ -261,12 +260,12 @@ func (r *Replica) replayLocked(ctx context.Context, upTo int64) error {
 // The result equals applying the records one by one in offset order:
 // mutations of different keys commute, and those of one key keep their
 // order in the batch, hence their sequence numbers.
-func (r *Replica) applyLocked(first int64, recs [][]byte) error {
+func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 	muts := make([]Mutation, len(recs))
 	for i, rec := range recs {
 		m, err := decodeRecord(rec)
 		if err != nil {
-			return fmt.Errorf("offset %d: %w", first+int64(i), err)
+			return applyTimes{}, fmt.Errorf("offset %d: %w", first+int64(i), err)
 		}
 		muts[i] = m
 	}
@@ -285,7 +284,7 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) error {
 	// while the iterator reads it.
 	it, err := r.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
-		return fmt.Errorf("offsets %d..%d: %w", first, first+int64(len(recs))-1, err)
+		return applyTimes{}, fmt.Errorf("offsets %d..%d: %w", first, first+int64(len(recs))-1, err)
 	}
 	start := time.Now()
 	b := r.db.NewBatch()
@@ -311,29 +310,29 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) error {
 		}
 		if err != nil {
 			_ = it.Close()
-			return fmt.Errorf("offset %d: %w", first+int64(i), err)
+			return applyTimes{}, fmt.Errorf("offset %d: %w", first+int64(i), err)
 		}
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return fmt.Errorf("offsets %d..%d: read existing keys: %w", first, first+int64(len(recs))-1, err)
+		return applyTimes{}, fmt.Errorf("offsets %d..%d: read existing keys: %w", first, first+int64(len(recs))-1, err)
 	}
 	meta.next = first + int64(len(recs))
 	if err := b.Set(metaKey, meta.encode(), nil); err != nil {
-		return err
+		return applyTimes{}, err
 	}
 	// The changelog is the write-ahead log: Pebble's own is disabled.
 	built := time.Now()
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("commit offsets %d..%d: %w", first, meta.next-1, err)
+		return applyTimes{}, fmt.Errorf("commit offsets %d..%d: %w", first, meta.next-1, err)
 	}
 	st := b.CommitStats()
-	r.mu.lastApply = applyTimes{read: built.Sub(start), commit: time.Since(built), stall: st.MemTableWriteStallDuration + st.L0ReadAmpWriteStallDuration}
 	r.setMetaLocked(meta)
-	return nil
+	return applyTimes{read: built.Sub(start), commit: time.Since(built), stall: st.MemTableWriteStallDuration + st.L0ReadAmpWriteStallDuration}, nil
 }
 
 // applyTimes split an applyLocked: reading the existing keys and building
 // the batch, committing it, and of that the time Pebble stalled the write.
+// A batch that applied nothing has zero times.
 type applyTimes struct{ read, commit, stall time.Duration }
 
 // setMetaLocked adopts meta and publishes it to the lock-free mirrors.
