@@ -394,6 +394,11 @@ func (bc *BuildContext) init() error {
 	case (len(t.PartitionKeys()) > 0) != (h.Target.Partition != ""):
 		return fmt.Errorf("partitioned table %v but partition %q", len(t.PartitionKeys()) > 0, h.Target.Partition)
 	}
+	// The committer writes the manifest there: only where the layout puts
+	// this transaction's manifest.
+	if want := bc.SnapshotTarget().ManifestPath(h.TxnID); bc.manifestPath != want {
+		return fmt.Errorf("manifest path %q, but the layout puts the transaction's manifest at %q", bc.manifestPath, want)
+	}
 	bc.table = t
 	return nil
 }

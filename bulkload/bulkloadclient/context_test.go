@@ -16,7 +16,7 @@ const testSchema = `{"schema_id":0,"columns":[{"name":"id","type":"BIGINT","null
 const goldenContext = `{"version":1,"database":"shop","table":"items","partition":"","table_id":7,"partition_id":0,` +
 	`"txn_id":"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9","schema_id":0,"schema":` + testSchema +
 	`,"buckets":4,"bucketing":"fluss","remote_data_dir":"file:///data/remote","snapshot_ids":[3,0,5,1],` +
-	`"manifest_path":"file:///data/remote/bulk/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest.json","build_deadline_ms":1780000000123}`
+	`"manifest_path":"file:///data/remote/kv/shop/items-7/_bulkload/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest","build_deadline_ms":1780000000123}`
 
 func testContext(t *testing.T) *BuildContext {
 	t.Helper()
@@ -28,7 +28,7 @@ func testContext(t *testing.T) *BuildContext {
 		SchemaId: 0, TableSchemaJson: []byte(testSchema), BucketCount: 4, Bucketing: "fluss",
 		RemoteDataDir: "file:///data/remote", SnapshotIds: []int64{3, 0, 5, 1},
 		SnapshotDirs:    []string{"a", "b", "c", "d"},
-		ManifestPath:    "file:///data/remote/bulk/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest.json",
+		ManifestPath:    "file:///data/remote/kv/shop/items-7/_bulkload/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest",
 		BuildDeadlineMs: 1780000000123,
 	})
 	if err != nil {
@@ -78,18 +78,20 @@ func TestBuildContextRoundTrip(t *testing.T) {
 
 func TestUnmarshalBuildContextStrict(t *testing.T) {
 	cases := map[string]string{
-		"unknown field":    strings.Replace(goldenContext, `"version":1,`, `"version":1,"token":"secret",`, 1),
-		"wrong version":    strings.Replace(goldenContext, `"version":1`, `"version":2`, 1),
-		"no version":       strings.Replace(goldenContext, `"version":1,`, ``, 1),
-		"trailing data":    goldenContext + `{}`,
-		"bad txn id":       strings.Replace(goldenContext, `"txn_id":"0f1e`, `"txn_id":"XX1e`, 1),
-		"too few ids":      strings.Replace(goldenContext, `[3,0,5,1]`, `[3,0,5]`, 1),
-		"bucket mismatch":  strings.Replace(goldenContext, `"buckets":4,"bucketing"`, `"buckets":3,"bucketing"`, 1),
-		"bucketing":        strings.Replace(goldenContext, `"bucketing":"fluss","remote`, `"bucketing":"paimon","remote`, 1),
-		"no manifest path": strings.Replace(goldenContext, `"manifest_path":"file:///data/remote/bulk/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest.json"`, `"manifest_path":""`, 1),
-		"partition id":     strings.Replace(goldenContext, `"partition_id":0`, `"partition_id":4`, 1),
-		"not json":         `{"version":1,`,
-		"bad schema":       strings.Replace(goldenContext, `"primary_key":["id"]`, `"primary_key":["nope"]`, 1),
+		"unknown field":        strings.Replace(goldenContext, `"version":1,`, `"version":1,"token":"secret",`, 1),
+		"wrong version":        strings.Replace(goldenContext, `"version":1`, `"version":2`, 1),
+		"no version":           strings.Replace(goldenContext, `"version":1,`, ``, 1),
+		"trailing data":        goldenContext + `{}`,
+		"bad txn id":           strings.Replace(goldenContext, `"txn_id":"0f1e`, `"txn_id":"XX1e`, 1),
+		"too few ids":          strings.Replace(goldenContext, `[3,0,5,1]`, `[3,0,5]`, 1),
+		"bucket mismatch":      strings.Replace(goldenContext, `"buckets":4,"bucketing"`, `"buckets":3,"bucketing"`, 1),
+		"bucketing":            strings.Replace(goldenContext, `"bucketing":"fluss","remote`, `"bucketing":"paimon","remote`, 1),
+		"no manifest path":     strings.Replace(goldenContext, `"manifest_path":"file:///data/remote/kv/shop/items-7/_bulkload/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest"`, `"manifest_path":""`, 1),
+		"partition id":         strings.Replace(goldenContext, `"partition_id":0`, `"partition_id":4`, 1),
+		"manifest elsewhere":   strings.Replace(goldenContext, `/_bulkload/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest"`, `/_bulkload/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/../../../../x"`, 1),
+		"other txn's manifest": strings.Replace(goldenContext, `/_bulkload/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest"`, `/_bulkload/1f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9/manifest"`, 1),
+		"not json":             `{"version":1,`,
+		"bad schema":           strings.Replace(goldenContext, `"primary_key":["id"]`, `"primary_key":["nope"]`, 1),
 	}
 	for name, in := range cases {
 		if in == goldenContext {

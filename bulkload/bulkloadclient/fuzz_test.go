@@ -47,7 +47,7 @@ func seedContexts(tb testing.TB) []*BuildContext {
 		{
 			Handle:   &tierv1.BulkLoadHandle{Target: &tierv1.TargetPath{Database: "d", Table: "t"}, TableId: 1, TxnId: txn},
 			SchemaId: 0, TableSchemaJson: []byte(manySchema), BucketCount: kv.MaxBuckets, Bucketing: "fluss",
-			RemoteDataDir: remote, SnapshotIds: many, ManifestPath: "m", BuildDeadlineMs: 1 << 50,
+			RemoteDataDir: remote, SnapshotIds: many, ManifestPath: remote + "/kv/d/t-1/_bulkload/" + txn + "/manifest", BuildDeadlineMs: 1 << 50,
 		},
 	} {
 		bc, err := fromTargetInfo(ti)

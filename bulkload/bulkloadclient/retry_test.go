@@ -68,7 +68,7 @@ func fakeClient(t *testing.T, f *fakeService) (*Client, *BuildContext, []snapsho
 		Handle:   &tierv1.BulkLoadHandle{Target: &tierv1.TargetPath{Database: "shop", Table: "items"}, TableId: 7, TxnId: txn},
 		SchemaId: 0, TableSchemaJson: []byte(testSchema), BucketCount: 4, Bucketing: "fluss",
 		RemoteDataDir: store.Base(), SnapshotIds: []int64{1, 1, 1, 1},
-		ManifestPath: store.Base() + "/bulk/" + txn + "/manifest.json", BuildDeadlineMs: time.Now().Add(time.Hour).UnixMilli(),
+		ManifestPath: store.Base() + "/kv/shop/items-7/_bulkload/" + txn + "/manifest", BuildDeadlineMs: time.Now().Add(time.Hour).UnixMilli(),
 	})
 	if err != nil {
 		t.Fatal(err)
