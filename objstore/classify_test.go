@@ -3,11 +3,14 @@ package objstore
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -76,6 +79,12 @@ func TestIsTransient(t *testing.T) {
 		{"gc internal", gc(gcerrors.ErrInternal), ErrTransient, true},
 		{"gc resource exhausted", gc(gcerrors.ErrResourceExhausted), ErrTransient, true},
 		{"gc deadline exceeded", gc(gcerrors.ErrDeadlineExceeded), ErrTransient, true},
+		// A TLS handshake that failed verification: gocloud's Unknown,
+		// but permanent.
+		{"gc unknown authority", fmt.Errorf("%w: %w", gcerrors.ErrUnknown, &url.Error{Op: "Put", URL: "https://s3", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}), nil, false},
+		{"gc wrong host", fmt.Errorf("%w: %w", gcerrors.ErrUnknown, x509.HostnameError{Host: "s3"}), nil, false},
+		{"gc expired", fmt.Errorf("%w: %w", gcerrors.ErrUnknown, x509.CertificateInvalidError{Reason: x509.Expired}), nil, false},
+		{"gc host not found", fmt.Errorf("%w: %w", gcerrors.ErrUnknown, &net.DNSError{Err: "no such host", Name: "s3", IsNotFound: true}), ErrTransient, true},
 		{"gc not found", gc(gcerrors.ErrNotFound), ErrNotFound, false},
 		{"gc already exists", gc(gcerrors.ErrAlreadyExists), ErrExists, false},
 		{"gc permission denied", gc(gcerrors.ErrPermissionDenied), ErrPermission, false},

@@ -194,7 +194,12 @@
 //   - ErrTransient: the store may do it if asked again: a connection
 //     refused, reset or dropped mid-body, a timeout, throttling (SlowDown,
 //     429), a server error (5xx other than 501 and 507), and whatever
-//     gocloud calls Unknown, Internal, ResourceExhausted or DeadlineExceeded.
+//     gocloud calls Unknown, Internal, ResourceExhausted or DeadlineExceeded
+//     — except a TLS handshake whose verification failed (an untrusted
+//     certificate, a wrong host name, an expired certificate), which
+//     gocloud calls Unknown too but no repeat can fix: it has no class and
+//     is not transient. A host name that does not resolve stays transient
+//     (service names appear in DNS late while a cluster starts).
 //     On s3:// the AWS SDK has already repeated a request (3 attempts in
 //     all, with backoff) before such an error reaches objstore, so repeat it
 //     after a pause.

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"gocloud.dev/gcerrors"
+
+	"github.com/thawdb/thaw/internal/tlsfail"
 )
 
 var (
@@ -82,7 +84,8 @@ var permanent = []error{
 //     network or host, EAGAIN, EINTR, EBUSY, EMFILE, ENFILE,
 //     io.ErrUnexpectedEOF, an S3 error code or HTTP status of that class,
 //     and gocloud's codes Unknown, Internal, ResourceExhausted and
-//     DeadlineExceeded.
+//     DeadlineExceeded (but not a TLS handshake that failed verification,
+//     see tlsfail.Untrusted).
 //
 // It is false for nil, for every error wrapping one of the permanent
 // classes (ErrNotFound, ErrExists, ErrConflict, ErrOutsideStore,
@@ -146,6 +149,11 @@ func classify(err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return ErrTransient
+	}
+	if tlsfail.Untrusted(err) {
+		// gocloud calls it Unknown; no repeat helps until the
+		// configuration changes.
+		return nil
 	}
 	// Only gocloud's errors wrap its code sentinels (gcerrors.Code would
 	// call any other error Unknown).

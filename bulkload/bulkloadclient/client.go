@@ -14,6 +14,7 @@ import (
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/coordlist"
+	"github.com/thawdb/thaw/internal/tlsfail"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -266,7 +267,11 @@ func sentinelOf(err error) error {
 		// No reason of the bulk-load protocol (ReasonOf reports UNKNOWN for
 		// any code no reason has, such as UNIMPLEMENTED from a server that
 		// is not a coordinator): the code decides whether the outcome is
-		// unknown.
+		// unknown. A handshake that failed verification sent nothing: the
+		// outcome is known, and a repeat would fail alike.
+		if tlsfail.Untrusted(err) {
+			return nil
+		}
 		switch connect.CodeOf(err) {
 		case connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnavailable, connect.CodeUnknown, connect.CodeAborted:
 			return bulkload.ErrUnavailable

@@ -29,7 +29,9 @@
 // STALE_EPOCH, NOT_FOUND (replica moved) or a bucket without a leader
 // after a refresh of the locations, move the request to the new leader;
 // UNAVAILABLE, transport failures and timed-out attempts are retried with
-// exponential backoff, all under the RetryPolicy. A request the server
+// exponential backoff, all under the RetryPolicy. A TLS handshake that
+// fails verification (an untrusted, wrong-host or expired certificate) is
+// not: it fails the call at once. A request the server
 // finds too large (BATCH_TOO_LARGE) is halved and sent again. A target
 // found dropped and created again, or with a new schema, fails the rows
 // encoded for the old one with ErrTargetChanged: they never land in the

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/tlsfail"
 )
 
 // Reason is the stable, machine-readable cause of a tier RPC error.
@@ -283,6 +284,12 @@ func ReasonOf(err error) Reason {
 		if r := ce.Meta().Get(HeaderReason); r != "" {
 			return Reason(r)
 		}
+	}
+	if tlsfail.Untrusted(err) {
+		// The handshake failed verification: transport codes would call
+		// it UNAVAILABLE, but no repeat helps until the configuration
+		// changes, and no request reached the server.
+		return ReasonUnknown
 	}
 	if r, ok := byCode[connect.CodeOf(err)]; ok {
 		return r
