@@ -232,7 +232,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		}
 	}()
 	for _, d := range []string{"etcd", "changelog", "tablets"} {
-		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), privateDirMode); err != nil {
 			return nil, fmt.Errorf("daemon: embedded: %w", err)
 		}
 	}
@@ -713,3 +713,8 @@ func (e *Embedded) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// privateDirMode is the permission of the data directories the daemon
+// creates (etcd's, the changelog's, the replicas', temporary build files):
+// they hold the tier's data and metadata, for the daemon's user only.
+const privateDirMode = 0o700

@@ -111,7 +111,7 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 	}
 	if cfg.DataDir != "" {
 		pp.tempDir = filepath.Join(cfg.DataDir, "tmp")
-		if err := os.MkdirAll(pp.tempDir, 0o755); err != nil {
+		if err := os.MkdirAll(pp.tempDir, privateDirMode); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}

@@ -218,7 +218,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	}
 	replicaDir := filepath.Join(cfg.DataDir, "replicas")
 	for _, d := range []string{logDir, replicaDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, privateDirMode); err != nil {
 			return fmt.Errorf("daemon: %w", err)
 		}
 	}

@@ -65,6 +65,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	ec := embed.NewConfig()
 	ec.Dir = cfg.Dir
+	// A name of its own (etcd warns of the default one). The initial
+	// cluster only bootstraps a new data directory; one made under the old
+	// default name keeps its membership and takes the new name.
+	ec.Name = memberName
+	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	ec.ListenClientUrls = []url.URL{clientURL}
 	// One member never talks to a peer, but etcd wants a peer listener.
 	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
@@ -87,6 +92,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, context.Cause(ctx))
 	}
 }
+
+// memberName is the name of the embedded member.
+const memberName = "thaw"
 
 // parseListenURL accepts "host:port" or "http://host:port"; "" is
 // 127.0.0.1:0.
@@ -202,7 +210,23 @@ func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 	return ce
 }
 
+// quietEvents are etcd warnings that do not apply to the embedded member,
+// dropped so that every start does not log them:
+//   - it never enables etcd's authentication, so the token type that
+//     authentication would sign with does not matter;
+//   - it serves gRPC and etcd's HTTP endpoints on its one client port (a
+//     second port, as etcd advises for production clusters, cannot be
+//     had when the client port is chosen by the system, and nothing of
+//     thaw uses the HTTP endpoints).
+var quietEvents = map[string]bool{
+	"simple token is not cryptographically signed":                                         true,
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+}
+
 func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if quietEvents[e.Message] {
+		return nil
+	}
 	enc := zapcore.NewMapObjectEncoder()
 	for _, f := range c.fields {
 		f.AddTo(enc)

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/url"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/tier/meta"
@@ -103,5 +107,53 @@ func TestEmbeddedAndConnectRejectBadConfig(t *testing.T) {
 	}
 	if _, err := meta.New(nil, ""); !errors.Is(err, meta.ErrInvalid) {
 		t.Errorf("new store without a client: %v", err)
+	}
+}
+
+// TestEmbeddedOpensDataOfDefaultName: a data directory that an embedded
+// etcd made before the member had a name of its own (etcd's default name)
+// starts under the new name with its data.
+func TestEmbeddedOpensDataOfDefaultName(t *testing.T) {
+	dir := t.TempDir()
+	ec := embed.NewConfig() // Name "default", as before
+	ec.Dir = dir
+	ec.ListenClientUrls = []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
+	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
+	ec.LogLevel = "error"
+	old, err := embed.StartEtcd(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-old.Server.ReadyNotify()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + old.Clients[0].Addr().String()}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctxTimeout(t, 10*time.Second), "k", "from the default-named member"); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	old.Close()
+
+	m, err := meta.StartEmbedded(ctxTimeout(t, 30*time.Second), meta.EmbeddedConfig{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cli, err = m.Client(ctxTimeout(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctxTimeout(t, 10*time.Second), "k")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "from the default-named member" {
+		t.Fatalf("get: %v %v", resp, err)
+	}
+	members, err := cli.MemberList(ctxTimeout(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members.Members) != 1 || members.Members[0].Name != "thaw" {
+		t.Fatalf("members %v, want one named thaw", members.Members)
 	}
 }
