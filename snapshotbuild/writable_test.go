@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -44,5 +45,61 @@ func TestFileWritable(t *testing.T) {
 	}
 	if err := f.Close(); err == nil {
 		t.Error("file still open after Finish")
+	}
+}
+
+// TestFileWritableWriteback: the writable starts the writeback of what it
+// wrote in contiguous ranges from the file's start, each of at least
+// writebackStep bytes, as it goes; the bytes reach the file unchanged.
+func TestFileWritableWriteback(t *testing.T) {
+	type call struct{ off, n int64 }
+	var calls []call
+	real := startWriteback
+	startWriteback = func(fd uintptr, off, n int64) bool {
+		calls = append(calls, call{off, n})
+		return real(fd, off, n)
+	}
+	defer func() { startWriteback = real }()
+
+	path := filepath.Join(t.TempDir(), "f.sst")
+	f, err := LocalFS().Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewFileWritable(f)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var want []byte
+	for len(want) < 5*writebackStep {
+		p := make([]byte, rng.IntN(fileWriteBuf/3))
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		want = append(want, p...)
+		if err := w.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("file has %d bytes (%v), want %d (or differs)", len(got), err, len(want))
+	}
+	t.Logf("%d bytes, writeback started %d times: %v", len(want), len(calls), calls)
+	if len(calls) < 4 {
+		t.Fatalf("writeback started %d times for %d bytes, want at least 4", len(calls), len(want))
+	}
+	var next int64
+	for _, c := range calls {
+		if c.off != next || c.n < writebackStep {
+			t.Fatalf("writeback of [%d, +%d) after %d: want contiguous ranges of at least %d bytes", c.off, c.n, next, writebackStep)
+		}
+		next = c.off + c.n
+	}
+	if uncovered := int64(len(want)) - next; uncovered >= writebackStep+fileWriteBuf {
+		t.Fatalf("%d bytes at the end without writeback", uncovered)
+	}
+	if runtime.GOOS == "linux" && !w.(*fileWritable).writeback {
+		t.Fatal("sync_file_range failed: writeback was given up")
 	}
 }
