@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -24,14 +25,7 @@ func TestFileWritable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var want []byte
 	for _, n := range []int{0, 1, 4096, fileWriteBuf - 4097, 1, 2, fileWriteBuf, 3, 2*fileWriteBuf + 5, 4096} {
-		p := make([]byte, n)
-		for i := range p {
-			p[i] = byte(rng.Uint32())
-		}
-		want = append(want, p...)
-		if err := w.Write(p); err != nil {
-			t.Fatal(err)
-		}
+		want = writeRandom(t, w, rng, n, want)
 	}
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
@@ -70,14 +64,7 @@ func TestFileWritableWriteback(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var want []byte
 	for len(want) < 5*writebackStep {
-		p := make([]byte, rng.IntN(fileWriteBuf/3))
-		for i := range p {
-			p[i] = byte(rng.Uint32())
-		}
-		want = append(want, p...)
-		if err := w.Write(p); err != nil {
-			t.Fatal(err)
-		}
+		want = writeRandom(t, w, rng, rng.IntN(fileWriteBuf/3), want)
 	}
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
@@ -102,4 +89,19 @@ func TestFileWritableWriteback(t *testing.T) {
 	if runtime.GOOS == "linux" && !w.(*fileWritable).writeback {
 		t.Fatal("sync_file_range failed: writeback was given up")
 	}
+}
+
+// writeRandom writes n random bytes to w and returns them appended to
+// written.
+func writeRandom(t *testing.T, w objstorage.Writable, rng *rand.Rand, n int, written []byte) []byte {
+	t.Helper()
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	written = append(written, p...) // before Write, which may modify p
+	if err := w.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	return written
 }
