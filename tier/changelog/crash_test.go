@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"bytes"
 	"flag"
 	"math/rand/v2"
 	"os"
@@ -68,7 +69,11 @@ func TestCrashAtRandomCut(t *testing.T) {
 		cut := lo + rng.Int64N(inflight.size-lo+1)
 		junk := rng.IntN(3)
 		last := filepath.Join(crash, filepath.Base(inflight.seg))
+		// complete: the cut and the junk after it left the in-flight
+		// batch whole (a cut at its end, or zeros where it had zeros).
+		complete := false
 		mutateFile(t, last, func(b []byte) []byte {
+			whole := bytes.Clone(b[:inflight.size])
 			b = b[:cut]
 			for len(b) < int(inflight.size) && junk > 0 {
 				if junk == 1 {
@@ -77,6 +82,7 @@ func TestCrashAtRandomCut(t *testing.T) {
 					b = append(b, byte(rng.Uint32()))
 				}
 			}
+			complete = bytes.Equal(b, whole)
 			return b
 		})
 
@@ -88,7 +94,6 @@ func TestCrashAtRandomCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		complete := cut == inflight.size
 		if end != acked.end && !(complete && end == inflight.end) {
 			t.Fatalf("batch %d in flight, cut at %d of [%d, %d], junk %d: end %d, want %d (or %d if complete)",
 				k, cut, lo, inflight.size, junk, end, acked.end, inflight.end)
