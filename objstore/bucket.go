@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -197,6 +198,7 @@ func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
 		b.b, b.shared = memBucket(loc.host), loc.host != ""
 	case "s3":
 		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "s3", Host: loc.host, RawQuery: loc.query.Encode()}).String())
+		b.headBlind = true
 	}
 	if err != nil {
 		class := classify(err)
@@ -223,6 +225,11 @@ type gcBucket struct {
 	linkable bool
 	dirMode  os.FileMode
 	link     func(oldname, newname string) error // os.Link; tests replace it
+	// s3:// only: a HEAD (Stat, and the check Delete begins with) answers a
+	// missing bucket like a missing object, so the first such answer asks
+	// once whether the bucket exists (see notFound).
+	headBlind   bool
+	bucketFound atomic.Bool
 }
 
 var _ Bucket = (*gcBucket)(nil)
@@ -361,7 +368,7 @@ func (b *gcBucket) Stat(ctx context.Context, key string) (Attrs, error) {
 	}
 	a, err := b.b.Attributes(ctx, b.prefix+key)
 	if err != nil {
-		return Attrs{}, b.errorf("stat", key, err)
+		return Attrs{}, b.notFound(ctx, "stat", key, b.errorf("stat", key, err))
 	}
 	return Attrs{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
 }
@@ -393,9 +400,29 @@ func (b *gcBucket) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("objstore: delete %q: %w", key, err)
 	}
 	if err := b.b.Delete(ctx, b.prefix+key); err != nil {
-		return b.errorf("delete", key, err)
+		return b.notFound(ctx, "delete", key, b.errorf("delete", key, err))
 	}
 	return nil
+}
+
+// notFound passes on err, an operation's error, unless it is ErrNotFound
+// from a store whose HEAD cannot tell a missing bucket (s3://) and the
+// bucket was not seen yet: then it lists one key of the bucket, and
+// returns ErrBucketNotFound (wrapping the list's error) if the bucket is
+// missing. A bucket seen once is taken to stay (no second request).
+func (b *gcBucket) notFound(ctx context.Context, op, key string, err error) error {
+	if !b.headBlind || b.bucketFound.Load() || !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	_, _, lerr := b.b.ListPage(ctx, blob.FirstPageToken, 1, &blob.ListOptions{Prefix: b.prefix})
+	switch {
+	case lerr == nil:
+		b.bucketFound.Store(true)
+		return err
+	case errors.Is(classify(lerr), ErrBucketNotFound):
+		return fmt.Errorf("objstore: %s %q in %s: %w: %w", op, key, b.base, ErrBucketNotFound, lerr)
+	}
+	return err // the check failed: the operation's own answer stands
 }
 
 func (b *gcBucket) Close() error {

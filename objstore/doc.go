@@ -175,10 +175,11 @@
 //     with create_dir off ("create_dir=false", "0" or empty; objstore
 //     passes fileblob an empty value, since fileblob takes any value as
 //     on). It does not wrap
-//     ErrNotFound. On s3://, Stat and Delete (which gocloud begins with a
-//     HEAD) cannot tell a missing bucket from a missing object, since the
-//     answer to a HEAD has no body: they say ErrNotFound. Put, PutIfAbsent,
-//     PutFile, Get, GetFile, Open and List say ErrBucketNotFound.
+//     ErrNotFound. Every operation says it, on s3:// too, where Stat and
+//     Delete (which gocloud begins with a HEAD, whose answer has no body to
+//     say NoSuchBucket) ask whether the bucket exists when a HEAD first
+//     answers "not found": one request more, once per Store (a bucket seen
+//     is taken to stay).
 //   - ErrPermission: S3 answered 401 or 403 (AccessDenied, wrong or
 //     expired credentials, a bad signature), gocloud's PermissionDenied, or
 //     EACCES, EPERM or EROFS under a file:// root.

@@ -224,30 +224,47 @@ func TestS3Permission(t *testing.T) {
 }
 
 // TestS3MissingBucket: against gofakes3, a bucket that does not exist is
-// ErrBucketNotFound, not ErrNotFound, and not transient, wherever the
-// answer has a body to say NoSuchBucket. Stat and Delete (which gocloud
-// begins with a HEAD) cannot tell and say ErrNotFound, as doc.go warns.
+// ErrBucketNotFound, not ErrNotFound, and not transient, for every
+// operation: those that begin with a HEAD (Stat, Delete), whose answer
+// has no body to say NoSuchBucket, ask the bucket (see notFound).
 func TestS3MissingBucket(t *testing.T) {
 	s := openStore(t, s3URL(t, newS3(t), "nobkt", "remote"))
 	ctx := t.Context()
 	for _, op := range s3Ops {
 		t.Run(op.name, func(t *testing.T) {
 			err := op.do(t, s)
-			switch op.name {
-			case "stat", "delete":
-				wantClass(t, op.name, err, ErrNotFound)
-				if errors.Is(err, ErrBucketNotFound) {
-					t.Fatalf("%s: %v: a HEAD now tells a missing bucket; update doc.go", op.name, err)
-				}
-			default:
-				wantClass(t, op.name, err, ErrBucketNotFound)
-				if errors.Is(err, ErrNotFound) {
-					t.Fatalf("%s: %v, want no ErrNotFound", op.name, err)
-				}
+			wantClass(t, op.name, err, ErrBucketNotFound)
+			if errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: %v, want no ErrNotFound", op.name, err)
 			}
 		})
 	}
 	if _, err := s.OpenVerified(ctx, "k", 1, sha([]byte("k"))); !errors.Is(err, ErrBucketNotFound) {
 		t.Fatalf("open verified: %v, want ErrBucketNotFound", err)
+	}
+}
+
+// TestS3MissingKeyAsksBucketOnce: in a bucket that exists, Stat and Delete
+// of a missing key are ErrNotFound; the first of them costs one more
+// request (the bucket check), later ones none.
+func TestS3MissingKeyAsksBucketOnce(t *testing.T) {
+	front, endpoint := newS3Front(t)
+	s := openStore(t, s3URL(t, endpoint, "bkt", "remote"))
+	front.counts()
+	for i := range 3 {
+		_, err := s.Bucket().Stat(t.Context(), "k/none")
+		wantClass(t, "stat", err, ErrNotFound)
+		want := 1
+		if i == 0 {
+			want = 2 // the HEAD and the check
+		}
+		if calls, _, _ := front.counts(); calls != want {
+			t.Fatalf("stat %d: %d calls, want %d", i, calls, want)
+		}
+	}
+	err := s.Bucket().Delete(t.Context(), "k/none")
+	wantClass(t, "delete", err, ErrNotFound)
+	if calls, _, _ := front.counts(); calls != 1 {
+		t.Fatalf("delete: %d calls, want 1 (the bucket is known)", calls)
 	}
 }

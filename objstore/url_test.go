@@ -166,7 +166,7 @@ func TestS3Prefix(t *testing.T) {
 	if got := listKeys(t, pre, "kv/"); !slices.Equal(got, []string{"kv/x"}) {
 		t.Errorf("prefixed list = %q, want [kv/x]", got)
 	}
-	if _, err := openStore(t, s3URL(t, endpoint, "nobucket", "")).Stat(t.Context(), "k"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("stat in a missing bucket: %v, want ErrNotFound", err)
+	if _, err := openStore(t, s3URL(t, endpoint, "nobucket", "")).Stat(t.Context(), "k"); !errors.Is(err, ErrBucketNotFound) {
+		t.Errorf("stat in a missing bucket: %v, want ErrBucketNotFound", err)
 	}
 }
