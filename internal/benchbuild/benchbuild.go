@@ -614,8 +614,7 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 	s.notes = append(s.notes,
 		fmt.Sprintf("input generation %.2fs excluded; add phase %.2fs, finish %.2fs (wall)",
 			genTime.Seconds(), (addDone.Sub(start)-genTime).Seconds(), end.Sub(addDone).Seconds()),
-		fmt.Sprintf("busy time (summed over goroutines): sort+spill %.2fs, add waiting on spill %.2fs, merge+write %.2fs, ingest+checkpoint %.2fs, upload %.2fs, _METADATA %.2fs",
-			st.SortSpill.Seconds(), st.AddWait.Seconds(), st.MergeWrite.Seconds(), st.Checkpoint.Seconds(), st.Upload.Seconds(), st.MetadataWrite.Seconds()),
+		benchutil.BuildBusy(st),
 		fmt.Sprintf("%d spill runs (%s); budget peak %s of %s; %s prefaulted by a second core; %d snapshot rows, %d duplicates, %d private files, %s uploaded",
 			st.Spills, benchutil.FmtBytes(st.SpilledBytes), benchutil.FmtBytes(st.PeakBudget), benchutil.FmtBytes(st.MemoryBudget), benchutil.FmtBytes(st.Prefaulted), rows, dups, files, benchutil.FmtBytes(snapBytes)))
 	if st.UnreproducibleManifests > 0 {

@@ -37,6 +37,7 @@ func TestSmoke(t *testing.T) {
 				`(?m)^    ordinary: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
 				`(?m)^    bulk: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
 				`build: 3 buckets, 3000 rows in the snapshots`,
+				`(?m)^    build busy time \(summed over goroutines\): sort\+spill [0-9.]+s, .* merge\+write [0-9.]+s, .* upload [0-9.]+s`,
 				`(?m)^    (waited [0-9.]+s for the process to go idle|the process did not go idle within 1m0s)`,
 			} {
 				if !regexp.MustCompile(re).MatchString(out.String()) {

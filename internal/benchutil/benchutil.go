@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/thawdb/thaw/snapshotbuild"
 )
 
 // CPUTime is the process's user+system CPU time so far.
@@ -105,4 +107,11 @@ func FmtBytes(n int64) string {
 	default:
 		return fmt.Sprintf("%d B", n)
 	}
+}
+
+// BuildBusy says where a build's time went, phase by phase, summed over
+// the goroutines doing each (so a phase can exceed wall time).
+func BuildBusy(st snapshotbuild.Stats) string {
+	return fmt.Sprintf("busy time (summed over goroutines): sort+spill %.2fs, add waiting on spill %.2fs, merge+write %.2fs, ingest+checkpoint %.2fs, upload %.2fs, _METADATA %.2fs",
+		st.SortSpill.Seconds(), st.AddWait.Seconds(), st.MergeWrite.Seconds(), st.Checkpoint.Seconds(), st.Upload.Seconds(), st.MetadataWrite.Seconds())
 }
