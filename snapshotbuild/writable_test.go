@@ -16,12 +16,7 @@ import (
 // order, across its buffer's boundary and around it (writes larger than
 // the buffer), and Finish leaves the file closed and complete.
 func TestFileWritable(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f.sst")
-	f, err := LocalFS().Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := NewFileWritable(f)
+	path, f, w := newTestWritable(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var want []byte
 	for _, n := range []int{0, 1, 4096, fileWriteBuf - 4097, 1, 2, fileWriteBuf, 3, 2*fileWriteBuf + 5, 4096} {
@@ -55,12 +50,7 @@ func TestFileWritableWriteback(t *testing.T) {
 	}
 	defer func() { startWriteback = real }()
 
-	path := filepath.Join(t.TempDir(), "f.sst")
-	f, err := LocalFS().Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := NewFileWritable(f)
+	path, _, w := newTestWritable(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var want []byte
 	for len(want) < 5*writebackStep {
@@ -104,4 +94,16 @@ func writeRandom(t *testing.T, w objstorage.Writable, rng *rand.Rand, n int, wri
 		t.Fatal(err)
 	}
 	return written
+}
+
+// newTestWritable returns a new file under t's temporary directory, as the
+// builder creates its SSTs, and NewFileWritable over it.
+func newTestWritable(t *testing.T) (string, vfs.File, objstorage.Writable) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "f.sst")
+	f, err := LocalFS().Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, f, NewFileWritable(f)
 }
