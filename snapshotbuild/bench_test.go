@@ -53,7 +53,7 @@ func BenchmarkMergeRuns(b *testing.B) {
 	var runs []*run
 	for i := range 13 {
 		c := benchChunk(b, 77000, uint64(10+i))
-		r, err := writeRun(fmt.Sprintf("%s/run-%d", dir, i), i, c, 1, spillParts)
+		r, err := writeRun(fmt.Sprintf("%s/run-%d", dir, i), i, c, 1, spillParts, maxFrameSize)
 		if err != nil {
 			b.Fatal(err)
 		}

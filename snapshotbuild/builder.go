@@ -155,9 +155,11 @@ type Stats struct {
 	SkippedRows  int64 // rows of unowned buckets dropped under OtherBucketsSkip
 	Chunks       int   // input chunks sealed and sorted before Finish (the last chunk is not counted)
 	Spills       int   // sorted runs written to disk
-	SpilledBytes int64
-	PeakBudget   int64 // high-water mark of the memory budget in use
-	MemoryBudget int64
+	SpilledBytes int64 // bytes of the spill files (compressed where the records compress)
+	// SpilledRecordBytes is what the spilled records take uncompressed.
+	SpilledRecordBytes int64
+	PeakBudget         int64 // high-water mark of the memory budget in use
+	MemoryBudget       int64
 	// Prefaulted is chunk memory another core made resident ahead of the
 	// Add goroutine (builds with more than one worker, Linux).
 	Prefaulted int64
@@ -190,14 +192,15 @@ type Builder struct {
 
 	// Counters for Stats, which must not take mu: Progress callbacks run
 	// while Finish holds it.
-	inputRows        atomic.Int64
-	skippedRows      atomic.Int64
-	sealed           atomic.Int64
-	spills           atomic.Int64
-	spilledBytes     atomic.Int64
-	prefaulted       atomic.Int64
-	manifestsUnfixed atomic.Int64
-	phase            [numPhaseTimers]atomic.Int64 // nanoseconds
+	inputRows          atomic.Int64
+	skippedRows        atomic.Int64
+	sealed             atomic.Int64
+	spills             atomic.Int64
+	spilledBytes       atomic.Int64
+	spilledRecordBytes atomic.Int64
+	prefaulted         atomic.Int64
+	manifestsUnfixed   atomic.Int64
+	phase              [numPhaseTimers]atomic.Int64 // nanoseconds
 
 	mu struct {
 		sync.Mutex
@@ -481,14 +484,15 @@ func (b *Builder) runJob(j spillJob) error {
 		b.sp.dups[i] += d
 	}
 	path := filepath.Join(b.tmp, fmt.Sprintf("run-%06d", c.seq))
-	r, err := writeRun(path, c.seq, c, b.nb, min(spillParts, b.opts.Workers))
+	r, err := writeRun(path, c.seq, c, b.nb, min(spillParts, b.opts.Workers), frameSizeFor(b.opts.MemoryBudget))
 	if err != nil {
 		return fmt.Errorf("snapshotbuild: spill: %w", err)
 	}
 	b.sp.runs = append(b.sp.runs, r)
 	b.spills.Add(1)
 	b.spilledBytes.Add(r.size)
-	b.log.Debug("spilled run", "run", c.seq, "bytes", r.size)
+	b.spilledRecordBytes.Add(r.rawSize)
+	b.log.Debug("spilled run", "run", c.seq, "bytes", r.size, "record_bytes", r.rawSize)
 	return nil
 }
 
@@ -546,6 +550,7 @@ func (b *Builder) Stats() Stats {
 	}
 	s.Spills = int(b.spills.Load())
 	s.SpilledBytes = b.spilledBytes.Load()
+	s.SpilledRecordBytes = b.spilledRecordBytes.Load()
 	s.Prefaulted = b.prefaulted.Load()
 	s.UnreproducibleManifests = int(b.manifestsUnfixed.Load())
 	s.AddWait = time.Duration(b.phase[timerAddWait].Load())

@@ -2,7 +2,10 @@ package snapshotbuild
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
@@ -93,64 +96,176 @@ func TestChunkSortDedup(t *testing.T) {
 
 // TestRunRoundTrip: a sorted chunk written as a run (in parts, a bucket cut
 // across two files) reads back in the same order through runSource, with
-// buffers smaller than a record.
+// read buffers smaller than a frame or a record, for values that compress
+// (Snappy frames) and values that do not (raw frames), and with frames
+// smaller than a record.
 func TestRunRoundTrip(t *testing.T) {
-	for _, nb := range []int{1, 3} {
-		c, err := newChunk(64<<20, newBudget(64<<20), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rng := rand.New(rand.NewPCG(uint64(nb), 2))
-		for i := range 5000 {
-			k := fmt.Appendf(nil, "%016x", rng.Uint64())
-			if !c.add(rng.IntN(nb), k, bytes.Repeat([]byte{byte(i)}, rng.IntN(300))) {
-				t.Fatal("chunk full")
+	for _, tc := range []struct {
+		name       string
+		nb         int
+		frameSize  int
+		compresses bool
+	}{
+		{"compressible", 1, maxFrameSize, true},
+		{"compressible-3-buckets", 3, maxFrameSize, true},
+		{"random", 3, maxFrameSize, false},
+		{"frames-smaller-than-records", 3, 128, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := runChunk(t, tc.nb, 5000, tc.compresses)
+			defer c.free()
+			r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, tc.nb, spillParts, tc.frameSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.close()
+			if len(r.files) != spillParts {
+				t.Fatalf("%d parts, want %d", len(r.files), spillParts)
+			}
+			t.Logf("%d record bytes in %d file bytes, largest frame %d", r.rawSize, r.size, r.maxFrame)
+			switch {
+			case tc.compresses && r.size > r.rawSize/2:
+				t.Fatalf("compressible records: %d file bytes for %d record bytes", r.size, r.rawSize)
+			case !tc.compresses && r.size < r.rawSize:
+				t.Fatalf("random records compressed: %d file bytes for %d record bytes", r.size, r.rawSize)
+			case r.maxFrame > max(tc.frameSize, 300+2*16+2*binary.MaxVarintLen32):
+				t.Fatalf("a frame of %d record bytes, frame size %d", r.maxFrame, tc.frameSize)
+			}
+			var kind [1]byte
+			if _, err := r.files[0].ReadAt(kind[:], 0); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]byte{true: frameSnappy, false: frameRaw}[tc.compresses]; kind[0] != want {
+				t.Fatalf("first frame of kind %d, want %d", kind[0], want)
+			}
+			split := false
+			for b := range tc.nb {
+				split = split || len(r.sections[b]) > 1
+				for _, bufSize := range []int{64, 4096, 1 << 20} {
+					src, err := newRunSource(r, b, bufSize)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sameAsChunk(t, src, c, b)
+					src.release()
+				}
+			}
+			if !split {
+				t.Fatalf("nb=%d: no bucket spans two parts", tc.nb)
+			}
+		})
+	}
+}
+
+// runChunk returns a sorted chunk of n pairs in nb buckets: 32-byte keys,
+// values of up to 300 bytes, compressible or random.
+func runChunk(t *testing.T, nb, n int, compressible bool) *chunk {
+	t.Helper()
+	c, err := newChunk(64<<20, newBudget(64<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(uint64(nb), uint64(n)))
+	for i := range n {
+		k := fmt.Appendf(nil, "%016x%016x", rng.Uint64(), i)
+		v := bytes.Repeat([]byte{byte(i)}, rng.IntN(300))
+		if !compressible {
+			for j := range v {
+				v[j] = byte(rng.Uint32())
 			}
 		}
-		if _, _, ok := c.sortDedup(nb, DuplicatesLastWins); !ok {
-			t.Fatal("dedup")
+		if !c.add(rng.IntN(nb), k, v) {
+			t.Fatal("chunk full")
 		}
-		r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, nb, spillParts)
-		if err != nil {
-			t.Fatal(err)
+	}
+	if _, _, ok := c.sortDedup(nb, DuplicatesLastWins); !ok {
+		t.Fatal("dedup")
+	}
+	return c
+}
+
+// sameAsChunk reads src to its end and checks it yields bucket b's pairs of
+// the sorted chunk c, in order.
+func sameAsChunk(t *testing.T, src *runSource, c *chunk, b int) {
+	t.Helper()
+	ms := newMemSource(c, b)
+	n := 0
+	for ms.next() {
+		if !src.next() {
+			t.Fatalf("bucket %d: run ends after %d pairs: %v", b, n, src.err)
 		}
-		if len(r.files) != spillParts {
-			t.Fatalf("%d parts, want %d", len(r.files), spillParts)
+		mk, mv := ms.current()
+		rk, rv := src.current()
+		if !bytes.Equal(mk, rk) || !bytes.Equal(mv, rv) {
+			t.Fatalf("bucket %d pair %d differs", b, n)
 		}
-		split := false
-		for b := range nb {
-			split = split || len(r.sections[b]) > 1
-			for _, bufSize := range []int{64, 4096, 1 << 20} {
-				src, err := newRunSource(r, b, bufSize)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ms := newMemSource(c, b)
-				n := 0
-				for ms.next() {
-					if !src.next() {
-						t.Fatalf("bucket %d: run ends after %d pairs: %v", b, n, src.err)
-					}
-					mk, mv := ms.current()
-					rk, rv := src.current()
-					if !bytes.Equal(mk, rk) || !bytes.Equal(mv, rv) {
-						t.Fatalf("bucket %d pair %d differs", b, n)
-					}
-					n++
-				}
-				if src.next() || src.err != nil {
-					t.Fatalf("bucket %d: run has more pairs or an error: %v", b, src.err)
-				}
-				src.release()
+		n++
+	}
+	if src.next() || src.err != nil {
+		t.Fatalf("bucket %d: run has more pairs or an error: %v", b, src.err)
+	}
+}
+
+// TestRunCorrupt: a spill file changed under the build (a frame's kind, its
+// length, its compressed bytes, a record's lengths) makes the source fail
+// with errCorruptRun or a short read, never a panic or wrong pairs
+// reported as right.
+func TestRunCorrupt(t *testing.T) {
+	c := runChunk(t, 1, 2000, true)
+	defer c.free()
+	for _, tc := range []struct {
+		name string
+		// corrupt changes the part file's bytes; first is the first
+		// frame's offset.
+		corrupt func(b []byte)
+	}{
+		{"kind", func(b []byte) { b[0] = 9 }},
+		{"zero-length", func(b []byte) { binary.LittleEndian.PutUint32(b[1:], 0) }},
+		{"length-past-the-section", func(b []byte) { binary.LittleEndian.PutUint32(b[1:], uint32(len(b))) }},
+		{"length-beyond-any-frame", func(b []byte) { binary.LittleEndian.PutUint32(b[1:], 1<<31) }},
+		{"snappy-bytes", func(b []byte) {
+			for i := frameHeader; i < frameHeader+64; i++ {
+				b[i] ^= 0xff
 			}
-		}
-		if !split {
-			t.Fatalf("nb=%d: no bucket spans two parts", nb)
-		}
-		if err := r.close(); err != nil {
-			t.Fatal(err)
-		}
-		c.free()
+		}},
+		{"record-lengths-in-a-raw-frame", func(b []byte) {
+			b[0] = frameRaw // the compressed bytes read as records
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, 1, 1, maxFrameSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.close()
+			data := make([]byte, r.size)
+			if _, err := r.files[0].ReadAt(data, 0); err != nil {
+				t.Fatal(err)
+			}
+			if data[0] != frameSnappy {
+				t.Fatalf("first frame of kind %d", data[0])
+			}
+			tc.corrupt(data)
+			if _, err := r.files[0].WriteAt(data, 0); err != nil {
+				t.Fatal(err)
+			}
+			src, err := newRunSource(r, 0, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.release()
+			n := 0
+			for src.next() {
+				n++
+			}
+			if n == c.ends[0]-c.bounds[0] || src.err == nil {
+				t.Fatalf("read %d of %d pairs from a corrupt run, error %v", n, c.ends[0]-c.bounds[0], src.err)
+			}
+			if !errors.Is(src.err, errCorruptRun) && !errors.Is(src.err, io.ErrUnexpectedEOF) {
+				t.Fatalf("error %v, want errCorruptRun or a short read", src.err)
+			}
+			t.Logf("after %d pairs: %v", n, src.err)
+		})
 	}
 }
 
@@ -159,22 +274,9 @@ func TestRunRoundTrip(t *testing.T) {
 // same files intact, and gives the file's blocks back.
 func TestRunDiscard(t *testing.T) {
 	const nb = 3
-	c, err := newChunk(64<<20, newBudget(64<<20), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := runChunk(t, nb, 20000, false)
 	defer c.free()
-	rng := rand.New(rand.NewPCG(7, 8))
-	for range 20000 {
-		k := fmt.Appendf(nil, "%016x", rng.Uint64())
-		if !c.add(rng.IntN(nb), k, bytes.Repeat([]byte{'v'}, rng.IntN(300))) {
-			t.Fatal("chunk full")
-		}
-	}
-	if _, _, ok := c.sortDedup(nb, DuplicatesLastWins); !ok {
-		t.Fatal("dedup")
-	}
-	r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, nb, 1)
+	r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, nb, 1, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,22 +288,7 @@ func TestRunDiscard(t *testing.T) {
 			t.Fatal(err)
 		}
 		src.discard = true
-		ms := newMemSource(c, b)
-		n := 0
-		for ms.next() {
-			if !src.next() {
-				t.Fatalf("bucket %d: run ends after %d pairs: %v", b, n, src.err)
-			}
-			mk, mv := ms.current()
-			rk, rv := src.current()
-			if !bytes.Equal(mk, rk) || !bytes.Equal(mv, rv) {
-				t.Fatalf("bucket %d pair %d differs", b, n)
-			}
-			n++
-		}
-		if src.next() || src.err != nil {
-			t.Fatalf("bucket %d: run has more pairs or an error: %v", b, src.err)
-		}
+		sameAsChunk(t, src, c, b)
 		src.release()
 	}
 	after := allocatedBytes(t, r.files[0])

@@ -41,8 +41,9 @@
 // heap, so the garbage collector neither scans them nor doubles them). A
 // full chunk is sorted in the background while the next one fills. If the
 // input fits in the budget nothing is written to disk; otherwise every
-// sealed chunk is written to TempDir as a sorted run, and Finish k-way
-// merges the runs and the in-memory chunks of each bucket. The budget is
+// sealed chunk is written to TempDir as a sorted run (Snappy-compressed
+// where the records compress), and Finish k-way merges the runs and the
+// in-memory chunks of each bucket. The budget is
 // accounted by one shared accountant (Stats.PeakBudget never exceeds it);
 // per-worker Pebble writer buffers (a few MiB) come on top.
 //

@@ -69,15 +69,15 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		}
 	}
 	workers := min(b.opts.Workers, max(len(owned), 1))
-	bufSize, mergeWorkers := b.mergePlan(mem, workers)
-	if mergeWorkers < workers {
-		b.log.Info("memory budget limits concurrent buckets", "workers", mergeWorkers, "runs", len(b.sp.runs))
+	plan := b.planMerge(mem, workers)
+	if plan.workers < workers {
+		b.log.Info("memory budget limits concurrent buckets", "workers", plan.workers, "runs", len(b.sp.runs))
 	}
 
 	// Once every bucket is merged, the chunks and runs are not read again:
 	// they are released while the last uploads run instead of after the
 	// _METADATA phase (unmapping a few hundred MiB takes tens of ms).
-	outs, err := b.buildBuckets(ctx, owned, mem, bufSize, mergeWorkers, workers, b.releaseInputLocked)
+	outs, err := b.buildBuckets(ctx, owned, mem, plan, workers, b.releaseInputLocked)
 	if err != nil {
 		return nil, b.failLocked(err)
 	}
@@ -111,12 +111,12 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 }
 
 // buildBuckets runs the two stages of every owned bucket: merge, write and
-// checkpoint (CPU-bound, mergeWorkers buckets at once), then upload
+// checkpoint (CPU-bound, plan.workers buckets at once), then upload
 // (I/O-bound, up to uploaders buckets at once, overlapping the next
 // buckets' merges). merged is called once no bucket reads mem or the runs
 // any more, while uploads may still run. The first error cancels
 // everything.
-func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, bufSize, mergeWorkers, uploaders int, merged func() error) ([]*bucketOutput, error) {
+func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, plan mergePlan, uploaders int, merged func() error) ([]*bucketOutput, error) {
 	upCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	outs := make([]*bucketOutput, len(owned))
@@ -124,9 +124,9 @@ func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, b
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var upErr error
-	err := forEach(upCtx, len(owned), mergeWorkers, func(ctx context.Context, i int) error {
+	err := forEach(upCtx, len(owned), plan.workers, func(ctx context.Context, i int) error {
 		bucket := owned[i]
-		lb, err := b.prepareBucket(ctx, bucket, mem, bufSize)
+		lb, err := b.prepareBucket(ctx, bucket, mem, plan)
 		if err != nil {
 			return &BucketError{Bucket: bucket, Err: err}
 		}
@@ -189,25 +189,37 @@ func (b *Builder) withdraw(ctx context.Context, keys []string) error {
 	return nil
 }
 
-// mergePlan sizes the read buffer of each spilled run during the merge, and
+// mergePlan is how the merge uses the budget left by the in-memory chunks.
+type mergePlan struct {
+	bufSize int   // the read buffer of each spilled run's source
+	workers int   // buckets merged at once
+	share   int64 // budget bytes one merging bucket may hold for its sources
+}
+
+// planMerge sizes the read buffer of each spilled run during the merge, and
 // how many buckets may merge at once, so that the in-memory chunks plus the
-// buffers of every merging bucket fit the budget. Buffers get up to 1 MiB
+// buffers of every merging bucket fit the budget. A run's source holds its
+// read buffer and one decoded frame (see run). Buffers get up to 1 MiB
 // and, before concurrency is reduced, at least 4 KiB; only a budget too
 // small for one 4 KiB buffer per run (a test setting) goes below that.
-func (b *Builder) mergePlan(mem []*chunk, workers int) (bufSize, mergeWorkers int) {
-	runs := int64(len(b.sp.runs))
-	if runs == 0 {
-		return 0, workers
-	}
+func (b *Builder) planMerge(mem []*chunk, workers int) mergePlan {
 	avail := b.opts.MemoryBudget
 	for _, c := range mem {
 		avail -= c.reserved
 	}
 	avail = max(avail, 1)
+	runs := int64(len(b.sp.runs))
+	if runs == 0 {
+		return mergePlan{workers: workers, share: avail}
+	}
+	var frames int64
+	for _, r := range b.sp.runs {
+		frames += int64(r.maxFrame)
+	}
 	const minBuf, maxBuf = 4 << 10, 1 << 20
-	mw := int64(min(max(avail/(runs*minBuf), 1), int64(workers)))
-	per := avail / mw / runs
-	return int(min(max(per, 64), maxBuf)), int(mw)
+	mw := min(max(avail/(runs*minBuf+frames), 1), int64(workers))
+	per := (avail/mw - frames) / runs
+	return mergePlan{bufSize: int(min(max(per, 64), maxBuf)), workers: int(mw), share: avail / mw}
 }
 
 func (b *Builder) progress(p BucketProgress) {
@@ -234,7 +246,7 @@ func (lb *localBucket) remove() error {
 
 // prepareBucket merges the bucket's sorted sources into SST files and turns
 // them into a checkpoint under the bucket's own temporary directory.
-func (b *Builder) prepareBucket(ctx context.Context, bucket int, mem []*chunk, bufSize int) (_ *localBucket, err error) {
+func (b *Builder) prepareBucket(ctx context.Context, bucket int, mem []*chunk, plan mergePlan) (_ *localBucket, err error) {
 	lb := &localBucket{bucket: bucket, dir: filepath.Join(b.tmp, fmt.Sprintf("bucket-%06d", bucket))}
 	if err := os.Mkdir(lb.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create bucket dir: %w", err)
@@ -246,7 +258,7 @@ func (b *Builder) prepareBucket(ctx context.Context, bucket int, mem []*chunk, b
 	}()
 	b.progress(BucketProgress{Bucket: bucket, Phase: PhaseMerge})
 	start := time.Now()
-	lb.sink, lb.dups, err = b.mergeBucket(ctx, bucket, mem, bufSize, lb.dir)
+	lb.sink, lb.dups, err = b.mergeBucket(ctx, bucket, mem, plan, lb.dir)
 	b.timed(timerMerge, start)
 	if err != nil {
 		return nil, err
@@ -366,16 +378,18 @@ func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketO
 // mergeBucket streams the bucket's pairs, deduplicated, into SST files:
 // from every spilled run and in-memory chunk, oldest input first in
 // priority order.
-func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, bufSize int, dir string) (_ *sstSink, dups int64, err error) {
+func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, plan mergePlan, dir string) (_ *sstSink, dups int64, err error) {
 	var srcs []source
 	var prios []int
-	nruns := 0
+	var bufMem int64
 	for _, r := range b.sp.runs {
 		if r.count(bucket) > 0 {
-			nruns++
+			bufMem += int64(plan.bufSize + r.maxFrame)
 		}
 	}
-	bufMem := int64(nruns) * int64(bufSize)
+	// A fan-in larger than the budget can buffer (tiny budgets only) takes
+	// the bucket's share and goes over by the least buffers it needs.
+	bufMem = min(bufMem, plan.share)
 	if err := b.bud.acquire(ctx, bufMem); err != nil {
 		return nil, 0, err
 	}
@@ -388,7 +402,7 @@ func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, buf
 	}()
 	for _, r := range b.sp.runs {
 		if r.count(bucket) > 0 {
-			s, err := newRunSource(r, bucket, bufSize)
+			s, err := newRunSource(r, bucket, plan.bufSize)
 			if err != nil {
 				return nil, 0, err
 			}

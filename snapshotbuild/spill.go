@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // A run is one sorted, deduplicated chunk spilled to disk: its pairs in
@@ -16,10 +19,22 @@ import (
 // bucket's pairs form at most one section per part, in part order. The files
 // stay open for concurrent ReadAt by the bucket merges and are removed with
 // the build's temp directory.
+//
+// A part is a sequence of frames, each holding whole records: a header of
+// a kind byte and the stored length (4 bytes, little-endian), then the
+// stored bytes, Snappy-compressed (frameSnappy) or, where compression saves
+// less than an eighth, as they are (frameRaw). A frame holds about
+// frameSize bytes of records (more only for a single larger record) and
+// never spans sections. Compression is the spill's cheapest saving: every
+// spilled byte is written into the page cache and read back once, and on
+// the project's VM a fresh page-cache page costs far more than Snappy
+// spends on it (docs/performance.md).
 type run struct {
 	seq      int // spill order: a higher seq holds later input
 	files    []*os.File
-	size     int64
+	size     int64       // bytes in the files
+	rawSize  int64       // bytes of the records before compression
+	maxFrame int         // the largest frame's record bytes: a bound for readers
 	sections [][]section // indexed by bucket, then in key order
 }
 
@@ -27,6 +42,23 @@ type section struct {
 	f         *os.File
 	off, size int64
 	count     int64
+}
+
+const (
+	frameRaw    = 1
+	frameSnappy = 2
+	frameHeader = 5
+
+	// maxFrameSize is the frame size of builds with a large budget: the
+	// merge holds one decoded frame per run it reads, and Snappy's own
+	// window is 64 KiB, so larger frames would not compress better.
+	maxFrameSize = 64 << 10
+)
+
+// frameSizeFor is the frame size of a build with the given memory budget:
+// maxFrameSize, smaller for tiny budgets (the merge needs one frame per run).
+func frameSizeFor(budget int64) int {
+	return int(min(max(budget/256, 512), maxFrameSize))
 }
 
 const spillBufSize = 1 << 20
@@ -39,8 +71,9 @@ const spillBufSize = 1 << 20
 const spillParts = 2
 
 // writeRun spills a sorted chunk as files pathPrefix.0, pathPrefix.1, ...,
-// parts of them (at least 1) written concurrently.
-func writeRun(pathPrefix string, seq int, c *chunk, numBuckets, parts int) (_ *run, err error) {
+// parts of them (at least 1) written concurrently, in frames of about
+// frameSize record bytes.
+func writeRun(pathPrefix string, seq int, c *chunk, numBuckets, parts, frameSize int) (_ *run, err error) {
 	parts = max(parts, 1)
 	// Cut the kept entries, in (bucket, key) order, into parts of about
 	// equal bytes.
@@ -84,10 +117,10 @@ func writeRun(pathPrefix string, seq int, c *chunk, numBuckets, parts int) (_ *r
 			to = cuts[p+1]
 		}
 		if len(cuts) == 1 {
-			results[p] = writePart(r.files[p], c, cuts[p], to, numBuckets)
+			results[p] = writePart(r.files[p], c, cuts[p], to, numBuckets, frameSize)
 			continue
 		}
-		wg.Go(func() { results[p] = writePart(r.files[p], c, cuts[p], to, numBuckets) })
+		wg.Go(func() { results[p] = writePart(r.files[p], c, cuts[p], to, numBuckets, frameSize) })
 	}
 	wg.Wait()
 	for p, pr := range results {
@@ -95,6 +128,8 @@ func writeRun(pathPrefix string, seq int, c *chunk, numBuckets, parts int) (_ *r
 			return nil, pr.err
 		}
 		r.size += pr.size
+		r.rawSize += pr.rawSize
+		r.maxFrame = max(r.maxFrame, pr.maxFrame)
 		for _, bs := range pr.sections {
 			bs.sec.f = r.files[p]
 			r.sections[bs.bucket] = append(r.sections[bs.bucket], bs.sec)
@@ -105,6 +140,8 @@ func writeRun(pathPrefix string, seq int, c *chunk, numBuckets, parts int) (_ *r
 
 type partResult struct {
 	size     int64
+	rawSize  int64
+	maxFrame int
 	sections []bucketSection
 	err      error
 }
@@ -116,20 +153,11 @@ type bucketSection struct {
 
 // writePart writes the kept entries from entry from.index of bucket
 // from.bucket up to entry to.index of bucket to.bucket, exclusive, to f.
-func writePart(f *os.File, c *chunk, from, to struct{ bucket, index int }, numBuckets int) partResult {
+func writePart(f *os.File, c *chunk, from, to struct{ bucket, index int }, numBuckets, frameSize int) partResult {
 	var res partResult
 	var sink byte
 	defer func() { touchSink.Add(uint32(sink)) }()
-	buf := make([]byte, 0, spillBufSize)
-	var off int64 // file offset of buf[0]
-	flush := func() error {
-		if _, err := f.Write(buf); err != nil {
-			return fmt.Errorf("write spill run: %w", err)
-		}
-		off += int64(len(buf))
-		buf = buf[:0]
-		return nil
-	}
+	w := newFrameWriter(f, frameSize)
 	for b := from.bucket; b < numBuckets && b <= to.bucket; b++ {
 		lo, hi := c.bounds[b], c.ends[b]
 		if b == from.bucket {
@@ -141,7 +169,7 @@ func writePart(f *os.File, c *chunk, from, to struct{ bucket, index int }, numBu
 		if hi <= lo {
 			continue
 		}
-		start := off + int64(len(buf))
+		start := w.offset()
 		for i := lo; i < hi; i++ {
 			// Gathering the pairs in key order reads the arena at
 			// random: touch a group ahead (see memSource.touch).
@@ -149,23 +177,105 @@ func writePart(f *os.File, c *chunk, from, to struct{ bucket, index int }, numBu
 				sink += touchEntries(c, i+touchGroup, min(i+2*touchGroup, hi))
 			}
 			e := &c.ents[i]
-			rec := c.arena[e.off : e.off+e.klen+e.vlen]
-			if len(buf)+2*binary.MaxVarintLen32+len(rec) > cap(buf) && len(buf) > 0 {
-				if res.err = flush(); res.err != nil {
-					return res
-				}
+			if res.err = w.add(e.klen, e.vlen, c.arena[e.off:e.off+e.klen+e.vlen]); res.err != nil {
+				return res
 			}
-			buf = binary.AppendUvarint(buf, uint64(e.klen))
-			buf = binary.AppendUvarint(buf, uint64(e.vlen))
-			buf = append(buf, rec...)
 		}
-		res.sections = append(res.sections, bucketSection{b, section{off: start, size: off + int64(len(buf)) - start, count: int64(hi - lo)}})
+		// Frames never span sections.
+		if res.err = w.endFrame(); res.err != nil {
+			return res
+		}
+		res.sections = append(res.sections, bucketSection{b, section{off: start, size: w.offset() - start, count: int64(hi - lo)}})
 	}
-	if res.err = flush(); res.err != nil {
+	if res.err = w.flush(); res.err != nil {
 		return res
 	}
-	res.size = off
+	res.size, res.rawSize, res.maxFrame = w.off, w.rawSize, w.maxFrame
 	return res
+}
+
+// frameWriter encodes records into frames (see run) and writes them to a
+// file in writes of about spillBufSize.
+type frameWriter struct {
+	f         *os.File
+	frameSize int
+	raw       []byte // the open frame's records
+	out       []byte // frames not yet written
+	off       int64  // file offset of out[0]
+	rawSize   int64
+	maxFrame  int
+}
+
+func newFrameWriter(f *os.File, frameSize int) *frameWriter {
+	return &frameWriter{
+		f:         f,
+		frameSize: frameSize,
+		raw:       make([]byte, 0, frameSize+2*binary.MaxVarintLen32),
+		out:       make([]byte, 0, spillBufSize+frameHeader+s2.MaxEncodedLen(frameSize)),
+	}
+}
+
+// offset is the file offset after the last ended frame.
+func (w *frameWriter) offset() int64 { return w.off + int64(len(w.out)) }
+
+// add appends a record to the open frame, ending the frame first if the
+// record would not fit (a record larger than a frame gets a frame of its own).
+func (w *frameWriter) add(klen, vlen uint32, rec []byte) error {
+	n := uvarintLen(klen) + uvarintLen(vlen) + len(rec)
+	if len(w.raw)+n > w.frameSize && len(w.raw) > 0 {
+		if err := w.endFrame(); err != nil {
+			return err
+		}
+	}
+	w.raw = binary.AppendUvarint(w.raw, uint64(klen))
+	w.raw = binary.AppendUvarint(w.raw, uint64(vlen))
+	w.raw = append(w.raw, rec...)
+	return nil
+}
+
+func uvarintLen(x uint32) int { return (bits.Len32(x|1) + 6) / 7 }
+
+// endFrame encodes the open frame, if it holds records, into out, writing
+// out first when the frame might not fit.
+func (w *frameWriter) endFrame() error {
+	if len(w.raw) == 0 {
+		return nil
+	}
+	need := frameHeader + s2.MaxEncodedLen(len(w.raw))
+	if len(w.out)+need > cap(w.out) {
+		if err := w.flush(); err != nil {
+			return err
+		}
+		if need > cap(w.out) {
+			w.out = make([]byte, 0, need) // a frame with one large record
+		}
+	}
+	h := len(w.out)
+	dst := w.out[h+frameHeader : h+need]
+	kind, stored := byte(frameSnappy), s2.EncodeSnappy(dst, w.raw)
+	if len(stored) > len(w.raw)-len(w.raw)/8 {
+		kind, stored = frameRaw, dst[:copy(dst, w.raw)]
+	}
+	w.out = w.out[:h+frameHeader+len(stored)]
+	w.out[h] = kind
+	binary.LittleEndian.PutUint32(w.out[h+1:], uint32(len(stored)))
+	w.rawSize += int64(len(w.raw))
+	w.maxFrame = max(w.maxFrame, len(w.raw))
+	w.raw = w.raw[:0]
+	return nil
+}
+
+// flush writes out; endFrame must have been called.
+func (w *frameWriter) flush() error {
+	if len(w.out) == 0 {
+		return nil
+	}
+	if _, err := w.f.Write(w.out); err != nil {
+		return fmt.Errorf("write spill run: %w", err)
+	}
+	w.off += int64(len(w.out))
+	w.out = w.out[:0]
+	return nil
 }
 
 func (r *run) close() error {
@@ -188,16 +298,20 @@ func (r *run) count(bucket int) int64 {
 	return n
 }
 
-// runSource reads one bucket's section of a run through its own buffer,
-// parsing records in place: key and value alias the buffer and stay valid
-// until the next call to next.
+// runSource reads one bucket's sections of a run through its own buffer,
+// frame by frame, parsing records in place: key and value alias the buffer
+// (a raw frame) or the decoded frame and stay valid until the next call to
+// next.
 type runSource struct {
 	mapped    []byte    // the buffer's mapping, if it is mapped; released by release
 	secs      []section // sections after the current one
 	f         *os.File
 	off, end  int64 // file range not yet read into buf
 	buf       []byte
-	pos, lim  int // unparsed bytes: buf[pos:lim]
+	pos, lim  int    // unread file bytes: buf[pos:lim]
+	frame     []byte // decoded records of the current Snappy frame
+	maxFrame  int    // no frame of the run decodes to more
+	recs      []byte // the current frame's unparsed records
 	remaining int64
 	key, val  []byte
 	err       error
@@ -208,17 +322,19 @@ type runSource struct {
 // newRunSource returns a source over bucket's pairs in r. Buffers of a
 // page or more are mapped outside the Go heap, like chunks, so that many
 // runs' buffers do not inflate the garbage collector's heap goal; call
-// release when done.
+// release when done. It reads the file bytes through a buffer of bufSize and
+// decodes frames into one of the run's largest frame size.
 func newRunSource(r *run, bucket int, bufSize int) (*runSource, error) {
-	s := &runSource{secs: r.sections[bucket], remaining: r.count(bucket)}
+	s := &runSource{secs: r.sections[bucket], remaining: r.count(bucket), maxFrame: r.maxFrame}
 	if bufSize >= 4096 {
-		m, err := mapAnon(bufSize)
+		m, err := mapAnon(bufSize + r.maxFrame)
 		if err != nil {
 			return nil, err
 		}
-		s.mapped, s.buf = m, m
+		s.mapped, s.buf, s.frame = m, m[:bufSize:bufSize], m[bufSize:]
 	} else {
 		s.buf = make([]byte, max(bufSize, 64))
+		s.frame = make([]byte, r.maxFrame)
 	}
 	return s, nil
 }
@@ -227,48 +343,86 @@ func newRunSource(r *run, bucket int, bufSize int) (*runSource, error) {
 func (s *runSource) release() {
 	if s.mapped != nil {
 		unmapAnon(s.mapped)
-		s.mapped, s.buf, s.key, s.val = nil, nil, nil, nil
+		s.mapped, s.buf, s.frame, s.recs, s.key, s.val = nil, nil, nil, nil, nil, nil
 	}
 }
+
+// errCorruptRun reports a spill file whose bytes do not parse: the build's
+// own temporary file was changed under it, or the disk returned other bytes.
+var errCorruptRun = errors.New("corrupt spill run")
 
 func (s *runSource) next() bool {
 	if s.remaining == 0 || s.err != nil {
 		return false
 	}
-	for {
-		b := s.buf[s.pos:s.lim]
-		klen, n1 := binary.Uvarint(b)
-		if n1 > 0 {
-			vlen, n2 := binary.Uvarint(b[n1:])
-			if n2 > 0 {
-				h := n1 + n2
-				total := uint64(h) + klen + vlen
-				if total <= uint64(len(b)) {
-					s.key = b[h : h+int(klen) : h+int(klen)]
-					s.val = b[h+int(klen) : int(total) : int(total)]
-					s.pos += int(total)
-					s.remaining--
-					return true
-				}
-				if total > uint64(len(s.buf)) {
-					// A record larger than the buffer (tiny budgets only).
-					nb := make([]byte, total)
-					s.lim = copy(nb, b)
-					s.buf, s.pos = nb, 0
-				}
-			}
-		}
-		if err := s.refill(); err != nil {
+	for len(s.recs) == 0 {
+		if err := s.nextFrame(); err != nil {
 			s.err = fmt.Errorf("read spill run: %w", err)
 			return false
 		}
 	}
+	klen, n1 := binary.Uvarint(s.recs)
+	if n1 <= 0 {
+		s.err = fmt.Errorf("read spill run: %w: bad key length", errCorruptRun)
+		return false
+	}
+	vlen, n2 := binary.Uvarint(s.recs[n1:])
+	if n2 <= 0 {
+		s.err = fmt.Errorf("read spill run: %w: bad value length", errCorruptRun)
+		return false
+	}
+	h := n1 + n2
+	if klen+vlen > uint64(len(s.recs)-h) {
+		s.err = fmt.Errorf("read spill run: %w: a record runs past its frame", errCorruptRun)
+		return false
+	}
+	k, total := h+int(klen), h+int(klen)+int(vlen)
+	s.key = s.recs[h:k:k]
+	s.val = s.recs[k:total:total]
+	s.recs = s.recs[total:]
+	s.remaining--
+	return true
 }
 
-// refill moves the unparsed bytes to the front and reads more, moving on
-// to the next section when the current one is read (records never span
-// sections).
-func (s *runSource) refill() error {
+// nextFrame reads the next frame and makes its records current.
+func (s *runSource) nextFrame() error {
+	if err := s.fill(frameHeader); err != nil {
+		return err
+	}
+	kind := s.buf[s.pos]
+	n := int64(binary.LittleEndian.Uint32(s.buf[s.pos+1:]))
+	if n == 0 || n > int64(s2.MaxEncodedLen(s.maxFrame)) {
+		return fmt.Errorf("%w: frame of %d bytes", errCorruptRun, n)
+	}
+	if err := s.fill(frameHeader + int(n)); err != nil {
+		return err
+	}
+	stored := s.buf[s.pos+frameHeader : s.pos+frameHeader+int(n)]
+	s.pos += frameHeader + int(n)
+	switch kind {
+	case frameRaw:
+		s.recs = stored
+	case frameSnappy:
+		dl, err := s2.DecodedLen(stored)
+		if err != nil || dl == 0 || dl > s.maxFrame {
+			return fmt.Errorf("%w: frame decodes to %d bytes (%v)", errCorruptRun, dl, err)
+		}
+		if s.recs, err = s2.Decode(s.frame[:dl], stored); err != nil {
+			return fmt.Errorf("%w: %v", errCorruptRun, err)
+		}
+	default:
+		return fmt.Errorf("%w: frame kind %d", errCorruptRun, kind)
+	}
+	return nil
+}
+
+// fill makes buf[pos:] hold at least n unread bytes of the current section,
+// moving on to the next section when the current one is read (frames never
+// span sections). It grows the buffer for a frame larger than it.
+func (s *runSource) fill(n int) error {
+	if s.lim-s.pos >= n {
+		return nil
+	}
 	if s.off >= s.end {
 		if s.pos != s.lim || len(s.secs) == 0 {
 			return io.ErrUnexpectedEOF
@@ -276,6 +430,25 @@ func (s *runSource) refill() error {
 		s.f, s.off, s.end = s.secs[0].f, s.secs[0].off, s.secs[0].off+s.secs[0].size
 		s.secs = s.secs[1:]
 		s.punched = s.off
+	}
+	if n > len(s.buf) {
+		nb := make([]byte, n) // a frame larger than the buffer (tiny budgets only)
+		s.lim = copy(nb, s.buf[s.pos:s.lim])
+		s.buf, s.pos = nb, 0
+	}
+	for s.lim-s.pos < n {
+		if err := s.refill(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refill moves the unread bytes to the front and reads more of the current
+// section.
+func (s *runSource) refill() error {
+	if s.off >= s.end {
+		return io.ErrUnexpectedEOF
 	}
 	s.lim = copy(s.buf, s.buf[s.pos:s.lim])
 	s.pos = 0
@@ -310,13 +483,6 @@ func (s *runSource) refill() error {
 const discardStep = 64 << 10
 
 var pageSize = int64(os.Getpagesize())
-
-func noEOF(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
 
 // memSource iterates one bucket's entries of a sorted in-memory chunk.
 type memSource struct {

@@ -615,8 +615,8 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 		fmt.Sprintf("input generation %.2fs excluded; add phase %.2fs, finish %.2fs (wall)",
 			genTime.Seconds(), (addDone.Sub(start)-genTime).Seconds(), end.Sub(addDone).Seconds()),
 		benchutil.BuildBusy(st),
-		fmt.Sprintf("%d spill runs (%s); budget peak %s of %s; %s prefaulted by a second core; %d snapshot rows, %d duplicates, %d private files, %s uploaded",
-			st.Spills, benchutil.FmtBytes(st.SpilledBytes), benchutil.FmtBytes(st.PeakBudget), benchutil.FmtBytes(st.MemoryBudget), benchutil.FmtBytes(st.Prefaulted), rows, dups, files, benchutil.FmtBytes(snapBytes)))
+		fmt.Sprintf("%s; budget peak %s of %s; %s prefaulted by a second core; %d snapshot rows, %d duplicates, %d private files, %s uploaded",
+			benchutil.Spills(st), benchutil.FmtBytes(st.PeakBudget), benchutil.FmtBytes(st.MemoryBudget), benchutil.FmtBytes(st.Prefaulted), rows, dups, files, benchutil.FmtBytes(snapBytes)))
 	if st.UnreproducibleManifests > 0 {
 		s.notes = append(s.notes, fmt.Sprintf("WARNING: %d MANIFESTs could not be normalized (not byte-reproducible)", st.UnreproducibleManifests))
 	}

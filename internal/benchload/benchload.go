@@ -362,8 +362,8 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	bs := s.Stats()
 	fmt.Fprintf(stdout, "    phases: begin %.2fs, add %.2fs, finish (merge, write, upload) %.2fs, commit (validate, restore on every replica) %.2fs\n",
 		tBegin.Seconds(), (tAdd - tBegin).Seconds(), (tFinish - tAdd).Seconds(), (r.elapsed - tFinish).Seconds())
-	fmt.Fprintf(stdout, "    build: %d buckets, %d rows in the snapshots, %d spills (%s), peak budget %s of %s\n",
-		len(results), built, bs.Spills, benchutil.FmtBytes(bs.SpilledBytes), benchutil.FmtBytes(bs.PeakBudget), benchutil.FmtBytes(bs.MemoryBudget))
+	fmt.Fprintf(stdout, "    build: %d buckets, %d rows in the snapshots, %s, peak budget %s of %s\n",
+		len(results), built, benchutil.Spills(bs), benchutil.FmtBytes(bs.PeakBudget), benchutil.FmtBytes(bs.MemoryBudget))
 	fmt.Fprintf(stdout, "    build %s\n", benchutil.BuildBusy(bs))
 	return r, nil
 }

@@ -115,3 +115,9 @@ func BuildBusy(st snapshotbuild.Stats) string {
 	return fmt.Sprintf("busy time (summed over goroutines): sort+spill %.2fs, add waiting on spill %.2fs, merge+write %.2fs, ingest+checkpoint %.2fs, upload %.2fs, _METADATA %.2fs",
 		st.SortSpill.Seconds(), st.AddWait.Seconds(), st.MergeWrite.Seconds(), st.Checkpoint.Seconds(), st.Upload.Seconds(), st.MetadataWrite.Seconds())
 }
+
+// Spills says how many runs a build spilled and what they took on disk
+// against their records' uncompressed size.
+func Spills(st snapshotbuild.Stats) string {
+	return fmt.Sprintf("%d spills (%s in files for %s of records)", st.Spills, FmtBytes(st.SpilledBytes), FmtBytes(st.SpilledRecordBytes))
+}
