@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -91,5 +92,44 @@ func BenchmarkMergeRuns(b *testing.B) {
 		if n != 13*77000 || m.err != nil {
 			b.Fatal(n, m.err)
 		}
+	}
+}
+
+// BenchmarkWriteRun spills a 128 MiB chunk of 8 buckets of bench load's
+// shape (9-byte keys, 113-byte values with a repeating pattern) as a run of
+// two parts: gathering the pairs in key order, framing, compressing and
+// writing them.
+func BenchmarkWriteRun(b *testing.B) {
+	const nb = 8
+	c, err := newChunk(128<<20, newBudget(1<<30), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.free()
+	rng := rand.New(rand.NewPCG(3, 1))
+	k := make([]byte, 9)
+	v := []byte(fmt.Sprintf("%-113s", "thaw-bench-write-payload-thaw-bench-write-payload-thaw-bench-write-payload-"))
+	for {
+		binary.BigEndian.PutUint64(k[1:], rng.Uint64())
+		copy(v[3:], fmt.Appendf(nil, "%016x", rng.Uint64()))
+		if !c.add(rng.IntN(nb), k, v) {
+			break
+		}
+	}
+	c.sortDedup(nb, DuplicatesLastWins)
+	b.SetBytes(int64(len(c.arena)))
+	dir := b.TempDir()
+	b.ResetTimer()
+	for i := range b.N {
+		r, err := writeRun(fmt.Sprintf("%s/run-%d", dir, i), i, c, nb, spillParts, maxFrameSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		for _, f := range r.files {
+			os.Remove(f.Name())
+		}
+		r.close()
+		b.StartTimer()
 	}
 }
