@@ -231,6 +231,12 @@ func TestRunCorrupt(t *testing.T) {
 		{"record-lengths-in-a-raw-frame", func(b []byte) {
 			b[0] = frameRaw // the compressed bytes read as records
 		}},
+		{"record-lengths-that-overflow", func(b []byte) {
+			b[0] = frameRaw
+			h := binary.AppendUvarint(nil, 1<<63)
+			h = binary.AppendUvarint(h, 1<<63) // the sum wraps to 0
+			copy(b[frameHeader:], h)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, 1, 1, maxFrameSize)

@@ -372,7 +372,7 @@ func (s *runSource) next() bool {
 		return false
 	}
 	h := n1 + n2
-	if klen+vlen > uint64(len(s.recs)-h) {
+	if rest := uint64(len(s.recs) - h); klen > rest || vlen > rest-klen {
 		s.err = fmt.Errorf("read spill run: %w: a record runs past its frame", errCorruptRun)
 		return false
 	}
