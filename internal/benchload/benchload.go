@@ -16,7 +16,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
@@ -490,7 +489,11 @@ func newArrowBatcher(g *benchutil.RowGen) *arrowBatcher {
 		key = arrow.Field{Name: "k", Type: arrow.BinaryTypes.Binary}
 	}
 	schema := arrow.NewSchema([]arrow.Field{key, {Name: "payload", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
-	return &arrowBatcher{g: g, schema: schema, b: array.NewRecordBuilder(memory.DefaultAllocator, schema)}
+	// The batches' buffers go back to a pool when Add has consumed them
+	// (rec.Release), so the generator reuses its memory as rowsAhead reuses
+	// its rows; a few batches are in flight at a time.
+	pool := benchutil.NewArrowPool(64 << 20)
+	return &arrowBatcher{g: g, schema: schema, b: array.NewRecordBuilder(pool, schema)}
 }
 
 // batch makes the batch of rows [lo, lo+n) column by column, as a
