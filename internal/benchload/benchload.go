@@ -326,7 +326,7 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	if err != nil {
 		return result{}, fmt.Errorf("begin: %w", err)
 	}
-	tBegin := time.Since(start)
+	tBegin, cBegin := time.Since(start), benchutil.CPUTime()-cpu0
 	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
 		TempDir: tmp, MemoryBudget: cfg.memory, Workers: cfg.workers,
 	})
@@ -337,12 +337,12 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	if err := addRows(ctx, s, g, cfg); err != nil {
 		return result{}, errors.Join(err, abort(ctx, c, bc))
 	}
-	tAdd := time.Since(start)
+	tAdd, cAdd := time.Since(start), benchutil.CPUTime()-cpu0
 	results, err := s.Finish(ctx)
 	if err != nil {
 		return result{}, errors.Join(fmt.Errorf("finish: %w", err), abort(ctx, c, bc))
 	}
-	tFinish := time.Since(start)
+	tFinish, cFinish := time.Since(start), benchutil.CPUTime()-cpu0
 	st, err := c.Commit(ctx, bc, results, cfg.commitBudget)
 	if err != nil {
 		return result{}, fmt.Errorf("commit: %w", err)
@@ -359,12 +359,17 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 		return result{}, fmt.Errorf("the snapshots hold %d rows, want %d", built, cfg.rows)
 	}
 	bs := s.Stats()
-	fmt.Fprintf(stdout, "    phases: begin %.2fs, add %.2fs, finish (merge, write, upload) %.2fs, commit (validate, restore on every replica) %.2fs\n",
-		tBegin.Seconds(), (tAdd - tBegin).Seconds(), (tFinish - tAdd).Seconds(), (r.elapsed - tFinish).Seconds())
+	fmt.Fprintf(stdout, "    phases: begin %s, add %s, finish (merge, write, upload) %s, commit (validate, restore on every replica) %s\n",
+		phase(tBegin, cBegin), phase(tAdd-tBegin, cAdd-cBegin), phase(tFinish-tAdd, cFinish-cAdd), phase(r.elapsed-tFinish, r.cpu-cFinish))
 	fmt.Fprintf(stdout, "    build: %d buckets, %d rows in the snapshots, %s, peak budget %s of %s\n",
 		len(results), built, benchutil.Spills(bs), benchutil.FmtBytes(bs.PeakBudget), benchutil.FmtBytes(bs.MemoryBudget))
 	fmt.Fprintf(stdout, "    build %s\n", benchutil.BuildBusy(bs))
 	return r, nil
+}
+
+// phase formats a phase's wall time and the process's CPU time in it.
+func phase(wall, cpu time.Duration) string {
+	return fmt.Sprintf("%.2fs (%.2f CPU-s)", wall.Seconds(), cpu.Seconds())
 }
 
 func abort(ctx context.Context, c *bulkloadclient.Client, bc *bulkloadclient.BuildContext) error {
