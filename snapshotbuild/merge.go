@@ -18,63 +18,79 @@ func (s *memSource) error() error              { return nil }
 // merger is a k-way merge over sources ordered by input age: among equal
 // keys, the source with the higher prio (later input) comes first, so the
 // first pair of each key is the one that wins under last-wins.
+//
+// The heap holds 16-byte entries (a key prefix and a source index); each
+// source's current pair and priority live in slices indexed by source. A
+// heap of whole items (prefix, source, priority, key and value: 80 bytes)
+// spent most of its time moving them (BenchmarkMergeRuns).
 type merger struct {
-	items []mergeItem // a binary min-heap
-	last  int         // index into srcs of the item returned last; -1 none
+	heap  []heapEntry // a binary min-heap
+	srcs  []source
+	keys  [][]byte // keys[s], vals[s]: the current pair of source s
+	vals  [][]byte
+	prios []int
+	last  bool // the root's pair was returned and its source not advanced
 	err   error
 }
 
-type mergeItem struct {
-	pfx      uint64 // prefix(key): most comparisons end here
-	src      source
-	prio     int
-	key, val []byte
+type heapEntry struct {
+	pfx uint64 // prefix of the source's current key: most comparisons end here
+	src int
 }
 
 func newMerger(srcs []source, prios []int) *merger {
-	m := &merger{last: -1}
+	m := &merger{
+		srcs:  srcs,
+		keys:  make([][]byte, len(srcs)),
+		vals:  make([][]byte, len(srcs)),
+		prios: prios,
+	}
 	for i, s := range srcs {
 		if s.next() {
-			k, v := s.current()
-			m.items = append(m.items, mergeItem{pfx: prefix(k), src: s, prio: prios[i], key: k, val: v})
+			m.keys[i], m.vals[i] = s.current()
+			m.heap = append(m.heap, heapEntry{pfx: prefix(m.keys[i]), src: i})
 		} else if err := s.error(); err != nil {
 			m.err = err
 		}
 	}
-	for i := len(m.items)/2 - 1; i >= 0; i-- {
-		m.down(i)
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.sift(i, m.heap[i])
 	}
 	return m
 }
 
-func (m *merger) less(i, j int) bool {
-	a, b := &m.items[i], &m.items[j]
+// before reports whether a's pair sorts before b's: a smaller key, or the
+// same key from later input.
+func (m *merger) before(a, b heapEntry) bool {
 	if a.pfx != b.pfx {
 		return a.pfx < b.pfx
 	}
-	if c := bytes.Compare(a.key, b.key); c != 0 {
+	if c := bytes.Compare(m.keys[a.src], m.keys[b.src]); c != 0 {
 		return c < 0
 	}
-	return a.prio > b.prio
+	return m.prios[a.src] > m.prios[b.src]
 }
 
-func (m *merger) down(i int) {
-	n := len(m.items)
+// sift places x at hole i or below it, moving smaller children up.
+func (m *merger) sift(i int, x heapEntry) {
+	h := m.heap
+	n := len(h)
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		j := l
-		if r := l + 1; r < n && m.less(r, l) {
+		if r := l + 1; r < n && m.before(h[r], h[l]) {
 			j = r
 		}
-		if !m.less(j, i) {
-			return
+		if !m.before(h[j], x) {
+			break
 		}
-		m.items[i], m.items[j] = m.items[j], m.items[i]
+		h[i] = h[j]
 		i = j
 	}
+	h[i] = x
 }
 
 // next returns the smallest remaining pair; for equal keys the one from the
@@ -83,29 +99,30 @@ func (m *merger) next() (key, value []byte, ok bool) {
 	if m.err != nil {
 		return nil, nil, false
 	}
-	if m.last >= 0 {
+	if m.last {
 		// Advance the source of the pair returned last; it is at the root.
-		top := &m.items[0]
-		if top.src.next() {
-			top.key, top.val = top.src.current()
-			top.pfx = prefix(top.key)
-			m.down(0)
+		i := m.heap[0].src
+		if s := m.srcs[i]; s.next() {
+			m.keys[i], m.vals[i] = s.current()
+			m.sift(0, heapEntry{pfx: prefix(m.keys[i]), src: i})
 		} else {
-			if err := top.src.error(); err != nil {
+			if err := s.error(); err != nil {
 				m.err = err
 				return nil, nil, false
 			}
-			n := len(m.items) - 1
-			m.items[0] = m.items[n]
-			m.items = m.items[:n]
+			n := len(m.heap) - 1
+			x := m.heap[n]
+			m.heap = m.heap[:n]
 			if n > 0 {
-				m.down(0)
+				m.sift(0, x)
 			}
 		}
 	}
-	if len(m.items) == 0 {
+	if len(m.heap) == 0 {
+		m.last = false
 		return nil, nil, false
 	}
-	m.last = 0
-	return m.items[0].key, m.items[0].val, true
+	m.last = true
+	i := m.heap[0].src
+	return m.keys[i], m.vals[i], true
 }
