@@ -22,7 +22,7 @@ func (s *memSource) error() error              { return nil }
 // The heap holds 16-byte entries (a key prefix and a source index); each
 // source's current pair and priority live in slices indexed by source. A
 // heap of whole items (prefix, source, priority, key and value: 80 bytes)
-// spent most of its time moving them (BenchmarkMergeRuns).
+// spent a third of its sifting time swapping them (BenchmarkMergeRuns).
 type merger struct {
 	heap  []heapEntry // a binary min-heap
 	srcs  []source
