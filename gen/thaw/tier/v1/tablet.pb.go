@@ -1412,9 +1412,12 @@ func (x *SetDataStateResponse) GetReplicas() []*ReplicaStatus {
 }
 
 // RestoreSnapshotRequest is the request of RestoreSnapshot. The first call
-// starts the restore in the background; calls with the same snapshot id
-// report its progress; a higher snapshot id replaces a restore in progress;
-// a lower one than the replica's latest fails with INVALID_ARGUMENT.
+// starts the restore in the background; a call with the same snapshot id
+// reports its progress (and restarts it if it FAILED); a higher snapshot id
+// replaces a restore in progress; a lower one than the replica's latest fails
+// with INVALID_ARGUMENT. Every call answers once the replica is READY or
+// FAILED, or after about 2 s (less near the call's deadline) with the
+// restore still running.
 type RestoreSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Coordinator epoch.

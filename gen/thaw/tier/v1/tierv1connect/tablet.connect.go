@@ -82,8 +82,9 @@ type TabletServiceClient interface {
 	// SetDataState fences (LOADING) or unfences (ACTIVE) every replica of a
 	// target on this server and confirms each one. Internal.
 	SetDataState(context.Context, *connect.Request[v1.SetDataStateRequest]) (*connect.Response[v1.SetDataStateResponse], error)
-	// RestoreSnapshot replaces one replica's state with a snapshot and reports
-	// progress. Internal.
+	// RestoreSnapshot replaces one replica's state with a snapshot; it answers
+	// once the replica is READY or FAILED, or after about 2 s with the restore
+	// still running (call again to keep waiting). Internal.
 	RestoreSnapshot(context.Context, *connect.Request[v1.RestoreSnapshotRequest]) (*connect.Response[v1.RestoreSnapshotResponse], error)
 	// TakeSnapshot takes an ordinary snapshot of one bucket this server leads
 	// and returns it once complete and registered. Internal.
@@ -239,8 +240,9 @@ type TabletServiceHandler interface {
 	// SetDataState fences (LOADING) or unfences (ACTIVE) every replica of a
 	// target on this server and confirms each one. Internal.
 	SetDataState(context.Context, *connect.Request[v1.SetDataStateRequest]) (*connect.Response[v1.SetDataStateResponse], error)
-	// RestoreSnapshot replaces one replica's state with a snapshot and reports
-	// progress. Internal.
+	// RestoreSnapshot replaces one replica's state with a snapshot; it answers
+	// once the replica is READY or FAILED, or after about 2 s with the restore
+	// still running (call again to keep waiting). Internal.
 	RestoreSnapshot(context.Context, *connect.Request[v1.RestoreSnapshotRequest]) (*connect.Response[v1.RestoreSnapshotResponse], error)
 	// TakeSnapshot takes an ordinary snapshot of one bucket this server leads
 	// and returns it once complete and registered. Internal.
