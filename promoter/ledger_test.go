@@ -15,7 +15,7 @@ import (
 	"github.com/thawdb/thaw/tier/meta"
 )
 
-func startEtcd(t *testing.T) *clientv3.Client {
+func startEtcd(t testing.TB) *clientv3.Client {
 	t.Helper()
 	m, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true})
 	if err != nil {
