@@ -268,7 +268,7 @@ func (l *EtcdLedger) List(ctx context.Context) ([]Record, error) {
 }
 
 // cloneRecord copies r so that the caller may change it, reference members
-// included (TestCloneRecord fails when Record gains one cloneRecord does
+// included (TestEtcdLedgerListCopies fails when Record gains one it does
 // not copy).
 func cloneRecord(r Record) Record {
 	r.LakePartitions = slices.Clone(r.LakePartitions)
