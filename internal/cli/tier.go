@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -1544,6 +1546,7 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 	var df dataFlags
 	df.register(fs)
 	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
+	fs.Lookup("timeout").Usage = "give up when nothing has arrived for this long (a scan runs as long as rows keep coming)"
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -1562,11 +1565,13 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 	if *limit < 0 {
 		return usageError("--limit must not be negative")
 	}
-	ctx, cancel := context.WithTimeout(ctx, df.timeout)
-	defer cancel()
+	// A scan of a big table runs as long as rows keep coming: --timeout
+	// bounds the wait for the next row, not the whole scan.
+	ctx, progress, stop := progressDeadline(ctx, df.timeout)
+	defer stop()
 	c, info, err := openTable(ctx, df.server, name)
 	if err != nil {
-		return err
+		return noProgress(ctx, err)
 	}
 	defer c.Close()
 	var w *rowTable
@@ -1579,6 +1584,7 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 			return errScanLimit
 		}
 		n++
+		progress.Add(1)
 		if w != nil {
 			w.row(r)
 			return nil
@@ -1591,7 +1597,7 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	})
 	if err != nil && !errors.Is(err, errScanLimit) {
-		return wrapTier("scan "+df.target(name).String(), err)
+		return noProgress(ctx, wrapTier("scan "+df.target(name).String(), err))
 	}
 	if w == nil {
 		return nil
@@ -1604,6 +1610,53 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "(%d rows)\n", n)
+	return err
+}
+
+// errNoProgress is the cause of a progressDeadline context cancelled for
+// want of progress.
+var errNoProgress = errors.New("nothing arrived")
+
+// progressDeadline returns a context that is cancelled when progress has
+// not grown for d (checked every d/4, so about d to 1.25 d after the last
+// progress), and the function that stops the watch.
+func progressDeadline(ctx context.Context, d time.Duration) (context.Context, *atomic.Int64, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	progress := new(atomic.Int64)
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(max(d/4, time.Millisecond))
+		defer tick.Stop()
+		last, since := progress.Load(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if p := progress.Load(); p != last {
+					last, since = p, now
+				} else if now.Sub(since) >= d {
+					cancel(fmt.Errorf("%w for %s (--timeout)", errNoProgress, d))
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, progress, func() {
+		once.Do(func() { close(done) })
+		cancel(nil)
+	}
+}
+
+// noProgress returns err, or when ctx was cancelled by progressDeadline,
+// an error saying so with err's text.
+func noProgress(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errNoProgress) {
+		return fmt.Errorf("%w: %v", cause, err)
+	}
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +239,45 @@ func TestServerCommand(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("thaw server exited with %d after cancel", code)
+	}
+}
+
+// slowWriter takes pause for every write, as a consumer reading a pipe
+// slowly does.
+type slowWriter struct {
+	bytes.Buffer
+	pause time.Duration
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.pause)
+	return w.Buffer.Write(p)
+}
+
+// TestCLIScanOutlastsTimeout: `thaw scan` runs as long as rows keep
+// arriving — its --timeout bounds the wait for the next one, not the
+// whole scan (a big table takes minutes to print).
+func TestCLIScanOutlastsTimeout(t *testing.T) {
+	cl := startCluster(t, nil)
+	ctx := t.Context()
+	server := "--server=" + cl.e.HostPort()
+	if code, out, errOut := thaw(t, ctx, "table", "create", "shop.items", "--column", "id BIGINT", "--primary-key", "id", "--buckets", "2", server); code != 0 {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	const rows = 60
+	var args []string
+	for i := range rows {
+		args = append(args, `{"id":`+strconv.Itoa(i)+`}`)
+	}
+	if code, out, errOut := thaw(t, ctx, append([]string{"put", "shop.items", server}, args...)...); code != 0 {
+		t.Fatalf("put: %d %s %s", code, out, errOut)
+	}
+	// 60 rows at 10 ms each: 0.6 s, three times the timeout.
+	out := &slowWriter{pause: 10 * time.Millisecond}
+	var errOut bytes.Buffer
+	start := time.Now()
+	code := cli.Main(ctx, []string{"scan", "shop.items", "--output", "json", "--timeout", "200ms", server}, out, &errOut)
+	if code != 0 || strings.Count(out.String(), "\n") != rows {
+		t.Fatalf("scan: code %d after %v, %d lines, stderr %q", code, time.Since(start), strings.Count(out.String(), "\n"), errOut.String())
 	}
 }
