@@ -30,7 +30,7 @@ func commands() []command {
 	return []command{
 		{name: "quickstart", summary: "sample lake + embedded tier + example policy: promote, verify, show timings", run: runQuickstart},
 		{name: "version", summary: "print the version and exit", run: runVersion},
-		{name: "bench", summary: "run a benchmark harness (bench build, bench write)", run: runBench},
+		{name: "bench", summary: "run a benchmark harness (bench build, load, write) or write its input (bench parquet)", run: runBench},
 		{name: "lake", summary: "read Apache Iceberg tables (tables, describe, partitions, scan, sample)", run: runLake},
 		{name: "server", summary: "run the whole tier in one process: embedded etcd, coordinator, tablet servers", run: runServer},
 		{name: "coordinator", summary: "run a tier coordinator against an external etcd", run: runCoordinator},
