@@ -1,12 +1,19 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
+
+	"github.com/thawdb/thaw/kv"
 )
 
 // TestProgressDeadline: a context that keeps progressing lives past its
@@ -72,5 +79,89 @@ func TestScanGivesUpWhenNothingArrives(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("gave up after %v", took)
+	}
+}
+
+// TestRowTable: up to rowTableBlock rows the table is exactly what a
+// tabwriter prints (multi-byte text, tabs and newlines in cells included);
+// beyond, the widths stay those of the header and the first rows, every
+// row is printed as it comes, and a longer cell only pushes its own line.
+func TestRowTable(t *testing.T) {
+	tbl, err := kv.NewTable(kv.TableSchema{
+		Columns: []kv.Column{
+			{Name: "id", Type: kv.Type{Kind: kv.KindBigInt}},
+			{Name: "name", Type: kv.Type{Kind: kv.KindString}, Nullable: true},
+			{Name: "n", Type: kv.Type{Kind: kv.KindInt}, Nullable: true},
+		},
+		PrimaryKey: []string{"id"}, Buckets: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := []string{"", "a", "grüße", "日本語日本語", "tab\there", "new\nline", "longer value"}
+	rowAt := func(i int) kv.Row {
+		r := kv.Row{int64(i * 7919), words[rng.IntN(len(words))], nil}
+		if rng.IntN(3) > 0 {
+			r[2] = int32(rng.IntN(100000))
+		}
+		return r
+	}
+	for _, n := range []int{0, 1, 17, rowTableBlock} {
+		var got, want bytes.Buffer
+		rt := newRowTable(&got, tbl)
+		tw := tabwriter.NewWriter(&want, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "id\tname\tn")
+		for i := range n {
+			r := rowAt(i)
+			rt.row(r)
+			var cells []string
+			for j, v := range r {
+				cells = append(cells, cellEscaper.Replace(cellText(tbl.Column(j).Type, v)))
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		if err := rt.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Fatalf("%d rows:\n%s\nwant (tabwriter):\n%s", n, got.String(), want.String())
+		}
+	}
+
+	// Beyond the block: rows stream out with the block's widths.
+	var got bytes.Buffer
+	rt := newRowTable(&got, tbl)
+	for i := range rowTableBlock {
+		rt.row(kv.Row{int64(i), "ab", int32(1)})
+	}
+	if got.Len() != 0 {
+		t.Fatalf("printed %d bytes before the widths were known", got.Len())
+	}
+	rt.row(kv.Row{int64(1000), "abc", int32(2)})
+	held := got.Len()
+	if held == 0 || strings.Count(got.String(), "\n") != rowTableBlock+2 {
+		t.Fatalf("after %d rows: %d lines printed, want %d", rowTableBlock+1, strings.Count(got.String(), "\n"), rowTableBlock+2)
+	}
+	rt.row(kv.Row{int64(5), "a much longer name", int32(3)})
+	rt.row(kv.Row{int64(6), "x", nil})
+	if got.Len() == held {
+		t.Fatal("a row after the block was held")
+	}
+	if err := rt.flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(got.String(), "\n"), "\n")
+	if want := []string{
+		"id    name  n",
+		"0     ab    1",
+		"1000  abc   2",
+		"5     a much longer name  3",
+		"6     x     null",
+	}; lines[0] != want[0] || lines[1] != want[1] || !slices.Equal(lines[len(lines)-3:], want[2:]) {
+		t.Fatalf("lines %q ... %q, want %q", lines[:2], lines[len(lines)-3:], want)
 	}
 }

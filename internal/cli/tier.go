@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
@@ -1661,23 +1662,82 @@ func noProgress(ctx context.Context, err error) error {
 }
 
 // rowTable prints rows as an aligned table with a header of column names.
+// It holds at most rowTableBlock rows: their column widths (and the
+// header's) set the table's, and later rows are printed as they come,
+// padded to those widths (a longer cell pushes the rest of its line
+// right). A scan of millions of rows thus streams in bounded memory; up to
+// rowTableBlock rows, the output is exactly a tabwriter's (padding 2).
 type rowTable struct {
-	t *kv.Table
-	w *tabwriter.Writer
+	t      *kv.Table
+	out    io.Writer
+	held   [][]string // the header and the rows until the widths are set
+	widths []int      // nil until set
+	buf    []byte
+	err    error
 }
 
+// rowTableBlock is how many rows set the column widths.
+const rowTableBlock = 1000
+
+// cellEscaper shows tabs and newlines inside cells as \t and \n.
+var cellEscaper = strings.NewReplacer("\t", `\t`, "\n", `\n`)
+
 func newRowTable(out io.Writer, t *kv.Table) *rowTable {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, strings.Join(columnNames(t), "\t"))
-	return &rowTable{t: t, w: w}
+	return &rowTable{t: t, out: out, held: [][]string{columnNames(t)}}
 }
 
 func (r *rowTable) row(row kv.Row) {
 	cells := make([]string, len(row))
 	for i, v := range row {
-		cells[i] = strings.NewReplacer("\t", `\t`, "\n", `\n`).Replace(cellText(r.t.Column(i).Type, v))
+		cells[i] = cellEscaper.Replace(cellText(r.t.Column(i).Type, v))
 	}
-	fmt.Fprintln(r.w, strings.Join(cells, "\t"))
+	if r.widths != nil {
+		r.write(cells)
+		return
+	}
+	r.held = append(r.held, cells)
+	if len(r.held)-1 > rowTableBlock { // held[0] is the header
+		r.setWidths()
+	}
 }
 
-func (r *rowTable) flush() error { return r.w.Flush() }
+// setWidths fixes the column widths from the held lines and prints them.
+func (r *rowTable) setWidths() {
+	r.widths = make([]int, len(r.held[0]))
+	for _, cells := range r.held {
+		for i, c := range cells {
+			r.widths[i] = max(r.widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, cells := range r.held {
+		r.write(cells)
+	}
+	r.held = nil
+}
+
+// write prints one line: every cell but the last padded to its column's
+// width plus two spaces (at least two spaces after a longer one).
+func (r *rowTable) write(cells []string) {
+	if r.err != nil {
+		return
+	}
+	r.buf = r.buf[:0]
+	for i, c := range cells {
+		r.buf = append(r.buf, c...)
+		if i < len(cells)-1 {
+			for range max(r.widths[i]-utf8.RuneCountInString(c), 0) + 2 {
+				r.buf = append(r.buf, ' ')
+			}
+		}
+	}
+	r.buf = append(r.buf, '\n')
+	_, r.err = r.out.Write(r.buf)
+}
+
+// flush prints what is held and reports the first write error.
+func (r *rowTable) flush() error {
+	if r.widths == nil {
+		r.setWidths()
+	}
+	return r.err
+}
