@@ -114,7 +114,9 @@ func TestRowTable(t *testing.T) {
 		fmt.Fprintln(tw, "id\tname\tn")
 		for i := range n {
 			r := rowAt(i)
-			rt.row(r)
+			if err := rt.row(r); err != nil {
+				t.Fatal(err)
+			}
 			var cells []string
 			for j, v := range r {
 				cells = append(cells, cellEscaper.Replace(cellText(tbl.Column(j).Type, v)))
@@ -136,18 +138,23 @@ func TestRowTable(t *testing.T) {
 	var got bytes.Buffer
 	rt := newRowTable(&got, tbl)
 	for i := range rowTableBlock {
-		rt.row(kv.Row{int64(i), "ab", int32(1)})
+		if err := rt.row(kv.Row{int64(i), "ab", int32(1)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got.Len() != 0 {
 		t.Fatalf("printed %d bytes before the widths were known", got.Len())
 	}
-	rt.row(kv.Row{int64(1000), "abc", int32(2)})
+	if err := rt.row(kv.Row{int64(1000), "abc", int32(2)}); err != nil {
+		t.Fatal(err)
+	}
 	held := got.Len()
 	if held == 0 || strings.Count(got.String(), "\n") != rowTableBlock+2 {
 		t.Fatalf("after %d rows: %d lines printed, want %d", rowTableBlock+1, strings.Count(got.String(), "\n"), rowTableBlock+2)
 	}
-	rt.row(kv.Row{int64(5), "a much longer name", int32(3)})
-	rt.row(kv.Row{int64(6), "x", nil})
+	if err := errors.Join(rt.row(kv.Row{int64(5), "a much longer name", int32(3)}), rt.row(kv.Row{int64(6), "x", nil})); err != nil {
+		t.Fatal(err)
+	}
 	if got.Len() == held {
 		t.Fatal("a row after the block was held")
 	}
@@ -163,5 +170,34 @@ func TestRowTable(t *testing.T) {
 		"6     x     null",
 	}; lines[0] != want[0] || lines[1] != want[1] || !slices.Equal(lines[len(lines)-3:], want[2:]) {
 		t.Fatalf("lines %q ... %q, want %q", lines[:2], lines[len(lines)-3:], want)
+	}
+}
+
+// brokenPipe fails every write, as a closed pipe does.
+type brokenPipe struct{}
+
+func (brokenPipe) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestRowTableStopsOnWriteError: once the table prints, a failed write is
+// returned by the row that hit it (a scan then stops) and by flush.
+func TestRowTableStopsOnWriteError(t *testing.T) {
+	tbl, err := kv.NewTable(kv.TableSchema{
+		Columns:    []kv.Column{{Name: "id", Type: kv.Type{Kind: kv.KindBigInt}}},
+		PrimaryKey: []string{"id"}, Buckets: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := newRowTable(brokenPipe{}, tbl)
+	for i := range rowTableBlock {
+		if err := rt.row(kv.Row{int64(i)}); err != nil {
+			t.Fatalf("row %d, before anything was printed: %v", i, err)
+		}
+	}
+	if err := rt.row(kv.Row{int64(rowTableBlock)}); err == nil || !strings.Contains(err.Error(), "broken pipe") {
+		t.Fatalf("the row that printed the table: %v, want the write error", err)
+	}
+	if err := rt.flush(); err == nil {
+		t.Fatal("flush after a failed write: no error")
 	}
 }

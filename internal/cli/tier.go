@@ -1529,7 +1529,9 @@ func runGet(ctx context.Context, stdout io.Writer, args []string) error {
 	for _, r := range rows {
 		if r != nil {
 			found++
-			w.row(r)
+			if err := w.row(r); err != nil {
+				return err
+			}
 		}
 	}
 	if err := w.flush(); err != nil {
@@ -1587,8 +1589,7 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 		n++
 		progress.Add(1)
 		if w != nil {
-			w.row(r)
-			return nil
+			return w.row(r)
 		}
 		b, err := rowJSON(info.KV, r)
 		if err != nil {
@@ -1686,19 +1687,22 @@ func newRowTable(out io.Writer, t *kv.Table) *rowTable {
 	return &rowTable{t: t, out: out, held: [][]string{columnNames(t)}}
 }
 
-func (r *rowTable) row(row kv.Row) {
+// row adds a row; it returns the first error writing the output, so that
+// a scan stops when its reader has gone.
+func (r *rowTable) row(row kv.Row) error {
 	cells := make([]string, len(row))
 	for i, v := range row {
 		cells[i] = cellEscaper.Replace(cellText(r.t.Column(i).Type, v))
 	}
 	if r.widths != nil {
 		r.write(cells)
-		return
+		return r.err
 	}
 	r.held = append(r.held, cells)
 	if len(r.held)-1 > rowTableBlock { // held[0] is the header
 		r.setWidths()
 	}
+	return r.err
 }
 
 // setWidths fixes the column widths from the held lines and prints them.
