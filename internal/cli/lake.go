@@ -487,14 +487,13 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 	if err != nil {
 		return err
 	}
-	var w *tabwriter.Writer
+	var w *alignedTable
 	if !*asJSON {
-		w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		names := make([]string, len(schema.Fields()))
 		for i, f := range schema.Fields() {
 			names[i] = f.Name
 		}
-		fmt.Fprintln(w, strings.Join(names, "\t"))
+		w = newAlignedTable(stdout, names)
 	}
 	enc := json.NewEncoder(stdout)
 	printed := 0
@@ -514,7 +513,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 		}
 	}
 	if w != nil {
-		if err := w.Flush(); err != nil {
+		if err := w.flush(); err != nil {
 			return err
 		}
 		if *limit > 0 && printed >= *limit {
@@ -526,7 +525,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 	return nil
 }
 
-func printRows(w *tabwriter.Writer, enc *json.Encoder, rec arrow.RecordBatch, printed, limit int) (int, error) {
+func printRows(w *alignedTable, enc *json.Encoder, rec arrow.RecordBatch, printed, limit int) (int, error) {
 	fields := rec.Schema().Fields()
 	for i := range int(rec.NumRows()) {
 		if limit > 0 && printed >= limit {
@@ -542,7 +541,9 @@ func printRows(w *tabwriter.Writer, enc *json.Encoder, rec arrow.RecordBatch, pr
 					cells[c] = col.ValueStr(i)
 				}
 			}
-			fmt.Fprintln(w, strings.Join(cells, "\t"))
+			if err := w.line(cells); err != nil {
+				return printed, err
+			}
 		} else {
 			obj := make(map[string]any, len(fields))
 			for c, f := range fields {

@@ -1662,29 +1662,15 @@ func noProgress(ctx context.Context, err error) error {
 	return err
 }
 
-// rowTable prints rows as an aligned table with a header of column names.
-// It holds at most rowTableBlock rows: their column widths (and the
-// header's) set the table's, and later rows are printed as they come,
-// padded to those widths (a longer cell pushes the rest of its line
-// right). A scan of millions of rows thus streams in bounded memory; up to
-// rowTableBlock rows, the output is exactly a tabwriter's (padding 2).
+// rowTable prints tier rows as an aligned table with a header of column
+// names (see alignedTable).
 type rowTable struct {
-	t      *kv.Table
-	out    io.Writer
-	held   [][]string // the header and the rows until the widths are set
-	widths []int      // nil until set
-	buf    []byte
-	err    error
+	t *kv.Table
+	*alignedTable
 }
 
-// rowTableBlock is how many rows set the column widths.
-const rowTableBlock = 1000
-
-// cellEscaper shows tabs and newlines inside cells as \t and \n.
-var cellEscaper = strings.NewReplacer("\t", `\t`, "\n", `\n`)
-
 func newRowTable(out io.Writer, t *kv.Table) *rowTable {
-	return &rowTable{t: t, out: out, held: [][]string{columnNames(t)}}
+	return &rowTable{t: t, alignedTable: newAlignedTable(out, columnNames(t))}
 }
 
 // row adds a row; it returns the first error writing the output, so that
@@ -1692,7 +1678,41 @@ func newRowTable(out io.Writer, t *kv.Table) *rowTable {
 func (r *rowTable) row(row kv.Row) error {
 	cells := make([]string, len(row))
 	for i, v := range row {
-		cells[i] = cellEscaper.Replace(cellText(r.t.Column(i).Type, v))
+		cells[i] = cellText(r.t.Column(i).Type, v)
+	}
+	return r.line(cells)
+}
+
+// alignedTable prints lines of cells as an aligned table under a header.
+// It holds at most rowTableBlock lines: their column widths (and the
+// header's) set the table's, and later lines are printed as they come,
+// padded to those widths (a longer cell pushes the rest of its line
+// right). A scan of millions of rows thus streams in bounded memory; up to
+// rowTableBlock lines, the output is exactly a tabwriter's (padding 2).
+// Tabs and newlines inside cells print as \t and \n.
+type alignedTable struct {
+	out    io.Writer
+	held   [][]string // the header and the lines until the widths are set
+	widths []int      // nil until set
+	buf    []byte
+	err    error
+}
+
+// rowTableBlock is how many lines set the column widths.
+const rowTableBlock = 1000
+
+// cellEscaper shows tabs and newlines inside cells as \t and \n.
+var cellEscaper = strings.NewReplacer("\t", `\t`, "\n", `\n`)
+
+func newAlignedTable(out io.Writer, header []string) *alignedTable {
+	return &alignedTable{out: out, held: [][]string{header}}
+}
+
+// line adds a line of cells (escaped in place); it returns the first
+// error writing the output.
+func (r *alignedTable) line(cells []string) error {
+	for i, c := range cells {
+		cells[i] = cellEscaper.Replace(c)
 	}
 	if r.widths != nil {
 		r.write(cells)
@@ -1706,7 +1726,7 @@ func (r *rowTable) row(row kv.Row) error {
 }
 
 // setWidths fixes the column widths from the held lines and prints them.
-func (r *rowTable) setWidths() {
+func (r *alignedTable) setWidths() {
 	r.widths = make([]int, len(r.held[0]))
 	for _, cells := range r.held {
 		for i, c := range cells {
@@ -1721,7 +1741,7 @@ func (r *rowTable) setWidths() {
 
 // write prints one line: every cell but the last padded to its column's
 // width plus two spaces (at least two spaces after a longer one).
-func (r *rowTable) write(cells []string) {
+func (r *alignedTable) write(cells []string) {
 	if r.err != nil {
 		return
 	}
@@ -1739,7 +1759,7 @@ func (r *rowTable) write(cells []string) {
 }
 
 // flush prints what is held and reports the first write error.
-func (r *rowTable) flush() error {
+func (r *alignedTable) flush() error {
 	if r.widths == nil {
 		r.setWidths()
 	}
