@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/bulkload"
@@ -117,10 +119,12 @@ type EtcdLedger struct {
 
 	// decoded memoizes List's decoding by key: a key at the same mod
 	// revision holds the same bytes, so only records written since the
-	// last List are decoded again (strict decoding is ~45 µs a record,
-	// nearly all of a List: BenchmarkEtcdLedgerList).
+	// last List are read and decoded again (strict decoding is ~45 µs a
+	// record: BenchmarkEtcdLedgerList).
 	mu      sync.Mutex
 	decoded map[string]decodedRecord
+
+	afterKeys func() // test hook: runs between a List's two reads
 }
 
 // decodedRecord is one key's decoding at a mod revision: the record, or
@@ -236,18 +240,21 @@ func (l *EtcdLedger) Get(ctx context.Context, id string) (Record, error) {
 	return r, nil
 }
 
-// List implements Ledger.
+// List implements Ledger. Once an earlier List has decoded the records,
+// it reads the keys and their mod revisions only and fetches, at the same
+// revision, the values of the few keys that changed (more than
+// maxChangedGets: every value again).
 func (l *EtcdLedger) List(ctx context.Context) ([]Record, error) {
-	resp, err := l.cli.Get(ctx, l.dir(), clientv3.WithPrefix())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kvs, err := l.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("promoter: ledger list: %w", err)
 	}
-	out := make([]Record, 0, len(resp.Kvs))
+	out := make([]Record, 0, len(kvs))
 	var unreadable []error
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen := make(map[string]decodedRecord, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	seen := make(map[string]decodedRecord, len(kvs))
+	for _, kv := range kvs {
 		k := string(kv.Key)
 		d, ok := l.decoded[k]
 		if !ok || d.rev != kv.ModRevision {
@@ -265,6 +272,73 @@ func (l *EtcdLedger) List(ctx context.Context) ([]Record, error) {
 	l.decoded = seen // keys gone from etcd are forgotten
 	sortNewestFirst(out)
 	return out, errors.Join(unreadable...)
+}
+
+// maxChangedGets bounds the single-key reads of a List; with more changed
+// keys it reads every value in one range.
+const maxChangedGets = 32
+
+// read returns the ledger's keys as of one revision, each with its value
+// unless l.decoded holds its decoding at its mod revision. l.mu is held.
+func (l *EtcdLedger) read(ctx context.Context) ([]*mvccpb.KeyValue, error) {
+	if len(l.decoded) > 0 {
+		kvs, ok, err := l.readChanged(ctx)
+		if err != nil || ok {
+			return kvs, err
+		}
+	}
+	resp, err := l.cli.Get(ctx, l.dir(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	return resp.Kvs, nil
+}
+
+// readChanged reads the keys only, then the values of the keys whose
+// decoding is not memoized, at the keys' revision. It reports false when
+// more than maxChangedGets changed or that revision has been compacted
+// meanwhile: the caller reads everything.
+func (l *EtcdLedger) readChanged(ctx context.Context) ([]*mvccpb.KeyValue, bool, error) {
+	keys, err := l.cli.Get(ctx, l.dir(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, false, err
+	}
+	if l.afterKeys != nil {
+		l.afterKeys()
+	}
+	var changed []int
+	for i, kv := range keys.Kvs {
+		if d, ok := l.decoded[string(kv.Key)]; !ok || d.rev != kv.ModRevision {
+			changed = append(changed, i)
+		}
+	}
+	if len(changed) > maxChangedGets {
+		return nil, false, nil
+	}
+	rev := keys.Header.Revision
+	for _, i := range changed {
+		want := keys.Kvs[i]
+		resp, err := l.cli.Get(ctx, string(want.Key), clientv3.WithRev(rev))
+		switch {
+		case errors.Is(err, rpctypes.ErrCompacted):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		case len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != want.ModRevision:
+			// At one revision a key cannot change: etcd broke its promise.
+			return nil, false, fmt.Errorf("key %s at revision %d: %d values, mod revision %d then %d",
+				want.Key, rev, len(resp.Kvs), want.ModRevision, modRevision(resp.Kvs))
+		}
+		keys.Kvs[i] = resp.Kvs[0]
+	}
+	return keys.Kvs, true, nil
+}
+
+func modRevision(kvs []*mvccpb.KeyValue) int64 {
+	if len(kvs) == 0 {
+		return 0
+	}
+	return kvs[0].ModRevision
 }
 
 // cloneRecord copies r so that the caller may change it, reference members

@@ -2,6 +2,7 @@ package promoter_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -85,6 +86,64 @@ func TestEtcdLedgerListSeesEveryChange(t *testing.T) {
 	}
 	if rs, _ = list(); !slices.Equal(ids(rs), []string{c.ID + "@" + string(promoter.PhaseBegun), a.ID + "@" + string(promoter.PhaseBuilding)}) {
 		t.Fatalf("after a delete and a create: %v", ids(rs))
+	}
+
+	// More new records than a List fetches one by one.
+	for i := range 40 {
+		r := sampleRecord(now.Add(-time.Duration(i+2) * time.Hour))
+		r.ID = promoter.PromotionID("default", "lake.events", "shop.events", fmt.Sprintf("2023-12-%02d", i%28+1), int64(100+i))
+		if _, err := l.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs, _ = list(); len(rs) != 42 || rs[0].ID != c.ID || rs[1].ID != a.ID {
+		t.Fatalf("after 40 creates: %d records, first %v", len(rs), ids(rs[:2]))
+	}
+}
+
+// TestEtcdLedgerListCompacted: when the revision of a List's key read is
+// compacted before it fetches the changed values, it reads everything
+// again, at the newest revision.
+func TestEtcdLedgerListCompacted(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := t.Context()
+	l := promoter.NewEtcdLedger(cli, "/test/promoter", nil)
+	now := time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)
+	a, err := l.Create(ctx, sampleRecord(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Phase = promoter.PhaseBuilding
+	if a, err = l.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b := sampleRecord(now.Add(time.Hour))
+	b.ID = promoter.PromotionID("default", "lake.events", "shop.events", "2024-01-09", 43)
+	compacted := false
+	promoter.SetAfterKeys(l, func() {
+		if compacted {
+			return
+		}
+		compacted = true
+		// A write after the key read, then a compaction past it.
+		created, err := l.Create(ctx, b)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := cli.Compact(ctx, created.Revision); err != nil {
+			t.Error(err)
+		}
+	})
+	rs, err := l.List(ctx)
+	if err != nil || !compacted {
+		t.Fatalf("list: %v (compacted %v)", err, compacted)
+	}
+	if len(rs) != 2 || rs[0].ID != b.ID || rs[1].ID != a.ID || rs[1].Phase != promoter.PhaseBuilding || rs[1].Revision != a.Revision {
+		t.Fatalf("list after a compaction: %+v", rs)
 	}
 }
 
