@@ -241,6 +241,10 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	}
 
 	fmt.Fprintf(stdout, "\npeak RSS (VmHWM, whole process: client, builder, etcd, coordinator and tablet servers): %s\n", benchutil.FmtRSS(benchutil.PeakRSS()))
+	if rb.cpu > 0 {
+		// What the two paths cost, apart from how long they take.
+		fmt.Fprintf(stdout, "CPU per row, ordinary/bulk: %.2f\n", ra.cpu.Seconds()/rb.cpu.Seconds())
+	}
 	fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", rb.rowsPerSec(cfg.rows)/ra.rowsPerSec(cfg.rows))
 	return nil
 }

@@ -33,6 +33,9 @@ func TestSmoke(t *testing.T) {
 			if last := lines[len(lines)-1]; !regexp.MustCompile(`^ratio bulk/ordinary: [0-9]+\.[0-9]{2}$`).MatchString(last) {
 				t.Fatalf("last line %q is not the ratio line", last)
 			}
+			if cpu := lines[len(lines)-2]; !regexp.MustCompile(`^CPU per row, ordinary/bulk: [0-9]+\.[0-9]{2}$`).MatchString(cpu) {
+				t.Fatalf("line before the ratio %q is not the CPU ratio line", cpu)
+			}
 			for _, re := range []string{
 				`(?m)^    ordinary: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,
 				`(?m)^    bulk: 3000 rows readable in [0-9.]+s: [0-9]+ rows/s, [0-9.]+ MB/s`,

@@ -11,7 +11,10 @@
 //	    Commit — into another empty table with the same schema,
 //
 // and the report ends with the line "ratio bulk/ordinary: R", R being the
-// bulk path's rows/s over the ordinary path's.
+// bulk path's rows/s over the ordinary path's. The line before it, "CPU
+// per row, ordinary/bulk: C", compares the CPU time (user + system, whole
+// process) the two paths spent on the same rows: what loading costs, apart
+// from how long it takes.
 //
 // Data: the table of `thaw bench write` (an id BIGINT primary key, or a
 // BYTES key of --key-bytes, and a STRING payload of --value-bytes),
