@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/thawdb/thaw/internal/coordlist/coordlisttest"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/daemon/daemontest"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -32,6 +34,7 @@ func startStandbyTier(ctx context.Context, t *testing.T) (tr *testTier, leader, 
 		DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, Coordinators: 2,
 		Coordinator: daemon.CoordinatorOptions{LeaseTTL: 2 * time.Second},
 		Tablet:      daemon.TabletOptions{CacheSize: 32 << 20, MemTableBudget: 32 << 20},
+		Logger:      logOnFailure(t),
 	})
 	eventually(ctx, t, "a coordinator leads", func() error {
 		l, err := e.Leader(ctx)
@@ -49,6 +52,21 @@ func startStandbyTier(ctx context.Context, t *testing.T) (tr *testTier, leader, 
 		return nil
 	})
 	return &testTier{e: e, tc: tc}, leader, standby
+}
+
+// logOnFailure returns a debug logger whose output the test prints (its
+// last 300 lines) only if it fails: elections and retries explain a
+// failover test that timed out.
+func logOnFailure(t *testing.T) *slog.Logger {
+	var buf testlog.Buffer
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+		t.Logf("last %d log lines:\n%s", min(len(lines), 300), strings.Join(lines[max(len(lines)-300, 0):], "\n"))
+	})
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // callLog is an HTTP transport that records where each BulkLoadService
@@ -201,7 +219,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	log := &callLog{}
 	c, err := bulkloadclient.New(ctx, tr.e.CoordinatorAddress(leader)+","+tr.e.CoordinatorAddress(standby),
-		bulkloadclient.WithHTTPClient(&http.Client{Transport: log}))
+		bulkloadclient.WithHTTPClient(&http.Client{Transport: log}), bulkloadclient.WithLogger(logOnFailure(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
