@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -1625,16 +1624,13 @@ var errNoProgress = errors.New("nothing arrived")
 func progressDeadline(ctx context.Context, d time.Duration) (context.Context, *atomic.Int64, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	progress := new(atomic.Int64)
-	done := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(max(d/4, time.Millisecond))
 		defer tick.Stop()
 		last, since := progress.Load(), time.Now()
 		for {
 			select {
-			case <-done:
-				return
-			case <-ctx.Done():
+			case <-ctx.Done(): // stopped, or the parent ended
 				return
 			case now := <-tick.C:
 				if p := progress.Load(); p != last {
@@ -1646,11 +1642,7 @@ func progressDeadline(ctx context.Context, d time.Duration) (context.Context, *a
 			}
 		}
 	}()
-	var once sync.Once
-	return ctx, progress, func() {
-		once.Do(func() { close(done) })
-		cancel(nil)
-	}
+	return ctx, progress, func() { cancel(nil) }
 }
 
 // noProgress returns err, or when ctx was cancelled by progressDeadline,
