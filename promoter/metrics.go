@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/thawdb/thaw/internal/promreg"
 )
 
 // metrics are the promoter's Prometheus metrics. Labels carry policy names
@@ -26,26 +28,6 @@ const (
 	outcomeFailed    = "failed"
 	outcomeRetried   = "retried"
 )
-
-// register registers c with reg, or returns the collector registered
-// before under the same description, so that a new Promoter on the same
-// registry (a new leadership term in one process) shares the metrics
-// instead of failing.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if old, ok := are.ExistingCollector.(C); ok {
-				return old, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
-}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -82,19 +64,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	var errs []error
 	reg1 := func(err error) { errs = append(errs, err) }
 	var err error
-	m.promotions, err = register(reg, m.promotions)
+	m.promotions, err = promreg.Register(reg, m.promotions)
 	reg1(err)
-	m.seconds, err = register(reg, m.seconds)
+	m.seconds, err = promreg.Register(reg, m.seconds)
 	reg1(err)
-	m.rows, err = register(reg, m.rows)
+	m.rows, err = promreg.Register(reg, m.rows)
 	reg1(err)
-	m.queueDepth, err = register(reg, m.queueDepth)
+	m.queueDepth, err = promreg.Register(reg, m.queueDepth)
 	reg1(err)
-	m.running, err = register(reg, m.running)
+	m.running, err = promreg.Register(reg, m.running)
 	reg1(err)
-	m.halted, err = register(reg, m.halted)
+	m.halted, err = promreg.Register(reg, m.halted)
 	reg1(err)
-	m.reconciles, err = register(reg, m.reconciles)
+	m.reconciles, err = promreg.Register(reg, m.reconciles)
 	reg1(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("promoter: register metrics: %w", err)

@@ -550,6 +550,29 @@ func (p *Promoter) reconcileLoop(ctx context.Context) {
 	}
 }
 
+// LakeCommitted reconciles every policy that promotes the lake table
+// (catalog, table) on lake commits (its onLakeCommit trigger), as the lake
+// poll does when it sees a new snapshot: a control event reports a commit
+// without waiting for the next poll. It returns one report per such
+// policy, none when no policy promotes that table on lake commits; the
+// error joins the policies' errors.
+func (p *Promoter) LakeCommitted(ctx context.Context, catalog, table string) ([]ReconcileReport, error) {
+	var reps []ReconcileReport
+	var errs []error
+	for _, pol := range p.cfg.Policies {
+		src := pol.Source()
+		if !pol.Triggers().OnLakeCommit || src.Catalog != catalog || src.Table != table {
+			continue
+		}
+		rep, err := p.ReconcilePolicy(ctx, pol.Name())
+		reps = append(reps, rep)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return reps, errors.Join(errs...)
+}
+
 // pollLoop reconciles each onLakeCommit policy when its lake table's
 // current snapshot changes (the first poll reconciles every one of them).
 func (p *Promoter) pollLoop(ctx context.Context) {

@@ -28,6 +28,7 @@ import (
 	"github.com/thawdb/thaw/promoter/promoterhttp"
 	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/triggers/cron"
+	"github.com/thawdb/thaw/triggers/kafka"
 )
 
 // PromoterOptions are the process-level dependencies of StartPromoter and
@@ -52,6 +53,7 @@ type promoterParts struct {
 	store    *objstore.Store // the embedded tier's snapshot store; nil otherwise
 	lakes    map[string]*lake.Lake
 	policies []*policies.Policy
+	kafka    *kafka.Config // the control-event trigger's, without handler; nil: none
 	tempDir  string
 	closers  []func() error
 }
@@ -108,6 +110,13 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 		}
 		pp.lakes[name] = l
 		pp.closers = append(pp.closers, l.Close)
+	}
+	if cfg.Kafka != nil {
+		k, err := cfg.Kafka.load(os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		pp.kafka = &k
 	}
 	if cfg.DataDir != "" {
 		pp.tempDir = filepath.Join(cfg.DataDir, "tmp")
@@ -329,8 +338,9 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	return d, nil
 }
 
-// lead campaigns, then runs the promoter and the cron trigger under the
-// term until ctx is done (nil) or the term is lost (an error).
+// lead campaigns, then runs the promoter, the cron trigger and the Kafka
+// control-event trigger under the term until ctx is done (nil) or the term
+// is lost (an error).
 func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 	log := d.log
 	electionKey := d.cfg.Prefix + "/leader"
@@ -377,6 +387,16 @@ func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 			return fmt.Errorf("daemon: cron trigger: %w", err)
 		}
 	}
+	var control *kafka.Trigger
+	if d.pp.kafka != nil {
+		kc := *d.pp.kafka
+		kc.Handle = controlHandler(p, log.With("component", "kafka"))
+		kc.Logger = log.With("component", "kafka")
+		kc.Registerer = d.opts.Registry
+		if control, err = kafka.New(kc); err != nil {
+			return fmt.Errorf("daemon: kafka trigger: %w", err)
+		}
+	}
 	// The term's work stops on shutdown (ctx) or when the term is lost.
 	rctx, rcancel := context.WithCancel(lead.Context())
 	defer rcancel()
@@ -393,6 +413,9 @@ func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 	g.Go(func() error { return p.Run(gctx) })
 	if trigger != nil {
 		g.Go(func() error { return trigger.Run(gctx) })
+	}
+	if control != nil {
+		g.Go(func() error { return control.Run(gctx) })
 	}
 	err = g.Wait()
 	switch {

@@ -33,7 +33,8 @@ const (
 // Credentials (catalog passwords, tokens, object-store keys) may be given
 // in catalogs; they are held in memory only and never written to the
 // ledger, logs, metrics or API answers. The etcd password of an external
-// etcd comes from THAW_ETCD_PASSWORD.
+// etcd comes from THAW_ETCD_PASSWORD, Kafka's SASL password from
+// THAW_KAFKA_PASSWORD.
 type PromoterConfig struct {
 	// ID names this promoter among candidates for leadership (default
 	// HOST-PID).
@@ -74,7 +75,10 @@ type PromoterConfig struct {
 	CommitBudget time.Duration `yaml:"commit_budget"`
 	// ShutdownTimeout bounds a graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	Log             LogConfig     `yaml:"log"`
+	// Kafka, if set, makes the leading promoter consume control events
+	// from a Kafka topic.
+	Kafka *KafkaConfig `yaml:"kafka"`
+	Log   LogConfig    `yaml:"log"`
 }
 
 // PromoterTierConfig selects the tier: embedded in the promoter's process
@@ -173,6 +177,9 @@ func (c *PromoterConfig) Validate() error {
 		}
 	}
 	errs = append(errs, c.Tier.validate(c.DataDir), c.Log.validate())
+	if c.Kafka != nil {
+		errs = append(errs, c.Kafka.validate())
+	}
 	return errors.Join(errs...)
 }
 
@@ -206,13 +213,16 @@ func (c PromoterTierConfig) validate(dataDir string) error {
 	return errors.Join(errs...)
 }
 
-// ResolvePaths makes relative policy paths relative to dir (the config
-// file's directory).
+// ResolvePaths makes relative policy and Kafka TLS file paths relative to
+// dir (the config file's directory).
 func (c *PromoterConfig) ResolvePaths(dir string) {
 	for i, p := range c.Policies {
 		if p != "" && !filepath.IsAbs(p) {
 			c.Policies[i] = filepath.Join(dir, p)
 		}
+	}
+	if c.Kafka != nil {
+		c.Kafka.resolvePaths(dir)
 	}
 }
 

@@ -33,13 +33,22 @@ spec:
 
 func promoterTestConfig(t *testing.T) PromoterConfig {
 	t.Helper()
+	cfg, _ := promoterTestSetup(t, testPolicy)
+	return cfg
+}
+
+// promoterTestSetup writes a sample lake (3 days of lake.events, 300
+// rows) and the policy, and returns a promoter config over them (one
+// tablet server, no periodic reconcile) and the sample.
+func promoterTestSetup(t *testing.T, policy string) (PromoterConfig, lake.SampleInfo) {
+	t.Helper()
 	dir := t.TempDir()
 	info, err := lake.Sample(t.Context(), lake.SampleOptions{Dir: filepath.Join(dir, "lake"), Rows: 300, Days: 3, Seed: 5, AppendOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pol := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(testPolicy), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var cfg PromoterConfig
@@ -47,7 +56,7 @@ func promoterTestConfig(t *testing.T) PromoterConfig {
 	cfg.Listen, cfg.DataDir, cfg.Policies = "127.0.0.1:0", filepath.Join(dir, "data"), []string{pol}
 	cfg.Catalogs = map[string]lake.Config{"default": info.Config}
 	cfg.Tier.Tablets, cfg.ReconcileInterval, cfg.LeaseTTL, cfg.ShutdownTimeout = 1, -1, 2*time.Second, 20*time.Second
-	return cfg
+	return cfg, info
 }
 
 func smallEmbedded(ec *EmbeddedConfig) {

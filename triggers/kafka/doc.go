@@ -1,10 +1,56 @@
-// Package kafka is reserved for the Kafka control-event trigger of the
-// cluster deployment (ARCHITECTURE.md: control events arrive on Kafka
-// topics, consumed with franz-go, and only enqueue promotion keys; triggers
-// never promote).
+// Package kafka is the promoter's Kafka control-event trigger: it consumes
+// a control topic as a member of a consumer group and hands each event to
+// a Handler, which only enqueues work (triggers never promote). It is the
+// only package that imports franz-go.
 //
-// Status: not built. It holds no code yet. The promoter's triggers today
-// are its cron schedules (triggers/cron), polling the lake for new commits,
-// its periodic reconcile and the HTTP API / `thaw promote` (see
-// docs/promoter.md).
+// # Events
+//
+// A record's value is one JSON object (ParseEvent; the key and headers are
+// ignored):
+//
+//	{"version":1,"type":"promote","table":"shop.events","partition":"2024-01-04"}
+//	{"version":1,"type":"promote","policy":"events-recent"}
+//	{"version":1,"type":"reconcile","policy":"events-recent"}
+//	{"version":1,"type":"reconcile"}
+//	{"version":1,"type":"lake_commit","catalog":"default","table":"sample.events","snapshot_id":42}
+//
+// promote asks for an on-demand promotion (as POST /v1/promotions does:
+// policy and/or table, optional partition); reconcile reconciles one
+// policy or all; lake_commit reports a commit to a lake table, so that the
+// policies promoting it on lake commits reconcile without waiting for the
+// next lake poll. Parsing is strict: at most MaxEventBytes, one object,
+// version 1, a known type with exactly the members that type takes, no
+// repeated or null member, well-formed names and partition. A record that
+// fails is logged with its partition and offset, counted (type "invalid")
+// and skipped: one bad record never stops the topic.
+//
+// # Delivery
+//
+// Events are handled one at a time in each partition's order; the offset of
+// each is committed as soon as it is handled or rejected, so an event is
+// handled at least once — twice only if the process dies between handling
+// and committing, which the promoter's level-based, deduplicating queue
+// makes harmless. A handler error wrapping ErrRejected (an unknown policy,
+// a policy without the onRequest trigger, a partition the lake does not
+// have) skips the event; any other error is retried with doubling backoff
+// (200ms up to Config.MaxBackoff) and holds back the events behind it in
+// that partition. When Run's context ends (shutdown, lost leadership) an
+// unhandled event stays uncommitted and goes to the next member of the
+// group. A new group starts at the topic's earliest retained event unless
+// Config.Start says latest.
+//
+// Run is meant to run on the leading promoter only; the group then has one
+// member, and leaving it on shutdown hands the partitions to the next
+// leader at once. Rebalances wait while an event is being handled
+// (franz-go's BlockRebalanceOnPoll), so a handler must not block for
+// longer than the group's rebalance timeout (a minute by default).
+//
+// # Security
+//
+// TLS (Config.TLS) and SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
+// (Config.SASL). The password is held in memory only: it is in no log line
+// or metric. Metrics: thaw_promoter_control_events_total{type,outcome}.
+//
+// Tests run against kfake, a Kafka that speaks the real protocol, in the
+// test process.
 package kafka

@@ -1,0 +1,166 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/triggers/kafka"
+)
+
+// EnvKafkaPassword names the environment variable that holds the SASL
+// password of the promoter's Kafka client.
+const EnvKafkaPassword = "THAW_KAFKA_PASSWORD"
+
+// DefaultKafkaGroup is the consumer group of the promoter's control
+// events.
+const DefaultKafkaGroup = "thaw-promoter"
+
+// KafkaConfig makes the leading promoter consume control events
+// (triggers/kafka: promote, reconcile, lake_commit) from a Kafka topic.
+// The SASL password comes from THAW_KAFKA_PASSWORD, never from the file.
+type KafkaConfig struct {
+	// Brokers are seed brokers, HOST:PORT (required).
+	Brokers []string `yaml:"brokers"`
+	// Topic is the control topic (required).
+	Topic string `yaml:"topic"`
+	// Group is the consumer group (default thaw-promoter).
+	Group string `yaml:"group"`
+	// Start is where a group without committed offsets begins: earliest
+	// (default) or latest.
+	Start string `yaml:"start"`
+	// TLS, when present (even empty: `tls: {}`), connects with TLS; without
+	// ca_file the system's roots are trusted.
+	TLS *KafkaTLSConfig `yaml:"tls"`
+	// SASL authenticates the client.
+	SASL *KafkaSASLConfig `yaml:"sasl"`
+}
+
+// KafkaTLSConfig configures TLS to the brokers. Relative paths are
+// relative to the config file's directory.
+type KafkaTLSConfig struct {
+	CAFile     string `yaml:"ca_file"`     // PEM CA bundle (default: system roots)
+	CertFile   string `yaml:"cert_file"`   // client certificate (PEM), with key_file
+	KeyFile    string `yaml:"key_file"`    // client key (PEM), with cert_file
+	ServerName string `yaml:"server_name"` // default: the broker's host
+}
+
+// KafkaSASLConfig selects the SASL mechanism and user; the password is
+// THAW_KAFKA_PASSWORD.
+type KafkaSASLConfig struct {
+	Mechanism string `yaml:"mechanism"` // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	User      string `yaml:"user"`
+}
+
+// trigger returns the trigger configuration of c without TLS material,
+// password or handler.
+func (c KafkaConfig) trigger() kafka.Config {
+	k := kafka.Config{Brokers: c.Brokers, Topic: c.Topic, Group: c.Group, Start: c.Start}
+	if k.Group == "" {
+		k.Group = DefaultKafkaGroup
+	}
+	if c.SASL != nil {
+		k.SASL = &kafka.SASL{Mechanism: c.SASL.Mechanism, User: c.SASL.User}
+	}
+	return k
+}
+
+func (c KafkaConfig) validate() error {
+	errs := []error{c.trigger().Validate()}
+	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("tls: cert_file and key_file go together"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	return nil
+}
+
+func (c *KafkaConfig) resolvePaths(dir string) {
+	if c.TLS == nil {
+		return
+	}
+	for _, p := range []*string{&c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}
+
+// load returns the trigger configuration with its TLS material read and
+// the password taken from the environment: errors here stop the promoter
+// at start, not at its first leadership term.
+func (c KafkaConfig) load(getenv func(string) string) (kafka.Config, error) {
+	k := c.trigger()
+	if c.SASL != nil {
+		k.SASL.Password = getenv(EnvKafkaPassword)
+		if k.SASL.Password == "" {
+			return k, fmt.Errorf("kafka.sasl: %s is not set", EnvKafkaPassword)
+		}
+	}
+	if t := c.TLS; t != nil {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+		if t.CAFile != "" {
+			pem, err := os.ReadFile(t.CAFile)
+			if err != nil {
+				return k, fmt.Errorf("kafka.tls.ca_file: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return k, fmt.Errorf("kafka.tls.ca_file %s: no PEM certificate in it", t.CAFile)
+			}
+		}
+		if t.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+			if err != nil {
+				return k, fmt.Errorf("kafka.tls: client certificate: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		k.TLS = tc
+	}
+	return k, nil
+}
+
+// controlHandler acts on control events through p: promote as an
+// on-demand request (the policy needs onRequest), reconcile one policy or
+// all, lake_commit as LakeCommitted. What retrying cannot change (unknown
+// policy, trigger not allowed, no such partition, a schema that does not
+// map) is rejected; other errors are retried by the trigger. A lake commit
+// of a table no policy promotes on lake commits is handled: it does
+// nothing (one topic may carry the commits of every lake table).
+func controlHandler(p *promoter.Promoter, log *slog.Logger) kafka.Handler {
+	return func(ctx context.Context, e kafka.Event) error {
+		var err error
+		switch e.Type {
+		case kafka.TypePromote:
+			_, err = p.Request(ctx, promoter.Request{Policy: e.Policy, Table: e.Table, Partition: e.Partition})
+		case kafka.TypeReconcile:
+			if e.Policy == "" {
+				_, err = p.Reconcile(ctx)
+			} else {
+				_, err = p.ReconcilePolicy(ctx, e.Policy)
+			}
+		case kafka.TypeLakeCommit:
+			var reps []promoter.ReconcileReport
+			reps, err = p.LakeCommitted(ctx, e.Catalog, e.Table)
+			if err == nil && len(reps) == 0 {
+				log.Debug("lake commit event: no policy promotes this table on lake commits", "catalog", e.Catalog, "table", e.Table)
+			}
+		default:
+			err = fmt.Errorf("%w: event type %q", promoter.ErrNotAllowed, e.Type)
+		}
+		for _, permanent := range []error{promoter.ErrUnknownPolicy, promoter.ErrNotAllowed, promoter.ErrNotFound, promoter.ErrSchema} {
+			if errors.Is(err, permanent) {
+				return fmt.Errorf("%w: %w", kafka.ErrRejected, err)
+			}
+		}
+		return err
+	}
+}

@@ -1,0 +1,411 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/thawdb/thaw/internal/promreg"
+)
+
+// ErrConfig reports a Config that cannot run.
+var ErrConfig = errors.New("kafka: invalid configuration")
+
+// ErrRejected marks a handler error that retrying cannot cure (an unknown
+// policy, a policy without the trigger, a partition the lake does not
+// have): the event is logged, counted and skipped. Any other handler error
+// is retried.
+var ErrRejected = errors.New("kafka: event rejected")
+
+// Start positions of a group that has no committed offset yet.
+const (
+	StartEarliest = "earliest" // the topic's oldest retained event (default)
+	StartLatest   = "latest"   // events produced after the group first joined
+)
+
+// SASL mechanisms.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL authenticates the trigger's Kafka client.
+type SASL struct {
+	Mechanism string // SASLPlain, SASLScramSHA256 or SASLScramSHA512
+	User      string
+	Password  string
+}
+
+// Handler acts on one event. It is called from Run's goroutine, one event
+// at a time, in each partition's order, and should only enqueue work. An
+// error wrapping ErrRejected skips the event; any other error is retried
+// with backoff until it succeeds or Run's context ends (then the event is
+// delivered again to the next consumer of the group).
+type Handler func(ctx context.Context, e Event) error
+
+// Config configures a Trigger.
+type Config struct {
+	Brokers []string // seed brokers, HOST:PORT (required)
+	Topic   string   // the control topic (required)
+	Group   string   // the consumer group (required)
+	// ClientID names the client to the brokers (default "thaw-promoter").
+	ClientID string
+	// Start is where a group without committed offsets begins:
+	// StartEarliest (default) or StartLatest.
+	Start string
+	TLS   *tls.Config // nil: plaintext
+	SASL  *SASL       // nil: no authentication
+	// Handle acts on each event (required).
+	Handle Handler
+	Logger *slog.Logger
+	// Registerer receives the trigger's metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	// MaxBackoff caps the wait between retries of a failing event or poll
+	// (default 30s).
+	MaxBackoff time.Duration
+	// CheckInterval is the period of the brokers' reachability check
+	// (default 30s): franz-go retries a broker that refuses the client
+	// (wrong password, TLS) without reporting it, so Run asks.
+	CheckInterval time.Duration
+}
+
+// Trigger consumes control events and hands them to its Handler.
+type Trigger struct {
+	cfg       Config
+	log       *slog.Logger
+	events    *prometheus.CounterVec
+	reachable prometheus.Gauge
+	opts      []kgo.Opt
+}
+
+// New checks cfg and returns a Trigger; nothing connects before Run.
+func New(cfg Config) (*Trigger, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = "thaw-promoter"
+	}
+	if cfg.Start == "" {
+		cfg.Start = StartEarliest
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &Trigger{cfg: cfg, log: log}
+	// Triggers of later leadership terms in the process share the metrics
+	// of the first.
+	var err error
+	t.events, err = promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "thaw_promoter_control_events_total",
+		Help: "Kafka control events by type (invalid: not an event) and outcome (handled, rejected).",
+	}, []string{"type", "outcome"}))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: metrics: %w", err)
+	}
+	t.reachable, err = promreg.Register(cfg.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "thaw_promoter_control_brokers_reachable",
+		Help: "1 if the last check reached a Kafka broker of the control topic (as configured: TLS, SASL), 0 if not.",
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: metrics: %w", err)
+	}
+	start := kgo.NewOffset().AtStart()
+	if cfg.Start == StartLatest {
+		start = kgo.NewOffset().AtEnd()
+	}
+	t.opts = []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(start),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.WithLogger(kgoLogger{log}),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			log.Info("control topic partitions assigned", "topic", cfg.Topic, "partitions", m[cfg.Topic])
+		}),
+	}
+	if cfg.TLS != nil {
+		t.opts = append(t.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
+	}
+	if cfg.SASL != nil {
+		t.opts = append(t.opts, kgo.SASL(mechanism(*cfg.SASL)))
+	}
+	return t, nil
+}
+
+func mechanism(s SASL) sasl.Mechanism {
+	switch s.Mechanism {
+	case SASLScramSHA256:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()
+	default:
+		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism()
+	}
+}
+
+// Validate checks the form of every setting except Handle and the SASL
+// password (New checks those too): what a configuration file gives.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("brokers: at least one HOST:PORT is required"))
+	}
+	for _, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		if err == nil && host == "" {
+			err = errors.New("no host")
+		}
+		if err == nil {
+			if n, perr := strconv.Atoi(port); perr != nil || n <= 0 || n > 65535 {
+				err = fmt.Errorf("port %q", port)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("brokers: %q: want HOST:PORT: %v", b, err))
+		}
+	}
+	if err := checkTopic(c.Topic); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(c.Group) == "" {
+		errs = append(errs, errors.New("group: required"))
+	}
+	if c.Start != "" && c.Start != StartEarliest && c.Start != StartLatest {
+		errs = append(errs, fmt.Errorf("start %q: want %s or %s", c.Start, StartEarliest, StartLatest))
+	}
+	if s := c.SASL; s != nil {
+		switch s.Mechanism {
+		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		default:
+			errs = append(errs, fmt.Errorf("sasl.mechanism %q: want %s, %s or %s", s.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512))
+		}
+		if s.User == "" {
+			errs = append(errs, errors.New("sasl.user: required with a mechanism"))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.SASL != nil && c.SASL.Password == "":
+		return fmt.Errorf("%w: sasl: the password is empty", ErrConfig)
+	case c.Handle == nil:
+		return fmt.Errorf("%w: no handler", ErrConfig)
+	}
+	return nil
+}
+
+// checkTopic applies Kafka's topic name rules: 1 to 249 characters of
+// [a-zA-Z0-9._-], not "." or "..".
+func checkTopic(t string) error {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return fmt.Errorf("topic %q: want 1 to 249 characters, not . or ..", t)
+	}
+	for _, c := range []byte(t) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic %q: only letters, digits, '.', '_' and '-'", t)
+		}
+	}
+	return nil
+}
+
+// pollMax is how many records one poll returns at most.
+const pollMax = 64
+
+// commitTimeout bounds the commit of a handled event's offset, which is
+// attempted even when Run's context has just ended.
+const commitTimeout = 5 * time.Second
+
+// Run consumes the topic as a member of the group until ctx ends, then
+// leaves the group and returns nil. Events are handled one at a time; the
+// offset of each is committed once it is handled or rejected, so an event
+// is handled at least once (again after a crash between the two). A record
+// that is not a valid event is logged with its partition and offset,
+// counted and skipped. Connection and group errors are logged and
+// retried. Run is meant to run on the leading promoter only.
+func (t *Trigger) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(t.opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: client: %w", err)
+	}
+	defer cl.CloseAllowingRebalance()
+	t.log.Info("consuming control events", "topic", t.cfg.Topic, "group", t.cfg.Group, "brokers", t.cfg.Brokers)
+	wctx, wstop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); t.watch(wctx, cl) }()
+	defer func() { wstop(); <-watched }()
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, pollMax)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			break
+		}
+		failed := false
+		fs.EachError(func(topic string, partition int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				failed = true
+				t.log.Warn("control events: fetch", "topic", topic, "partition", partition, "err", err)
+			}
+		})
+		done := true
+		fs.EachRecord(func(r *kgo.Record) {
+			if done && !t.handle(ctx, r) {
+				done = false
+			}
+			if done {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+				if err := cl.CommitRecords(cctx, r); err != nil {
+					t.log.Warn("control events: commit (the event may be handled again)", "partition", r.Partition, "offset", r.Offset, "err", err)
+				}
+				cancel()
+			}
+		})
+		cl.AllowRebalance()
+		if !done {
+			break
+		}
+		if failed && len(fs.Records()) == 0 {
+			backoff = t.next(backoff)
+			if !sleep(ctx, backoff) {
+				break
+			}
+		} else {
+			backoff = 0
+		}
+	}
+	t.log.Info("control events stopped", "topic", t.cfg.Topic)
+	return nil
+}
+
+// handle decodes and hands one record to the handler, retrying until it
+// succeeds or is rejected; false if ctx ended first.
+func (t *Trigger) handle(ctx context.Context, r *kgo.Record) bool {
+	log := t.log.With("partition", r.Partition, "offset", r.Offset)
+	e, err := ParseEvent(r.Value)
+	if err != nil {
+		t.events.WithLabelValues("invalid", "rejected").Inc()
+		log.Warn("control event skipped", "err", err)
+		return true
+	}
+	var backoff time.Duration
+	for {
+		err := t.cfg.Handle(ctx, e)
+		switch {
+		case err == nil:
+			t.events.WithLabelValues(e.Type, "handled").Inc()
+			log.Info("control event handled", "type", e.Type, "policy", e.Policy, "table", e.Table, "partition_name", e.Partition)
+			return true
+		case errors.Is(err, ErrRejected):
+			t.events.WithLabelValues(e.Type, "rejected").Inc()
+			log.Warn("control event rejected", "type", e.Type, "err", err)
+			return true
+		case ctx.Err() != nil:
+			return false
+		}
+		backoff = t.next(backoff)
+		log.Warn("control event failed; retrying", "type", e.Type, "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+	}
+}
+
+// watch checks every CheckInterval that a broker answers the client
+// (Ping: a metadata request over a connection that passed TLS and SASL)
+// and logs when that stops or starts being so: franz-go itself retries a
+// refused connection quietly.
+func (t *Trigger) watch(ctx context.Context, cl *kgo.Client) {
+	ok := true
+	for {
+		pctx, cancel := context.WithTimeout(ctx, t.cfg.CheckInterval)
+		err := cl.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && ok:
+			t.log.Warn("control events: no Kafka broker answers (check brokers, TLS and SASL settings)", "brokers", t.cfg.Brokers, "err", err)
+		case err == nil && !ok:
+			t.log.Info("control events: Kafka brokers answer again", "brokers", t.cfg.Brokers)
+		}
+		ok = err == nil
+		if ok {
+			t.reachable.Set(1)
+		} else {
+			t.reachable.Set(0)
+		}
+		if !sleep(ctx, t.cfg.CheckInterval) {
+			return
+		}
+	}
+}
+
+// next doubles a backoff from 200ms up to MaxBackoff.
+func (t *Trigger) next(d time.Duration) time.Duration {
+	return min(max(2*d, 200*time.Millisecond), t.cfg.MaxBackoff)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
+
+// kgoLogger hands franz-go's log lines to slog; its info lines (requests,
+// metadata updates) go to debug.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelInfo
+	}
+	return kgo.LogLevelWarn
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		lv = slog.LevelError
+	case kgo.LogLevelWarn:
+		lv = slog.LevelWarn
+	}
+	k.l.Log(context.Background(), lv, "kafka: "+msg, keyvals...)
+}
