@@ -53,7 +53,6 @@ type promoterParts struct {
 	store    *objstore.Store // the embedded tier's snapshot store; nil otherwise
 	lakes    map[string]*lake.Lake
 	policies []*policies.Policy
-	kafka    *kafka.Config // the control-event trigger's, without handler; nil: none
 	tempDir  string
 	closers  []func() error
 }
@@ -110,13 +109,6 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 		}
 		pp.lakes[name] = l
 		pp.closers = append(pp.closers, l.Close)
-	}
-	if cfg.Kafka != nil {
-		k, err := cfg.Kafka.load(os.Getenv)
-		if err != nil {
-			return nil, fmt.Errorf("daemon: %w", err)
-		}
-		pp.kafka = &k
 	}
 	if cfg.DataDir != "" {
 		pp.tempDir = filepath.Join(cfg.DataDir, "tmp")
@@ -253,6 +245,7 @@ type PromoterDaemon struct {
 	opts     PromoterOptions
 	log      *slog.Logger
 	pp       *promoterParts
+	kafka    *kafka.Config // the control-event trigger's, without handler; nil: none
 	id       string
 	addr     string
 	draining atomic.Bool
@@ -285,6 +278,16 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	d := &PromoterDaemon{cfg: cfg, opts: opts, log: opts.Logger, id: cfg.ID, leadDone: make(chan struct{})}
 	if d.id == "" {
 		d.id = promoterID()
+	}
+	// The Kafka trigger's TLS files and password are read now (not by
+	// thaw plan, which does not consume), so that a mistake stops the
+	// start, not the first leadership term.
+	if cfg.Kafka != nil {
+		k, err := cfg.Kafka.load(os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		d.kafka = &k
 	}
 	d.pp, err = openPromoterParts(ctx, cfg, opts)
 	if err != nil {
@@ -388,8 +391,8 @@ func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 		}
 	}
 	var control *kafka.Trigger
-	if d.pp.kafka != nil {
-		kc := *d.pp.kafka
+	if d.kafka != nil {
+		kc := *d.kafka
 		kc.Handle = controlHandler(p, log.With("component", "kafka"))
 		kc.Logger = log.With("component", "kafka")
 		kc.Registerer = d.opts.Registry

@@ -61,6 +61,15 @@ func TestPromoterKafkaControlEvents(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Without the password the promoter does not start; thaw plan, which
+	// does not consume, needs none.
+	t.Setenv(EnvKafkaPassword, "")
+	if _, err := StartPromoter(t.Context(), cfg, PromoterOptions{}); err == nil || !strings.Contains(err.Error(), "THAW_KAFKA_PASSWORD is not set") {
+		t.Fatalf("start without the password: %v", err)
+	}
+	if plans, err := PlanPromoter(t.Context(), cfg, "", PromoterOptions{Embedded: smallEmbedded}); err != nil || len(plans) != 1 {
+		t.Fatalf("plan without the password: %v %v", plans, err)
+	}
 	t.Setenv(EnvKafkaPassword, password)
 	var logs testlog.Buffer
 	reg := prometheus.NewRegistry()
