@@ -2,9 +2,13 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -334,6 +338,51 @@ func TestRunSASL(t *testing.T) {
 	waitMetric(t, reg, "thaw_promoter_control_brokers_reachable", 1)
 	if strings.Contains(logs.String(), warning) {
 		t.Fatalf("reachable brokers reported as not answering:\n%s", logs.String())
+	}
+}
+
+// TestRunTLS: over TLS the trigger consumes when it trusts the brokers'
+// certificate, and reports brokers that do not answer when it does not.
+func TestRunTLS(t *testing.T) {
+	// httptest's certificate is valid for 127.0.0.1, where kfake listens.
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.StartTLS()
+	defer srv.Close()
+	brokers := cluster(t, kfake.TLS(srv.TLS.Clone()))
+	trusting := &tls.Config{RootCAs: x509.NewCertPool()}
+	trusting.RootCAs.AddCert(srv.Certificate())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTLSConfig(trusting.Clone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte(promote("p"))}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+
+	var logs testlog.Buffer
+	untrusting := newRecorder(nil)
+	cfg := testConfig(brokers, untrusting.handle, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	cfg.TLS = &tls.Config{RootCAs: x509.NewCertPool()} // trusts nothing
+	stop := start(t, cfg)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "no Kafka broker answers") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if !strings.Contains(logs.String(), "certificate") {
+		t.Fatalf("an untrusted certificate was not reported:\n%s", logs.String())
+	}
+	if got := untrusting.events(); len(got) != 0 {
+		t.Fatalf("handled %+v from an untrusted broker", got)
+	}
+
+	rec := newRecorder(nil)
+	cfg = testConfig(brokers, rec.handle, nil, nil)
+	cfg.TLS = trusting
+	start(t, cfg)
+	if got := rec.waitFor(t, 1); got[0].Policy != "p" {
+		t.Fatalf("got %+v", got)
 	}
 }
 
