@@ -322,8 +322,20 @@ func (c *Coordinator) leading(ctx context.Context) (*term, error) {
 }
 
 func (c *Coordinator) notLeader(ctx context.Context) error {
-	hint := c.leaderHint(ctx)
 	msg := fmt.Sprintf("coordinator: %s is not the active coordinator", c.cfg.ID)
+	return c.notLeaderError(msg, c.leaderHint(ctx))
+}
+
+// notLeaderError is NOT_LEADER naming the active coordinator, unless etcd
+// names this one: it won the election and its term has not started yet
+// (it is resuming its bulk loads), or its term ended before its leader
+// key went. A hint to itself would only send the client back here, so
+// that is UNAVAILABLE: retry shortly, here or at another coordinator.
+func (c *Coordinator) notLeaderError(msg string, hint tierpb.LeaderHint) error {
+	if hint.ID == c.cfg.ID {
+		return tierpb.NewError(tierpb.ReasonUnavailable,
+			msg+"; it is the elected coordinator, and its term is starting or ending: retry", nil)
+	}
 	if hint.ID != "" {
 		msg += "; " + hint.ID + " is"
 	}

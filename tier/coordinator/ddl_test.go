@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -421,6 +423,31 @@ func TestDDLRejectsBadInput(t *testing.T) {
 	}
 	if got := counterValue(t, n.reg, "thaw_coordinator_ddl_total", map[string]string{"op": "create_table", "result": "INVALID_ARGUMENT"}); got != 9 {
 		t.Errorf("ddl metric create_table INVALID_ARGUMENT = %v, want 9", got)
+	}
+}
+
+// TestElectedButNotServing: while etcd names a coordinator as the leader
+// and its term does not serve (it has just won and not started, or its
+// term ended before its leader key went), it answers UNAVAILABLE, not a
+// NOT_LEADER that names itself (the client would only come back). A
+// coordinator that etcd does not name still answers NOT_LEADER naming
+// the one it does.
+func TestElectedButNotServing(t *testing.T) {
+	e := newEnv(t)
+	x, y := e.newNode("c-x", nil), e.newNode("c-y", nil)
+	l, err := fencing.Elect(t.Context(), e.cli, e.store.ElectionPrefix(), "c-x", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(context.WithoutCancel(t.Context()))
+	_, err = x.client.ListDatabases(t.Context(), req(&tierv1.ListDatabasesRequest{}))
+	wantReason(t, err, tierpb.ReasonUnavailable)
+	if _, isHint := tierpb.IsNotLeader(err); isHint || !strings.Contains(err.Error(), "c-x is not the active coordinator; it is the elected coordinator") {
+		t.Fatalf("elected, not serving: %v", err)
+	}
+	_, err = y.client.ListDatabases(t.Context(), req(&tierv1.ListDatabasesRequest{}))
+	if hint, ok := tierpb.IsNotLeader(err); !ok || hint.ID != "c-x" {
+		t.Fatalf("not elected: %v, hint %+v", err, hint)
 	}
 }
 

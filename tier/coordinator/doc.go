@@ -28,7 +28,9 @@
 // a coordinator whose term just ended) answers every RPC but GetLeader
 // with NOT_LEADER, whose metadata names the active coordinator
 // ("leader_id", "leader_address", "leader_epoch") when etcd knows it;
-// GetLeader is answered by every coordinator, as the API promises.
+// one that etcd names itself (its term starting after the election, or
+// ended before its leader key went) answers UNAVAILABLE instead. GetLeader
+// is answered by every coordinator, as the API promises.
 // Requests are validated before anything is read (names, schemas through
 // kv.NewTable, replication factor 1..MaxReplicationFactor, partition names
 // through kv), and errors carry tier/tierpb reasons (see rpcError for the

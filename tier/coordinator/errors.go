@@ -36,7 +36,8 @@ func unavailable(format string, args ...any) *connect.Error {
 //	meta.ErrNotEmpty                      NOT_EMPTY
 //	meta.ErrLoading                       TARGET_LOADING
 //	meta.ErrCorrupt                       INTERNAL
-//	fencing.IsFenced                      NOT_LEADER (naming the active coordinator)
+//	fencing.IsFenced                      NOT_LEADER (naming the active coordinator;
+//	                                      UNAVAILABLE if etcd still names this one)
 //	anything else (etcd, context, a
 //	precondition that kept moving)        UNAVAILABLE: retry; a write's outcome is unknown
 //
@@ -53,7 +54,7 @@ func (c *Coordinator) rpcError(ctx context.Context, what string, err error) erro
 	msg := "coordinator: " + what + ": " + err.Error()
 	switch {
 	case fencing.IsFenced(err):
-		return tierpb.NewNotLeaderError(msg, c.leaderHint(context.WithoutCancel(ctx)))
+		return c.notLeaderError(msg, c.leaderHint(context.WithoutCancel(ctx)))
 	case errors.Is(err, meta.ErrNotFound):
 		return tierpb.NewError(tierpb.ReasonNotFound, msg, nil)
 	case errors.Is(err, meta.ErrExists), errors.Is(err, meta.ErrConflict):

@@ -144,6 +144,25 @@ type node struct {
 // CoordinatorService over httptest.
 func (e *env) startNode(id string, tweak func(*Config)) *node {
 	e.t.Helper()
+	n := e.newNode(id, tweak)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(e.t.Context()))
+	n.cancel = cancel
+	go func() { n.done <- n.c.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-n.done:
+		case <-time.After(10 * time.Second):
+			e.t.Errorf("coordinator %s did not stop", id)
+		}
+	})
+	return n
+}
+
+// newNode is startNode without Run: the coordinator serves its handler
+// but neither publishes its address nor campaigns.
+func (e *env) newNode(id string, tweak func(*Config)) *node {
+	e.t.Helper()
 	var h atomicHandler
 	srv := httptest.NewServer(&h)
 	e.t.Cleanup(srv.Close)
@@ -180,19 +199,8 @@ func (e *env) startNode(id string, tweak func(*Config)) *node {
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)
 	h.Store(mux)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(e.t.Context()))
-	n := &node{c: c, cli: cli, url: srv.URL, reg: reg, cancel: cancel, done: make(chan error, 1),
+	return &node{c: c, cli: cli, url: srv.URL, reg: reg, done: make(chan error, 1),
 		client: tierv1connect.NewCoordinatorServiceClient(srv.Client(), srv.URL)}
-	go func() { n.done <- c.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-n.done:
-		case <-time.After(10 * time.Second):
-			e.t.Errorf("coordinator %s did not stop", id)
-		}
-	})
-	return n
 }
 
 // awaitLeader waits until n leads and returns its term.
