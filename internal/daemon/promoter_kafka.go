@@ -71,15 +71,14 @@ func (c KafkaConfig) trigger() kafka.Config {
 	return k
 }
 
+// validate checks the section's form; the trigger's errors read "kafka:
+// invalid configuration: KEY: ...".
 func (c KafkaConfig) validate() error {
 	errs := []error{c.trigger().Validate()}
 	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
-		errs = append(errs, errors.New("tls: cert_file and key_file go together"))
+		errs = append(errs, errors.New("kafka.tls: cert_file and key_file go together"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("kafka: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (c *KafkaConfig) resolvePaths(dir string) {

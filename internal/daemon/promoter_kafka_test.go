@@ -204,13 +204,13 @@ func TestPromoterKafkaConfig(t *testing.T) {
 		k    KafkaConfig
 		want string
 	}{
-		{KafkaConfig{Topic: "t"}, "kafka: kafka: invalid configuration: brokers: at least one HOST:PORT"},
+		{KafkaConfig{Topic: "t"}, "kafka: invalid configuration: brokers: at least one HOST:PORT"},
 		{KafkaConfig{Brokers: []string{"k:9092"}}, `topic ""`},
 		{KafkaConfig{Brokers: []string{"k"}, Topic: "t"}, `"k": want HOST:PORT`},
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", Start: "now"}, `start "now"`},
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", SASL: &KafkaSASLConfig{Mechanism: "OAUTHBEARER", User: "u"}}, `mechanism "OAUTHBEARER"`},
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", SASL: &KafkaSASLConfig{Mechanism: "PLAIN"}}, "sasl.user: required"},
-		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", TLS: &KafkaTLSConfig{CertFile: "c.pem"}}, "cert_file and key_file go together"},
+		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", TLS: &KafkaTLSConfig{CertFile: "c.pem"}}, "kafka.tls: cert_file and key_file go together"},
 	} {
 		cfg := base()
 		cfg.Kafka = &tc.k
