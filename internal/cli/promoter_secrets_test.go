@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/internal/daemon"
@@ -37,7 +41,12 @@ var testSecrets = map[string]string{
 	"azure.sas_token":        "SECRET-sas-7f3c6e0a2b49",
 	"glue.secret_access_key": "SECRET-glue-7f3c1b7c3d60",
 	"properties":             "SECRET-prop-7f3c4e9f8a13",
+	kafkaSecret:              "SECRET-kafka-7f3c2d5e81b6",
 }
+
+// kafkaSecret names the Kafka SASL password, which comes from the
+// environment (THAW_KAFKA_PASSWORD), not from the config file.
+const kafkaSecret = "kafka (THAW_KAFKA_PASSWORD)"
 
 func secretsYAML() string {
 	s := testSecrets
@@ -76,16 +85,34 @@ func leaks(where string, data []byte) []string {
 // of them. The control check finds them in the config file.
 func TestNoCredentialLeaks(t *testing.T) {
 	s := newPromoterSetup(t, 600, secretsYAML())
+	// The promoter consumes control events from a Kafka (kfake) with SCRAM,
+	// its password in the environment.
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "thaw-control"), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "admin", "admin-pw"), kfake.User("SCRAM-SHA-256", "thaw", testSecrets[kafkaSecret]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	f, err := os.OpenFile(s.configPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fmt.Fprintf(f, "kafka:\n  brokers: [%q]\n  topic: thaw-control\n  sasl: {mechanism: SCRAM-SHA-256, user: thaw}\n", kc.ListenAddrs()[0])
+	if err = errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(daemon.EnvKafkaPassword, testSecrets[kafkaSecret])
+
 	raw, err := os.ReadFile(s.configPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := leaks("config", raw); len(got) < len(testSecrets) {
-		t.Fatalf("control: the scanner finds %d of %d secrets in the config text: %v", len(got), len(testSecrets), got)
+	if got := leaks("config", raw); len(got) < len(testSecrets)-1 {
+		t.Fatalf("control: the scanner finds %d of %d secrets in the config text: %v", len(got), len(testSecrets)-1, got)
 	}
 	for name, v := range testSecrets {
-		if !bytes.Contains(raw, []byte(v)) {
-			t.Fatalf("control: secret %s is not in the config", name)
+		if in := bytes.Contains(raw, []byte(v)); in != (name != kafkaSecret) {
+			t.Fatalf("control: secret %s in the config: %v", name, in)
 		}
 	}
 
@@ -167,6 +194,23 @@ func TestNoCredentialLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	producer, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.DefaultProduceTopic("thaw-control"),
+		kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Events that promote nothing (the test counts its promotions): a lake
+	// commit no policy follows, a request the policy refuses, no event.
+	for _, v := range []string{
+		`{"version":1,"type":"lake_commit","catalog":"default","table":"lake.other"}`,
+		`{"version":1,"type":"promote","policy":"scheduled-only"}`,
+		`not an event`,
+	} {
+		if err := producer.ProduceSync(t.Context(), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	producer.Close()
 	items, err := c.Promote(t.Context(), promoter.Request{Table: "quickstart.events"})
 	if err != nil {
 		t.Fatal(err)
@@ -274,6 +318,16 @@ func TestNoCredentialLeaks(t *testing.T) {
 	} {
 		if !bytes.Contains(all[where], []byte(want)) {
 			t.Errorf("%s lacks %q", where, want)
+		}
+	}
+	// ... and the control events went through the SASL-authenticated client.
+	for _, c := range []struct{ where, want string }{
+		{"GET /metrics 200 OK", `thaw_promoter_control_events_total{outcome="handled",type="lake_commit"} 1`},
+		{"daemon logs", `"msg":"control event rejected"`},
+		{"daemon logs", `"msg":"control event skipped"`},
+	} {
+		if !bytes.Contains(all[c.where], []byte(c.want)) {
+			t.Errorf("%s lacks %q", c.where, c.want)
 		}
 	}
 	if n := len(logs.Bytes()); n < 10_000 {
