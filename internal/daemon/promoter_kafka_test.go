@@ -157,6 +157,82 @@ thaw_promoter_control_events_total{outcome="rejected",type="promote"} 1
 	}
 }
 
+// TestPromoterKafkaFailover: the leading promoter consumes an event and
+// is closed; the standby that takes over consumes the next one and does
+// not handle the first again (its offset was committed), through the
+// same consumer group.
+func TestPromoterKafkaFailover(t *testing.T) {
+	const topic = "thaw-control"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	producer, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	promote := func(partition string) {
+		t.Helper()
+		v := `{"version":1,"type":"promote","table":"shop.events","partition":"` + partition + `"}`
+		if err := producer.ProduceSync(t.Context(), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cfg := promoterTestConfig(t)
+	sharedTier(t, &cfg)
+	cfg.Kafka = &KafkaConfig{Brokers: c.ListenAddrs(), Topic: topic}
+	cfg.ID = "first"
+	firstReg := prometheus.NewRegistry()
+	first, err := StartPromoter(t.Context(), cfg, PromoterOptions{RunOptions: RunOptions{Registry: firstReg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = first.Close()
+		}
+	}()
+	if err := first.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	standbyCfg := cfg
+	standbyCfg.ID, standbyCfg.DataDir = "standby", ""
+	standbyReg := prometheus.NewRegistry()
+	standby, err := StartPromoter(t.Context(), standbyCfg, PromoterOptions{RunOptions: RunOptions{Registry: standbyReg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Close()
+
+	promote("2024-01-01")
+	waitCommitted(t, first.Promoter(), "2024-01-01")
+	closed = true
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := standby.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	promote("2024-01-02")
+	waitCommitted(t, standby.Promoter(), "2024-01-01", "2024-01-02")
+	const handled = `
+# HELP thaw_promoter_control_events_total Kafka control events by type (invalid: not an event) and outcome (handled, rejected).
+# TYPE thaw_promoter_control_events_total counter
+thaw_promoter_control_events_total{outcome="handled",type="promote"} 1
+`
+	for name, reg := range map[string]*prometheus.Registry{"first": firstReg, "standby": standbyReg} {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(handled), "thaw_promoter_control_events_total"); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
 // waitCommitted waits until p's ledger holds a committed promotion of
 // every partition.
 func waitCommitted(t *testing.T, p *promoter.Promoter, partitions ...string) {

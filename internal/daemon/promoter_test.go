@@ -59,6 +59,27 @@ func promoterTestSetup(t *testing.T, policy string) (PromoterConfig, lake.Sample
 	return cfg, info
 }
 
+// sharedTier starts a tier on cfg's data directory that outlives the
+// promoters of the test, and points cfg at it as an external tier, so
+// that two promoters (a leader and a standby) can share it.
+func sharedTier(t *testing.T, cfg *PromoterConfig) {
+	t.Helper()
+	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1}
+	smallEmbedded(&ec)
+	e, err := StartEmbedded(t.Context(), ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	if err := e.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: e.Address()}
+	cfg.Tier.Etcd.defaults()
+	cfg.Tier.Etcd.Endpoints = e.EtcdEndpoints()
+}
+
 func smallEmbedded(ec *EmbeddedConfig) {
 	ec.EtcdUnsafeNoFsync = true
 	ec.Tablet.CacheSize, ec.Tablet.MemTableBudget = 4<<20, 4<<20
@@ -82,22 +103,8 @@ func httpGet(t *testing.T, url string) (int, string) {
 // again.
 func TestPromoterShutdownDuringBuild(t *testing.T) {
 	cfg := promoterTestConfig(t)
-	// The tier outlives both promoters: each reaches it as an external one.
-	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1}
-	smallEmbedded(&ec)
-	e, err := StartEmbedded(t.Context(), ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := e.WaitReady(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	no := false
+	sharedTier(t, &cfg)
 	cfg.ID = "first"
-	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: e.Address()}
-	cfg.Tier.Etcd.defaults()
-	cfg.Tier.Etcd.Endpoints = e.EtcdEndpoints()
 	building := make(chan promoter.Record, 1)
 	d, err := StartPromoter(t.Context(), cfg, PromoterOptions{Hooks: promoter.Hooks{
 		AfterPhase: func(ctx context.Context, r promoter.Record) error {
