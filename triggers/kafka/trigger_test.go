@@ -39,7 +39,14 @@ func cluster(t *testing.T, opts ...kfake.Opt) []string {
 // produce writes each value to the given partition, in order.
 func produce(t *testing.T, brokers []string, partition int32, values ...string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceWith(t, brokers, nil, partition, values...)
+}
+
+// produceWith is produce through a client with the extra options (TLS,
+// SASL).
+func produceWith(t *testing.T, brokers []string, opts []kgo.Opt, partition int32, values ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,15 +301,7 @@ func TestRunSASL(t *testing.T) {
 	brokers := cluster(t, kfake.EnableSASL(), kfake.Superuser(SASLScramSHA256, "admin", "admin-secret"),
 		kfake.User(SASLScramSHA256, "thaw", "s3cret-pw"))
 	// The producer authenticates as the superuser.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte(promote("p"))}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
+	produceWith(t, brokers, []kgo.Opt{kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha256Mechanism())}, 0, promote("p"))
 
 	var logs testlog.Buffer
 	bad := newRecorder(nil)
@@ -311,10 +310,7 @@ func TestRunSASL(t *testing.T) {
 	cfg.SASL = &SASL{Mechanism: SASLScramSHA256, User: "thaw", Password: "wrong-pw"}
 	stopBad := start(t, cfg)
 	const warning = "no Kafka broker answers (check brokers, TLS and SASL settings)"
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), warning) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLog(&logs, warning)
 	waitMetric(t, reg, "thaw_promoter_control_brokers_reachable", 0)
 	stopBad()
 	if !strings.Contains(logs.String(), warning) {
@@ -351,24 +347,14 @@ func TestRunTLS(t *testing.T) {
 	brokers := cluster(t, kfake.TLS(srv.TLS.Clone()))
 	trusting := &tls.Config{RootCAs: x509.NewCertPool()}
 	trusting.RootCAs.AddCert(srv.Certificate())
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTLSConfig(trusting.Clone()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte(promote("p"))}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
+	produceWith(t, brokers, []kgo.Opt{kgo.DialTLSConfig(trusting.Clone())}, 0, promote("p"))
 
 	var logs testlog.Buffer
 	untrusting := newRecorder(nil)
 	cfg := testConfig(brokers, untrusting.handle, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	cfg.TLS = &tls.Config{RootCAs: x509.NewCertPool()} // trusts nothing
 	stop := start(t, cfg)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), "no Kafka broker answers") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLog(&logs, "no Kafka broker answers")
 	stop()
 	if !strings.Contains(logs.String(), "certificate") {
 		t.Fatalf("an untrusted certificate was not reported:\n%s", logs.String())
@@ -383,6 +369,14 @@ func TestRunTLS(t *testing.T) {
 	start(t, cfg)
 	if got := rec.waitFor(t, 1); got[0].Policy != "p" {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+// waitLog waits up to 30 s for logs to hold s (the caller checks).
+func waitLog(logs *testlog.Buffer, s string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), s) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
