@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -113,35 +114,18 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// metric returns the value of the counter or gauge name whose labels
-// include labels; -1 if there is none.
+// metric returns the value of the counter or gauge name (a histogram's
+// sample count) whose labels include labels; -1 if there is none.
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, ok, err := testmetric.Value(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			if m.GetHistogram() != nil {
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-			return m.GetGauge().GetValue()
-		}
+	if !ok {
+		return -1
 	}
-	return -1
+	return v
 }
 
 // histogramCount returns the sample count of a histogram; 0 if none.

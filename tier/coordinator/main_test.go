@@ -25,6 +25,7 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -371,33 +372,18 @@ func (f *fakeTablet) noticeList() []*tierv1.NotifyAssignmentRequest {
 
 func isNotLeader(err error) bool { return errors.Is(err, fencing.ErrNotLeader) }
 
-// metricValue returns the value of the metric name with the given labels
-// (a counter or a gauge), failing the test if there is none.
+// metricValue returns the value of the metric name whose labels include
+// the given ones (a counter or a gauge), failing the test if there is none.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, ok, err := testmetric.Value(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
+	if !ok {
+		t.Fatalf("no metric %s %v", name, labels)
 	}
-	t.Fatalf("no metric %s %v", name, labels)
-	return 0
+	return v
 }
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {

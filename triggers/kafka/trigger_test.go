@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testmetric"
 )
 
 const topic = "thaw-control"
@@ -226,36 +227,18 @@ func counter(t *testing.T, reg *prometheus.Registry, typ, outcome string) float6
 	return metric(t, reg, "thaw_promoter_control_events_total", map[string]string{"type": typ, "outcome": outcome})
 }
 
-// metric returns the value of the counter or gauge name with the given
-// labels; -1 if there is none.
+// metric returns the value of the counter or gauge name whose labels
+// include the given ones; -1 if there is none.
 func metric(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, ok, err := testmetric.Value(reg, name, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
+	if !ok {
+		return -1
 	}
-	return -1
+	return v
 }
 
 // waitMetric waits until the metric has the value v.
