@@ -26,13 +26,14 @@
 //
 // # Delivery
 //
-// Events are handled one at a time in each partition's order; the offset of
-// each is committed as soon as it is handled or rejected, so an event is
-// handled at least once — twice only if the process dies between handling
-// and committing, which the promoter's level-based, deduplicating queue
-// makes harmless. A handler error wrapping ErrRejected (an unknown policy,
-// a policy without the onRequest trigger, a partition the lake does not
-// have) skips the event; any other error is retried with doubling backoff
+// Events are handled one at a time in each partition's order (producers
+// key records by table to keep a table's events in one partition); the
+// offset of each is committed as soon as it is handled or rejected, so an
+// event is handled at least once — twice only if the process dies between
+// handling and committing, which the promoter's level-based, deduplicating
+// queue makes harmless. A handler error wrapping ErrRejected (an unknown
+// policy, a policy without the onRequest trigger, a partition the lake does
+// not have) skips the event; any other error is retried with doubling backoff
 // (200ms up to Config.MaxBackoff) and holds back the events behind it in
 // that partition. When Run's context ends (shutdown, lost leadership) an
 // unhandled event stays uncommitted and goes to the next member of the
