@@ -327,9 +327,9 @@ func (c *Coordinator) notLeader(ctx context.Context) error {
 }
 
 // notLeaderError is NOT_LEADER naming the active coordinator, unless etcd
-// names this one: it won the election and its term has not started yet
-// (it is resuming its bulk loads), or its term ended before its leader
-// key went. A hint to itself would only send the client back here, so
+// names this one: it won the election and has not stored its term yet, or
+// its term ended before its leader key went (or a fenced write met its own
+// next term). A hint to itself would only send the client back here, so
 // that is UNAVAILABLE: retry shortly, here or at another coordinator.
 func (c *Coordinator) notLeaderError(msg string, hint tierpb.LeaderHint) error {
 	if hint.ID == c.cfg.ID {
