@@ -55,6 +55,9 @@ func TestPromoterKafkaControlEvents(t *testing.T) {
 		}
 	}
 
+	if kafkaPolicy == testPolicy {
+		t.Fatal("kafkaPolicy: testPolicy's triggers line changed")
+	}
 	cfg, info := promoterTestSetup(t, kafkaPolicy)
 	cfg.LakePollInterval = time.Hour
 	cfg.Kafka = &KafkaConfig{Brokers: c.ListenAddrs(), Topic: topic, SASL: &KafkaSASLConfig{Mechanism: "SCRAM-SHA-256", User: user}}
