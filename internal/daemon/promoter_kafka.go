@@ -129,9 +129,10 @@ func (c KafkaConfig) load(getenv func(string) string) (kafka.Config, error) {
 
 // controlHandler acts on control events through p: promote as an
 // on-demand request (the policy needs onRequest), reconcile one policy or
-// all, lake_commit as LakeCommitted. What retrying cannot change (unknown
-// policy, trigger not allowed, no such partition, a schema that does not
-// map) is rejected; other errors are retried by the trigger. A lake commit
+// all, lake_commit as LakeCommitted. What retrying cannot change
+// (promoter.IsRetriable false: unknown policy, trigger not allowed, a
+// schema that does not map, ...; or no such partition) is rejected; other
+// errors are retried by the trigger. A lake commit
 // of a table no policy promotes on lake commits is handled: it does
 // nothing (one topic may carry the commits of every lake table).
 func controlHandler(p *promoter.Promoter, log *slog.Logger) kafka.Handler {
@@ -155,10 +156,11 @@ func controlHandler(p *promoter.Promoter, log *slog.Logger) kafka.Handler {
 		default:
 			err = fmt.Errorf("%w: event type %q", promoter.ErrNotAllowed, e.Type)
 		}
-		for _, permanent := range []error{promoter.ErrUnknownPolicy, promoter.ErrNotAllowed, promoter.ErrNotFound, promoter.ErrSchema} {
-			if errors.Is(err, permanent) {
-				return fmt.Errorf("%w: %w", kafka.ErrRejected, err)
-			}
+		// Terminal as the promoter classes promotion failures, or a
+		// partition the lake does not have; not a context ended by a
+		// shutdown (the next leader handles the event).
+		if err != nil && ctx.Err() == nil && (!promoter.IsRetriable(err) || errors.Is(err, promoter.ErrNotFound)) {
+			return fmt.Errorf("%w: %w", kafka.ErrRejected, err)
 		}
 		return err
 	}
