@@ -130,8 +130,13 @@
 // phase ("promotion phase") with promotion, policy, target, attempt, phase
 // and txn; warnings for retries and aborts, errors for failures. Progress
 // reports a running promotion's rows read and each bucket's rows and bytes.
-// Records, logs and metrics carry names, ids, counts, times and error
-// messages only: no credential is ever handed to this package.
+// Status events (Config.Status, a StatusSink): after every successful
+// ledger write, StatusEventOf the written record — its state with the
+// record's revision, without the caller token — in write order; the daemon
+// publishes them to Kafka (triggers/kafka), ParseStatusEvent reads them
+// strictly. Records, logs, metrics and events carry names, ids, counts,
+// times and error messages only: no credential is ever handed to this
+// package.
 //
 // # Estimates
 //

@@ -87,6 +87,7 @@ func (p *Promoter) write(ctx context.Context, r *Record) error {
 		return err
 	}
 	*r = nr
+	p.publish(nr)
 	return nil
 }
 
@@ -142,6 +143,7 @@ func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) 
 			}
 			return Record{}, err
 		}
+		p.publish(r)
 	} else {
 		r = *existing
 		r.Policy = ps.plan.Policy

@@ -133,6 +133,10 @@ type Config struct {
 	Retry RetryPolicy
 	// TempDir holds the builders' spill and SST files (default os.TempDir).
 	TempDir string
+	// Status, optional, receives a StatusEvent after every write of a
+	// promotion's ledger record (triggers/kafka's Publisher, in the
+	// daemon).
+	Status StatusSink
 	// Hooks inject faults in tests.
 	Hooks Hooks
 }

@@ -87,7 +87,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 	s := newPromoterSetup(t, 600, secretsYAML())
 	// The promoter consumes control events from a Kafka (kfake) with SCRAM,
 	// its password in the environment.
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "thaw-control"), kfake.EnableSASL(),
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "thaw-control", "thaw-status"), kfake.EnableSASL(),
 		kfake.Superuser("SCRAM-SHA-256", "admin", "admin-pw"), kfake.User("SCRAM-SHA-256", "thaw", testSecrets[kafkaSecret]))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = fmt.Fprintf(f, "kafka:\n  brokers: [%q]\n  topic: thaw-control\n  sasl: {mechanism: SCRAM-SHA-256, user: thaw}\n", kc.ListenAddrs()[0])
+	_, err = fmt.Fprintf(f, "kafka:\n  brokers: [%q]\n  topic: thaw-control\n  status_topic: thaw-status\n  sasl: {mechanism: SCRAM-SHA-256, user: thaw}\n", kc.ListenAddrs()[0])
 	if err = errors.Join(err, f.Close()); err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +278,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
+	capture("status events", statusTopicValues(t, kc.ListenAddrs(), 3))
 
 	// thaw plan in-process, with its logs at debug level.
 	planLogs := &testlog.Buffer{}
@@ -314,7 +315,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 	}
 	for where, want := range map[string]string{
 		"daemon logs": r.ID, "GET /metrics 200 OK": "thaw_promoter_", "thaw plan --config": "policy quickstart",
-		"GET /v1/promotions/" + r.ID + " 200 OK": `"progress"`,
+		"GET /v1/promotions/" + r.ID + " 200 OK": `"progress"`, "status events": `"promotion":"` + r.ID + `"`,
 	} {
 		if !bytes.Contains(all[where], []byte(want)) {
 			t.Errorf("%s lacks %q", where, want)
@@ -341,4 +342,37 @@ func TestNoCredentialLeaks(t *testing.T) {
 		t.Fatalf("credentials leaked:\n%s", strings.Join(found, "\n"))
 	}
 	t.Logf("scanned %d captures, %d bytes of logs", len(captured), len(logs.Bytes()))
+}
+
+// statusTopicValues reads the status topic (as the superuser) until it
+// has seen committed events of n promotions, and returns every value.
+func statusTopicValues(t *testing.T, brokers []string, n int) []byte {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("thaw-status"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var out []byte
+	committed := map[string]bool{}
+	for len(committed) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("status topic: %d committed promotions of %d", len(committed), n)
+		}
+		for _, r := range fs.Records() {
+			out = append(append(out, r.Value...), '\n')
+			e, err := promoter.ParseStatusEvent(r.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Phase == promoter.PhaseCommitted {
+				committed[e.Promotion] = true
+			}
+		}
+	}
+	return out
 }

@@ -245,7 +245,9 @@ type PromoterDaemon struct {
 	opts     PromoterOptions
 	log      *slog.Logger
 	pp       *promoterParts
-	kafka    *kafka.Config // the control-event trigger's, without handler; nil: none
+	kafka    *kafka.Config          // the control-event trigger's, without handler; nil: none
+	statusTo *kafka.PublisherConfig // the status-event publisher's; nil: none
+	status   *kafka.Publisher       // open from start to Close when statusTo is set
 	id       string
 	addr     string
 	draining atomic.Bool
@@ -279,15 +281,13 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	if d.id == "" {
 		d.id = promoterID()
 	}
-	// The Kafka trigger's TLS files and password are read now (not by
-	// thaw plan, which does not consume), so that a mistake stops the
+	// The Kafka client's TLS files and password are read now (not by
+	// thaw plan, which does not connect), so that a mistake stops the
 	// start, not the first leadership term.
 	if cfg.Kafka != nil {
-		k, err := cfg.Kafka.load(os.Getenv)
-		if err != nil {
+		if d.kafka, d.statusTo, err = cfg.Kafka.load(os.Getenv); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
-		d.kafka = &k
 	}
 	d.pp, err = openPromoterParts(ctx, cfg, opts)
 	if err != nil {
@@ -304,6 +304,13 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 		return nil, errors.Join(fmt.Errorf("daemon: listen: %w", err), d.pp.close())
 	}
 	d.addr = advertised("", ln.Addr())
+	if d.statusTo != nil {
+		pc := *d.statusTo
+		pc.Logger, pc.Registerer = d.log.With("component", "kafka"), opts.Registry
+		if d.status, err = kafka.NewPublisher(pc); err != nil {
+			return nil, errors.Join(fmt.Errorf("daemon: status events: %w", err), ln.Close(), d.pp.close())
+		}
+	}
 
 	gath := newGatherers(opts.Registry)
 	var metrics prometheus.Gatherer = gath
@@ -366,7 +373,11 @@ func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 			log.Info("promoter resigned")
 		}
 	}()
-	p, err := promoter.New(d.pp.promoterConfig(d.cfg, d.opts, promoter.NewEtcdLedger(d.pp.etcd, d.cfg.Prefix, lead), d.opts.Registry))
+	pc := d.pp.promoterConfig(d.cfg, d.opts, promoter.NewEtcdLedger(d.pp.etcd, d.cfg.Prefix, lead), d.opts.Registry)
+	if d.status != nil {
+		pc.Status = statusSink{pub: d.status, log: log.With("component", "kafka")}
+	}
+	p, err := promoter.New(pc)
 	if err != nil {
 		return err
 	}
@@ -551,6 +562,11 @@ func (d *PromoterDaemon) Close() error {
 		errs = append(errs, d.leadErr)
 	case <-timer.C:
 		errs = append(errs, fmt.Errorf("daemon: promoter did not stop within %v", d.cfg.ShutdownTimeout))
+	}
+	if d.status != nil {
+		// The last events (a promotion aborted by the shutdown) go out
+		// before the client closes.
+		errs = append(errs, d.status.Close(context.Background()))
 	}
 	errs = append(errs, d.pp.close())
 	return errors.Join(errs...)

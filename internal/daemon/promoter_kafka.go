@@ -23,13 +23,18 @@ const EnvKafkaPassword = "THAW_KAFKA_PASSWORD"
 const DefaultKafkaGroup = "thaw-promoter"
 
 // KafkaConfig makes the leading promoter consume control events
-// (triggers/kafka: promote, reconcile, lake_commit) from a Kafka topic.
-// The SASL password comes from THAW_KAFKA_PASSWORD, never from the file.
+// (triggers/kafka: promote, reconcile, lake_commit) from a Kafka topic,
+// and the promoter publish status events (promoter.StatusEvent) to
+// another; at least one of the two topics is required. The SASL password
+// comes from THAW_KAFKA_PASSWORD, never from the file.
 type KafkaConfig struct {
 	// Brokers are seed brokers, HOST:PORT (required).
 	Brokers []string `yaml:"brokers"`
-	// Topic is the control topic (required).
+	// Topic is the control topic (empty: no control events).
 	Topic string `yaml:"topic"`
+	// StatusTopic receives a status event after every write of a
+	// promotion's ledger record (empty: none).
+	StatusTopic string `yaml:"status_topic"`
 	// Group is the consumer group (default thaw-promoter).
 	Group string `yaml:"group"`
 	// Start is where a group without committed offsets begins: earliest
@@ -71,10 +76,36 @@ func (c KafkaConfig) trigger() kafka.Config {
 	return k
 }
 
-// validate checks the section's form; the trigger's errors read "kafka:
-// invalid configuration: KEY: ...".
+// publisher returns the status-event publisher's configuration without
+// TLS material or password.
+func (c KafkaConfig) publisher() kafka.PublisherConfig {
+	k := kafka.PublisherConfig{Brokers: c.Brokers, Topic: c.StatusTopic}
+	if c.SASL != nil {
+		k.SASL = &kafka.SASL{Mechanism: c.SASL.Mechanism, User: c.SASL.User}
+	}
+	return k
+}
+
+// validate checks the section's form; the trigger's and the publisher's
+// errors read "kafka: invalid configuration: KEY: ...".
 func (c KafkaConfig) validate() error {
-	errs := []error{c.trigger().Validate()}
+	var errs []error
+	switch {
+	case c.Topic == "" && c.StatusTopic == "":
+		errs = append(errs, errors.New("kafka: topic (control events) or status_topic (status events): at least one is required"))
+	case c.Topic != "":
+		errs = append(errs, c.trigger().Validate())
+		if c.StatusTopic != "" {
+			if err := kafka.CheckTopic(c.StatusTopic); err != nil {
+				errs = append(errs, fmt.Errorf("kafka: status_topic: %w", err))
+			}
+		}
+	default:
+		errs = append(errs, c.publisher().Validate())
+	}
+	if c.Topic != "" && c.Topic == c.StatusTopic {
+		errs = append(errs, fmt.Errorf("kafka: topic and status_topic are both %q: status events are no control events", c.Topic))
+	}
 	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		errs = append(errs, errors.New("kafka.tls: cert_file and key_file go together"))
 	}
@@ -92,15 +123,37 @@ func (c *KafkaConfig) resolvePaths(dir string) {
 	}
 }
 
-// load returns the trigger configuration with its TLS material read and
-// the password taken from the environment: errors here stop the promoter
-// at start, not at its first leadership term.
-func (c KafkaConfig) load(getenv func(string) string) (kafka.Config, error) {
-	k := c.trigger()
+// load returns the trigger's configuration (nil without a control topic)
+// and the publisher's (nil without a status topic) with their TLS material
+// read and the password taken from the environment: errors here stop the
+// promoter at start, not at its first leadership term.
+func (c KafkaConfig) load(getenv func(string) string) (*kafka.Config, *kafka.PublisherConfig, error) {
+	tc, s, err := c.connection(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	var trig *kafka.Config
+	var pub *kafka.PublisherConfig
+	if c.Topic != "" {
+		k := c.trigger()
+		k.TLS, k.SASL = tc, s
+		trig = &k
+	}
+	if c.StatusTopic != "" {
+		k := c.publisher()
+		k.TLS, k.SASL = tc, s
+		pub = &k
+	}
+	return trig, pub, nil
+}
+
+// connection reads the TLS material and the SASL password.
+func (c KafkaConfig) connection(getenv func(string) string) (*tls.Config, *kafka.SASL, error) {
+	var s *kafka.SASL
 	if c.SASL != nil {
-		k.SASL.Password = getenv(EnvKafkaPassword)
-		if k.SASL.Password == "" {
-			return k, fmt.Errorf("kafka.sasl: %s is not set", EnvKafkaPassword)
+		s = &kafka.SASL{Mechanism: c.SASL.Mechanism, User: c.SASL.User, Password: getenv(EnvKafkaPassword)}
+		if s.Password == "" {
+			return nil, nil, fmt.Errorf("kafka.sasl: %s is not set", EnvKafkaPassword)
 		}
 	}
 	if t := c.TLS; t != nil {
@@ -108,23 +161,39 @@ func (c KafkaConfig) load(getenv func(string) string) (kafka.Config, error) {
 		if t.CAFile != "" {
 			pem, err := os.ReadFile(t.CAFile)
 			if err != nil {
-				return k, fmt.Errorf("kafka.tls.ca_file: %w", err)
+				return nil, nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
 			}
 			tc.RootCAs = x509.NewCertPool()
 			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return k, fmt.Errorf("kafka.tls.ca_file %s: no PEM certificate in it", t.CAFile)
+				return nil, nil, fmt.Errorf("kafka.tls.ca_file %s: no PEM certificate in it", t.CAFile)
 			}
 		}
 		if t.CertFile != "" {
 			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 			if err != nil {
-				return k, fmt.Errorf("kafka.tls: client certificate: %w", err)
+				return nil, nil, fmt.Errorf("kafka.tls: client certificate: %w", err)
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		k.TLS = tc
+		return tc, s, nil
 	}
-	return k, nil
+	return nil, s, nil
+}
+
+// statusSink publishes the promoter's status events through a
+// kafka.Publisher.
+type statusSink struct {
+	pub *kafka.Publisher
+	log *slog.Logger
+}
+
+func (s statusSink) Publish(e promoter.StatusEvent) {
+	b, err := e.Marshal()
+	if err != nil {
+		s.log.Warn("status event not published", "promotion", e.Promotion, "err", err)
+		return
+	}
+	s.pub.Publish(e.Key(), b)
 }
 
 // controlHandler acts on control events through p: promote as an

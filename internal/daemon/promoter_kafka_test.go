@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/promoter"
 )
@@ -30,11 +31,12 @@ var kafkaPolicy = strings.Replace(testPolicy, "triggers: {onRequest: true}", "tr
 // policy's window, a lake_commit event promotes the day a new lake commit
 // added — long before the next lake poll (an hour) — and a record that is
 // no event and an event naming an unknown policy are skipped and counted.
-// The SASL password (from THAW_KAFKA_PASSWORD) appears in no log line, no
-// metric and nothing in etcd.
+// Every promotion's states go out as status events on another topic, in
+// order. The SASL password (from THAW_KAFKA_PASSWORD) appears in no log
+// line, no metric, no status event and nothing in etcd.
 func TestPromoterKafkaControlEvents(t *testing.T) {
-	const user, password, topic = "thaw", "SECRET-kafka-pw-5d1e9a", "thaw-control"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic), kfake.EnableSASL(),
+	const user, password, topic, statusTopic = "thaw", "SECRET-kafka-pw-5d1e9a", "thaw-control", "thaw-status"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic, statusTopic), kfake.EnableSASL(),
 		kfake.Superuser("SCRAM-SHA-256", "admin", "admin-pw"), kfake.User("SCRAM-SHA-256", user, password))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +62,8 @@ func TestPromoterKafkaControlEvents(t *testing.T) {
 	}
 	cfg, info := promoterTestSetup(t, kafkaPolicy)
 	cfg.LakePollInterval = time.Hour
-	cfg.Kafka = &KafkaConfig{Brokers: c.ListenAddrs(), Topic: topic, SASL: &KafkaSASLConfig{Mechanism: "SCRAM-SHA-256", User: user}}
+	cfg.Kafka = &KafkaConfig{Brokers: c.ListenAddrs(), Topic: topic, StatusTopic: statusTopic,
+		SASL: &KafkaSASLConfig{Mechanism: "SCRAM-SHA-256", User: user}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +135,24 @@ thaw_promoter_control_events_total{outcome="rejected",type="promote"} 1
 		}
 	}
 
-	// No trace of the password: logs, metrics, etcd.
+	// Status events: each promotion's phases, in order.
+	status := statusEvents(t, c.ListenAddrs(), statusTopic, []kgo.Opt{kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha256Mechanism())},
+		"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")
+	// The brokers acknowledge a record before its count goes up.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, _, err := testmetric.Value(reg, "thaw_promoter_status_events_total", map[string]string{"outcome": "published"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("published status events: %v, want at least 20", got)
+		}
+	}
+
+	// No trace of the password: logs, metrics, status events, etcd.
 	var metrics bytes.Buffer
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -153,7 +173,7 @@ thaw_promoter_control_events_total{outcome="rejected",type="promote"} 1
 	if len(resp.Kvs) == 0 || !strings.Contains(kvs.String(), "2024-01-04") {
 		t.Fatalf("control: the etcd scan holds %d keys and misses the promotion", len(resp.Kvs))
 	}
-	for where, data := range map[string][]byte{"logs": logs.Bytes(), "metrics": metrics.Bytes(), "etcd": kvs.Bytes()} {
+	for where, data := range map[string][]byte{"logs": logs.Bytes(), "metrics": metrics.Bytes(), "etcd": kvs.Bytes(), "status events": status} {
 		if bytes.Contains(data, []byte(password)) {
 			t.Errorf("the Kafka password is in the %s", where)
 		}
@@ -284,7 +304,11 @@ func TestPromoterKafkaConfig(t *testing.T) {
 		want string
 	}{
 		{KafkaConfig{Topic: "t"}, "kafka: invalid configuration: brokers: at least one HOST:PORT"},
-		{KafkaConfig{Brokers: []string{"k:9092"}}, `topic ""`},
+		{KafkaConfig{Brokers: []string{"k:9092"}}, "kafka: topic (control events) or status_topic (status events): at least one is required"},
+		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", StatusTopic: "t"}, `kafka: topic and status_topic are both "t"`},
+		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", StatusTopic: "a/b"}, `kafka: status_topic: topic "a/b": only letters`},
+		{KafkaConfig{StatusTopic: "s"}, "kafka: invalid configuration: brokers: at least one HOST:PORT"},
+		{KafkaConfig{Brokers: []string{"k:9092"}, StatusTopic: "s", SASL: &KafkaSASLConfig{Mechanism: "PLAIN"}}, "sasl.user: required"},
 		{KafkaConfig{Brokers: []string{"k"}, Topic: "t"}, `"k": want HOST:PORT`},
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", Start: "now"}, `start "now"`},
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", SASL: &KafkaSASLConfig{Mechanism: "OAUTHBEARER", User: "u"}}, `mechanism "OAUTHBEARER"`},
@@ -298,9 +322,15 @@ func TestPromoterKafkaConfig(t *testing.T) {
 		}
 	}
 	ok := base()
-	ok.Kafka = &KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t"}
-	if err := ok.Validate(); err != nil {
-		t.Fatal(err)
+	for _, k := range []KafkaConfig{
+		{Brokers: []string{"k:9092"}, StatusTopic: "s"},
+		{Brokers: []string{"k:9092"}, Topic: "t", StatusTopic: "s"},
+		{Brokers: []string{"k:9092"}, Topic: "t"},
+	} {
+		ok.Kafka = &k
+		if err := ok.Validate(); err != nil {
+			t.Fatalf("%+v: %v", k, err)
+		}
 	}
 	if got := ok.Kafka.trigger().Group; got != DefaultKafkaGroup {
 		t.Errorf("default group %q", got)
@@ -330,17 +360,29 @@ func TestPromoterKafkaConfig(t *testing.T) {
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", TLS: &KafkaTLSConfig{CAFile: notPEM}}, "", "no PEM certificate"},
 		{KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", TLS: &KafkaTLSConfig{CertFile: notPEM, KeyFile: notPEM}}, "", "kafka.tls: client certificate"},
 	} {
-		_, err := tc.k.load(env(tc.pw))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: got %v, want %q", tc.k, err, tc.want)
+		for _, status := range []bool{false, true} {
+			k := tc.k
+			if status { // the publisher's connection is read the same way
+				k.Topic, k.StatusTopic = "", "s"
+			}
+			_, _, err := k.load(env(tc.pw))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%+v: got %v, want %q", k, err, tc.want)
+			}
 		}
 	}
-	k, err := KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", SASL: sasl, TLS: &KafkaTLSConfig{}}.load(env("pw"))
+	k, pub, err := KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", StatusTopic: "s", SASL: sasl, TLS: &KafkaTLSConfig{}}.load(env("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.SASL == nil || k.SASL.Password != "pw" || k.TLS == nil || k.TLS.RootCAs != nil {
+	if k == nil || k.SASL == nil || k.SASL.Password != "pw" || k.TLS == nil || k.TLS.RootCAs != nil || k.Topic != "t" {
 		t.Fatalf("loaded %+v", k)
+	}
+	if pub == nil || pub.SASL == nil || pub.SASL.Password != "pw" || pub.TLS == nil || pub.Topic != "s" || len(pub.Brokers) != 1 {
+		t.Fatalf("loaded %+v", pub)
+	}
+	if k, pub, err := (KafkaConfig{Brokers: []string{"k:9092"}, StatusTopic: "s"}).load(env("")); err != nil || k != nil || pub == nil {
+		t.Fatalf("status topic only: trigger %+v, publisher %+v, %v", k, pub, err)
 	}
 	// From a config file: decoded strictly, paths resolved, validated.
 	file := filepath.Join(dir, "promoter.yaml")
@@ -379,4 +421,55 @@ kafka:
 	if cfg.Kafka.TLS.CAFile != "/etc/thaw/ca.pem" || cfg.Kafka.TLS.CertFile != "/abs/c.pem" {
 		t.Errorf("resolved %+v", cfg.Kafka.TLS)
 	}
+}
+
+// statusEvents reads the status topic until each of the partitions has a
+// committed promotion, checks that every promotion's events parse and
+// run through its phases in order, and returns the records' values.
+func statusEvents(t *testing.T, brokers []string, topic string, opts []kgo.Opt, partitions ...string) []byte {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var raw []byte
+	byID := map[string][]promoter.StatusEvent{}
+	committed := map[string]bool{}
+	for len(committed) < len(partitions) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("status events: committed %v of %v", committed, partitions)
+		}
+		for _, r := range fs.Records() {
+			raw = append(raw, r.Value...)
+			e, err := promoter.ParseStatusEvent(r.Value)
+			if err != nil {
+				t.Fatalf("status event: %v\n%s", err, r.Value)
+			}
+			if string(r.Key) != e.Promotion {
+				t.Fatalf("status event of %s under key %q", e.Promotion, r.Key)
+			}
+			byID[e.Promotion] = append(byID[e.Promotion], e)
+			if e.Phase == promoter.PhaseCommitted {
+				committed[e.Partition] = true
+			}
+		}
+	}
+	for id, es := range byID {
+		var phases []string
+		for i, e := range es {
+			phases = append(phases, string(e.Phase))
+			if i > 0 && e.Revision <= es[i-1].Revision {
+				t.Errorf("%s: revision %d after %d", id, e.Revision, es[i-1].Revision)
+			}
+		}
+		if got := strings.Join(phases, " "); got != "planned begun building committing committed" {
+			t.Errorf("%s (%s): phases %q", id, es[0].Partition, got)
+		}
+	}
+	return raw
 }

@@ -1,7 +1,8 @@
-// Package kafka is the promoter's Kafka control-event trigger: it consumes
-// a control topic as a member of a consumer group and hands each event to
-// a Handler, which only enqueues work (triggers never promote). It is the
-// only package that imports franz-go.
+// Package kafka is the promoter's Kafka adapter, the only package that
+// imports franz-go. Its Trigger consumes a control topic as a member of a
+// consumer group and hands each event to a Handler, which only enqueues
+// work (triggers never promote); its Publisher sends the promoter's status
+// events out (see "Status events" below).
 //
 // # Events
 //
@@ -46,11 +47,28 @@
 // (franz-go's BlockRebalanceOnPoll), so a handler must not block for
 // longer than the group's rebalance timeout (a minute by default).
 //
+// # Status events
+//
+// A Publisher produces records (key, value) to one topic without ever
+// blocking its caller: TryProduce into franz-go's buffer, which sends them
+// acknowledged by all in-sync replicas and idempotently, in order per key,
+// retrying while the brokers are away. At most PublisherConfig.MaxBuffered
+// records wait; beyond that new ones are dropped and counted, with one
+// warning until the brokers take records again. Close flushes for at most
+// FlushTimeout and reports what it could not deliver. The daemon hands it
+// promoter.StatusEvent values (the JSON format lives in the promoter
+// package, keyed by promotion id).
+//
 // # Security
 //
 // TLS (Config.TLS) and SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
-// (Config.SASL). The password is held in memory only: it is in no log line
-// or metric. Metrics: thaw_promoter_control_events_total{type,outcome}.
+// (Config.SASL), the same for the Publisher. The password is held in
+// memory only: it is in no log line or metric. Metrics:
+// thaw_promoter_control_events_total{type,outcome},
+// thaw_promoter_control_brokers_reachable,
+// thaw_promoter_status_events_total{outcome} (published, failed, dropped),
+// thaw_promoter_status_events_buffered,
+// thaw_promoter_status_brokers_reachable.
 //
 // Tests run against kfake, a Kafka that speaks the real protocol, in the
 // test process.

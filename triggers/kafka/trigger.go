@@ -134,26 +134,30 @@ func New(cfg Config) (*Trigger, error) {
 	if cfg.Start == StartLatest {
 		start = kgo.NewOffset().AtEnd()
 	}
-	t.opts = []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID(cfg.ClientID),
+	t.opts = append(connOpts(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(start),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.WithLogger(kgoLogger{log}),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			log.Info("control topic partitions assigned", "topic", cfg.Topic, "partitions", m[cfg.Topic])
 		}),
-	}
-	if cfg.TLS != nil {
-		t.opts = append(t.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
-	}
-	if cfg.SASL != nil {
-		t.opts = append(t.opts, kgo.SASL(mechanism(*cfg.SASL)))
-	}
+	)
 	return t, nil
+}
+
+// connOpts are the client options of both the trigger and the publisher:
+// brokers, client id, TLS, SASL and logging.
+func connOpts(brokers []string, clientID string, tc *tls.Config, s *SASL, log *slog.Logger) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID), kgo.WithLogger(kgoLogger{log})}
+	if tc != nil {
+		opts = append(opts, kgo.DialTLSConfig(tc.Clone()))
+	}
+	if s != nil {
+		opts = append(opts, kgo.SASL(mechanism(*s)))
+	}
+	return opts
 }
 
 func mechanism(s SASL) sasl.Mechanism {
@@ -170,11 +174,30 @@ func mechanism(s SASL) sasl.Mechanism {
 // Validate checks the form of every setting except Handle and the SASL
 // password (New checks those too): what a configuration file gives.
 func (c Config) Validate() error {
+	errs := checkConn(c.Brokers, c.SASL)
+	if err := CheckTopic(c.Topic); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(c.Group) == "" {
+		errs = append(errs, errors.New("group: required"))
+	}
+	if c.Start != "" && c.Start != StartEarliest && c.Start != StartLatest {
+		errs = append(errs, fmt.Errorf("start %q: want %s or %s", c.Start, StartEarliest, StartLatest))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// checkConn checks the connection settings the trigger and the publisher
+// share: brokers and SASL (but its password).
+func checkConn(brokers []string, s *SASL) []error {
 	var errs []error
-	if len(c.Brokers) == 0 {
+	if len(brokers) == 0 {
 		errs = append(errs, errors.New("brokers: at least one HOST:PORT is required"))
 	}
-	for _, b := range c.Brokers {
+	for _, b := range brokers {
 		host, port, err := net.SplitHostPort(b)
 		if err == nil && host == "" {
 			err = errors.New("no host")
@@ -188,16 +211,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("brokers: %q: want HOST:PORT: %v", b, err))
 		}
 	}
-	if err := checkTopic(c.Topic); err != nil {
-		errs = append(errs, err)
-	}
-	if strings.TrimSpace(c.Group) == "" {
-		errs = append(errs, errors.New("group: required"))
-	}
-	if c.Start != "" && c.Start != StartEarliest && c.Start != StartLatest {
-		errs = append(errs, fmt.Errorf("start %q: want %s or %s", c.Start, StartEarliest, StartLatest))
-	}
-	if s := c.SASL; s != nil {
+	if s != nil {
 		switch s.Mechanism {
 		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 		default:
@@ -207,10 +221,7 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("sasl.user: required with a mechanism"))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	return nil
+	return errs
 }
 
 func (c Config) validate() error {
@@ -226,9 +237,9 @@ func (c Config) validate() error {
 	return nil
 }
 
-// checkTopic applies Kafka's topic name rules: 1 to 249 characters of
+// CheckTopic applies Kafka's topic name rules: 1 to 249 characters of
 // [a-zA-Z0-9._-], not "." or "..".
-func checkTopic(t string) error {
+func CheckTopic(t string) error {
 	if t == "" || len(t) > 249 || t == "." || t == ".." {
 		return fmt.Errorf("topic %q: want 1 to 249 characters, not . or ..", t)
 	}
@@ -263,7 +274,10 @@ func (t *Trigger) Run(ctx context.Context) error {
 	t.log.Info("consuming control events", "topic", t.cfg.Topic, "group", t.cfg.Group, "brokers", t.cfg.Brokers)
 	wctx, wstop := context.WithCancel(ctx)
 	watched := make(chan struct{})
-	go func() { defer close(watched); t.watch(wctx, cl) }()
+	go func() {
+		defer close(watched)
+		watch(wctx, cl, t.log, "control events", t.cfg.Brokers, t.cfg.CheckInterval, t.reachable)
+	}()
 	defer func() { wstop(); <-watched }()
 	var backoff time.Duration
 	for ctx.Err() == nil {
@@ -341,14 +355,14 @@ func (t *Trigger) handle(ctx context.Context, r *kgo.Record) bool {
 	}
 }
 
-// watch checks every CheckInterval that a broker answers the client
-// (Ping: a metadata request over a connection that passed TLS and SASL)
-// and logs when that stops or starts being so: franz-go itself retries a
-// refused connection quietly.
-func (t *Trigger) watch(ctx context.Context, cl *kgo.Client) {
+// watch checks every interval that a broker answers cl (Ping: a metadata
+// request over a connection that passed TLS and SASL), sets reachable and
+// logs when that stops or starts being so: franz-go itself retries a
+// refused connection quietly. what names the client's use in the logs.
+func watch(ctx context.Context, cl *kgo.Client, log *slog.Logger, what string, brokers []string, interval time.Duration, reachable prometheus.Gauge) {
 	ok := true
 	for {
-		pctx, cancel := context.WithTimeout(ctx, t.cfg.CheckInterval)
+		pctx, cancel := context.WithTimeout(ctx, interval)
 		err := cl.Ping(pctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -356,17 +370,17 @@ func (t *Trigger) watch(ctx context.Context, cl *kgo.Client) {
 		}
 		switch {
 		case err != nil && ok:
-			t.log.Warn("control events: no Kafka broker answers (check brokers, TLS and SASL settings)", "brokers", t.cfg.Brokers, "err", err)
+			log.Warn(what+": no Kafka broker answers (check brokers, TLS and SASL settings)", "brokers", brokers, "err", err)
 		case err == nil && !ok:
-			t.log.Info("control events: Kafka brokers answer again", "brokers", t.cfg.Brokers)
+			log.Info(what+": Kafka brokers answer again", "brokers", brokers)
 		}
 		ok = err == nil
 		if ok {
-			t.reachable.Set(1)
+			reachable.Set(1)
 		} else {
-			t.reachable.Set(0)
+			reachable.Set(0)
 		}
-		if !sleep(ctx, t.cfg.CheckInterval) {
+		if !sleep(ctx, interval) {
 			return
 		}
 	}
