@@ -13,13 +13,16 @@
 //     role each against an external etcd, each on its own listener.
 //   - RunPromoter (`thaw promoter`), through StartPromoter: the tier (the
 //     embedded one on {data_dir}/tier by default, or a coordinator address
-//     and its etcd), the lake catalogs, the policies, the cron trigger and
-//     the HTTP API (/v1/..., /metrics, /healthz, /readyz). It campaigns for
-//     the promoter leadership in etcd; only the leader resumes the ledger and
-//     promotes, a lost leadership stops the process. Shutdown: readiness
-//     off, HTTP drained, the promoter cancelled (work before a commit
-//     decision is aborted, commits in flight finish within their budget),
-//     resign, close. PlanPromoter (`thaw plan`) is the read-only dry run.
+//     and its etcd), the lake catalogs, the policies, the cron trigger, the
+//     Kafka control-event trigger and status-event publisher (the `kafka`
+//     section) and the HTTP API (/v1/..., /metrics, /healthz, /readyz). It
+//     campaigns for the promoter leadership in etcd; only the leader
+//     resumes the ledger, consumes control events and promotes, a lost
+//     leadership stops the process. Shutdown: readiness off, HTTP drained,
+//     the promoter cancelled (work before a commit decision is aborted,
+//     commits in flight finish within their budget), resign, the last
+//     status events flushed, close. PlanPromoter (`thaw plan`) is the
+//     read-only dry run.
 //
 // # One listener per process
 //
