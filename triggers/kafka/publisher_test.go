@@ -221,3 +221,26 @@ func TestNewPublisherRejects(t *testing.T) {
 		t.Errorf("NewPublisher on a registry with a clashing metric: %v", err)
 	}
 }
+
+// TestPublisherUnknownTopic: a topic the brokers do not have fails each
+// record (after franz-go's retries), logged with its key and counted.
+func TestPublisherUnknownTopic(t *testing.T) {
+	brokers := cluster(t) // the control topic only
+	var logs testlog.Buffer
+	reg := prometheus.NewRegistry()
+	p, err := NewPublisher(publisherConfig(brokers, slog.New(slog.NewTextHandler(&logs, nil)), reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Publish("p-7", []byte("x"))
+	if err := p.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := metric(t, reg, "thaw_promoter_status_events_total", map[string]string{"outcome": "failed"}); got != 1 {
+		t.Fatalf("failed %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "status event not delivered") || !strings.Contains(logs.String(), "key=p-7") ||
+		!strings.Contains(logs.String(), "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("log:\n%s", logs.String())
+	}
+}
