@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,7 @@ type config struct {
 	seed         uint64
 	cpuProfile   string // bulk path
 	cpuProfileA  string // ordinary path
+	runs         int
 }
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
@@ -74,6 +77,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bulk path's measurement (whole process, Begin to Commit) to this file")
 	fs.StringVar(&c.cpuProfileA, "cpuprofile-ordinary", "", "write a CPU profile of the ordinary path's measurement (whole process) to this file")
+	fs.IntVar(&c.runs, "runs", 1, "measure both paths this many times, each on a fresh embedded tier, and end with the median ratio")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -101,6 +105,10 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, errors.New("bench load: --verify-sample must not be negative")
 	case c.replication < 0:
 		return c, errors.New("bench load: --replication must not be negative")
+	case c.runs < 1:
+		return c, errors.New("bench load: --runs must be at least 1")
+	case c.runs > 1 && (c.cpuProfile != "" || c.cpuProfileA != ""):
+		return c, errors.New("bench load: --cpuprofile and --cpuprofile-ordinary profile one run: use them with --runs 1")
 	}
 	return c, nil
 }
@@ -124,20 +132,74 @@ func parseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// Run parses args, loads the rows through both paths and prints the
-// report to stdout; the last line is "ratio bulk/ordinary: R".
-func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
+// Run parses args, loads the rows through both paths (--runs times, each
+// on a fresh embedded tier) and prints the report to stdout; the last line
+// is "ratio bulk/ordinary: R", with several runs their median.
+func Run(ctx context.Context, stdout io.Writer, args []string) error {
 	cfg, err := parseArgs(stdout, args)
 	if err != nil {
 		return err
 	}
-	tier, dir, stop, err := benchutil.StartTier(ctx, "bench load", cfg.dataDir, cfg.tablets)
+	var ratios, cpuRatios []float64
+	for i := range cfg.runs {
+		dataDir := cfg.dataDir
+		if cfg.runs > 1 {
+			fmt.Fprintf(stdout, "=== run %d of %d\n", i+1, cfg.runs)
+			if dataDir != "" {
+				dataDir = filepath.Join(dataDir, fmt.Sprintf("run-%d", i+1))
+			}
+		}
+		m, err := runOnce(ctx, stdout, cfg, dataDir)
+		if err != nil {
+			return err
+		}
+		ratios, cpuRatios = append(ratios, m.ratio), append(cpuRatios, m.cpuRatio)
+		if cfg.runs > 1 {
+			fmt.Fprintln(stdout)
+		}
+	}
+	if cfg.runs > 1 {
+		fmt.Fprintf(stdout, "ratios bulk/ordinary of the %d runs: %s\n", cfg.runs, fmtRatios(ratios))
+		fmt.Fprintf(stdout, "CPU per row, ordinary/bulk, median: %.2f\n", median(cpuRatios))
+		fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", median(ratios))
+	}
+	return nil
+}
+
+// measurement is what one run ends with.
+type measurement struct {
+	ratio    float64 // bulk rows/s over ordinary rows/s
+	cpuRatio float64 // ordinary CPU over bulk CPU (0: not known)
+}
+
+// runOnce measures both paths on a tier of its own under dataDir ("": a
+// temporary directory).
+func runOnce(ctx context.Context, stdout io.Writer, cfg config, dataDir string) (m measurement, err error) {
+	tier, dir, stop, err := benchutil.StartTier(ctx, "bench load", dataDir, cfg.tablets)
 	if err != nil {
-		return err
+		return m, err
 	}
 	defer func() { err = errors.Join(err, stop()) }()
 	where := fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
 	return bench(ctx, stdout, cfg, tier.HostPort(), where, dir)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func fmtRatios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(parts, " ")
 }
 
 // result is one path's measurement.
@@ -150,7 +212,8 @@ func (r result) rowsPerSec(rows int64) float64 { return float64(rows) / r.elapse
 
 // bench creates the two tables and measures both paths against the tier
 // at addr.
-func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir string) error {
+func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir string) (measurement, error) {
+	var m measurement
 	client, err := tierclient.New(ctx, addr,
 		tierclient.WithLogger(slog.New(slog.DiscardHandler)),
 		tierclient.WithMaxBatchRows(cfg.batchRows),
@@ -159,7 +222,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 		tierclient.WithMaxInFlightPerBucket(cfg.perBucket),
 		tierclient.WithMaxBufferedBytes(max(tierclient.DefaultMaxBufferedBytes, 4*int64(cfg.batchBytes))))
 	if err != nil {
-		return fmt.Errorf("bench load: %w", err)
+		return m, fmt.Errorf("bench load: %w", err)
 	}
 	defer client.Close()
 
@@ -169,20 +232,20 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	ordinary := tierclient.Target{Database: db, Table: fmt.Sprintf("load_ordinary_%d", suffix)}
 	bulk := tierclient.Target{Database: db, Table: fmt.Sprintf("load_bulk_%d", suffix)}
 	if err := client.CreateDatabase(ctx, db); err != nil {
-		return fmt.Errorf("bench load: %w", err)
+		return m, fmt.Errorf("bench load: %w", err)
 	}
 	var info *tierclient.TableInfo
 	for _, t := range []tierclient.Target{ordinary, bulk} {
 		if info, err = client.CreateTable(ctx, t.Database, t.Table, g.Schema(), cfg.replication); err != nil {
-			return fmt.Errorf("bench load: %w", err)
+			return m, fmt.Errorf("bench load: %w", err)
 		}
 		if err := benchutil.WaitServing(ctx, client, t, info); err != nil {
-			return fmt.Errorf("bench load: %w", err)
+			return m, fmt.Errorf("bench load: %w", err)
 		}
 	}
 	keyLen, valLen, err := g.EncodedSizes(info.KV)
 	if err != nil {
-		return fmt.Errorf("bench load: %w", err)
+		return m, fmt.Errorf("bench load: %w", err)
 	}
 	logical := cfg.rows * int64(keyLen+valLen)
 	fmt.Fprintf(stdout, "thaw bench load: rows=%d buckets=%d key-bytes=%d value-bytes=%d replication=%d GOMAXPROCS=%d\n",
@@ -198,16 +261,16 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	fmt.Fprintf(stdout, "    loadavg before: %s\n", benchutil.LoadAvg())
 	stopA, err := startProfile(cfg.cpuProfileA)
 	if err != nil {
-		return fmt.Errorf("bench load: %w", err)
+		return m, fmt.Errorf("bench load: %w", err)
 	}
 	ra, err := runOrdinary(ctx, stdout, client, ordinary, g, cfg)
 	if err := errors.Join(err, stopA()); err != nil {
-		return fmt.Errorf("bench load: ordinary path: %w", err)
+		return m, fmt.Errorf("bench load: ordinary path: %w", err)
 	}
 	fmt.Fprintf(stdout, "    loadavg after: %s\n", benchutil.LoadAvg())
 	report(stdout, "ordinary", ra, cfg.rows, logical)
 	if err := verify(ctx, stdout, client, ordinary, info, g, cfg); err != nil {
-		return fmt.Errorf("bench load: ordinary path: verify: %w", err)
+		return m, fmt.Errorf("bench load: ordinary path: verify: %w", err)
 	}
 
 	// (b) The bulk path.
@@ -217,7 +280,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	// readable; that work is not the bulk path's to pay for.
 	waited, idle, err := settle(ctx, settleMax)
 	if err != nil {
-		return fmt.Errorf("bench load: %w", err)
+		return m, fmt.Errorf("bench load: %w", err)
 	}
 	if idle {
 		fmt.Fprintf(stdout, "    waited %.2fs for the process to go idle (the tier's background work after (a))\n", waited.Seconds())
@@ -228,25 +291,27 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	fmt.Fprintf(stdout, "    loadavg before: %s\n", benchutil.LoadAvg())
 	stopB, err := startProfile(cfg.cpuProfile)
 	if err != nil {
-		return fmt.Errorf("bench load: %w", err)
+		return m, fmt.Errorf("bench load: %w", err)
 	}
 	rb, err := runBulk(ctx, stdout, addr, bulk, g, cfg, dir)
 	if err := errors.Join(err, stopB()); err != nil {
-		return fmt.Errorf("bench load: bulk path: %w", err)
+		return m, fmt.Errorf("bench load: bulk path: %w", err)
 	}
 	fmt.Fprintf(stdout, "    loadavg after: %s\n", benchutil.LoadAvg())
 	report(stdout, "bulk", rb, cfg.rows, logical)
 	if err := verify(ctx, stdout, client, bulk, info, g, cfg); err != nil {
-		return fmt.Errorf("bench load: bulk path: verify: %w", err)
+		return m, fmt.Errorf("bench load: bulk path: verify: %w", err)
 	}
 
 	fmt.Fprintf(stdout, "\npeak RSS (VmHWM, whole process: client, builder, etcd, coordinator and tablet servers): %s\n", benchutil.FmtRSS(benchutil.PeakRSS()))
 	if rb.cpu > 0 {
 		// What the two paths cost, apart from how long they take.
-		fmt.Fprintf(stdout, "CPU per row, ordinary/bulk: %.2f\n", ra.cpu.Seconds()/rb.cpu.Seconds())
+		m.cpuRatio = ra.cpu.Seconds() / rb.cpu.Seconds()
+		fmt.Fprintf(stdout, "CPU per row, ordinary/bulk: %.2f\n", m.cpuRatio)
 	}
-	fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", rb.rowsPerSec(cfg.rows)/ra.rowsPerSec(cfg.rows))
-	return nil
+	m.ratio = rb.rowsPerSec(cfg.rows) / ra.rowsPerSec(cfg.rows)
+	fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", m.ratio)
+	return m, nil
 }
 
 // startProfile starts a CPU profile into path ("" : none) and returns the

@@ -2,9 +2,12 @@ package benchload
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,9 +79,70 @@ func TestFlags(t *testing.T) {
 		{"--arrow-batch", "0"},
 		{"--workers", "0"},
 		{"extra"},
+		{"--runs", "0"},
+		{"--runs", "2", "--cpuprofile", "x.pprof"},
 	} {
 		if err := Run(t.Context(), &bytes.Buffer{}, args); err == nil {
 			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+// TestRuns: --runs measures both paths on a fresh tier each time (their
+// data directories apart) and ends with the median of the runs' ratios.
+func TestRuns(t *testing.T) {
+	var out bytes.Buffer
+	dir := t.TempDir()
+	err := Run(t.Context(), &out, []string{
+		"--rows", "2000", "--buckets", "2", "--memory", "8MiB", "--data-dir", dir, "--verify-sample", "50", "--runs", "3",
+	})
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	text := out.String()
+	var ratios []float64
+	for _, m := range regexp.MustCompile(`(?m)^ratio bulk/ordinary: ([0-9.]+)$`).FindAllStringSubmatch(text, -1) {
+		r, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ratios = append(ratios, r)
+	}
+	if len(ratios) != 4 {
+		t.Fatalf("%d ratio lines, want one per run and the median", len(ratios))
+	}
+	runs := ratios[:3]
+	want := fmt.Sprintf("ratios bulk/ordinary of the 3 runs: %.2f %.2f %.2f\n", runs[0], runs[1], runs[2])
+	if !strings.Contains(text, want) {
+		t.Fatalf("no line %q", want)
+	}
+	sorted := slices.Clone(runs)
+	slices.Sort(sorted)
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if last := lines[len(lines)-1]; last != fmt.Sprintf("ratio bulk/ordinary: %.2f", sorted[1]) {
+		t.Fatalf("last line %q, want the median of %v", last, runs)
+	}
+	for i := 1; i <= 3; i++ {
+		if !strings.Contains(text, fmt.Sprintf("=== run %d of 3\n", i)) {
+			t.Errorf("no header of run %d", i)
+		}
+		if !strings.Contains(text, "data under "+filepath.Join(dir, fmt.Sprintf("run-%d", i))+")") {
+			t.Errorf("run %d did not get a tier of its own under %s", i, dir)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^CPU per row, ordinary/bulk, median: [0-9]+\.[0-9]{2}$`).MatchString(text) {
+		t.Error("no median CPU line")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }
