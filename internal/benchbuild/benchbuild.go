@@ -330,10 +330,10 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 			many = append(many, fmt.Sprintf("%.2fs", p[1].Seconds()))
 		}
 		fmt.Fprintf(stdout, "%d alternating pairs: 1 worker %s; %d workers %s\n", len(pairs), strings.Join(ones, " "), cfg.workers, strings.Join(many, " "))
-		fmt.Fprintf(stdout, "ratio %d workers/1 worker per pair: %s\n", cfg.workers, fmtRatios(ratios))
+		fmt.Fprintf(stdout, "ratio %d workers/1 worker per pair: %s\n", cfg.workers, benchutil.FmtRatios(ratios))
 		slices.Sort(ratios)
 		fmt.Fprintf(stdout, "ratio %d workers/1 worker: %.2f (median of %d pairs; lowest %.2f, highest %.2f)\n",
-			cfg.workers, median(ratios), len(ratios), ratios[0], ratios[len(ratios)-1])
+			cfg.workers, benchutil.Median(ratios), len(ratios), ratios[0], ratios[len(ratios)-1])
 	} else if c1 != nil {
 		fmt.Fprintf(stdout, "ratio %d workers/1 worker: %.2f\n", cfg.workers, c1.elapsed.Seconds()/c.elapsed.Seconds())
 	}
@@ -362,23 +362,6 @@ func cleanFull(dir string) error {
 		}
 	}
 	return nil
-}
-
-// median of sorted values.
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
-}
-
-func fmtRatios(rs []float64) string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = fmt.Sprintf("%.2f", r)
-	}
-	return strings.Join(out, " ")
 }
 
 // runLimit writes cfg.rows pre-sorted pairs of the build's encoded sizes

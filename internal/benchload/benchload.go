@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -159,9 +158,9 @@ func Run(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	if cfg.runs > 1 {
-		fmt.Fprintf(stdout, "ratios bulk/ordinary of the %d runs: %s\n", cfg.runs, fmtRatios(ratios))
-		fmt.Fprintf(stdout, "CPU per row, ordinary/bulk, median: %.2f\n", median(cpuRatios))
-		fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", median(ratios))
+		fmt.Fprintf(stdout, "ratios bulk/ordinary of the %d runs: %s\n", cfg.runs, benchutil.FmtRatios(ratios))
+		fmt.Fprintf(stdout, "CPU per row, ordinary/bulk, median: %.2f\n", benchutil.Median(cpuRatios))
+		fmt.Fprintf(stdout, "ratio bulk/ordinary: %.2f\n", benchutil.Median(ratios))
 	}
 	return nil
 }
@@ -182,24 +181,6 @@ func runOnce(ctx context.Context, stdout io.Writer, cfg config, dataDir string) 
 	defer func() { err = errors.Join(err, stop()) }()
 	where := fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
 	return bench(ctx, stdout, cfg, tier.HostPort(), where, dir)
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-func fmtRatios(xs []float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
-	}
-	return strings.Join(parts, " ")
 }
 
 // result is one path's measurement.

@@ -136,17 +136,6 @@ func TestRuns(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		in   []float64
-		want float64
-	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(tc.in); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestSettle: settle returns once the process is idle, and gives up after
 // its limit while a goroutine keeps a core busy.
 func TestSettle(t *testing.T) {

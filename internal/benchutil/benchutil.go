@@ -121,3 +121,24 @@ func BuildBusy(st snapshotbuild.Stats) string {
 func Spills(st snapshotbuild.Stats) string {
 	return fmt.Sprintf("%d spills (%s in files for %s of records)", st.Spills, FmtBytes(st.SpilledBytes), FmtBytes(st.SpilledRecordBytes))
 }
+
+// Median returns the median of xs (the mean of the middle two for an even
+// count); xs is not modified and must not be empty.
+func Median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// FmtRatios prints ratios with two decimals, space-separated.
+func FmtRatios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(parts, " ")
+}

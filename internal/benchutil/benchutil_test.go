@@ -3,6 +3,7 @@ package benchutil
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,23 @@ func TestProcBytes(t *testing.T) {
 	}
 	if got := procBytes(filepath.Join(t.TempDir(), "none"), "Dirty"); got != -1 {
 		t.Errorf("missing file: %d", got)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		in := slices.Clone(tc.in)
+		if got := Median(in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		if !slices.Equal(in, tc.in) {
+			t.Errorf("Median reordered its input: %v", in)
+		}
+	}
+	if got := FmtRatios([]float64{1, 2.346, 17.18}); got != "1.00 2.35 17.18" {
+		t.Errorf("FmtRatios: %q", got)
 	}
 }
