@@ -462,9 +462,12 @@ func checkTimes(b []byte) error {
 }
 
 // abbreviate shortens a stored value quoted in an error to 32 bytes and
-// an ellipsis (at a rune boundary).
-func abbreviate(s string) string {
-	const limit = 32
+// an ellipsis.
+func abbreviate(s string) string { return shorten(s, 32) }
+
+// shorten cuts s to at most limit bytes, at a rune boundary, and marks the
+// cut with an ellipsis.
+func shorten(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}

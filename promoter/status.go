@@ -79,17 +79,8 @@ func StatusEventOf(r Record) StatusEvent {
 		Error: r.Error, Retriable: r.Retriable,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, BegunAt: r.BegunAt, CommittedAt: r.CommittedAt,
 	}
-	if len(e.Error) > maxEventError {
-		e.Error = truncateUTF8(e.Error, maxEventError) + "…"
-	}
+	e.Error = shorten(e.Error, maxEventError)
 	return e
-}
-
-func truncateUTF8(s string, n int) string {
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 // Key is the event's Kafka record key: its promotion id, so that the
