@@ -50,13 +50,18 @@ func (s *Store) URI(key string) string { return s.base + "/" + key }
 
 // Key is the key of uri, which must be Base + "/" + a valid key; anything
 // else is ErrOutsideStore.
-func (s *Store) Key(uri string) (string, error) {
-	key, ok := strings.CutPrefix(uri, s.base+"/")
+func (s *Store) Key(uri string) (string, error) { return KeyUnder(s.base, uri) }
+
+// KeyUnder is the key of uri in a store whose Base is base: what
+// Store.Key returns, for code that names objects of a store it does not
+// open (a client writing through a gateway).
+func KeyUnder(base, uri string) (string, error) {
+	key, ok := strings.CutPrefix(uri, base+"/")
 	if !ok {
-		return "", fmt.Errorf("objstore: key of %q: %w %s", uri, ErrOutsideStore, s.base)
+		return "", fmt.Errorf("objstore: key of %q: %w %s", uri, ErrOutsideStore, base)
 	}
 	if err := checkKey(key); err != nil {
-		return "", fmt.Errorf("objstore: key of %q: %w %s: %w", uri, ErrOutsideStore, s.base, err)
+		return "", fmt.Errorf("objstore: key of %q: %w %s: %w", uri, ErrOutsideStore, base, err)
 	}
 	return key, nil
 }
@@ -122,7 +127,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, src Source) (obj Ob
 	}
 	size, sum := d.n, d.sum()
 	if !d.eof { // the key was taken before the source was read through
-		if size, sum, err = digestSource(src); err != nil {
+		if size, sum, err = Digest(src); err != nil {
 			return Object{}, fmt.Errorf("objstore: put %q: %w", key, err)
 		}
 	}
@@ -159,10 +164,12 @@ func (s *Store) adopt(ctx context.Context, key string, size int64, sum string) (
 	return Object{Key: key, Size: size, SHA256: sum, Adopted: true}, nil
 }
 
-func digestSource(src Source) (size int64, sum string, err error) {
+// Digest reads src through and returns its size and lowercase hex
+// SHA-256.
+func Digest(src Source) (size int64, sum string, err error) {
 	rc, err := src.Open()
 	if err != nil {
-		return 0, "", fmt.Errorf("reopen source: %w", err)
+		return 0, "", fmt.Errorf("open source: %w", err)
 	}
 	d := newDigester(rc)
 	_, err = io.Copy(io.Discard, d)

@@ -442,7 +442,10 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 	// store stays nil (the session opens the context's remote data dir)
 	// unless the configuration gives one or uploads are rate-limited.
 	var store snapshotbuild.Store
-	if p.cfg.Store != nil {
+	switch {
+	case p.cfg.Stores != nil:
+		store = p.cfg.Stores(bc)
+	case p.cfg.Store != nil:
 		store = p.cfg.Store
 	}
 	if lim.UploadBytesPerSecond > 0 {

@@ -107,7 +107,12 @@ type Config struct {
 	BulkLoad BulkLoader
 	// Store, optional, is where snapshots are written (default: opened per
 	// build context from its remote data dir).
-	Store  *objstore.Store
+	Store *objstore.Store
+	// Stores, optional, returns the store a build context's snapshots are
+	// written through; it takes precedence over Store. The daemon gives
+	// bulkloadclient.Client.ScopedStore for scoped uploads (tier.scoped_uploads):
+	// the builds then hold no object store credentials.
+	Stores func(*bulkloadclient.BuildContext) snapshotbuild.Store
 	Ledger Ledger
 	// Logger, default: discard.
 	Logger *slog.Logger

@@ -45,6 +45,8 @@ type Client struct {
 	coords *coordlist.List[tierv1connect.BulkLoadServiceClient]
 	log    *slog.Logger
 	store  *objstore.Store // optional, not owned
+	hc     connect.HTTPClient
+	scoped bool // manifests through the upload gateway
 }
 
 // coordinator is one coordinator's BulkLoadService.
@@ -58,6 +60,7 @@ type options struct {
 	logger *slog.Logger
 	store  *objstore.Store
 	conn   []connect.ClientOption
+	scoped bool
 }
 
 // WithHTTPClient sets the HTTP client (default http.DefaultClient).
@@ -71,6 +74,12 @@ func WithLogger(l *slog.Logger) Opt { return func(o *options) { o.logger = l } }
 // opened from the build context's remote data dir. The client does not close
 // it.
 func WithObjectStore(s *objstore.Store) Opt { return func(o *options) { o.store = s } }
+
+// WithScopedUploads makes Commit write manifests through the upload
+// gateway of the active coordinator (see ScopedStore), with credentials
+// scoped to the transaction, instead of through an object store of its
+// own. WithObjectStore takes precedence.
+func WithScopedUploads() Opt { return func(o *options) { o.scoped = true } }
 
 // WithConnectOptions adds options to the underlying connect client.
 func WithConnectOptions(opts ...connect.ClientOption) Opt {
@@ -106,7 +115,7 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	dial := func(url string) tierv1connect.BulkLoadServiceClient {
 		return tierv1connect.NewBulkLoadServiceClient(hc, url, conn...)
 	}
-	return &Client{coords: coordlist.New(seeds, dial), log: o.logger, store: o.store}, nil
+	return &Client{coords: coordlist.New(seeds, dial), log: o.logger, store: o.store, hc: hc, scoped: o.scoped}, nil
 }
 
 // callKind says where a call may be sent again.

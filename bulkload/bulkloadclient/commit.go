@@ -180,8 +180,16 @@ func (c *Client) pause(ctx context.Context, op, step string, attempt int, deadli
 // writeManifest writes manifest at bc's manifest path, write-if-absent,
 // repeating a write that failed for a reason that may pass until deadline.
 func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest []byte, deadline time.Time, budget time.Duration) error {
-	store := c.store
-	if store == nil {
+	var store interface {
+		Key(uri string) (string, error)
+		PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error)
+	}
+	switch {
+	case c.store != nil:
+		store = c.store
+	case c.scoped:
+		store = c.ScopedStore(bc)
+	default:
 		s, err := objstore.Open(ctx, bc.remoteDataDir)
 		if err != nil {
 			return fmt.Errorf("bulkloadclient: open remote data dir %s: %w", bc.remoteDataDir, err)
@@ -196,7 +204,10 @@ func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest [
 	op := "write manifest " + bc.manifestPath
 	for attempt := 1; ; attempt++ {
 		_, err := store.PutIfAbsent(ctx, key, objstore.BytesSource(manifest))
-		if err == nil {
+		if err == nil || (c.store == nil && c.scoped && errors.Is(err, ErrNotBegun)) {
+			// Through the gateway, a transaction that is no longer BEGUN
+			// takes no manifest: an earlier Commit froze it (or the
+			// transaction ended); the Commit call reports which.
 			return nil
 		}
 		err = manifestErr(ctx, op, err)

@@ -7,7 +7,10 @@
 // Contract: the build context holds only frozen target facts, never
 // credentials, connections or local paths. Whatever writes to the object
 // store (a build session, Commit's manifest write) acquires access in its own
-// process and keeps it in memory.
+// process and keeps it in memory: its own store access, or, through
+// ScopedStore (SessionOptions.Store) and WithScopedUploads, a credential
+// the coordinator scopes to the transaction (UploadCredentials), used
+// against the coordinator's upload gateway and never serialized.
 //
 // A typical flow:
 //

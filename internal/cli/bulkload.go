@@ -407,7 +407,7 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	if tok == "" {
 		tok = newCallerToken("thaw-cli-")
 	}
-	c, err := bulkClient(ctx, sf.server)
+	c, err := bulkClient(ctx, sf.server, false)
 	if err != nil {
 		return err
 	}
@@ -472,6 +472,11 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) erro
 	bucketSpec := fs.String("buckets", "", "buckets to build, like 0-7,9 or all (required)")
 	route := fs.String("route", "skip", "rows of buckets not in --buckets: skip (every builder reads the same files) or error")
 	out := fs.String("out", "", "write the results to this file instead of stdout")
+	def := os.Getenv("THAW_SERVER")
+	if def == "" {
+		def = DefaultServer
+	}
+	server := fs.String("server", def, "with --scoped-uploads: coordinator HOST:PORT or URL, or a comma-separated list ($THAW_SERVER sets the default)")
 	var o buildOptions
 	var mem byteSizeFlag
 	registerBuildFlags(fs, &o, &mem)
@@ -502,6 +507,11 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) erro
 		return err
 	}
 	o.buckets, o.skip, o.memory = buckets, *route == "skip", mem.n
+	if o.scoped {
+		if o.client, err = bulkClient(ctx, *server, true); err != nil {
+			return err
+		}
+	}
 	if len(buckets) == bc.Buckets() {
 		o.buckets = nil // every bucket: nothing to route away
 	}
@@ -556,6 +566,7 @@ func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) err
 	cf.register(fs)
 	contextFile := fs.String("context", "", "build context file from thaw bulkload begin (- for stdin; required)")
 	budget := fs.Duration("budget", 10*time.Minute, "how long Commit may retry and wait for every bucket to be readable")
+	scoped := fs.Bool("scoped-uploads", false, "write the manifest through the coordinator's upload gateway, with credentials scoped to this transaction, instead of into the object store directly")
 	paths, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -592,7 +603,7 @@ func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) err
 		}
 		return fmt.Errorf("commit %s: %w", bc.Target(), err)
 	}
-	c, err := bulkClient(ctx, cf.server)
+	c, err := bulkClient(ctx, cf.server, *scoped)
 	if err != nil {
 		return err
 	}

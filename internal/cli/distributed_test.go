@@ -17,6 +17,7 @@ import (
 
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
@@ -433,4 +434,87 @@ func contextTxn(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return bc.Handle().TxnID
+}
+
+// TestDistributedScoped runs a distributed build whose builder processes
+// and committer write only through the coordinator's upload gateway
+// (--scoped-uploads): the gateway stores every data file, _METADATA and
+// the manifest, and every row is readable after the commit. A builder
+// whose transaction was aborted is refused by the gateway and says so.
+func TestDistributedScoped(t *testing.T) {
+	thawBinary(t)
+	e, tc := startTestTier(t)
+	ctx := t.Context()
+	server := "--server=" + e.HostPort()
+	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	s := itemsTable(t, false)
+	s.Buckets = 4
+	for _, name := range []string{"items", "gone"} {
+		if _, err := tc.CreateTable(ctx, "shop", name, s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := filepath.Join(dir, "items")
+	a := makeItems("", 1, 3000)
+	writeParquet(t, filepath.Join(in, "a.parquet"), a, parquetLayout{groupRows: 1000})
+
+	mustThaw(t, "bulkload", "begin", server, "shop.items", "--token", "scoped-1", "--build-timeout", "5m", "--out", file("ctx.json"))
+	var wg sync.WaitGroup
+	res := make([]thawResult, 2)
+	for i, buckets := range []string{"0-1", "2-3"} {
+		wg.Go(func() {
+			res[i] = runThaw(t, nil, "bulkload", "build", "--scoped-uploads", server, "--context", file("ctx.json"), "--buckets", buckets,
+				"--temp-dir", t.TempDir(), "--out", file(fmt.Sprintf("s%d.json", i+1)), in)
+		})
+	}
+	wg.Wait()
+	files := 0
+	for i, r := range res {
+		if r.code != 0 {
+			t.Fatalf("builder %d: %s", i+1, r)
+		}
+		for _, br := range readResultsFile(t, file(fmt.Sprintf("s%d.json", i+1))) {
+			files += br.Files + 1
+		}
+	}
+	mustThaw(t, "bulkload", "commit", "--scoped-uploads", server, "--context", file("ctx.json"), file("s1.json"), file("s2.json"))
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0), lastWins(a), false)
+	puts, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(puts) != files+1 {
+		t.Errorf("the gateway stored %v objects; the builds wrote %d files and _METADATA, and the commit a manifest", puts, files+1)
+	}
+	for _, f := range []string{"ctx.json", "s1.json", "s2.json"} {
+		if bytes.Contains(mustRead(t, file(f)), []byte("thawcap1.")) {
+			t.Errorf("%s holds a capability token", f)
+		}
+	}
+
+	// thaw load in one step, the same way.
+	if _, err := tc.CreateTable(ctx, "shop", "loaded", s, 1); err != nil {
+		t.Fatal(err)
+	}
+	mustThaw(t, "load", "--scoped-uploads", server, "--table", "shop.loaded", in)
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "loaded"}, 0), lastWins(a), false)
+	after, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after < puts+4*2+1 { // at least a file and a _METADATA per bucket, and the manifest
+		t.Errorf("thaw load --scoped-uploads stored %v objects through the gateway", after-puts)
+	}
+
+	// An aborted transaction: the builder gets no credentials.
+	mustThaw(t, "bulkload", "begin", server, "shop.gone", "--token", "scoped-2", "--out", file("gone.json"))
+	mustThaw(t, "bulkload", "abort", server, contextTxn(t, file("gone.json")))
+	r := runThaw(t, nil, "bulkload", "build", "--scoped-uploads", server, "--context", file("gone.json"), "--buckets", "all", "--temp-dir", t.TempDir(), in)
+	if r.code != 1 || !strings.Contains(r.stderr, "the transaction is not BEGUN") {
+		t.Errorf("build of an aborted transaction: %s", r)
+	}
 }

@@ -131,6 +131,10 @@ type buildOptions struct {
 	tempDir string
 	memory  int64
 	workers int
+	// scoped: write through the coordinator's upload gateway with
+	// credentials from client (--scoped-uploads).
+	scoped bool
+	client *bulkloadclient.Client
 }
 
 // buildInput reads every file of in into a build session of bc and
@@ -147,7 +151,9 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 		SkipOtherBuckets: o.buckets != nil && o.skip,
 		Logger:           slog.New(slog.DiscardHandler),
 	}
-	if match := os.Getenv(testHoldAfterPutEnv); match != "" {
+	if o.scoped {
+		sopts.Store = o.client.ScopedStore(bc)
+	} else if match := os.Getenv(testHoldAfterPutEnv); match != "" {
 		st, err := objstore.Open(ctx, bc.RemoteDataDir())
 		if err != nil {
 			return nil, fmt.Errorf("open remote data dir %s: %w", bc.RemoteDataDir(), err)
@@ -258,10 +264,19 @@ func newCallerToken(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// bulkClient returns an SDK client of the coordinator at server.
-func bulkClient(ctx context.Context, server string) (*bulkloadclient.Client, error) {
-	return bulkloadclient.New(ctx, server, bulkloadclient.WithHTTPClient(daemon.NewHTTPClient()))
+// bulkClient returns an SDK client of the coordinator at server; scoped
+// makes it write manifests through the coordinator's upload gateway.
+func bulkClient(ctx context.Context, server string, scoped bool) (*bulkloadclient.Client, error) {
+	opts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(daemon.NewHTTPClient())}
+	if scoped {
+		opts = append(opts, bulkloadclient.WithScopedUploads())
+	}
+	return bulkloadclient.New(ctx, server, opts...)
 }
+
+// scopedUploadsUsage is the help of --scoped-uploads.
+const scopedUploadsUsage = "write snapshot files and the manifest through the coordinator's upload gateway, with credentials scoped to this transaction, " +
+	"instead of into the object store directly (this process then needs no object store access)"
 
 // beginRetrying calls Begin until it succeeds, fails for good or ctx ends:
 // a new table answers UNAVAILABLE until its replicas are up.
@@ -305,6 +320,7 @@ func registerBuildFlags(fs *flag.FlagSet, o *buildOptions, mem *byteSizeFlag) {
 	fs.StringVar(&o.tempDir, "temp-dir", "", "directory for the build's temporary files (default: the system's)")
 	fs.Var(mem, "memory", "memory budget of the build, e.g. 512MiB (default 256MiB)")
 	fs.IntVar(&o.workers, "workers", 0, "buckets built at once (default: GOMAXPROCS)")
+	fs.BoolVar(&o.scoped, "scoped-uploads", false, scopedUploadsUsage)
 }
 
 // loadFlags are thaw load's.
@@ -374,10 +390,11 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	prog := newProgress(stdout, in)
 	prog.printf("loading %d rows (%s) from %d files into %s", in.rows, mb(in.bytes), len(in.files), target)
 
-	c, err := bulkClient(ctx, lf.server)
+	c, err := bulkClient(ctx, lf.server, lf.build.scoped)
 	if err != nil {
 		return err
 	}
+	lf.build.client = c
 	token := lf.token
 	if token == "" {
 		token = newCallerToken("thaw-load-")

@@ -85,6 +85,19 @@ func leaks(where string, data []byte) []string {
 // of them. The control check finds them in the config file.
 func TestNoCredentialLeaks(t *testing.T) {
 	s := newPromoterSetup(t, 600, secretsYAML())
+	// Builds write through the upload gateway with scoped credentials,
+	// which must not leak either.
+	cfgText, err := os.ReadFile(s.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scopedText := strings.Replace(string(cfgText), "tier:\n  tablets: 1\n", "tier:\n  tablets: 1\n  scoped_uploads: true\n", 1)
+	if scopedText == string(cfgText) {
+		t.Fatal("the config has no tier section to set scoped_uploads in")
+	}
+	if err := os.WriteFile(s.configPath, []byte(scopedText), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The promoter consumes control events from a Kafka (kfake) with SCRAM,
 	// its password in the environment.
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "thaw-control", "thaw-status"), kfake.EnableSASL(),
@@ -326,6 +339,8 @@ func TestNoCredentialLeaks(t *testing.T) {
 		{"GET /metrics 200 OK", `thaw_promoter_control_events_total{outcome="handled",type="lake_commit"} 1`},
 		{"daemon logs", `"msg":"control event rejected"`},
 		{"daemon logs", `"msg":"control event skipped"`},
+		// The builds wrote through the upload gateway.
+		{"GET /metrics 200 OK", `op="put",result="ok"}`},
 	} {
 		if !bytes.Contains(all[c.where], []byte(c.want)) {
 			t.Errorf("%s lacks %q", c.where, c.want)
@@ -337,6 +352,13 @@ func TestNoCredentialLeaks(t *testing.T) {
 	var found []string
 	for _, c := range captured {
 		found = append(found, leaks(c.where, c.data)...)
+		// Upload capabilities: every token starts so, and goes only into
+		// an Authorization header.
+		for _, tok := range []string{"thawcap1.", "Bearer "} {
+			if bytes.Contains(c.data, []byte(tok)) {
+				found = append(found, fmt.Sprintf("%s: an upload capability (%q)", c.where, tok))
+			}
+		}
 	}
 	if len(found) > 0 {
 		t.Fatalf("credentials leaked:\n%s", strings.Join(found, "\n"))

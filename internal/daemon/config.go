@@ -285,6 +285,15 @@ type BulkLoadOptions struct {
 	MaxInputBytes         ByteSize      `yaml:"max_input_bytes"`
 	// OrphanCleanInterval: negative disables the periodic sweep.
 	OrphanCleanInterval time.Duration `yaml:"orphan_clean_interval"`
+	// The upload gateway of scoped build uploads (docs/bulkload.md,
+	// "Scoped uploads"): a minted capability's lifetime (default 15m,
+	// 1s..24h), the largest object (default 8GiB), uploads stored at once
+	// (default 8) and where bodies are received (default the system's
+	// temporary directory).
+	UploadCredentialTTL time.Duration `yaml:"upload_credential_ttl"`
+	MaxUploadBytes      ByteSize      `yaml:"max_upload_bytes"`
+	UploadConcurrency   int           `yaml:"upload_concurrency"`
+	UploadTempDir       string        `yaml:"upload_temp_dir"`
 }
 
 // coordinatorConfig is the coordinator.Config these options give
@@ -315,6 +324,10 @@ func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string
 			MaxMetadataBytes:      int64(b.MaxMetadataBytes),
 			MaxInputBytes:         int64(b.MaxInputBytes),
 			OrphanCleanInterval:   b.OrphanCleanInterval,
+			UploadCredentialTTL:   b.UploadCredentialTTL,
+			MaxUploadBytes:        int64(b.MaxUploadBytes),
+			UploadConcurrency:     b.UploadConcurrency,
+			UploadTempDir:         b.UploadTempDir,
 		},
 	}
 }

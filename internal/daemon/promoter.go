@@ -26,6 +26,7 @@ import (
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
+	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/triggers/cron"
 	"github.com/thawdb/thaw/triggers/kafka"
@@ -51,6 +52,7 @@ type promoterParts struct {
 	tier     *tierclient.Client
 	bulk     *bulkloadclient.Client
 	store    *objstore.Store // the embedded tier's snapshot store; nil otherwise
+	scoped   bool            // tier.scoped_uploads: builds write through the upload gateway
 	lakes    map[string]*lake.Lake
 	policies []*policies.Policy
 	tempDir  string
@@ -156,13 +158,29 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 	tc := pp.tier
 	pp.closers = append(pp.closers, func() error { tc.Close(); return nil })
 	bopts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(hc), bulkloadclient.WithLogger(log.With("component", "bulkload"))}
-	if pp.store != nil {
+	switch {
+	case cfg.Tier.ScopedUploads:
+		// Builds and manifests go through the upload gateway, even with
+		// the embedded tier's store at hand.
+		bopts = append(bopts, bulkloadclient.WithScopedUploads())
+		pp.store = nil
+		pp.scoped = true
+	case pp.store != nil:
 		bopts = append(bopts, bulkloadclient.WithObjectStore(pp.store))
 	}
 	if pp.bulk, err = bulkloadclient.New(ctx, address, bopts...); err != nil {
 		return nil, fmt.Errorf("daemon: bulk-load client: %w", err)
 	}
 	return pp, nil
+}
+
+// stores is promoter.Config.Stores: the bulk-load client's scoped stores
+// under tier.scoped_uploads, else nil.
+func (pp *promoterParts) stores() func(*bulkloadclient.BuildContext) snapshotbuild.Store {
+	if !pp.scoped {
+		return nil
+	}
+	return func(bc *bulkloadclient.BuildContext) snapshotbuild.Store { return pp.bulk.ScopedStore(bc) }
 }
 
 // close closes what openPromoterParts opened, last first.
@@ -187,6 +205,7 @@ func (pp *promoterParts) promoterConfig(cfg PromoterConfig, opts PromoterOptions
 		Tier:              tieradapter.New(pp.tier),
 		BulkLoad:          pp.bulk,
 		Store:             pp.store,
+		Stores:            pp.stores(),
 		Ledger:            ledger,
 		Logger:            pp.log.With("component", "promoter"),
 		Registry:          reg,

@@ -102,6 +102,11 @@ type PromoterTierConfig struct {
 	Address string `yaml:"address"`
 	// Etcd is the external tier's etcd (endpoints required with address).
 	Etcd EtcdConfig `yaml:"etcd"`
+	// ScopedUploads makes builds write their snapshot files and manifests
+	// through the active coordinator's upload gateway, with credentials
+	// scoped to each transaction, instead of into the object store
+	// directly: the promoter then needs no object store credentials.
+	ScopedUploads bool `yaml:"scoped_uploads"`
 }
 
 // IsEmbedded reports whether the tier runs in the promoter's process.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,27 @@ import (
 // EnvEtcdPassword is the environment variable holding the etcd password
 // of thaw coordinator and thaw tablet (never in the config file).
 const EnvEtcdPassword = "THAW_ETCD_PASSWORD"
+
+// EnvUploadKey is the environment variable holding the upload gateway's
+// signing key of thaw coordinator: 64 hex digits (32 bytes), the same for
+// every coordinator of a tier so that each accepts the capabilities the
+// others minted. Without it each coordinator signs with a random key of its
+// own and builders ask the new active coordinator for new capabilities
+// after a failover.
+const EnvUploadKey = "THAW_UPLOAD_KEY"
+
+// uploadKey reads EnvUploadKey: nil when unset.
+func uploadKey() ([]byte, error) {
+	v, ok := os.LookupEnv(EnvUploadKey)
+	if !ok || v == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(v))
+	if err != nil || len(k) != 32 {
+		return nil, fmt.Errorf("daemon: %s must be 64 hex digits (32 bytes), have %d characters", EnvUploadKey, len(v))
+	}
+	return k, nil
+}
 
 // RunOptions are the process-level dependencies of the Run functions.
 type RunOptions struct {
@@ -149,6 +171,10 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
 	o := cfg.Coordinator
+	key, err := uploadKey()
+	if err != nil {
+		return errors.Join(err, ln.Close())
+	}
 	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, addr, cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
@@ -156,6 +182,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		Objects:    objects,
 		Logger:     log.With("component", "coordinator"),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"coordinator": cfg.ID}, opts.Registry),
+		UploadKey:  key,
 	})
 	if err != nil {
 		return errors.Join(err, ln.Close())

@@ -37,6 +37,18 @@ type BulkLoadConfig struct {
 	// transactions left in their snapshot directories; negative disables
 	// the periodic sweep (result garbage collection still cleans).
 	OrphanCleanInterval time.Duration
+	// The upload gateway (scoped build uploads, see GetUploadCredentials):
+	// UploadCredentialTTL is how long a minted capability lasts (default
+	// DefaultUploadCredentialTTL, 1s..24h; never past the build deadline),
+	// MaxUploadBytes bounds one object (default DefaultMaxUploadBytes),
+	// UploadConcurrency bounds the uploads stored at once (default
+	// DefaultUploadConcurrency; more wait), UploadTempDir is where a body is
+	// received and checked before it reaches the store (default
+	// os.TempDir()).
+	UploadCredentialTTL time.Duration
+	MaxUploadBytes      int64
+	UploadConcurrency   int
+	UploadTempDir       string
 }
 
 // Defaults of BulkLoadConfig that differ from bulktxn.DefaultConfig.
@@ -149,6 +161,8 @@ type bulkMetrics struct {
 	validations *prometheus.CounterVec // result
 	restoring   prometheus.Gauge
 	orphans     prometheus.Counter
+	uploads     *prometheus.CounterVec // op, result
+	uploadBytes prometheus.Counter
 }
 
 func newBulkMetrics(f promauto.Factory) *bulkMetrics {
@@ -181,6 +195,14 @@ func newBulkMetrics(f promauto.Factory) *bulkMetrics {
 		orphans: f.NewCounter(prometheus.CounterOpts{
 			Name: "thaw_coordinator_bulkload_orphan_files_deleted_total",
 			Help: "Objects deleted from the snapshot directories of aborted bulk loads.",
+		}),
+		uploads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_coordinator_upload_requests_total",
+			Help: "Upload gateway requests, by operation (put, delete) and result (ok or the refusal's class).",
+		}, []string{"op", "result"}),
+		uploadBytes: f.NewCounter(prometheus.CounterOpts{
+			Name: "thaw_coordinator_upload_bytes_total",
+			Help: "Bytes the upload gateway stored (adopted objects included).",
 		}),
 	}
 }

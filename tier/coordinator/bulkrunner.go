@@ -227,6 +227,8 @@ func (r *runner) run(ctx context.Context) {
 			if r.forgotten {
 				return
 			}
+			// Show the recovered transaction now, not at the next event.
+			r.publish()
 		}
 		select {
 		case <-ctx.Done():

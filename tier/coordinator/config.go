@@ -12,6 +12,7 @@ import (
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/uploadcap"
 )
 
 // Config configures a Coordinator. Zero durations and counts take the
@@ -91,6 +92,12 @@ type Deps struct {
 	// before a round command to one server. It may be called from several
 	// goroutines at once.
 	BulkLoadHook func(step string) error
+	// UploadKey is the upload gateway's signing key (uploadcap.KeySize
+	// bytes); default: a random key of this process, so that only this
+	// coordinator verifies the capabilities it mints (a builder asks the
+	// next active coordinator for new ones). Coordinators given the same
+	// key accept each other's capabilities.
+	UploadKey []byte
 }
 
 // Defaults.
@@ -136,6 +143,11 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	defInt(&cfg.SnapshotRetention, DefaultSnapshotRetention)
 	defInt(&cfg.MaxMovesPerRound, DefaultMaxMovesPerRound)
 	defInt(&cfg.Fanout, DefaultFanout)
+	def(&cfg.BulkLoad.UploadCredentialTTL, DefaultUploadCredentialTTL)
+	defInt(&cfg.BulkLoad.UploadConcurrency, DefaultUploadConcurrency)
+	if cfg.BulkLoad.MaxUploadBytes == 0 {
+		cfg.BulkLoad.MaxUploadBytes = DefaultMaxUploadBytes
+	}
 
 	var errs []error
 	if !isServerID(cfg.ID) {
@@ -159,7 +171,8 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	for _, c := range []struct {
 		what string
 		v    int
-	}{{"snapshot retention", cfg.SnapshotRetention}, {"max moves per round", cfg.MaxMovesPerRound}, {"fanout", cfg.Fanout}} {
+	}{{"snapshot retention", cfg.SnapshotRetention}, {"max moves per round", cfg.MaxMovesPerRound}, {"fanout", cfg.Fanout},
+		{"upload concurrency", cfg.BulkLoad.UploadConcurrency}} {
 		if c.v < 1 {
 			errs = append(errs, fmt.Errorf("%s %d is below 1", c.what, c.v))
 		}
@@ -171,6 +184,12 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.what, d.v))
 		}
+	}
+	if t := cfg.BulkLoad.UploadCredentialTTL; t < time.Second || t > uploadcap.MaxTTL {
+		errs = append(errs, fmt.Errorf("upload credential ttl %v not in 1s..%v", t, uploadcap.MaxTTL))
+	}
+	if cfg.BulkLoad.MaxUploadBytes < 1 {
+		errs = append(errs, fmt.Errorf("max upload bytes %d is below 1", cfg.BulkLoad.MaxUploadBytes))
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
 		errs = append(errs, err)

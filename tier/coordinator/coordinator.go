@@ -20,6 +20,7 @@ import (
 	"github.com/thawdb/thaw/tier/bulktxn"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
+	"github.com/thawdb/thaw/tier/uploadcap"
 )
 
 // Coordinator is one coordinator process: a candidate in the election and,
@@ -41,6 +42,7 @@ type Coordinator struct {
 	bulkObjects BulkObjectStore
 	clock       Clock
 	hook        func(step string) error
+	uploads     *uploadGateway
 
 	// term is the current leadership term, nil on standby. Written only by
 	// Run's goroutine; read by RPC handlers.
@@ -103,6 +105,10 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		clock = systemClock{}
 	}
 	bulkObjects, _ := deps.Objects.(BulkObjectStore)
+	uploads, err := newUploadGateway(cfg.BulkLoad, deps.Objects, deps.UploadKey)
+	if err != nil {
+		return nil, err
+	}
 	return &Coordinator{
 		cfg:         cfg,
 		cli:         deps.Etcd,
@@ -115,15 +121,18 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		bulkObjects: bulkObjects,
 		clock:       clock,
 		hook:        deps.BulkLoadHook,
+		uploads:     uploads,
 	}, nil
 }
 
 // Handler returns the path ("/") and handler of the coordinator's
-// services: the CoordinatorService and the BulkLoadService.
+// services: the CoordinatorService, the BulkLoadService and the upload
+// gateway (uploadcap.Path).
 func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	mux := http.NewServeMux()
 	mux.Handle(tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...))
 	mux.Handle(tierv1connect.NewBulkLoadServiceHandler(&bulkService{c: c}, opts...))
+	mux.HandleFunc(uploadcap.Path, c.serveUpload)
 	return "/", mux
 }
 

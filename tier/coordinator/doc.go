@@ -115,6 +115,22 @@
 // caller. Deps.Clock injects time and Deps.BulkLoadHook named steps (for
 // crash tests). docs/bulkload.md describes the protocol for operators.
 //
+// # Upload gateway
+//
+// Builders that hold no object store credentials write through the
+// coordinator instead (ARCHITECTURE.md, "Scoped temporary write
+// authorization"): GetUploadCredentials mints an uploadcap capability of a
+// BEGUN transaction (lifetime BulkLoadConfig.UploadCredentialTTL, never past
+// the build deadline), signed with Deps.UploadKey or a random key of this
+// process, and Handler serves the gateway at uploadcap.Path. The gateway
+// verifies the capability, asks the current term's runner of its
+// transaction whether it is still BEGUN, allows a PUT only directly in one
+// of its snapshot directories or at its manifest path and a DELETE only of
+// a _METADATA there, receives the body into a temporary file whose size
+// and SHA-256 it checks, and stores it write-if-absent (UploadStore.PutFile,
+// at most BulkLoadConfig.UploadConcurrency at once). It never logs the
+// capability.
+//
 // # Metrics
 //
 // thaw_coordinator_leader, _epoch, _terms_total, _ddl_total{op,result},
@@ -126,7 +142,8 @@
 // _bulkload_transactions{state}, _bulkload_phase_seconds{phase},
 // _bulkload_requests_total{rpc,result}, _bulkload_restoring_replicas,
 // _bulkload_validations_total{result}, _bulkload_recoveries_total,
-// _bulkload_orphan_files_deleted_total; registered on Deps.Registerer.
+// _bulkload_orphan_files_deleted_total, _upload_requests_total{op,result},
+// _upload_bytes_total; registered on Deps.Registerer.
 //
 // # Concurrency
 //

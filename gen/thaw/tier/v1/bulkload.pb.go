@@ -1193,6 +1193,120 @@ func (x *AbortBulkLoadResponse) GetStatus() *BulkLoadStatus {
 	return nil
 }
 
+// GetUploadCredentialsRequest is the request of GetUploadCredentials.
+type GetUploadCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction; txn_id is required.
+	Handle        *BulkLoadHandle `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUploadCredentialsRequest) Reset() {
+	*x = GetUploadCredentialsRequest{}
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUploadCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUploadCredentialsRequest) ProtoMessage() {}
+
+func (x *GetUploadCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUploadCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*GetUploadCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_thaw_tier_v1_bulkload_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetUploadCredentialsRequest) GetHandle() *BulkLoadHandle {
+	if x != nil {
+		return x.Handle
+	}
+	return nil
+}
+
+// GetUploadCredentialsResponse is a scoped, temporary write credential.
+type GetUploadCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The capability token: a credential. Send it as "Authorization: Bearer
+	// <token>" to the upload gateway; never log, store or serialize it.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// When the token expires, ms since the Unix epoch: at most the
+	// coordinator's credential lifetime away, and never after the build
+	// deadline.
+	ExpiresMs int64 `protobuf:"varint,2,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// The gateway's path on the coordinator that answered (same scheme, host
+	// and port).
+	UploadPath    string `protobuf:"bytes,3,opt,name=upload_path,json=uploadPath,proto3" json:"upload_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUploadCredentialsResponse) Reset() {
+	*x = GetUploadCredentialsResponse{}
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUploadCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUploadCredentialsResponse) ProtoMessage() {}
+
+func (x *GetUploadCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUploadCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*GetUploadCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_thaw_tier_v1_bulkload_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetUploadCredentialsResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *GetUploadCredentialsResponse) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+func (x *GetUploadCredentialsResponse) GetUploadPath() string {
+	if x != nil {
+		return x.UploadPath
+	}
+	return ""
+}
+
 // ListBulkLoadsRequest is the request of List.
 type ListBulkLoadsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1207,7 +1321,7 @@ type ListBulkLoadsRequest struct {
 
 func (x *ListBulkLoadsRequest) Reset() {
 	*x = ListBulkLoadsRequest{}
-	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[14]
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1333,7 @@ func (x *ListBulkLoadsRequest) String() string {
 func (*ListBulkLoadsRequest) ProtoMessage() {}
 
 func (x *ListBulkLoadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[14]
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1346,7 @@ func (x *ListBulkLoadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBulkLoadsRequest.ProtoReflect.Descriptor instead.
 func (*ListBulkLoadsRequest) Descriptor() ([]byte, []int) {
-	return file_thaw_tier_v1_bulkload_proto_rawDescGZIP(), []int{14}
+	return file_thaw_tier_v1_bulkload_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListBulkLoadsRequest) GetTarget() *TargetPath {
@@ -1260,7 +1374,7 @@ type ListBulkLoadsResponse struct {
 
 func (x *ListBulkLoadsResponse) Reset() {
 	*x = ListBulkLoadsResponse{}
-	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[15]
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1386,7 @@ func (x *ListBulkLoadsResponse) String() string {
 func (*ListBulkLoadsResponse) ProtoMessage() {}
 
 func (x *ListBulkLoadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[15]
+	mi := &file_thaw_tier_v1_bulkload_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1399,7 @@ func (x *ListBulkLoadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBulkLoadsResponse.ProtoReflect.Descriptor instead.
 func (*ListBulkLoadsResponse) Descriptor() ([]byte, []int) {
-	return file_thaw_tier_v1_bulkload_proto_rawDescGZIP(), []int{15}
+	return file_thaw_tier_v1_bulkload_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListBulkLoadsResponse) GetTransactions() []*BulkLoadStatus {
@@ -1380,7 +1494,15 @@ const file_thaw_tier_v1_bulkload_proto_rawDesc = "" +
 	"\x14AbortBulkLoadRequest\x124\n" +
 	"\x06handle\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadHandleR\x06handle\"M\n" +
 	"\x15AbortBulkLoadResponse\x124\n" +
-	"\x06status\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadStatusR\x06status\"s\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadStatusR\x06status\"S\n" +
+	"\x1bGetUploadCredentialsRequest\x124\n" +
+	"\x06handle\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadHandleR\x06handle\"t\n" +
+	"\x1cGetUploadCredentialsResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x02 \x01(\x03R\texpiresMs\x12\x1f\n" +
+	"\vupload_path\x18\x03 \x01(\tR\n" +
+	"uploadPath\"s\n" +
 	"\x14ListBulkLoadsRequest\x120\n" +
 	"\x06target\x18\x01 \x01(\v2\x18.thaw.tier.v1.TargetPathR\x06target\x12)\n" +
 	"\x10include_terminal\x18\x02 \x01(\bR\x0fincludeTerminal\"Y\n" +
@@ -1397,14 +1519,15 @@ const file_thaw_tier_v1_bulkload_proto_rawDesc = "" +
 	"'BULK_LOAD_ABORT_REASON_TARGET_NOT_EMPTY\x10\x01\x122\n" +
 	".BULK_LOAD_ABORT_REASON_BUILD_DEADLINE_EXCEEDED\x10\x02\x12<\n" +
 	"8BULK_LOAD_ABORT_REASON_COMMIT_DECISION_DEADLINE_EXCEEDED\x10\x03\x12,\n" +
-	"(BULK_LOAD_ABORT_REASON_ABORTED_BY_CALLER\x10\x042\x9a\x04\n" +
+	"(BULK_LOAD_ABORT_REASON_ABORTED_BY_CALLER\x10\x042\x89\x05\n" +
 	"\x0fBulkLoadService\x12P\n" +
 	"\x05Begin\x12\".thaw.tier.v1.BeginBulkLoadRequest\x1a#.thaw.tier.v1.BeginBulkLoadResponse\x12h\n" +
 	"\rGetInProgress\x12*.thaw.tier.v1.GetInProgressBulkLoadRequest\x1a+.thaw.tier.v1.GetInProgressBulkLoadResponse\x12S\n" +
 	"\x06Status\x12#.thaw.tier.v1.BulkLoadStatusRequest\x1a$.thaw.tier.v1.BulkLoadStatusResponse\x12S\n" +
 	"\x06Commit\x12#.thaw.tier.v1.CommitBulkLoadRequest\x1a$.thaw.tier.v1.CommitBulkLoadResponse\x12P\n" +
 	"\x05Abort\x12\".thaw.tier.v1.AbortBulkLoadRequest\x1a#.thaw.tier.v1.AbortBulkLoadResponse\x12O\n" +
-	"\x04List\x12\".thaw.tier.v1.ListBulkLoadsRequest\x1a#.thaw.tier.v1.ListBulkLoadsResponseB0Z.github.com/thawdb/thaw/gen/thaw/tier/v1;tierv1b\x06proto3"
+	"\x04List\x12\".thaw.tier.v1.ListBulkLoadsRequest\x1a#.thaw.tier.v1.ListBulkLoadsResponse\x12m\n" +
+	"\x14GetUploadCredentials\x12).thaw.tier.v1.GetUploadCredentialsRequest\x1a*.thaw.tier.v1.GetUploadCredentialsResponseB0Z.github.com/thawdb/thaw/gen/thaw/tier/v1;tierv1b\x06proto3"
 
 var (
 	file_thaw_tier_v1_bulkload_proto_rawDescOnce sync.Once
@@ -1419,7 +1542,7 @@ func file_thaw_tier_v1_bulkload_proto_rawDescGZIP() []byte {
 }
 
 var file_thaw_tier_v1_bulkload_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_thaw_tier_v1_bulkload_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_thaw_tier_v1_bulkload_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_thaw_tier_v1_bulkload_proto_goTypes = []any{
 	(BulkLoadState)(0),                    // 0: thaw.tier.v1.BulkLoadState
 	(BulkLoadAbortReason)(0),              // 1: thaw.tier.v1.BulkLoadAbortReason
@@ -1437,23 +1560,25 @@ var file_thaw_tier_v1_bulkload_proto_goTypes = []any{
 	(*CommitBulkLoadResponse)(nil),        // 13: thaw.tier.v1.CommitBulkLoadResponse
 	(*AbortBulkLoadRequest)(nil),          // 14: thaw.tier.v1.AbortBulkLoadRequest
 	(*AbortBulkLoadResponse)(nil),         // 15: thaw.tier.v1.AbortBulkLoadResponse
-	(*ListBulkLoadsRequest)(nil),          // 16: thaw.tier.v1.ListBulkLoadsRequest
-	(*ListBulkLoadsResponse)(nil),         // 17: thaw.tier.v1.ListBulkLoadsResponse
-	(*TargetPath)(nil),                    // 18: thaw.tier.v1.TargetPath
-	(*TableSchema)(nil),                   // 19: thaw.tier.v1.TableSchema
+	(*GetUploadCredentialsRequest)(nil),   // 16: thaw.tier.v1.GetUploadCredentialsRequest
+	(*GetUploadCredentialsResponse)(nil),  // 17: thaw.tier.v1.GetUploadCredentialsResponse
+	(*ListBulkLoadsRequest)(nil),          // 18: thaw.tier.v1.ListBulkLoadsRequest
+	(*ListBulkLoadsResponse)(nil),         // 19: thaw.tier.v1.ListBulkLoadsResponse
+	(*TargetPath)(nil),                    // 20: thaw.tier.v1.TargetPath
+	(*TableSchema)(nil),                   // 21: thaw.tier.v1.TableSchema
 }
 var file_thaw_tier_v1_bulkload_proto_depIdxs = []int32{
-	18, // 0: thaw.tier.v1.BulkLoadHandle.target:type_name -> thaw.tier.v1.TargetPath
+	20, // 0: thaw.tier.v1.BulkLoadHandle.target:type_name -> thaw.tier.v1.TargetPath
 	2,  // 1: thaw.tier.v1.BulkLoadStatus.handle:type_name -> thaw.tier.v1.BulkLoadHandle
 	0,  // 2: thaw.tier.v1.BulkLoadStatus.state:type_name -> thaw.tier.v1.BulkLoadState
 	1,  // 3: thaw.tier.v1.BulkLoadStatus.abort_reason:type_name -> thaw.tier.v1.BulkLoadAbortReason
 	3,  // 4: thaw.tier.v1.BulkLoadStatus.buckets:type_name -> thaw.tier.v1.BulkLoadBucketProgress
 	2,  // 5: thaw.tier.v1.BulkLoadTargetInfo.handle:type_name -> thaw.tier.v1.BulkLoadHandle
-	19, // 6: thaw.tier.v1.BulkLoadTargetInfo.schema:type_name -> thaw.tier.v1.TableSchema
-	18, // 7: thaw.tier.v1.BeginBulkLoadRequest.target:type_name -> thaw.tier.v1.TargetPath
+	21, // 6: thaw.tier.v1.BulkLoadTargetInfo.schema:type_name -> thaw.tier.v1.TableSchema
+	20, // 7: thaw.tier.v1.BeginBulkLoadRequest.target:type_name -> thaw.tier.v1.TargetPath
 	4,  // 8: thaw.tier.v1.BeginBulkLoadResponse.status:type_name -> thaw.tier.v1.BulkLoadStatus
 	5,  // 9: thaw.tier.v1.BeginBulkLoadResponse.target_info:type_name -> thaw.tier.v1.BulkLoadTargetInfo
-	18, // 10: thaw.tier.v1.GetInProgressBulkLoadRequest.target:type_name -> thaw.tier.v1.TargetPath
+	20, // 10: thaw.tier.v1.GetInProgressBulkLoadRequest.target:type_name -> thaw.tier.v1.TargetPath
 	4,  // 11: thaw.tier.v1.GetInProgressBulkLoadResponse.status:type_name -> thaw.tier.v1.BulkLoadStatus
 	5,  // 12: thaw.tier.v1.GetInProgressBulkLoadResponse.target_info:type_name -> thaw.tier.v1.BulkLoadTargetInfo
 	2,  // 13: thaw.tier.v1.BulkLoadStatusRequest.handle:type_name -> thaw.tier.v1.BulkLoadHandle
@@ -1462,25 +1587,28 @@ var file_thaw_tier_v1_bulkload_proto_depIdxs = []int32{
 	4,  // 16: thaw.tier.v1.CommitBulkLoadResponse.status:type_name -> thaw.tier.v1.BulkLoadStatus
 	2,  // 17: thaw.tier.v1.AbortBulkLoadRequest.handle:type_name -> thaw.tier.v1.BulkLoadHandle
 	4,  // 18: thaw.tier.v1.AbortBulkLoadResponse.status:type_name -> thaw.tier.v1.BulkLoadStatus
-	18, // 19: thaw.tier.v1.ListBulkLoadsRequest.target:type_name -> thaw.tier.v1.TargetPath
-	4,  // 20: thaw.tier.v1.ListBulkLoadsResponse.transactions:type_name -> thaw.tier.v1.BulkLoadStatus
-	6,  // 21: thaw.tier.v1.BulkLoadService.Begin:input_type -> thaw.tier.v1.BeginBulkLoadRequest
-	8,  // 22: thaw.tier.v1.BulkLoadService.GetInProgress:input_type -> thaw.tier.v1.GetInProgressBulkLoadRequest
-	10, // 23: thaw.tier.v1.BulkLoadService.Status:input_type -> thaw.tier.v1.BulkLoadStatusRequest
-	12, // 24: thaw.tier.v1.BulkLoadService.Commit:input_type -> thaw.tier.v1.CommitBulkLoadRequest
-	14, // 25: thaw.tier.v1.BulkLoadService.Abort:input_type -> thaw.tier.v1.AbortBulkLoadRequest
-	16, // 26: thaw.tier.v1.BulkLoadService.List:input_type -> thaw.tier.v1.ListBulkLoadsRequest
-	7,  // 27: thaw.tier.v1.BulkLoadService.Begin:output_type -> thaw.tier.v1.BeginBulkLoadResponse
-	9,  // 28: thaw.tier.v1.BulkLoadService.GetInProgress:output_type -> thaw.tier.v1.GetInProgressBulkLoadResponse
-	11, // 29: thaw.tier.v1.BulkLoadService.Status:output_type -> thaw.tier.v1.BulkLoadStatusResponse
-	13, // 30: thaw.tier.v1.BulkLoadService.Commit:output_type -> thaw.tier.v1.CommitBulkLoadResponse
-	15, // 31: thaw.tier.v1.BulkLoadService.Abort:output_type -> thaw.tier.v1.AbortBulkLoadResponse
-	17, // 32: thaw.tier.v1.BulkLoadService.List:output_type -> thaw.tier.v1.ListBulkLoadsResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	2,  // 19: thaw.tier.v1.GetUploadCredentialsRequest.handle:type_name -> thaw.tier.v1.BulkLoadHandle
+	20, // 20: thaw.tier.v1.ListBulkLoadsRequest.target:type_name -> thaw.tier.v1.TargetPath
+	4,  // 21: thaw.tier.v1.ListBulkLoadsResponse.transactions:type_name -> thaw.tier.v1.BulkLoadStatus
+	6,  // 22: thaw.tier.v1.BulkLoadService.Begin:input_type -> thaw.tier.v1.BeginBulkLoadRequest
+	8,  // 23: thaw.tier.v1.BulkLoadService.GetInProgress:input_type -> thaw.tier.v1.GetInProgressBulkLoadRequest
+	10, // 24: thaw.tier.v1.BulkLoadService.Status:input_type -> thaw.tier.v1.BulkLoadStatusRequest
+	12, // 25: thaw.tier.v1.BulkLoadService.Commit:input_type -> thaw.tier.v1.CommitBulkLoadRequest
+	14, // 26: thaw.tier.v1.BulkLoadService.Abort:input_type -> thaw.tier.v1.AbortBulkLoadRequest
+	18, // 27: thaw.tier.v1.BulkLoadService.List:input_type -> thaw.tier.v1.ListBulkLoadsRequest
+	16, // 28: thaw.tier.v1.BulkLoadService.GetUploadCredentials:input_type -> thaw.tier.v1.GetUploadCredentialsRequest
+	7,  // 29: thaw.tier.v1.BulkLoadService.Begin:output_type -> thaw.tier.v1.BeginBulkLoadResponse
+	9,  // 30: thaw.tier.v1.BulkLoadService.GetInProgress:output_type -> thaw.tier.v1.GetInProgressBulkLoadResponse
+	11, // 31: thaw.tier.v1.BulkLoadService.Status:output_type -> thaw.tier.v1.BulkLoadStatusResponse
+	13, // 32: thaw.tier.v1.BulkLoadService.Commit:output_type -> thaw.tier.v1.CommitBulkLoadResponse
+	15, // 33: thaw.tier.v1.BulkLoadService.Abort:output_type -> thaw.tier.v1.AbortBulkLoadResponse
+	19, // 34: thaw.tier.v1.BulkLoadService.List:output_type -> thaw.tier.v1.ListBulkLoadsResponse
+	17, // 35: thaw.tier.v1.BulkLoadService.GetUploadCredentials:output_type -> thaw.tier.v1.GetUploadCredentialsResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_thaw_tier_v1_bulkload_proto_init() }
@@ -1495,7 +1623,7 @@ func file_thaw_tier_v1_bulkload_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thaw_tier_v1_bulkload_proto_rawDesc), len(file_thaw_tier_v1_bulkload_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

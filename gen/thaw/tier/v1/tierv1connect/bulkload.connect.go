@@ -49,6 +49,9 @@ const (
 	BulkLoadServiceAbortProcedure = "/thaw.tier.v1.BulkLoadService/Abort"
 	// BulkLoadServiceListProcedure is the fully-qualified name of the BulkLoadService's List RPC.
 	BulkLoadServiceListProcedure = "/thaw.tier.v1.BulkLoadService/List"
+	// BulkLoadServiceGetUploadCredentialsProcedure is the fully-qualified name of the BulkLoadService's
+	// GetUploadCredentials RPC.
+	BulkLoadServiceGetUploadCredentialsProcedure = "/thaw.tier.v1.BulkLoadService/GetUploadCredentials"
 )
 
 // BulkLoadServiceClient is a client for the thaw.tier.v1.BulkLoadService service.
@@ -70,6 +73,17 @@ type BulkLoadServiceClient interface {
 	Abort(context.Context, *connect.Request[v1.AbortBulkLoadRequest]) (*connect.Response[v1.AbortBulkLoadResponse], error)
 	// List reports the transactions the coordinator holds.
 	List(context.Context, *connect.Request[v1.ListBulkLoadsRequest]) (*connect.Response[v1.ListBulkLoadsResponse], error)
+	// GetUploadCredentials mints the scoped, temporary write credential of a
+	// BEGUN transaction whose fence is ready: a capability token that this
+	// coordinator's upload gateway (HTTP, at upload_path) accepts for writing
+	// objects into the transaction's snapshot directories and manifest path,
+	// and for deleting its _METADATA files, until expires_ms, and only while
+	// the transaction is BEGUN. It grants nothing else: no read, no listing,
+	// no other transaction. Ask again before it expires, and whenever the
+	// gateway answers that it expired or that another coordinator minted it.
+	// INVALID_STATE when the transaction is not BEGUN or its fence not ready;
+	// UNAVAILABLE when the coordinator has no upload gateway.
+	GetUploadCredentials(context.Context, *connect.Request[v1.GetUploadCredentialsRequest]) (*connect.Response[v1.GetUploadCredentialsResponse], error)
 }
 
 // NewBulkLoadServiceClient constructs a client for the thaw.tier.v1.BulkLoadService service. By
@@ -119,17 +133,24 @@ func NewBulkLoadServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(bulkLoadServiceMethods.ByName("List")),
 			connect.WithClientOptions(opts...),
 		),
+		getUploadCredentials: connect.NewClient[v1.GetUploadCredentialsRequest, v1.GetUploadCredentialsResponse](
+			httpClient,
+			baseURL+BulkLoadServiceGetUploadCredentialsProcedure,
+			connect.WithSchema(bulkLoadServiceMethods.ByName("GetUploadCredentials")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // bulkLoadServiceClient implements BulkLoadServiceClient.
 type bulkLoadServiceClient struct {
-	begin         *connect.Client[v1.BeginBulkLoadRequest, v1.BeginBulkLoadResponse]
-	getInProgress *connect.Client[v1.GetInProgressBulkLoadRequest, v1.GetInProgressBulkLoadResponse]
-	status        *connect.Client[v1.BulkLoadStatusRequest, v1.BulkLoadStatusResponse]
-	commit        *connect.Client[v1.CommitBulkLoadRequest, v1.CommitBulkLoadResponse]
-	abort         *connect.Client[v1.AbortBulkLoadRequest, v1.AbortBulkLoadResponse]
-	list          *connect.Client[v1.ListBulkLoadsRequest, v1.ListBulkLoadsResponse]
+	begin                *connect.Client[v1.BeginBulkLoadRequest, v1.BeginBulkLoadResponse]
+	getInProgress        *connect.Client[v1.GetInProgressBulkLoadRequest, v1.GetInProgressBulkLoadResponse]
+	status               *connect.Client[v1.BulkLoadStatusRequest, v1.BulkLoadStatusResponse]
+	commit               *connect.Client[v1.CommitBulkLoadRequest, v1.CommitBulkLoadResponse]
+	abort                *connect.Client[v1.AbortBulkLoadRequest, v1.AbortBulkLoadResponse]
+	list                 *connect.Client[v1.ListBulkLoadsRequest, v1.ListBulkLoadsResponse]
+	getUploadCredentials *connect.Client[v1.GetUploadCredentialsRequest, v1.GetUploadCredentialsResponse]
 }
 
 // Begin calls thaw.tier.v1.BulkLoadService.Begin.
@@ -162,6 +183,11 @@ func (c *bulkLoadServiceClient) List(ctx context.Context, req *connect.Request[v
 	return c.list.CallUnary(ctx, req)
 }
 
+// GetUploadCredentials calls thaw.tier.v1.BulkLoadService.GetUploadCredentials.
+func (c *bulkLoadServiceClient) GetUploadCredentials(ctx context.Context, req *connect.Request[v1.GetUploadCredentialsRequest]) (*connect.Response[v1.GetUploadCredentialsResponse], error) {
+	return c.getUploadCredentials.CallUnary(ctx, req)
+}
+
 // BulkLoadServiceHandler is an implementation of the thaw.tier.v1.BulkLoadService service.
 type BulkLoadServiceHandler interface {
 	// Begin starts (or, for the same caller token, resumes) the transaction of
@@ -181,6 +207,17 @@ type BulkLoadServiceHandler interface {
 	Abort(context.Context, *connect.Request[v1.AbortBulkLoadRequest]) (*connect.Response[v1.AbortBulkLoadResponse], error)
 	// List reports the transactions the coordinator holds.
 	List(context.Context, *connect.Request[v1.ListBulkLoadsRequest]) (*connect.Response[v1.ListBulkLoadsResponse], error)
+	// GetUploadCredentials mints the scoped, temporary write credential of a
+	// BEGUN transaction whose fence is ready: a capability token that this
+	// coordinator's upload gateway (HTTP, at upload_path) accepts for writing
+	// objects into the transaction's snapshot directories and manifest path,
+	// and for deleting its _METADATA files, until expires_ms, and only while
+	// the transaction is BEGUN. It grants nothing else: no read, no listing,
+	// no other transaction. Ask again before it expires, and whenever the
+	// gateway answers that it expired or that another coordinator minted it.
+	// INVALID_STATE when the transaction is not BEGUN or its fence not ready;
+	// UNAVAILABLE when the coordinator has no upload gateway.
+	GetUploadCredentials(context.Context, *connect.Request[v1.GetUploadCredentialsRequest]) (*connect.Response[v1.GetUploadCredentialsResponse], error)
 }
 
 // NewBulkLoadServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -226,6 +263,12 @@ func NewBulkLoadServiceHandler(svc BulkLoadServiceHandler, opts ...connect.Handl
 		connect.WithSchema(bulkLoadServiceMethods.ByName("List")),
 		connect.WithHandlerOptions(opts...),
 	)
+	bulkLoadServiceGetUploadCredentialsHandler := connect.NewUnaryHandler(
+		BulkLoadServiceGetUploadCredentialsProcedure,
+		svc.GetUploadCredentials,
+		connect.WithSchema(bulkLoadServiceMethods.ByName("GetUploadCredentials")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/thaw.tier.v1.BulkLoadService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case BulkLoadServiceBeginProcedure:
@@ -240,6 +283,8 @@ func NewBulkLoadServiceHandler(svc BulkLoadServiceHandler, opts ...connect.Handl
 			bulkLoadServiceAbortHandler.ServeHTTP(w, r)
 		case BulkLoadServiceListProcedure:
 			bulkLoadServiceListHandler.ServeHTTP(w, r)
+		case BulkLoadServiceGetUploadCredentialsProcedure:
+			bulkLoadServiceGetUploadCredentialsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -271,4 +316,8 @@ func (UnimplementedBulkLoadServiceHandler) Abort(context.Context, *connect.Reque
 
 func (UnimplementedBulkLoadServiceHandler) List(context.Context, *connect.Request[v1.ListBulkLoadsRequest]) (*connect.Response[v1.ListBulkLoadsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("thaw.tier.v1.BulkLoadService.List is not implemented"))
+}
+
+func (UnimplementedBulkLoadServiceHandler) GetUploadCredentials(context.Context, *connect.Request[v1.GetUploadCredentialsRequest]) (*connect.Response[v1.GetUploadCredentialsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("thaw.tier.v1.BulkLoadService.GetUploadCredentials is not implemented"))
 }

@@ -1,0 +1,288 @@
+package bulkloadclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/thawdb/thaw/bulkload"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/coordlist"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshotbuild"
+	"github.com/thawdb/thaw/tier/uploadcap"
+)
+
+// ErrNotBegun reports a ScopedStore write refused because the transaction
+// is no longer BEGUN (committing, committed, aborted or gone): the
+// coordinator mints no credentials for it and its gateway takes no more
+// objects of it. It comes with objstore.ErrPermission.
+var ErrNotBegun = errors.New("bulkloadclient: the transaction is not BEGUN")
+
+// Credentials is a scoped, temporary write credential of one transaction:
+// a capability the upload gateway of the coordinator that minted it
+// accepts for writing the transaction's snapshot files and manifest (and
+// deleting its _METADATA files) until Expires, while the transaction is
+// BEGUN. Token is the credential; it prints as "[REDACTED]" and refuses to
+// be marshalled. Credentials are process-local: never put them into a
+// build context, a bucket result or anything else that is stored, sent or
+// logged.
+type Credentials struct {
+	Token     uploadcap.Token
+	Expires   time.Time
+	UploadURL string // the gateway: the minting coordinator's URL + its upload path
+}
+
+// UploadCredentials asks the active coordinator for the write credential
+// of a BEGUN transaction (GetUploadCredentials). Errors wrap the
+// bulkload sentinels, as Status's do.
+func (c *Client) UploadCredentials(ctx context.Context, h bulkload.Handle) (Credentials, error) {
+	var (
+		resp *tierv1.GetUploadCredentialsResponse
+		at   string
+	)
+	_, err := coordlist.Route(ctx, c.coords, true, func(err error) bool { return sentinelOf(err) == bulkload.ErrUnavailable },
+		c.log, "bulkloadclient", func(co *coordinator) error {
+			r, err := co.Svc.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: handleProto(h)}))
+			if err == nil {
+				resp, at = r.Msg, co.URL
+			}
+			return err
+		})
+	if err != nil {
+		return Credentials{}, mapErr(ctx, "upload credentials", err)
+	}
+	exp := time.UnixMilli(resp.GetExpiresMs()).UTC()
+	if resp.GetToken() == "" || resp.GetUploadPath() == "" || resp.GetExpiresMs() <= 0 {
+		return Credentials{}, fmt.Errorf("bulkloadclient: upload credentials: %w: an answer without token, expiry or upload path", bulkload.ErrUnavailable)
+	}
+	return Credentials{Token: uploadcap.Token(resp.GetToken()), Expires: exp, UploadURL: at + resp.GetUploadPath()}, nil
+}
+
+// ScopedStore writes one transaction's snapshot files and manifest
+// through the upload gateway of the active coordinator, with credentials
+// it asks for (UploadCredentials) when it has none, when they are about to
+// expire (RefreshBefore) and when the gateway answers that they expired or
+// that another coordinator minted them. A builder using it holds no object
+// store credentials and can write nothing but the transaction's objects.
+// Give it to a session as SessionOptions.Store; Commit writes the manifest
+// through one when the client was made WithScopedUploads.
+//
+// Errors wrap objstore's classes (objstore.IsTransient for what may pass:
+// an unreachable gateway, a transient store failure, a coordinator that is
+// not available), so a builder treats them as it treats a store's.
+// Safe for concurrent use.
+type ScopedStore struct {
+	c    *Client
+	base string // the build context's remote data dir
+	h    bulkload.Handle
+
+	mu struct {
+		sync.Mutex
+		creds Credentials
+	}
+}
+
+// CredentialsWait bounds how long a ScopedStore waits for credentials
+// while the coordinator is not available (an election, a transaction
+// being recovered by a new active coordinator).
+const CredentialsWait = 30 * time.Second
+
+// RefreshBefore is how long before their expiry a ScopedStore replaces
+// its credentials.
+const RefreshBefore = time.Minute
+
+var _ snapshotbuild.Store = (*ScopedStore)(nil)
+
+// ScopedStore returns a store of bc's transaction that writes through the
+// upload gateway.
+func (c *Client) ScopedStore(bc *BuildContext) *ScopedStore {
+	return &ScopedStore{c: c, base: bc.remoteDataDir, h: bc.handle}
+}
+
+// Key is the key of uri under the build context's remote data dir.
+func (s *ScopedStore) Key(uri string) (string, error) { return objstore.KeyUnder(s.base, uri) }
+
+// PutIfAbsent uploads src under key write-if-absent (an identical object
+// is adopted, another is objstore.ErrConflict). It reads src twice: once
+// for its size and SHA-256, once to send it.
+func (s *ScopedStore) PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error) {
+	size, sum, err := objstore.Digest(src)
+	if err != nil {
+		return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s: %w", key, err)
+	}
+	return s.put(ctx, key, size, sum, src.Open)
+}
+
+// PutFileStamped uploads the local file at path of the given size and
+// SHA-256 (which the gateway checks before storing anything); the stamp
+// is not needed.
+func (s *ScopedStore) PutFileStamped(ctx context.Context, key, path string, size int64, sum string, _ objstore.FileStamp) (objstore.Object, error) {
+	return s.put(ctx, key, size, sum, func() (io.ReadCloser, error) { return os.Open(path) })
+}
+
+// Delete removes a _METADATA file of the transaction.
+func (s *ScopedStore) Delete(ctx context.Context, key string) error {
+	_, err := s.do(ctx, http.MethodDelete, key, 0, "", nil)
+	return err
+}
+
+func (s *ScopedStore) put(ctx context.Context, key string, size int64, sum string, open func() (io.ReadCloser, error)) (objstore.Object, error) {
+	res, err := s.do(ctx, http.MethodPut, key, size, sum, open)
+	if err != nil {
+		return objstore.Object{}, err
+	}
+	if res.Size != size || res.SHA256 != sum {
+		return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s: %w: the gateway stored %d bytes sha256 %s, sent %d bytes sha256 %s",
+			key, objstore.ErrIntegrity, res.Size, res.SHA256, size, sum)
+	}
+	return objstore.Object{Key: key, Size: size, SHA256: sum, Adopted: res.Adopted}, nil
+}
+
+// credentials returns valid credentials, asking for new ones when the held
+// ones are stale (or the same as stale, after the gateway refused them).
+func (s *ScopedStore) credentials(ctx context.Context, stale uploadcap.Token) (Credentials, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cr := s.mu.creds
+	if cr.Token != "" && cr.Token != stale && time.Until(cr.Expires) > RefreshBefore {
+		return cr, nil
+	}
+	cr, err := s.c.UploadCredentials(ctx, s.h)
+	// A coordinator that is not available (an election, a new active
+	// coordinator recovering the transaction) is waited for, up to
+	// CredentialsWait.
+	for pause, start := 100*time.Millisecond, time.Now(); err != nil && IsRetriable(err) && time.Since(start)+pause < CredentialsWait; pause = min(2*pause, 2*time.Second) {
+		s.c.log.Debug("bulkloadclient: waiting for upload credentials", "txn", s.h.TxnID, "err", err)
+		select {
+		case <-ctx.Done():
+			return Credentials{}, fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case <-time.After(pause):
+		}
+		cr, err = s.c.UploadCredentials(ctx, s.h)
+	}
+	if err != nil {
+		switch {
+		case IsRetriable(err):
+			return Credentials{}, fmt.Errorf("%w: %w", objstore.ErrTransient, err)
+		case errors.Is(err, bulkload.ErrInvalidState), errors.Is(err, bulkload.ErrNotFound):
+			return Credentials{}, fmt.Errorf("%w: %w: %w", objstore.ErrPermission, ErrNotBegun, err)
+		}
+		return Credentials{}, fmt.Errorf("%w: %w", objstore.ErrPermission, err)
+	}
+	s.mu.creds = cr
+	return cr, nil
+}
+
+// do sends one gateway request, asking for new credentials and sending it
+// once more when the gateway refused the credentials as stale.
+func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, sum string, open func() (io.ReadCloser, error)) (*uploadcap.Result, error) {
+	op := "upload"
+	if method == http.MethodDelete {
+		op = "delete"
+	}
+	uri := s.base + "/" + key
+	if _, err := s.Key(uri); err != nil {
+		return nil, fmt.Errorf("bulkloadclient: %s %s: %w", op, key, err)
+	}
+	var stale uploadcap.Token
+	for attempt := 1; ; attempt++ {
+		cr, err := s.credentials(ctx, stale)
+		if err != nil {
+			return nil, fmt.Errorf("bulkloadclient: %s %s: upload credentials: %w", op, uri, err)
+		}
+		res, class, err := s.send(ctx, cr, method, uri, size, sum, open)
+		if err == nil {
+			return res, nil
+		}
+		if !uploadcap.Refresh(class) || attempt == 2 {
+			return nil, fmt.Errorf("bulkloadclient: %s %s: %w", op, uri, err)
+		}
+		stale = cr.Token
+	}
+}
+
+func (s *ScopedStore) send(ctx context.Context, cr Credentials, method, uri string, size int64, sum string, open func() (io.ReadCloser, error)) (*uploadcap.Result, string, error) {
+	var body io.ReadCloser = http.NoBody
+	if open != nil && size > 0 { // net/http sends a body of length 0 chunked
+		rc, err := open()
+		if err != nil {
+			return nil, "", fmt.Errorf("open source: %w", err)
+		}
+		body = rc
+	}
+	req, err := http.NewRequestWithContext(ctx, method, cr.UploadURL+"?uri="+url.QueryEscape(uri), body)
+	if err != nil {
+		_ = body.Close()
+		return nil, "", fmt.Errorf("%w: %w", objstore.ErrInvalidRequest, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cr.Token.Reveal())
+	if method == http.MethodPut {
+		req.ContentLength = size
+		req.Header.Set(uploadcap.HeaderSHA256, sum)
+	}
+	resp, err := s.c.hc.Do(req)
+	if err != nil {
+		// Never the token: it travels in a header, and the URL holds
+		// none.
+		return nil, "", fmt.Errorf("%w: %w", objstore.ErrTransient, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: reading the gateway's answer: %w", objstore.ErrTransient, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK && method == http.MethodPut:
+		var res uploadcap.Result
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&res); err != nil {
+			return nil, "", fmt.Errorf("%w: the gateway's answer: %w", objstore.ErrTransient, err)
+		}
+		return &res, "", nil
+	case resp.StatusCode == http.StatusNoContent && method == http.MethodDelete:
+		return nil, "", nil
+	}
+	var ue uploadcap.Refusal
+	if err := json.Unmarshal(b, &ue); err != nil || ue.Class == "" {
+		class := objstore.ErrInvalidRequest
+		if resp.StatusCode >= 500 {
+			class = objstore.ErrTransient
+		}
+		return nil, "", fmt.Errorf("%w: the gateway answered %s", class, resp.Status)
+	}
+	if ue.Class == uploadcap.NotBegun {
+		return nil, ue.Class, fmt.Errorf("%w: %w: %s", objstore.ErrPermission, ErrNotBegun, ue.Error)
+	}
+	return nil, ue.Class, fmt.Errorf("%w: %s", uploadClass(ue.Class), ue.Error)
+}
+
+// uploadClass maps a gateway refusal to objstore's error classes.
+func uploadClass(class string) error {
+	switch class {
+	case uploadcap.Conflict:
+		return objstore.ErrConflict
+	case uploadcap.NotFound:
+		return objstore.ErrNotFound
+	case uploadcap.Integrity:
+		return objstore.ErrIntegrity
+	case uploadcap.NoSpace:
+		return objstore.ErrNoSpace
+	case uploadcap.Transient, uploadcap.NotLeader, uploadcap.Expired, uploadcap.UnknownKey:
+		return objstore.ErrTransient
+	case uploadcap.Unauthorized, uploadcap.OutOfScope:
+		return objstore.ErrPermission
+	}
+	return objstore.ErrInvalidRequest
+}

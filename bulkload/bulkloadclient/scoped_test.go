@@ -1,0 +1,457 @@
+package bulkloadclient_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/daemon/daemontest"
+	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshotbuild"
+	"github.com/thawdb/thaw/tier/tierclient"
+	"github.com/thawdb/thaw/tier/uploadcap"
+)
+
+// itemsSchema is a non-partitioned table of 4 buckets.
+func itemsSchema(t *testing.T) kv.TableSchema {
+	return kv.TableSchema{
+		Columns: []kv.Column{
+			{Name: "id", Type: mustType(t, "BIGINT")},
+			{Name: "name", Type: mustType(t, "STRING")},
+		},
+		PrimaryKey: []string{"id"}, Buckets: 4,
+	}
+}
+
+// scopedTier starts an embedded tier whose every log goes to logs (debug
+// level) and creates the tables shop.<name> of itemsSchema.
+func scopedTier(ctx context.Context, t *testing.T, logs *testlog.Buffer, cfg daemon.EmbeddedConfig, tables ...string) (*daemon.Embedded, *tierclient.Client) {
+	t.Helper()
+	cfg.DataDir, cfg.EtcdUnsafeNoFsync = t.TempDir(), true
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e, tc := daemontest.StartWithClient(ctx, t, cfg)
+	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range tables {
+		if _, err := tc.CreateTable(ctx, "shop", name, itemsSchema(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, tc
+}
+
+// buildScoped builds rows into bc's buckets through store.
+func buildScoped(ctx context.Context, t *testing.T, bc *bulkloadclient.BuildContext, store snapshotbuild.Store, buckets []int, rows []kv.Row) []snapshotbuild.BucketResult {
+	t.Helper()
+	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
+		Buckets: buckets, SkipOtherBuckets: true, TempDir: t.TempDir(), MemoryBudget: 8 << 20, Workers: 2, Store: store,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, r := range rows {
+		if err := s.AddRow(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.Finish(ctx)
+	if err != nil {
+		t.Fatalf("finish %v: %v", buckets, err)
+	}
+	return res
+}
+
+func itemRows(n int, suffix string) []kv.Row {
+	rows := make([]kv.Row, n)
+	for i := range rows {
+		rows[i] = kv.Row{int64(i), fmt.Sprintf("item-%d%s", i, suffix)}
+	}
+	return rows
+}
+
+// expectRows reads ids 0..n-1 of shop.<table> and compares them to want.
+func expectRows(ctx context.Context, t *testing.T, tc *tierclient.Client, table string, want []kv.Row) {
+	t.Helper()
+	info, err := tc.Table(ctx, "shop", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]kv.Row, len(want))
+	for i := range want {
+		if keys[i], err = info.KeyRow(want[i][0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []kv.Row
+	eventually(ctx, t, "rows readable", func() error {
+		got, err = tc.Get(ctx, tierclient.Target{Database: "shop", Table: table}, keys)
+		return err
+	})
+	for i, r := range got {
+		if fmt.Sprint(r) != fmt.Sprint(want[i]) {
+			t.Fatalf("row %d: %v, want %v", i, r, want[i])
+		}
+	}
+}
+
+// TestScopedUploads builds and commits a target through the upload
+// gateway only: the builder's store is a ScopedStore and the committer
+// writes the manifest through one. Every object arrives through the
+// gateway (its metrics count them), and no capability token appears in
+// the shipped context, the results, any log line or the metrics.
+func TestScopedUploads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var logs testlog.Buffer
+	e, tc := scopedTier(ctx, t, &logs, daemon.EmbeddedConfig{}, "items")
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	admin, err := bulkloadclient.New(ctx, e.Address(), bulkloadclient.WithScopedUploads(), bulkloadclient.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := bulkload.Target{Database: "shop", Table: "items"}
+	bc, err := begin(ctx, admin, target, "scoped-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := bc.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Two builders, as separate processes would be: a context from bytes,
+	// a client of their own, a ScopedStore each.
+	rows := append(itemRows(600, ""), itemRows(100, "-v2")...) // ids 0..99 again: last wins
+	var results []snapshotbuild.BucketResult
+	for _, owned := range [][]int{{0, 1}, {2, 3}} {
+		shipped, err := bulkloadclient.UnmarshalBuildContext(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		builder, err := bulkloadclient.New(ctx, e.Address(), bulkloadclient.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, buildScoped(ctx, t, shipped, builder.ScopedStore(shipped), owned, rows)...)
+	}
+	st, err := admin.Commit(ctx, bc, results, 30*time.Second)
+	if err != nil || st.State != bulkload.Committed {
+		t.Fatalf("commit: %+v %v", st, err)
+	}
+	want := itemRows(600, "")
+	copy(want, itemRows(100, "-v2"))
+	expectRows(ctx, t, tc, "items", want)
+
+	// Every data file, every _METADATA and the manifest came through the
+	// gateway: nothing else wrote them.
+	files := 0
+	for _, r := range results {
+		files += r.Files + 1
+	}
+	puts, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(puts) != files+1 {
+		t.Fatalf("the gateway stored %v objects, the build wrote %d files and _METADATA and a manifest", puts, files+1)
+	}
+
+	// Committing again (the transaction is COMMITTED: the gateway takes no
+	// manifest and the coordinator mints no credentials) reports the outcome.
+	if st, err := admin.Commit(ctx, bc, results, 5*time.Second); err != nil || st.State != bulkload.Committed {
+		t.Fatalf("second commit: %+v %v", st, err)
+	}
+	if _, err := admin.UploadCredentials(ctx, bc.Handle()); !errors.Is(err, bulkload.ErrInvalidState) {
+		t.Fatalf("credentials of a committed transaction: %v", err)
+	}
+
+	resJSON, err := json.Marshal(results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	mfs, err := e.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for what, b := range map[string][]byte{"context": blob, "results": resJSON, "logs": logs.Bytes(), "metrics": metrics.Bytes()} {
+		if bytes.Contains(b, []byte("thawcap1.")) || bytes.Contains(b, []byte("Bearer ")) {
+			t.Errorf("the %s hold a capability token", what)
+		}
+	}
+	if !strings.Contains(logs.String(), "coordinator") {
+		t.Fatal("no log captured: the scan above saw nothing")
+	}
+}
+
+// gatewayPut sends a raw PUT of body to the gateway at addr.
+func gatewayPut(ctx context.Context, t *testing.T, addr string, tok uploadcap.Token, uri string, body []byte, sha string) (int, uploadcap.Refusal) {
+	t.Helper()
+	if sha == "" {
+		s := sha256.Sum256(body)
+		sha = hex.EncodeToString(s[:])
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, addr+uploadcap.Path+"?uri="+url.QueryEscape(uri), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok.Reveal())
+	}
+	req.Header.Set(uploadcap.HeaderSHA256, sha)
+	return gatewayDo(t, req)
+}
+
+func gatewayDo(t *testing.T, req *http.Request) (int, uploadcap.Refusal) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r uploadcap.Refusal
+	if resp.StatusCode >= 300 {
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("answer %s: %q: %v", resp.Status, b, err)
+		}
+	}
+	return resp.StatusCode, r
+}
+
+// TestUploadGatewayRefuses sends the gateway every kind of request it
+// must refuse and checks that nothing reached the store, then that it
+// stores, adopts and refuses a conflict as a store would, and that an
+// aborted transaction takes nothing more.
+func TestUploadGatewayRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var logs testlog.Buffer
+	e, _ := scopedTier(ctx, t, &logs, daemon.EmbeddedConfig{}, "items", "other")
+	c, err := bulkloadclient.New(ctx, e.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := begin(ctx, c, bulkload.Target{Database: "shop", Table: "items"}, "gw-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := begin(ctx, c, bulkload.Target{Database: "shop", Table: "other"}, "gw-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	credA, err := c.UploadCredentials(ctx, a.Handle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	credB, err := c.UploadCredentials(ctx, b.Handle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The 5-minute build deadline comes before the default 15-minute
+	// lifetime: the capability ends with it.
+	if !credA.Expires.Equal(a.BuildDeadline()) || credA.UploadURL != e.Address()+uploadcap.Path {
+		t.Fatalf("credentials: expires %s, url %s", credA.Expires, credA.UploadURL)
+	}
+	addr := e.Address()
+	dirA := a.SnapshotTarget().SnapshotDir(0, a.SnapshotIDs()[0])
+	dirB := b.SnapshotTarget().SnapshotDir(0, b.SnapshotIDs()[0])
+	tokA := credA.Token
+	forged := uploadcap.Token(tokA.Reveal()[:len(tokA.Reveal())-2] + "AA")
+	if forged == tokA {
+		forged = uploadcap.Token(tokA.Reveal()[:len(tokA.Reveal())-2] + "BB")
+	}
+	body := []byte("sst bytes")
+	for _, tc := range []struct {
+		name   string
+		tok    uploadcap.Token
+		uri    string
+		sha    string
+		status int
+		class  string
+	}{
+		{"no capability", "", dirA + "/f", "", 401, uploadcap.Unauthorized},
+		{"forged capability", forged, dirA + "/f", "", 401, uploadcap.Unauthorized},
+		{"not a capability", "hunter2", dirA + "/f", "", 401, uploadcap.Unauthorized},
+		{"another transaction's directory", tokA, dirB + "/f", "", 403, uploadcap.OutOfScope},
+		{"another transaction's manifest", tokA, b.ManifestPath(), "", 403, uploadcap.OutOfScope},
+		{"B's capability in A's directory", credB.Token, dirA + "/f", "", 403, uploadcap.OutOfScope},
+		{"a subdirectory", tokA, dirA + "/sub/f", "", 403, uploadcap.OutOfScope},
+		{"the snapshot directory's parent", tokA, a.SnapshotTarget().TabletDir(0) + "/f", "", 403, uploadcap.OutOfScope},
+		{"a dot-dot escape", tokA, dirA + "/../snap-999/f", "", 403, uploadcap.OutOfScope},
+		{"outside the store", tokA, "file:///etc/f", "", 403, uploadcap.OutOfScope},
+		{"wrong sha256", tokA, dirA + "/f", strings.Repeat("0", 64), 400, uploadcap.Integrity},
+		{"malformed sha256", tokA, dirA + "/f", "ABC", 400, uploadcap.BadRequest},
+	} {
+		status, r := gatewayPut(ctx, t, addr, tc.tok, tc.uri, body, tc.sha)
+		if status != tc.status || r.Class != tc.class {
+			t.Errorf("%s: %d %+v, want %d %s", tc.name, status, r, tc.status, tc.class)
+		}
+		if strings.Contains(r.Error, tokA.Reveal()) {
+			t.Errorf("%s: the refusal quotes the token", tc.name)
+		}
+	}
+	// Other methods and malformed queries.
+	for _, tc := range []struct {
+		name, method, query string
+		status              int
+	}{
+		{"GET", http.MethodGet, "?uri=" + url.QueryEscape(dirA+"/f"), 405},
+		{"two uris", http.MethodPut, "?uri=" + url.QueryEscape(dirA+"/f") + "&uri=" + url.QueryEscape(dirA+"/g"), 400},
+		{"no uri", http.MethodPut, "", 400},
+		{"DELETE of a data file", http.MethodDelete, "?uri=" + url.QueryEscape(dirA+"/f"), 403},
+	} {
+		req, err := http.NewRequestWithContext(ctx, tc.method, addr+uploadcap.Path+tc.query, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokA.Reveal())
+		req.Header.Set(uploadcap.HeaderSHA256, strings.Repeat("0", 64))
+		if status, r := gatewayDo(t, req); status != tc.status {
+			t.Errorf("%s: %d %+v, want %d", tc.name, status, r, tc.status)
+		}
+	}
+	store := e.Objects()
+	for _, bc := range []*bulkloadclient.BuildContext{a, b} {
+		if keys := objectsUnder(ctx, t, store, bc); len(keys) != 0 {
+			t.Fatalf("refused requests stored %v", keys)
+		}
+		for _, uri := range []string{bc.ManifestPath(), bc.SnapshotTarget().TabletDir(0) + "/f"} {
+			key, err := store.Key(uri)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+				t.Fatalf("%s: %v, want not found", uri, err)
+			}
+		}
+	}
+
+	// What the capability allows behaves as the store does.
+	if status, r := gatewayPut(ctx, t, addr, tokA, dirA+"/f", body, ""); status != 200 {
+		t.Fatalf("put: %d %+v", status, r)
+	}
+	key, err := store.Key(dirA + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Get(ctx, key); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("stored %q %v", got, err)
+	}
+	if status, r := gatewayPut(ctx, t, addr, tokA, dirA+"/f", body, ""); status != 200 {
+		t.Fatalf("identical put: %d %+v", status, r)
+	}
+	if status, r := gatewayPut(ctx, t, addr, tokA, dirA+"/f", []byte("other bytes"), ""); status != 409 || r.Class != uploadcap.Conflict {
+		t.Fatalf("different put: %d %+v", status, r)
+	}
+	if status, r := gatewayPut(ctx, t, addr, tokA, a.ManifestPath(), []byte("{}"), ""); status != 200 {
+		t.Fatalf("manifest put: %d %+v", status, r)
+	}
+
+	// After Abort: no credentials, and the capability writes nothing.
+	if _, err := c.Abort(ctx, a.Handle()); err != nil {
+		t.Fatal(err)
+	}
+	if status, r := gatewayPut(ctx, t, addr, tokA, dirA+"/g", body, ""); status != 403 || r.Class != uploadcap.NotBegun {
+		t.Fatalf("put after abort: %d %+v", status, r)
+	}
+	if _, err := c.UploadCredentials(ctx, a.Handle()); !errors.Is(err, bulkload.ErrInvalidState) {
+		t.Fatalf("credentials after abort: %v", err)
+	}
+	s := c.ScopedStore(a)
+	k, err := s.Key(dirA + "/g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutIfAbsent(ctx, k, objstore.BytesSource(body)); !errors.Is(err, bulkloadclient.ErrNotBegun) || !errors.Is(err, objstore.ErrPermission) || objstore.IsTransient(err) {
+		t.Fatalf("scoped put after abort: %v", err)
+	}
+	if strings.Contains(logs.String(), tokA.Reveal()) {
+		t.Fatal("a log line holds the token")
+	}
+}
+
+// TestScopedUploadsFailover builds half of a target, kills the active
+// coordinator and builds the other half with the same ScopedStore: the
+// new active coordinator refuses the old capability (another key), the
+// store asks it for a new one and goes on; the commit succeeds.
+func TestScopedUploadsFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	var logs testlog.Buffer
+	e, tc := scopedTier(ctx, t, &logs, daemon.EmbeddedConfig{Coordinators: 2, Coordinator: daemon.CoordinatorOptions{LeaseTTL: time.Second}}, "items")
+	c, err := bulkloadclient.New(ctx, e.Address(), bulkloadclient.WithScopedUploads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := begin(ctx, c, bulkload.Target{Database: "shop", Table: "items"}, "failover-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := c.ScopedStore(bc)
+	rows := itemRows(400, "")
+	results := buildScoped(ctx, t, bc, store, []int{0, 1}, rows)
+	first, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.KillCoordinator(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "another coordinator leads", func() error {
+		l, err := e.Leader(ctx)
+		if err != nil || l.ID == "" || l.ID == first.ID {
+			return fmt.Errorf("leader %+v %v", l, err)
+		}
+		// ... and serves the transaction.
+		_, err = c.Status(ctx, bc.Handle())
+		return err
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "bulk") || strings.Contains(l, "lead") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+	results = append(results, buildScoped(ctx, t, bc, store, []int{2, 3}, rows)...)
+	if n, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.UnknownKey}); err != nil || n < 1 {
+		t.Fatalf("the new coordinator refused %v old capabilities (%v): the refresh path was not taken", n, err)
+	}
+	st, err := c.Commit(ctx, bc, results, 30*time.Second)
+	if err != nil || st.State != bulkload.Committed {
+		t.Fatalf("commit: %+v %v", st, err)
+	}
+	expectRows(ctx, t, tc, "items", rows)
+}

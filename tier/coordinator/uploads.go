@@ -1,0 +1,315 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/thawdb/thaw/bulkload"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/uploadcap"
+)
+
+// Defaults of the upload gateway (BulkLoadConfig).
+const (
+	DefaultUploadCredentialTTL = 15 * time.Minute
+	DefaultMaxUploadBytes      = 8 << 30
+	DefaultUploadConcurrency   = 8
+)
+
+// UploadStore is what the upload gateway needs of the object store on top
+// of BulkObjectStore: storing a verified local file write-if-absent (an
+// identical object is adopted, a different one is objstore.ErrConflict).
+// *objstore.Store satisfies it; without it the gateway is unavailable.
+type UploadStore interface {
+	PutFile(ctx context.Context, key, path string, size int64, sha string) (objstore.Object, error)
+}
+
+var _ UploadStore = (*objstore.Store)(nil)
+
+const uploadMetadataSuffix = "/" + snapshot.MetadataFileName
+
+// uploadGateway holds the gateway's parts.
+type uploadGateway struct {
+	signer *uploadcap.Signer
+	store  UploadStore // nil: no gateway
+	sem    chan struct{}
+}
+
+func newUploadGateway(cfg BulkLoadConfig, objects ObjectStore, key []byte) (*uploadGateway, error) {
+	var (
+		s   *uploadcap.Signer
+		err error
+	)
+	if key == nil {
+		s, err = uploadcap.NewRandomSigner()
+	} else {
+		s, err = uploadcap.NewSigner(key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: upload gateway: %w", err)
+	}
+	g := &uploadGateway{signer: s, sem: make(chan struct{}, cfg.UploadConcurrency)}
+	g.store, _ = objects.(UploadStore)
+	return g, nil
+}
+
+// GetUploadCredentials mints a capability for a BEGUN transaction.
+func (s *bulkService) GetUploadCredentials(ctx context.Context, req *connect.Request[tierv1.GetUploadCredentialsRequest]) (_ *connect.Response[tierv1.GetUploadCredentialsResponse], err error) {
+	defer func() { s.count("get_upload_credentials", err) }()
+	c := s.c
+	mgr, err := s.manager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.uploads.store == nil {
+		return nil, unavailable("bulk load: the coordinator's object store cannot serve the upload gateway")
+	}
+	r, err := mgr.lookup(ctx, req.Msg.GetHandle())
+	if err != nil {
+		return nil, bulkError(err, nil)
+	}
+	v := r.view()
+	switch {
+	case v.rec.State != bulkload.Begun:
+		return nil, bulkError(fmt.Errorf("%w: upload credentials need a BEGUN transaction (%s)", bulkload.ErrInvalidState, v.rec.State), &v)
+	case v.info == nil:
+		// Begin has not completed, or a new active coordinator is still
+		// recovering the transaction.
+		return nil, bulkError(fmt.Errorf("%w: transaction %s is not ready for uploads yet (phase %s): retry", bulkload.ErrUnavailable, v.rec.TxnID, v.phase), &v)
+	}
+	now := c.clock.Now()
+	exp := now.Add(c.cfg.BulkLoad.UploadCredentialTTL)
+	if dl := v.info.BuildDeadline; dl.Before(exp) {
+		exp = dl
+	}
+	exp = exp.Truncate(time.Millisecond)
+	tok, err := c.uploads.signer.Mint(uploadcap.Capability{TxnID: v.rec.TxnID, Expires: exp}, now)
+	if err != nil {
+		// The build deadline has passed: the transaction is about to be
+		// aborted.
+		return nil, bulkError(fmt.Errorf("%w: %w", bulkload.ErrDeadlineExceeded, err), &v)
+	}
+	return connect.NewResponse(&tierv1.GetUploadCredentialsResponse{
+		Token: tok.Reveal(), ExpiresMs: exp.UnixMilli(), UploadPath: uploadcap.Path,
+	}), nil
+}
+
+// uploadFail is a failed gateway request.
+type uploadFail struct {
+	status int
+	class  string
+	msg    string
+}
+
+func (f *uploadFail) Error() string { return f.msg }
+
+func failf(status int, class, format string, args ...any) *uploadFail {
+	return &uploadFail{status: status, class: class, msg: "coordinator: upload gateway: " + fmt.Sprintf(format, args...)}
+}
+
+// serveUpload is the upload gateway: PUT writes an object write-if-absent,
+// DELETE removes a _METADATA file, both of the transaction the request's
+// capability names and only while it is BEGUN.
+func (c *Coordinator) serveUpload(w http.ResponseWriter, r *http.Request) {
+	op := strings.ToLower(r.Method)
+	var (
+		res  *uploadcap.Result
+		fail *uploadFail
+	)
+	switch r.Method {
+	case http.MethodPut:
+		res, fail = c.upload(r)
+	case http.MethodDelete:
+		fail = c.deleteUpload(r)
+	default:
+		op = "other"
+		w.Header().Set("Allow", "PUT, DELETE")
+		fail = failf(http.StatusMethodNotAllowed, uploadcap.BadRequest, "method %s (want PUT or DELETE)", r.Method)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	result := "ok"
+	if fail != nil {
+		result = fail.class
+		c.log.Debug("upload gateway refused a request", "method", r.Method, "uri", r.URL.Query().Get("uri"), "class", fail.class, "err", fail.msg)
+		w.WriteHeader(fail.status)
+		_ = json.NewEncoder(w).Encode(uploadcap.Refusal{Error: fail.msg, Class: fail.class})
+	} else if res != nil {
+		c.m.bulk.uploadBytes.Add(float64(res.Size))
+		_ = json.NewEncoder(w).Encode(res)
+	} else {
+		w.WriteHeader(http.StatusNoContent)
+	}
+	c.m.bulk.uploads.WithLabelValues(op, result).Inc()
+}
+
+// authorizeUpload checks the request's capability and returns the object
+// key of its uri, the key's URI and the transaction's frozen facts.
+func (c *Coordinator) authorizeUpload(r *http.Request) (key, uri string, info *bulkload.TargetInfo, fail *uploadFail) {
+	q := r.URL.Query()
+	if len(q) != 1 || len(q["uri"]) != 1 {
+		return "", "", nil, failf(http.StatusBadRequest, uploadcap.BadRequest, "want exactly one query parameter, uri")
+	}
+	uri = q.Get("uri")
+	auth := r.Header.Values("Authorization")
+	tok, ok := "", len(auth) == 1
+	if ok {
+		tok, ok = strings.CutPrefix(auth[0], "Bearer ")
+	}
+	if !ok {
+		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.Unauthorized, "want one Authorization: Bearer header with an upload capability")
+	}
+	capa, err := c.uploads.signer.Verify(uploadcap.Token(tok), c.clock.Now())
+	switch {
+	case errors.Is(err, uploadcap.ErrExpired):
+		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.Expired, "%v", err)
+	case errors.Is(err, uploadcap.ErrUnknownKey):
+		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.UnknownKey, "%v", err)
+	case err != nil:
+		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.Unauthorized, "%v", err)
+	}
+	t, err := c.leading(r.Context())
+	if err != nil {
+		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "this coordinator is not the active one")
+	}
+	if c.bulkObjects == nil || c.uploads.store == nil {
+		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.StoreRefused, "the coordinator's object store cannot serve the upload gateway")
+	}
+	if err := t.bulk.awaitReady(r.Context()); err != nil {
+		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "transactions not loaded yet: %v", err)
+	}
+	run := t.bulk.runner(capa.TxnID)
+	if run == nil {
+		return "", "", nil, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is unknown", capa.TxnID)
+	}
+	v := run.view()
+	switch {
+	case v.rec.State != bulkload.Begun:
+		return "", "", nil, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is %s, not BEGUN", capa.TxnID, v.rec.State)
+	case v.info == nil:
+		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.Transient, "transaction %s is not ready for uploads yet (phase %s)", capa.TxnID, v.phase)
+	}
+	key, err = c.bulkObjects.Key(uri)
+	if err != nil {
+		return "", "", nil, failf(http.StatusForbidden, uploadcap.OutOfScope, "%v", err)
+	}
+	return key, uri, v.info, nil
+}
+
+// inSnapshotDir reports whether uri names an object directly in one of
+// info's snapshot directories (uri is a valid key's URI: no empty, "." or
+// ".." segment).
+func inSnapshotDir(info *bulkload.TargetInfo, uri string) bool {
+	i := strings.LastIndexByte(uri, '/')
+	return i > 0 && slices.Contains(info.SnapshotDirs, uri[:i])
+}
+
+func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
+	key, uri, info, fail := c.authorizeUpload(r)
+	if fail != nil {
+		return nil, fail
+	}
+	if uri != info.ManifestPath && !inSnapshotDir(info, uri) {
+		return nil, failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not in transaction %s's snapshot directories or its manifest path", uri, info.Handle.TxnID)
+	}
+	size := r.ContentLength
+	switch {
+	case size < 0:
+		return nil, failf(http.StatusLengthRequired, uploadcap.BadRequest, "a Content-Length is required")
+	case size > c.cfg.BulkLoad.MaxUploadBytes:
+		return nil, failf(http.StatusRequestEntityTooLarge, uploadcap.TooLarge, "%d bytes exceed the gateway's limit of %d", size, c.cfg.BulkLoad.MaxUploadBytes)
+	}
+	sha := r.Header.Get(uploadcap.HeaderSHA256)
+	if len(sha) != 64 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return nil, failf(http.StatusBadRequest, uploadcap.BadRequest, "%s must be 64 lowercase hex digits", uploadcap.HeaderSHA256)
+	}
+	select {
+	case c.uploads.sem <- struct{}{}:
+		defer func() { <-c.uploads.sem }()
+	case <-r.Context().Done():
+		return nil, failf(http.StatusServiceUnavailable, uploadcap.Transient, "waiting for an upload slot: %v", r.Context().Err())
+	}
+	tmp, fail := receive(r.Body, c.cfg.BulkLoad.UploadTempDir, size, sha)
+	if fail != nil {
+		return nil, fail
+	}
+	defer func() { _ = os.Remove(tmp) }()
+	obj, err := c.uploads.store.PutFile(r.Context(), key, tmp, size, sha)
+	if err != nil {
+		return nil, storeFail(err)
+	}
+	return &uploadcap.Result{Size: obj.Size, SHA256: obj.SHA256, Adopted: obj.Adopted}, nil
+}
+
+// receive writes body to a temporary file in dir and checks its size and
+// SHA-256 before anything reaches the store.
+func receive(body io.Reader, dir string, size int64, sha string) (_ string, fail *uploadFail) {
+	f, err := os.CreateTemp(dir, "thaw-upload-*")
+	if err != nil {
+		return "", failf(http.StatusServiceUnavailable, uploadcap.Transient, "temporary file: %v", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && fail == nil {
+			fail = failf(http.StatusServiceUnavailable, uploadcap.Transient, "temporary file: %v", cerr)
+		}
+		if fail != nil {
+			_ = os.Remove(f.Name())
+		}
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(body, size+1))
+	switch {
+	case err != nil:
+		return "", failf(http.StatusBadRequest, uploadcap.Transient, "reading the body after %d bytes: %v", n, err)
+	case n != size:
+		return "", failf(http.StatusBadRequest, uploadcap.Integrity, "body of %d bytes, Content-Length %d", n, size)
+	case hex.EncodeToString(h.Sum(nil)) != sha:
+		return "", failf(http.StatusBadRequest, uploadcap.Integrity, "body's SHA-256 %x differs from %s %s", h.Sum(nil), uploadcap.HeaderSHA256, sha)
+	}
+	return f.Name(), nil
+}
+
+func (c *Coordinator) deleteUpload(r *http.Request) *uploadFail {
+	key, uri, info, fail := c.authorizeUpload(r)
+	if fail != nil {
+		return fail
+	}
+	if !strings.HasSuffix(uri, uploadMetadataSuffix) || !inSnapshotDir(info, uri) {
+		return failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not a _METADATA file of transaction %s's snapshot directories", uri, info.Handle.TxnID)
+	}
+	if err := c.bulkObjects.Delete(r.Context(), key); err != nil {
+		return storeFail(err)
+	}
+	return nil
+}
+
+// storeFail maps an object store error to the gateway's answer.
+func storeFail(err error) *uploadFail {
+	switch {
+	case errors.Is(err, objstore.ErrConflict):
+		return failf(http.StatusConflict, uploadcap.Conflict, "%v", err)
+	case errors.Is(err, objstore.ErrNotFound):
+		return failf(http.StatusNotFound, uploadcap.NotFound, "%v", err)
+	case errors.Is(err, objstore.ErrIntegrity):
+		return failf(http.StatusBadRequest, uploadcap.Integrity, "%v", err)
+	case errors.Is(err, objstore.ErrNoSpace):
+		return failf(http.StatusInsufficientStorage, uploadcap.NoSpace, "%v", err)
+	case objstore.IsTransient(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return failf(http.StatusServiceUnavailable, uploadcap.Transient, "%v", err)
+	}
+	return failf(http.StatusBadGateway, uploadcap.StoreRefused, "%v", err)
+}
