@@ -455,3 +455,49 @@ func TestScopedUploadsFailover(t *testing.T) {
 	}
 	expectRows(ctx, t, tc, "items", rows)
 }
+
+// TestUploadGatewayExpiry: a capability of a one-second lifetime is
+// refused as expired afterwards, and a ScopedStore holding an expired one
+// asks for a new one instead of failing.
+func TestUploadGatewayExpiry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var logs testlog.Buffer
+	e, _ := scopedTier(ctx, t, &logs, daemon.EmbeddedConfig{
+		Coordinator: daemon.CoordinatorOptions{BulkLoad: daemon.BulkLoadOptions{UploadCredentialTTL: time.Second}},
+	}, "items")
+	c, err := bulkloadclient.New(ctx, e.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := begin(ctx, c, bulkload.Target{Database: "shop", Table: "items"}, "expiry-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	cr, err := c.UploadCredentials(ctx, bc.Handle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cr.Expires.Sub(before); d > 1100*time.Millisecond || d <= 0 {
+		t.Fatalf("a one-second capability expires in %v", d)
+	}
+	time.Sleep(time.Until(cr.Expires) + 50*time.Millisecond)
+	dir := bc.SnapshotTarget().SnapshotDir(1, bc.SnapshotIDs()[1])
+	if status, r := gatewayPut(ctx, t, e.Address(), cr.Token, dir+"/f", []byte("x"), ""); status != 401 || r.Class != uploadcap.Expired {
+		t.Fatalf("put with an expired capability: %d %+v", status, r)
+	}
+	s := c.ScopedStore(bc)
+	k, err := s.Key(dir + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // the second after the first capability expired too
+		if i == 1 {
+			time.Sleep(1100 * time.Millisecond)
+		}
+		if _, err := s.PutIfAbsent(ctx, k, objstore.BytesSource([]byte("x"))); err != nil {
+			t.Fatalf("scoped put %d: %v", i, err)
+		}
+	}
+}

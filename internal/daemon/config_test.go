@@ -31,6 +31,10 @@ coordinator:
   bulk_load:
     max_build_timeout: 2h
     max_manifest_bytes: 8MiB
+    upload_credential_ttl: 5m
+    max_upload_bytes: 1GiB
+    upload_concurrency: 3
+    upload_temp_dir: /var/tmp/thaw
 tablet:
   snapshot_interval: 90s
   cache_size: 1GiB
@@ -77,7 +81,9 @@ log:
 		}
 	}
 	cc := cfg.Coordinator.coordinatorConfig("c1", "127.0.0.1:1", "/p", "file:///r", 3)
-	if cc.BulkLoad.MaxBuildTimeout != 2*time.Hour || cc.BulkLoad.MaxManifestBytes != 8<<20 || cc.SnapshotRetention != 5 {
+	if cc.BulkLoad.MaxBuildTimeout != 2*time.Hour || cc.BulkLoad.MaxManifestBytes != 8<<20 || cc.SnapshotRetention != 5 ||
+		cc.BulkLoad.UploadCredentialTTL != 5*time.Minute || cc.BulkLoad.MaxUploadBytes != 1<<30 || cc.BulkLoad.UploadConcurrency != 3 ||
+		cc.BulkLoad.UploadTempDir != "/var/tmp/thaw" {
 		t.Errorf("coordinatorConfig = %+v", cc)
 	}
 	ec := cfg.Embedded()
@@ -171,6 +177,23 @@ func TestByteSize(t *testing.T) {
 	for _, bad := range []string{"", "-1", "1.5GiB", "MiB", "12XB", "99999999999TiB"} {
 		if _, err := ParseByteSize(bad); err == nil {
 			t.Errorf("ParseByteSize(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestUploadKey(t *testing.T) {
+	t.Setenv(EnvUploadKey, "")
+	if k, err := uploadKey(); k != nil || err != nil {
+		t.Fatalf("unset: %x %v", k, err)
+	}
+	t.Setenv(EnvUploadKey, strings.Repeat("ab", 32)+"\n")
+	if k, err := uploadKey(); err != nil || len(k) != 32 || k[0] != 0xab {
+		t.Fatalf("64 hex digits: %x %v", k, err)
+	}
+	for _, bad := range []string{strings.Repeat("ab", 31), strings.Repeat("zz", 32), strings.Repeat("ab", 33)} {
+		t.Setenv(EnvUploadKey, bad)
+		if k, err := uploadKey(); err == nil || strings.Contains(err.Error(), bad) {
+			t.Errorf("%q: %x %v (want an error that does not quote the key)", bad, k, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/tier/meta"
@@ -43,6 +44,11 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"short ttl", func(c *Config, _ *Deps) { c.LeaseTTL = 100e6 }, "lease ttl"},
 		{"replication factor", func(c *Config, _ *Deps) { c.DefaultReplicationFactor = 17 }, "replication factor"},
 		{"retention", func(c *Config, _ *Deps) { c.SnapshotRetention = -1 }, "snapshot retention"},
+		{"upload ttl", func(c *Config, _ *Deps) { c.BulkLoad.UploadCredentialTTL = 25 * time.Hour }, "upload credential ttl"},
+		{"short upload ttl", func(c *Config, _ *Deps) { c.BulkLoad.UploadCredentialTTL = time.Millisecond }, "upload credential ttl"},
+		{"upload concurrency", func(c *Config, _ *Deps) { c.BulkLoad.UploadConcurrency = -1 }, "upload concurrency"},
+		{"max upload bytes", func(c *Config, _ *Deps) { c.BulkLoad.MaxUploadBytes = -1 }, "max upload bytes"},
+		{"upload key", func(_ *Config, d *Deps) { d.UploadKey = []byte("short") }, "signing key"},
 		{"no store", func(_ *Config, d *Deps) { d.Meta = nil }, "metadata store"},
 		{"no objects", func(_ *Config, d *Deps) { d.Objects = nil }, "object store"},
 		{"store of another prefix", func(c *Config, d *Deps) { c.Prefix = e.prefix; d.Meta = other }, "prefix"},
