@@ -36,6 +36,10 @@ var (
 	// ErrTargetNotEmpty: the target holds data; the transaction is (being)
 	// aborted with TARGET_NOT_EMPTY.
 	ErrTargetNotEmpty = errors.New("bulkload: target not empty")
+	// ErrPermissionDenied: the coordinator requires callers to
+	// authenticate and this one did not (no or an unknown bearer token),
+	// or may not bulk load the target. Not retriable.
+	ErrPermissionDenied = errors.New("bulkload: permission denied")
 	// ErrUnavailable: the server cannot answer now (its coordinator lost
 	// leadership or is recovering the transaction, or the target is not
 	// ready for a bulk load yet). The outcome of the request is unknown:

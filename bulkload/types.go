@@ -119,6 +119,24 @@ func ValidateTxnID(id string) error {
 	return nil
 }
 
+// MaxBearerTokenLen bounds a bearer token.
+const MaxBearerTokenLen = 1024
+
+// ValidateBearerToken checks a bearer token (a caller's credential):
+// 16..MaxBearerTokenLen printable ASCII characters without spaces. Its
+// errors never quote it.
+func ValidateBearerToken(tok string) error {
+	if len(tok) < 16 || len(tok) > MaxBearerTokenLen {
+		return fmt.Errorf("%w: bearer token of %d bytes (want 16..%d)", ErrInvalidRequest, len(tok), MaxBearerTokenLen)
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] > '~' {
+			return fmt.Errorf("%w: bearer token with a character that is not printable ASCII or is a space at byte %d", ErrInvalidRequest, i)
+		}
+	}
+	return nil
+}
+
 // MaxCallerTokenLen bounds a caller token.
 const MaxCallerTokenLen = 256
 

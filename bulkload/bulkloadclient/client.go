@@ -61,6 +61,7 @@ type options struct {
 	store  *objstore.Store
 	conn   []connect.ClientOption
 	scoped bool
+	bearer string
 }
 
 // WithHTTPClient sets the HTTP client (default http.DefaultClient).
@@ -74,6 +75,13 @@ func WithLogger(l *slog.Logger) Opt { return func(o *options) { o.logger = l } }
 // opened from the build context's remote data dir. The client does not close
 // it.
 func WithObjectStore(s *objstore.Store) Opt { return func(o *options) { o.store = s } }
+
+// WithBearerToken makes every call carry "Authorization: Bearer token":
+// the credential of a coordinator that requires callers to authenticate
+// (coordinator.Config.Callers). The client never logs it.
+func WithBearerToken(token string) Opt {
+	return func(o *options) { o.bearer = token }
+}
 
 // WithScopedUploads makes Commit write manifests through the upload
 // gateway of the active coordinator (see ScopedStore), with credentials
@@ -112,6 +120,12 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 		o.logger = slog.New(slog.DiscardHandler)
 	}
 	hc, conn := o.hc, o.conn
+	if o.bearer != "" {
+		if err := bulkload.ValidateBearerToken(o.bearer); err != nil {
+			return nil, fmt.Errorf("bulkloadclient: %w", err)
+		}
+		conn = append(conn[:len(conn):len(conn)], connect.WithInterceptors(Bearer(o.bearer)))
+	}
 	dial := func(url string) tierv1connect.BulkLoadServiceClient {
 		return tierv1connect.NewBulkLoadServiceClient(hc, url, conn...)
 	}
@@ -267,6 +281,8 @@ func sentinelOf(err error) error {
 		return bulkload.ErrTooManyTransactions
 	case tierpb.ReasonNotPrimaryKey:
 		return bulkload.ErrNotPrimaryKeyTable
+	case tierpb.ReasonUnauthenticated, tierpb.ReasonPermissionDenied:
+		return bulkload.ErrPermissionDenied
 	case tierpb.ReasonUnavailable, tierpb.ReasonNotLeader:
 		// Unknown outcome: the request may or may not have taken effect
 		// (NOT_LEADER reaches here only without a leader to follow: an
@@ -345,3 +361,15 @@ func abortedErr(st bulkload.Status) error {
 }
 
 var errNoContext = errors.New("bulkloadclient: nil build context")
+
+// Bearer returns a connect client interceptor that sends token as
+// "Authorization: Bearer token" (what WithBearerToken installs), for
+// other connect clients of the coordinator.
+func Bearer(token string) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	})
+}

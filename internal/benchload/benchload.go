@@ -49,6 +49,7 @@ type config struct {
 	cpuProfile   string // bulk path
 	cpuProfileA  string // ordinary path
 	runs         int
+	scoped       bool // bulk path through the upload gateway
 }
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
@@ -77,6 +78,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bulk path's measurement (whole process, Begin to Commit) to this file")
 	fs.StringVar(&c.cpuProfileA, "cpuprofile-ordinary", "", "write a CPU profile of the ordinary path's measurement (whole process) to this file")
 	fs.IntVar(&c.runs, "runs", 1, "measure both paths this many times, each on a fresh embedded tier, and end with the median ratio")
+	fs.BoolVar(&c.scoped, "scoped-uploads", false, "bulk path: write snapshot files and the manifest through the coordinator's upload gateway with scoped credentials, not into the store directly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -255,8 +257,12 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	}
 
 	// (b) The bulk path.
-	fmt.Fprintf(stdout, "\n(b) bulk path: bulkloadclient, input=%s arrow-batch=%d memory=%s workers=%d\n",
-		cfg.bulkInput, cfg.arrowRows, benchutil.FmtBytes(cfg.memory), cfg.workers)
+	uploads := "into the store directly"
+	if cfg.scoped {
+		uploads = "through the upload gateway (scoped credentials)"
+	}
+	fmt.Fprintf(stdout, "\n(b) bulk path: bulkloadclient, input=%s arrow-batch=%d memory=%s workers=%d, uploads %s\n",
+		cfg.bulkInput, cfg.arrowRows, benchutil.FmtBytes(cfg.memory), cfg.workers, uploads)
 	// The tier goes on compacting the ordinary table after its rows are
 	// readable; that work is not the bulk path's to pay for.
 	waited, idle, err := settle(ctx, settleMax)
@@ -360,7 +366,11 @@ func runOrdinary(ctx context.Context, stdout io.Writer, c *tierclient.Client, t 
 // runBulk loads every row through the bulk-load SDK: Begin, one build
 // session for every bucket, Finish, Commit (readable when it returns).
 func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Target, g *benchutil.RowGen, cfg config, dir string) (result, error) {
-	c, err := bulkloadclient.New(ctx, addr)
+	var opts []bulkloadclient.Opt
+	if cfg.scoped {
+		opts = append(opts, bulkloadclient.WithScopedUploads())
+	}
+	c, err := bulkloadclient.New(ctx, addr, opts...)
 	if err != nil {
 		return result{}, err
 	}
@@ -377,9 +387,11 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 		return result{}, fmt.Errorf("begin: %w", err)
 	}
 	tBegin, cBegin := time.Since(start), benchutil.CPUTime()-cpu0
-	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
-		TempDir: tmp, MemoryBudget: cfg.memory, Workers: cfg.workers,
-	})
+	sopts := bulkloadclient.SessionOptions{TempDir: tmp, MemoryBudget: cfg.memory, Workers: cfg.workers}
+	if cfg.scoped {
+		sopts.Store = c.ScopedStore(bc)
+	}
+	s, err := bulkloadclient.OpenBuildSession(ctx, bc, sopts)
 	if err != nil {
 		return result{}, errors.Join(fmt.Errorf("open build session: %w", err), abort(ctx, c, bc))
 	}

@@ -18,16 +18,25 @@ import (
 // each must load, verify and report, and the run must end with the ratio
 // line. Nothing is asserted about speed.
 func TestSmoke(t *testing.T) {
-	for _, input := range []string{"arrow", "rows"} {
-		t.Run(input, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, input string
+		scoped      bool
+	}{{"arrow", "arrow", false}, {"rows", "rows", false}, {"scoped", "arrow", true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			profDir := t.TempDir()
 			profiles := []string{filepath.Join(profDir, "bulk.pprof"), filepath.Join(profDir, "ordinary.pprof")}
-			err := Run(t.Context(), &out, []string{
+			args := []string{
 				"--rows", "3000", "--buckets", "3", "--batch", "300", "--arrow-batch", "700",
-				"--bulk-input", input, "--memory", "8MiB", "--data-dir", t.TempDir(), "--verify-sample", "200",
+				"--bulk-input", tc.input, "--memory", "8MiB", "--data-dir", t.TempDir(), "--verify-sample", "200",
 				"--cpuprofile", profiles[0], "--cpuprofile-ordinary", profiles[1],
-			})
+			}
+			uploads := "uploads into the store directly"
+			if tc.scoped {
+				args = append(args, "--scoped-uploads")
+				uploads = "uploads through the upload gateway (scoped credentials)"
+			}
+			err := Run(t.Context(), &out, args)
 			t.Log("\n" + out.String())
 			if err != nil {
 				t.Fatalf("run: %v", err)
@@ -45,6 +54,7 @@ func TestSmoke(t *testing.T) {
 				`build: 3 buckets, 3000 rows in the snapshots`,
 				`(?m)^    build busy time \(summed over goroutines\): sort\+spill [0-9.]+s, .* merge\+write [0-9.]+s, .* upload [0-9.]+s`,
 				`(?m)^    (waited [0-9.]+s for the process to go idle|the process did not go idle within 1m0s)`,
+				`(?m)^\(b\) bulk path: .*, ` + regexp.QuoteMeta(uploads) + `$`,
 			} {
 				if !regexp.MustCompile(re).MatchString(out.String()) {
 					t.Errorf("report lacks %q", re)

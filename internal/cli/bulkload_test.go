@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/tier/tierclient"
 )
 
 func runBulk(t *testing.T, args ...string) (string, error) {
@@ -200,5 +203,56 @@ func TestBulkloadFileErrors(t *testing.T) {
 	}
 	if _, _, err := readResults([]string{partial}); err == nil || !strings.Contains(err.Error(), "missing member") {
 		t.Errorf("a partial result: %v", err)
+	}
+}
+
+// TestBulkloadBearerToken: against a coordinator that authenticates its
+// bulk-load callers, thaw bulkload sends the token of THAW_TOKEN, and
+// without one says which variable to set.
+func TestBulkloadBearerToken(t *testing.T) {
+	const tok = "cli-token-8c1f4e07a2"
+	sum := sha256.Sum256([]byte(tok))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+		DataDir: t.TempDir(), TabletServers: 1, EtcdUnsafeNoFsync: true,
+		Coordinator: daemon.CoordinatorOptions{Callers: []daemon.CallerOptions{{Name: "cli", TokenSHA256: hex.EncodeToString(sum[:]), Tables: []string{"shop.*"}}}},
+		Tablet:      daemon.TabletOptions{SnapshotInterval: -1, CacheSize: 8 << 20, MemTableBudget: 8 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	server := "--server=" + e.HostPort()
+	tc, err := tierclient.New(ctx, e.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.CreateTable(ctx, "shop", "items", itemsTable(t, false), 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(daemon.EnvToken, "")
+	code, _, errOut := run(t, "bulkload", "begin", server, "shop.items")
+	if code == 0 || !strings.Contains(errOut, "THAW_TOKEN") {
+		t.Fatalf("begin without a token: %d %s", code, errOut)
+	}
+	t.Setenv(daemon.EnvToken, tok)
+	code, out, errOut := run(t, "bulkload", "begin", server, "shop.items", "--token", "cli-auth-1")
+	if code != 0 || !strings.Contains(out, `"version"`) {
+		t.Fatalf("begin with THAW_TOKEN: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "bulkload", "list", server)
+	if code != 0 || !strings.Contains(out, "shop.items") {
+		t.Fatalf("list with THAW_TOKEN: %d %s %s", code, out, errOut)
+	}
+	if strings.Contains(out+errOut, tok) {
+		t.Fatal("the CLI printed the token")
 	}
 }

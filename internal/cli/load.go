@@ -264,10 +264,14 @@ func newCallerToken(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// bulkClient returns an SDK client of the coordinator at server; scoped
-// makes it write manifests through the coordinator's upload gateway.
+// bulkClient returns an SDK client of the coordinator at server, with the
+// bearer token of THAW_TOKEN if set; scoped makes it write manifests through
+// the coordinator's upload gateway.
 func bulkClient(ctx context.Context, server string, scoped bool) (*bulkloadclient.Client, error) {
 	opts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(daemon.NewHTTPClient())}
+	if tok := os.Getenv(daemon.EnvToken); tok != "" {
+		opts = append(opts, bulkloadclient.WithBearerToken(tok))
+	}
 	if scoped {
 		opts = append(opts, bulkloadclient.WithScopedUploads())
 	}

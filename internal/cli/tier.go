@@ -23,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/coordlist"
@@ -240,7 +241,13 @@ func dialLeader[C any](server string, newClient func(connect.HTTPClient, string,
 		return &leaderConn[C]{err: usageError("--server: %v", err)}
 	}
 	hc := daemon.NewHTTPClient()
-	return &leaderConn[C]{coords: coordlist.New(seeds, func(url string) C { return newClient(hc, url) })}
+	var opts []connect.ClientOption
+	if tok := os.Getenv(daemon.EnvToken); tok != "" {
+		// A coordinator that authenticates bulk-load callers wants it; the
+		// CoordinatorService ignores it.
+		opts = append(opts, connect.WithInterceptors(bulkloadclient.Bearer(tok)))
+	}
+	return &leaderConn[C]{coords: coordlist.New(seeds, func(url string) C { return newClient(hc, url, opts...) })}
 }
 
 // leaderDo calls the active coordinator. A round is one coordlist.Route

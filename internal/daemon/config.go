@@ -269,6 +269,18 @@ type CoordinatorOptions struct {
 	// BulkLoad tunes bulk-load transactions (the `coordinator.bulk_load:`
 	// section); a zero or absent key keeps the coordinator's default.
 	BulkLoad BulkLoadOptions `yaml:"bulk_load"`
+	// Callers, when set, are the only callers of the BulkLoadService, each
+	// known by the SHA-256 of its bearer token (coordinator.Config.Callers;
+	// clients send the token from THAW_TOKEN).
+	Callers []CallerOptions `yaml:"callers"`
+}
+
+// CallerOptions are one caller of the BulkLoadService (the
+// `coordinator.callers:` list).
+type CallerOptions struct {
+	Name        string   `yaml:"name"`
+	TokenSHA256 string   `yaml:"token_sha256"`
+	Tables      []string `yaml:"tables"`
 }
 
 // BulkLoadOptions tune bulk-load transactions; see docs/bulkload.md for
@@ -300,7 +312,12 @@ type BulkLoadOptions struct {
 // coordinator id, advertised at addr, under the etcd prefix.
 func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string, replication int) coordinator.Config {
 	b := c.BulkLoad
+	var callers []coordinator.Caller
+	for _, cl := range c.Callers {
+		callers = append(callers, coordinator.Caller{Name: cl.Name, TokenSHA256: cl.TokenSHA256, Tables: cl.Tables})
+	}
 	return coordinator.Config{
+		Callers:                  callers,
 		ID:                       id,
 		AdvertiseAddress:         addr,
 		Prefix:                   prefix,
@@ -347,6 +364,9 @@ func (c *CoordinatorOptions) defaults() {
 
 func (c CoordinatorOptions) validate() error {
 	var errs []error
+	if err := coordinator.ValidateCallers(c.coordinatorConfig("c", "a", "/p", "file:///r", 1).Callers); err != nil {
+		errs = append(errs, fmt.Errorf("coordinator.callers: %w", err))
+	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("coordinator.lease_ttl %v is shorter than 1s", c.LeaseTTL))
 	}

@@ -158,6 +158,9 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 	tc := pp.tier
 	pp.closers = append(pp.closers, func() error { tc.Close(); return nil })
 	bopts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(hc), bulkloadclient.WithLogger(log.With("component", "bulkload"))}
+	if tok := os.Getenv(EnvToken); tok != "" {
+		bopts = append(bopts, bulkloadclient.WithBearerToken(tok))
+	}
 	switch {
 	case cfg.Tier.ScopedUploads:
 		// Builds and manifests go through the upload gateway, even with

@@ -35,6 +35,12 @@ import (
 // of thaw coordinator and thaw tablet (never in the config file).
 const EnvEtcdPassword = "THAW_ETCD_PASSWORD"
 
+// EnvToken is the environment variable holding a caller's bearer token
+// for the BulkLoadService of a coordinator that authenticates its callers
+// (coordinator.callers): thaw load, thaw bulkload and thaw promoter send
+// it. Never in a config file.
+const EnvToken = "THAW_TOKEN"
+
 // EnvUploadKey is the environment variable holding the upload gateway's
 // signing key of thaw coordinator: 64 hex digits (32 bytes), the same for
 // every coordinator of a tier so that each accepts the capabilities the

@@ -491,9 +491,12 @@ func sameTarget(p *tierv1.TargetPath, t bulkload.Target) bool {
 	return p.GetDatabase() == t.Database && p.GetTable() == t.Table && p.GetPartition() == t.Partition
 }
 
-func targetString(p *tierv1.TargetPath) string {
-	return bulkload.Target{Database: p.GetDatabase(), Table: p.GetTable(), Partition: p.GetPartition()}.String()
+// targetOfPath is the target a request names.
+func targetOfPath(p *tierv1.TargetPath) bulkload.Target {
+	return bulkload.Target{Database: p.GetDatabase(), Table: p.GetTable(), Partition: p.GetPartition()}
 }
+
+func targetString(p *tierv1.TargetPath) string { return targetOfPath(p).String() }
 
 // sweepOrphans cleans what every retained aborted transaction left.
 func (m *bulkManager) sweepOrphans(ctx context.Context) {

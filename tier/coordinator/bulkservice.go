@@ -71,6 +71,9 @@ func (s *bulkService) Begin(ctx context.Context, req *connect.Request[tierv1.Beg
 		return nil, invalid("bulk load: build timeout %d ms is negative", m.GetBuildTimeoutMs())
 	}
 	timeout := time.Duration(m.GetBuildTimeoutMs()) * time.Millisecond
+	if err := s.c.allowed(ctx, targetOfPath(m.GetTarget())); err != nil {
+		return nil, err
+	}
 	for {
 		mgr, err := s.manager(ctx)
 		if err != nil {
@@ -114,6 +117,9 @@ func (s *bulkService) call(ctx context.Context, h *tierv1.BulkLoadHandle, build 
 		r, err := mgr.lookup(ctx, h)
 		if err != nil {
 			return reply{}, bulkError(err, nil)
+		}
+		if err := s.c.allowed(ctx, r.view().rec.Target); err != nil {
+			return reply{}, err
 		}
 		rep, err := r.request(ctx, build)
 		if err != nil {
@@ -167,11 +173,18 @@ func (s *bulkService) Status(ctx context.Context, req *connect.Request[tierv1.Bu
 	if err != nil {
 		return nil, bulkError(err, nil)
 	}
-	return connect.NewResponse(&tierv1.BulkLoadStatusResponse{Status: statusProto(r.view())}), nil
+	v := r.view()
+	if err := s.c.allowed(ctx, v.rec.Target); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&tierv1.BulkLoadStatusResponse{Status: statusProto(v)}), nil
 }
 
 func (s *bulkService) GetInProgress(ctx context.Context, req *connect.Request[tierv1.GetInProgressBulkLoadRequest]) (_ *connect.Response[tierv1.GetInProgressBulkLoadResponse], err error) {
 	defer func() { s.count("get_in_progress", err) }()
+	if err := s.c.allowed(ctx, targetOfPath(req.Msg.GetTarget())); err != nil {
+		return nil, err
+	}
 	mgr, err := s.manager(ctx)
 	if err != nil {
 		return nil, err
@@ -224,7 +237,7 @@ func (s *bulkService) List(ctx context.Context, req *connect.Request[tierv1.List
 	resp := &tierv1.ListBulkLoadsResponse{}
 	for _, r := range mgr.runnersOf(nil) {
 		v := r.view()
-		if keep(v.rec) && (req.Msg.GetIncludeTerminal() || !v.rec.State.Terminal()) {
+		if keep(v.rec) && (req.Msg.GetIncludeTerminal() || !v.rec.State.Terminal()) && s.c.allowed(ctx, v.rec.Target) == nil {
 			resp.Transactions = append(resp.Transactions, statusProto(v))
 		}
 	}

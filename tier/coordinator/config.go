@@ -57,6 +57,14 @@ type Config struct {
 	Fanout int
 	// BulkLoad configures bulk-load transactions (zero fields: defaults).
 	BulkLoad BulkLoadConfig
+	// Callers, when set, are the only callers of the BulkLoadService:
+	// every call must carry the bearer token of one of them, and Begin,
+	// GetInProgress, Status, Commit, Abort and GetUploadCredentials need a
+	// caller allowed to bulk load the target (List shows only such
+	// transactions). Empty: no authentication (every caller may do
+	// everything). The CoordinatorService and the tablets do not
+	// authenticate.
+	Callers []Caller
 }
 
 // Deps are the parts a Coordinator uses; all but Logger and Registerer are
@@ -190,6 +198,9 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	}
 	if cfg.BulkLoad.MaxUploadBytes < 1 {
 		errs = append(errs, fmt.Errorf("max upload bytes %d is below 1", cfg.BulkLoad.MaxUploadBytes))
+	}
+	if _, err := newAuthn(cfg.Callers); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
 		errs = append(errs, err)

@@ -43,6 +43,7 @@ type Coordinator struct {
 	clock       Clock
 	hook        func(step string) error
 	uploads     *uploadGateway
+	auth        *authn // nil: callers are not authenticated
 
 	// term is the current leadership term, nil on standby. Written only by
 	// Run's goroutine; read by RPC handlers.
@@ -109,6 +110,10 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	auth, err := newAuthn(cfg.Callers) // checked by withDefaults
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: config: %w", err)
+	}
 	return &Coordinator{
 		cfg:         cfg,
 		cli:         deps.Etcd,
@@ -122,6 +127,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		clock:       clock,
 		hook:        deps.BulkLoadHook,
 		uploads:     uploads,
+		auth:        auth,
 	}, nil
 }
 
@@ -131,7 +137,11 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	mux := http.NewServeMux()
 	mux.Handle(tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...))
-	mux.Handle(tierv1connect.NewBulkLoadServiceHandler(&bulkService{c: c}, opts...))
+	bulkOpts := opts
+	if c.auth != nil {
+		bulkOpts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(c.auth))
+	}
+	mux.Handle(tierv1connect.NewBulkLoadServiceHandler(&bulkService{c: c}, bulkOpts...))
 	mux.HandleFunc(uploadcap.Path, c.serveUpload)
 	return "/", mux
 }

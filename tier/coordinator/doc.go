@@ -115,6 +115,14 @@
 // caller. Deps.Clock injects time and Deps.BulkLoadHook named steps (for
 // crash tests). docs/bulkload.md describes the protocol for operators.
 //
+// # Caller authentication
+//
+// With Config.Callers set, the BulkLoadService handler authenticates every
+// call by its bearer token (the SHA-256 of which names a Caller) and each
+// RPC checks that the caller may bulk load the transaction's target
+// (Caller.Tables); List shows only such transactions. Without Callers
+// nothing is authenticated. The CoordinatorService is never authenticated.
+//
 // # Upload gateway
 //
 // Builders that hold no object store credentials write through the

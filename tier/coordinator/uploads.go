@@ -83,6 +83,9 @@ func (s *bulkService) GetUploadCredentials(ctx context.Context, req *connect.Req
 		return nil, bulkError(err, nil)
 	}
 	v := r.view()
+	if err := c.allowed(ctx, v.rec.Target); err != nil {
+		return nil, err
+	}
 	switch {
 	case v.rec.State != bulkload.Begun:
 		return nil, bulkError(fmt.Errorf("%w: upload credentials need a BEGUN transaction (%s)", bulkload.ErrInvalidState, v.rec.State), &v)
