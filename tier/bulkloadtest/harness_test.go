@@ -97,6 +97,7 @@ type harness struct {
 	cli     *clientv3.Client
 	store   *meta.Store
 	objects *objstore.Store
+	faults  *objstore.Faults // set by withFaults
 	logs    *changelog.LocalProvider
 	mux     *http.ServeMux
 	url     string
@@ -121,6 +122,14 @@ type harness struct {
 type option func(*harness)
 
 func withClock(c coordinator.Clock) option { return func(h *harness) { h.clock = c } }
+
+// withFaults puts a fault injector under the object store (h.faults).
+func withFaults() option {
+	return func(h *harness) {
+		h.faults = objstore.NewFaults(h.objects.Bucket())
+		h.objects = objstore.New(h.faults, h.objects.Base())
+	}
+}
 
 func withBulkConfig(f func(*coordinator.BulkLoadConfig)) option {
 	return func(h *harness) { f(&h.cfg) }

@@ -1,0 +1,132 @@
+package bulkloadtest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/tier/coordinator"
+	"github.com/thawdb/thaw/tier/uploadcap"
+)
+
+// TestUploadGatewayFaults fails the upload gateway's store writes and cuts
+// an upload's body short: each answers the class a client acts on, and
+// none leaves an object in the store or a file in the gateway's temporary
+// directory; the same upload then succeeds.
+func TestUploadGatewayFaults(t *testing.T) {
+	tmp := t.TempDir()
+	h := newHarness(t, withFaults(), withBulkConfig(func(c *coordinator.BulkLoadConfig) { c.UploadTempDir = tmp }))
+	n := h.standard()
+	ctx := t.Context()
+	tp := h.createTable(n, "items", 2, "")
+	info := h.mustBegin(n, tp, "gw-faults")
+	cred, err := n.bulk.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: info.GetHandle()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway := n.url + cred.Msg.GetUploadPath()
+	uri := snapTarget(info).SnapshotDir(0, info.GetSnapshotIds()[0]) + "/f"
+	key, err := h.objects.Key(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("sst "), 4096)
+	sum := sha256.Sum256(body)
+	sha := hex.EncodeToString(sum[:])
+	put := func() (int, uploadcap.Refusal) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, gateway+"?uri="+url.QueryEscape(uri), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+cred.Msg.GetToken())
+		req.Header.Set(uploadcap.HeaderSHA256, sha)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r uploadcap.Refusal
+		if resp.StatusCode != http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, r
+	}
+	untouched := func(what string) {
+		t.Helper()
+		if _, err := h.objects.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("%s: the object: %v, want not found", what, err)
+		}
+		eventually(t, what+": the gateway's temporary directory is empty", func() error {
+			ents, err := os.ReadDir(tmp)
+			if err != nil || len(ents) > 0 {
+				return fmt.Errorf("%d entries, %v", len(ents), err)
+			}
+			return nil
+		})
+	}
+
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		class  string
+	}{
+		{"transient store failure", fmt.Errorf("%w: injected", objstore.ErrTransient), 503, uploadcap.Transient},
+		{"store full", fmt.Errorf("%w: injected", objstore.ErrNoSpace), 507, uploadcap.NoSpace},
+		{"store refuses", fmt.Errorf("%w: injected", objstore.ErrPermission), 502, uploadcap.StoreRefused},
+	} {
+		h.faults.FailNth(objstore.OpPut, 1, tc.err)
+		if status, r := put(); status != tc.status || r.Class != tc.class || !strings.Contains(r.Error, "injected") {
+			t.Errorf("%s: %d %+v, want %d %s", tc.name, status, r, tc.status, tc.class)
+		}
+		untouched(tc.name)
+	}
+
+	// A body cut short: the client promises 16 KiB, sends 10 bytes and
+	// hangs up.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(gateway + "?uri=" + url.QueryEscape(uri))
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s",
+		u.RequestURI(), u.Host, cred.Msg.GetToken(), uploadcap.HeaderSHA256, sha, len(body), body[:10])
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway has seen it (the first transient refusal above, and
+	// this one) before the store is checked.
+	eventually(t, "the gateway refused the cut-short body", func() error {
+		v, _, err := testmetric.Value(n.reg, "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.Transient})
+		if err == nil && v != 2 {
+			err = fmt.Errorf("%v transient refusals", v)
+		}
+		return err
+	})
+	untouched("a body cut short")
+
+	// Nothing armed: the same upload is stored.
+	if status, r := put(); status != http.StatusOK {
+		t.Fatalf("put: %d %+v", status, r)
+	}
+	if got, err := h.objects.Get(ctx, key); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("stored %d bytes, %v", len(got), err)
+	}
+}
