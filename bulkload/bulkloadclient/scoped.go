@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,16 +46,24 @@ type Credentials struct {
 }
 
 // UploadCredentials asks the active coordinator for the write credential
-// of a BEGUN transaction (GetUploadCredentials). Errors wrap the
-// bulkload sentinels, as Status's do.
-func (c *Client) UploadCredentials(ctx context.Context, h bulkload.Handle) (Credentials, error) {
+// of a BEGUN transaction (GetUploadCredentials): of the snapshot
+// directories of the given buckets, or, with none given, of every bucket
+// and the manifest. Errors wrap the bulkload sentinels, as Status's do.
+func (c *Client) UploadCredentials(ctx context.Context, h bulkload.Handle, buckets ...int) (Credentials, error) {
+	bs := make([]int32, len(buckets))
+	for i, b := range buckets {
+		if b < 0 || b > math.MaxInt32 {
+			return Credentials{}, fmt.Errorf("bulkloadclient: upload credentials: %w: bucket %d", bulkload.ErrInvalidRequest, b)
+		}
+		bs[i] = int32(b)
+	}
 	var (
 		resp *tierv1.GetUploadCredentialsResponse
 		at   string
 	)
 	_, err := coordlist.Route(ctx, c.coords, true, func(err error) bool { return sentinelOf(err) == bulkload.ErrUnavailable },
 		c.log, "bulkloadclient", func(co *coordinator) error {
-			r, err := co.Svc.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: handleProto(h)}))
+			r, err := co.Svc.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: handleProto(h), Buckets: bs}))
 			if err == nil {
 				resp, at = r.Msg, co.URL
 			}
@@ -83,9 +93,10 @@ func (c *Client) UploadCredentials(ctx context.Context, h bulkload.Handle) (Cred
 // not available), so a builder treats them as it treats a store's.
 // Safe for concurrent use.
 type ScopedStore struct {
-	c    *Client
-	base string // the build context's remote data dir
-	h    bulkload.Handle
+	c       *Client
+	base    string // the build context's remote data dir
+	h       bulkload.Handle
+	buckets []int // nil: every bucket and the manifest
 
 	mu struct {
 		sync.Mutex
@@ -105,9 +116,11 @@ const RefreshBefore = time.Minute
 var _ snapshotbuild.Store = (*ScopedStore)(nil)
 
 // ScopedStore returns a store of bc's transaction that writes through the
-// upload gateway.
-func (c *Client) ScopedStore(bc *BuildContext) *ScopedStore {
-	return &ScopedStore{c: c, base: bc.remoteDataDir, h: bc.handle}
+// upload gateway, with credentials of the given buckets only (pass a
+// session's SessionOptions.Buckets), or, with none given, of every bucket
+// and the manifest.
+func (c *Client) ScopedStore(bc *BuildContext, buckets ...int) *ScopedStore {
+	return &ScopedStore{c: c, base: bc.remoteDataDir, h: bc.handle, buckets: slices.Clone(buckets)}
 }
 
 // Key is the key of uri under the build context's remote data dir.
@@ -158,7 +171,7 @@ func (s *ScopedStore) credentials(ctx context.Context, stale uploadcap.Token) (C
 	if cr.Token != "" && cr.Token != stale && time.Until(cr.Expires) > RefreshBefore {
 		return cr, nil
 	}
-	cr, err := s.c.UploadCredentials(ctx, s.h)
+	cr, err := s.c.UploadCredentials(ctx, s.h, s.buckets...)
 	// A coordinator that is not available (an election, a new active
 	// coordinator recovering the transaction) is waited for, up to
 	// CredentialsWait.
@@ -169,7 +182,7 @@ func (s *ScopedStore) credentials(ctx context.Context, stale uploadcap.Token) (C
 			return Credentials{}, fmt.Errorf("%w (%w)", ctx.Err(), err)
 		case <-time.After(pause):
 		}
-		cr, err = s.c.UploadCredentials(ctx, s.h)
+		cr, err = s.c.UploadCredentials(ctx, s.h, s.buckets...)
 	}
 	if err != nil {
 		switch {

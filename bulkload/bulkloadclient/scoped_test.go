@@ -153,7 +153,8 @@ func TestScopedUploads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		results = append(results, buildScoped(ctx, t, shipped, builder.ScopedStore(shipped), owned, rows)...)
+		// Each builder's credential covers its own buckets only.
+		results = append(results, buildScoped(ctx, t, shipped, builder.ScopedStore(shipped, owned...), owned, rows)...)
 	}
 	st, err := admin.Commit(ctx, bc, results, 30*time.Second)
 	if err != nil || st.State != bulkload.Committed {
@@ -282,8 +283,19 @@ func TestUploadGatewayRefuses(t *testing.T) {
 	if !credA.Expires.Equal(a.BuildDeadline()) || credA.UploadURL != e.Address()+uploadcap.Path {
 		t.Fatalf("credentials: expires %s, url %s", credA.Expires, credA.UploadURL)
 	}
+	// A credential of bucket 0 only.
+	credA0, err := c.UploadCredentials(ctx, a.Handle(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]int{{4}, {0, 0}, {-1}} {
+		if _, err := c.UploadCredentials(ctx, a.Handle(), bad...); !errors.Is(err, bulkload.ErrInvalidRequest) {
+			t.Errorf("credentials of buckets %v: %v", bad, err)
+		}
+	}
 	addr := e.Address()
 	dirA := a.SnapshotTarget().SnapshotDir(0, a.SnapshotIDs()[0])
+	dirA1 := a.SnapshotTarget().SnapshotDir(1, a.SnapshotIDs()[1])
 	dirB := b.SnapshotTarget().SnapshotDir(0, b.SnapshotIDs()[0])
 	tokA := credA.Token
 	forged := uploadcap.Token(tokA.Reveal()[:len(tokA.Reveal())-2] + "AA")
@@ -309,6 +321,8 @@ func TestUploadGatewayRefuses(t *testing.T) {
 		{"the snapshot directory's parent", tokA, a.SnapshotTarget().TabletDir(0) + "/f", "", 403, uploadcap.OutOfScope},
 		{"a dot-dot escape", tokA, dirA + "/../snap-999/f", "", 403, uploadcap.OutOfScope},
 		{"outside the store", tokA, "file:///etc/f", "", 403, uploadcap.OutOfScope},
+		{"another bucket than the credential's", credA0.Token, dirA1 + "/f", "", 403, uploadcap.OutOfScope},
+		{"the manifest with a credential of a bucket", credA0.Token, a.ManifestPath(), "", 403, uploadcap.OutOfScope},
 		{"wrong sha256", tokA, dirA + "/f", strings.Repeat("0", 64), 400, uploadcap.Integrity},
 		{"malformed sha256", tokA, dirA + "/f", "ABC", 400, uploadcap.BadRequest},
 	} {
@@ -341,6 +355,21 @@ func TestUploadGatewayRefuses(t *testing.T) {
 		}
 	}
 	store := e.Objects()
+	// The credential of bucket 0 writes there, and deletes only its
+	// bucket's _METADATA.
+	if status, r := gatewayPut(ctx, t, addr, credA0.Token, dirA+"/_METADATA", body, ""); status != 200 {
+		t.Fatalf("put with the credential of its bucket: %d %+v", status, r)
+	}
+	for uri, want := range map[string]int{dirA1 + "/_METADATA": 403, dirA + "/_METADATA": 204} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, addr+uploadcap.Path+"?uri="+url.QueryEscape(uri), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+credA0.Token.Reveal())
+		if status, r := gatewayDo(t, req); status != want {
+			t.Errorf("DELETE %s with the credential of bucket 0: %d %+v, want %d", uri, status, r, want)
+		}
+	}
 	for _, bc := range []*bulkloadclient.BuildContext{a, b} {
 		if keys := objectsUnder(ctx, t, store, bc); len(keys) != 0 {
 			t.Fatalf("refused requests stored %v", keys)

@@ -152,7 +152,7 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 		Logger:           slog.New(slog.DiscardHandler),
 	}
 	if o.scoped {
-		sopts.Store = o.client.ScopedStore(bc)
+		sopts.Store = o.client.ScopedStore(bc, o.buckets...) // nil: every bucket (and the manifest, for thaw load)
 	} else if match := os.Getenv(testHoldAfterPutEnv); match != "" {
 		st, err := objstore.Open(ctx, bc.RemoteDataDir())
 		if err != nil {

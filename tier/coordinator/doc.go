@@ -132,9 +132,10 @@
 // the build deadline), signed with Deps.UploadKey or a random key of this
 // process, and Handler serves the gateway at uploadcap.Path. The gateway
 // verifies the capability, asks the current term's runner of its
-// transaction whether it is still BEGUN, allows a PUT only directly in one
-// of its snapshot directories or at its manifest path and a DELETE only of
-// a _METADATA there, receives the body into a temporary file whose size
+// transaction whether it is still BEGUN, allows a PUT only directly in the
+// snapshot directory of a bucket the capability names or, when it names
+// every bucket, at the manifest path, and a DELETE only of a _METADATA in
+// such a directory, receives the body into a temporary file whose size
 // and SHA-256 it checks, and stores it write-if-absent (UploadStore.PutFile,
 // at most BulkLoadConfig.UploadConcurrency at once). It never logs the
 // capability.

@@ -94,13 +94,26 @@ func (s *bulkService) GetUploadCredentials(ctx context.Context, req *connect.Req
 		// recovering the transaction.
 		return nil, bulkError(fmt.Errorf("%w: transaction %s is not ready for uploads yet (phase %s): retry", bulkload.ErrUnavailable, v.rec.TxnID, v.phase), &v)
 	}
+	var buckets []int // nil: every bucket and the manifest
+	if bs := req.Msg.GetBuckets(); len(bs) > 0 {
+		seen := make([]bool, v.rec.Buckets)
+		for _, b := range bs {
+			if b < 0 || int(b) >= v.rec.Buckets || seen[b] {
+				return nil, bulkError(fmt.Errorf("%w: upload credentials of buckets %v: bucket %d is repeated or not in 0..%d",
+					bulkload.ErrInvalidRequest, bs, b, v.rec.Buckets-1), &v)
+			}
+			seen[b] = true
+			buckets = append(buckets, int(b))
+		}
+		slices.Sort(buckets)
+	}
 	now := c.clock.Now()
 	exp := now.Add(c.cfg.BulkLoad.UploadCredentialTTL)
 	if dl := v.info.BuildDeadline; dl.Before(exp) {
 		exp = dl
 	}
 	exp = exp.Truncate(time.Millisecond)
-	tok, err := c.uploads.signer.Mint(uploadcap.Capability{TxnID: v.rec.TxnID, Expires: exp}, now)
+	tok, err := c.uploads.signer.Mint(uploadcap.Capability{TxnID: v.rec.TxnID, Expires: exp, Buckets: buckets}, now)
 	if err != nil {
 		// The build deadline has passed: the transaction is about to be
 		// aborted.
@@ -162,10 +175,10 @@ func (c *Coordinator) serveUpload(w http.ResponseWriter, r *http.Request) {
 
 // authorizeUpload checks the request's capability and returns the object
 // key of its uri, the key's URI and the transaction's frozen facts.
-func (c *Coordinator) authorizeUpload(r *http.Request) (key, uri string, info *bulkload.TargetInfo, fail *uploadFail) {
+func (c *Coordinator) authorizeUpload(r *http.Request) (key, uri string, info *bulkload.TargetInfo, capa uploadcap.Capability, fail *uploadFail) {
 	q := r.URL.Query()
 	if len(q) != 1 || len(q["uri"]) != 1 {
-		return "", "", nil, failf(http.StatusBadRequest, uploadcap.BadRequest, "want exactly one query parameter, uri")
+		return "", "", nil, capa, failf(http.StatusBadRequest, uploadcap.BadRequest, "want exactly one query parameter, uri")
 	}
 	uri = q.Get("uri")
 	auth := r.Header.Values("Authorization")
@@ -174,60 +187,64 @@ func (c *Coordinator) authorizeUpload(r *http.Request) (key, uri string, info *b
 		tok, ok = strings.CutPrefix(auth[0], "Bearer ")
 	}
 	if !ok {
-		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.Unauthorized, "want one Authorization: Bearer header with an upload capability")
+		return "", "", nil, capa, failf(http.StatusUnauthorized, uploadcap.Unauthorized, "want one Authorization: Bearer header with an upload capability")
 	}
 	capa, err := c.uploads.signer.Verify(uploadcap.Token(tok), c.clock.Now())
 	switch {
 	case errors.Is(err, uploadcap.ErrExpired):
-		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.Expired, "%v", err)
+		return "", "", nil, capa, failf(http.StatusUnauthorized, uploadcap.Expired, "%v", err)
 	case errors.Is(err, uploadcap.ErrUnknownKey):
-		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.UnknownKey, "%v", err)
+		return "", "", nil, capa, failf(http.StatusUnauthorized, uploadcap.UnknownKey, "%v", err)
 	case err != nil:
-		return "", "", nil, failf(http.StatusUnauthorized, uploadcap.Unauthorized, "%v", err)
+		return "", "", nil, capa, failf(http.StatusUnauthorized, uploadcap.Unauthorized, "%v", err)
 	}
 	t, err := c.leading(r.Context())
 	if err != nil {
-		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "this coordinator is not the active one")
+		return "", "", nil, capa, failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "this coordinator is not the active one")
 	}
 	if c.bulkObjects == nil || c.uploads.store == nil {
-		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.StoreRefused, "the coordinator's object store cannot serve the upload gateway")
+		return "", "", nil, capa, failf(http.StatusServiceUnavailable, uploadcap.StoreRefused, "the coordinator's object store cannot serve the upload gateway")
 	}
 	if err := t.bulk.awaitReady(r.Context()); err != nil {
-		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "transactions not loaded yet: %v", err)
+		return "", "", nil, capa, failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "transactions not loaded yet: %v", err)
 	}
 	run := t.bulk.runner(capa.TxnID)
 	if run == nil {
-		return "", "", nil, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is unknown", capa.TxnID)
+		return "", "", nil, capa, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is unknown", capa.TxnID)
 	}
 	v := run.view()
 	switch {
 	case v.rec.State != bulkload.Begun:
-		return "", "", nil, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is %s, not BEGUN", capa.TxnID, v.rec.State)
+		return "", "", nil, capa, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is %s, not BEGUN", capa.TxnID, v.rec.State)
 	case v.info == nil:
-		return "", "", nil, failf(http.StatusServiceUnavailable, uploadcap.Transient, "transaction %s is not ready for uploads yet (phase %s)", capa.TxnID, v.phase)
+		return "", "", nil, capa, failf(http.StatusServiceUnavailable, uploadcap.Transient, "transaction %s is not ready for uploads yet (phase %s)", capa.TxnID, v.phase)
 	}
 	key, err = c.bulkObjects.Key(uri)
 	if err != nil {
-		return "", "", nil, failf(http.StatusForbidden, uploadcap.OutOfScope, "%v", err)
+		return "", "", nil, capa, failf(http.StatusForbidden, uploadcap.OutOfScope, "%v", err)
 	}
-	return key, uri, v.info, nil
+	return key, uri, v.info, capa, nil
 }
 
-// inSnapshotDir reports whether uri names an object directly in one of
-// info's snapshot directories (uri is a valid key's URI: no empty, "." or
-// ".." segment).
-func inSnapshotDir(info *bulkload.TargetInfo, uri string) bool {
+// inSnapshotDir reports whether uri names an object directly in the
+// snapshot directory of one of info's buckets that capa allows (uri is a
+// valid key's URI: no empty, "." or ".." segment).
+func inSnapshotDir(info *bulkload.TargetInfo, capa uploadcap.Capability, uri string) bool {
 	i := strings.LastIndexByte(uri, '/')
-	return i > 0 && slices.Contains(info.SnapshotDirs, uri[:i])
+	if i <= 0 {
+		return false
+	}
+	b := slices.Index(info.SnapshotDirs, uri[:i])
+	return b >= 0 && capa.AllowsBucket(b)
 }
 
 func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
-	key, uri, info, fail := c.authorizeUpload(r)
+	key, uri, info, capa, fail := c.authorizeUpload(r)
 	if fail != nil {
 		return nil, fail
 	}
-	if uri != info.ManifestPath && !inSnapshotDir(info, uri) {
-		return nil, failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not in transaction %s's snapshot directories or its manifest path", uri, info.Handle.TxnID)
+	if !(uri == info.ManifestPath && capa.AllowsManifest()) && !inSnapshotDir(info, capa, uri) {
+		return nil, failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not in the snapshot directories or the manifest path the capability allows of transaction %s", uri, info.Handle.TxnID)
 	}
 	size := r.ContentLength
 	switch {
@@ -287,12 +304,12 @@ func receive(body io.Reader, dir string, size int64, sha string) (_ string, fail
 }
 
 func (c *Coordinator) deleteUpload(r *http.Request) *uploadFail {
-	key, uri, info, fail := c.authorizeUpload(r)
+	key, uri, info, capa, fail := c.authorizeUpload(r)
 	if fail != nil {
 		return fail
 	}
-	if !strings.HasSuffix(uri, uploadMetadataSuffix) || !inSnapshotDir(info, uri) {
-		return failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not a _METADATA file of transaction %s's snapshot directories", uri, info.Handle.TxnID)
+	if !strings.HasSuffix(uri, uploadMetadataSuffix) || !inSnapshotDir(info, capa, uri) {
+		return failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not a _METADATA file of the snapshot directories the capability allows of transaction %s", uri, info.Handle.TxnID)
 	}
 	if err := c.bulkObjects.Delete(r.Context(), key); err != nil {
 		return storeFail(err)

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,8 +37,9 @@ const (
 	prefix = "thawcap1."
 	// KeySize is the size of a signing key.
 	KeySize = 32
-	// MaxTokenLen bounds a token; real ones are about 150 bytes.
-	MaxTokenLen = 1024
+	// MaxTokenLen bounds a token; one of every bucket is about 170 bytes,
+	// one of every other bucket of 4096 about 14 KiB.
+	MaxTokenLen = 64 << 10
 	// MaxTTL bounds a capability's lifetime.
 	MaxTTL = 24 * time.Hour
 )
@@ -69,10 +72,102 @@ func (t Token) MarshalJSON() ([]byte, error) {
 }
 
 // Capability is what a token grants: uploads into the transaction TxnID's
-// snapshot directories and manifest path until Expires.
+// snapshot directories until Expires — of every bucket and the manifest
+// path too when Buckets is nil, else of the buckets Buckets lists only
+// (and no manifest: a builder of some buckets does not commit).
 type Capability struct {
 	TxnID   string
 	Expires time.Time // millisecond precision, UTC
+	// Buckets, sorted and distinct, each in 0..MaxBucket; nil means every
+	// bucket and the manifest. An empty non-nil list is not a capability.
+	Buckets []int
+}
+
+// MaxBucket bounds a bucket number in a capability (the tier's bucket
+// limit is 4096).
+const MaxBucket = 65535
+
+// AllowsBucket reports whether c allows writing bucket b's snapshot
+// directory.
+func (c Capability) AllowsBucket(b int) bool {
+	if c.Buckets == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(c.Buckets, b)
+	return ok
+}
+
+// AllowsManifest reports whether c allows writing the manifest.
+func (c Capability) AllowsManifest() bool { return c.Buckets == nil }
+
+// formatBuckets writes buckets as ranges ("0-3,7"); nil is "*".
+func formatBuckets(buckets []int) string {
+	if buckets == nil {
+		return "*"
+	}
+	var sb strings.Builder
+	for i := 0; i < len(buckets); {
+		j := i
+		for j+1 < len(buckets) && buckets[j+1] == buckets[j]+1 {
+			j++
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.Itoa(buckets[i]))
+		if j > i {
+			sb.WriteByte('-')
+			sb.WriteString(strconv.Itoa(buckets[j]))
+		}
+		i = j + 1
+	}
+	return sb.String()
+}
+
+// parseBuckets reads what formatBuckets writes, and only that: ranges in
+// ascending order, neither overlapping nor adjacent, single numbers as
+// such, no leading zeros.
+func parseBuckets(s string) ([]int, error) {
+	if s == "*" {
+		return nil, nil
+	}
+	if s == "" {
+		return nil, errors.New("empty bucket list")
+	}
+	num := func(p string) (int, error) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > MaxBucket || strconv.Itoa(n) != p {
+			return 0, fmt.Errorf("bucket %q is not a number in 0..%d", p, MaxBucket)
+		}
+		return n, nil
+	}
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := num(lo)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = num(hi); err != nil {
+				return nil, err
+			}
+			if b <= a {
+				return nil, fmt.Errorf("bucket range %q is not ascending", part)
+			}
+		}
+		if len(out) > 0 && a <= out[len(out)-1]+1 {
+			return nil, fmt.Errorf("bucket list %q is not in canonical form", s)
+		}
+		if len(out)+b-a+1 > MaxBucket+1 {
+			return nil, errors.New("bucket list too long")
+		}
+		for x := a; x <= b; x++ {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
 
 // Signer mints and verifies capabilities under one key.
@@ -103,10 +198,11 @@ func NewRandomSigner() (*Signer, error) {
 func (s *Signer) KeyID() string { return s.kid }
 
 type payload struct {
-	V   int    `json:"v"`
-	Kid string `json:"kid"`
-	Txn string `json:"txn"`
-	Exp int64  `json:"exp"`
+	V       int    `json:"v"`
+	Kid     string `json:"kid"`
+	Txn     string `json:"txn"`
+	Exp     int64  `json:"exp"`
+	Buckets string `json:"buckets"` // "*" or ranges, see formatBuckets
 }
 
 var b64 = base64.RawURLEncoding
@@ -120,7 +216,17 @@ func (s *Signer) Mint(c Capability, now time.Time) (Token, error) {
 	if !c.Expires.After(now) || c.Expires.Sub(now) > MaxTTL {
 		return "", fmt.Errorf("uploadcap: mint: expiry %s is not within (now, now+%s]", c.Expires.UTC().Format(time.RFC3339Nano), MaxTTL)
 	}
-	p, err := json.Marshal(payload{V: 1, Kid: s.kid, Txn: c.TxnID, Exp: c.Expires.UnixMilli()})
+	if c.Buckets != nil {
+		if len(c.Buckets) == 0 {
+			return "", errors.New("uploadcap: mint: an empty bucket list")
+		}
+		for i, b := range c.Buckets {
+			if b < 0 || b > MaxBucket || (i > 0 && b <= c.Buckets[i-1]) {
+				return "", fmt.Errorf("uploadcap: mint: buckets %v are not distinct, ascending and in 0..%d", c.Buckets, MaxBucket)
+			}
+		}
+	}
+	p, err := json.Marshal(payload{V: 1, Kid: s.kid, Txn: c.TxnID, Exp: c.Expires.UnixMilli(), Buckets: formatBuckets(c.Buckets)})
 	if err != nil {
 		return "", fmt.Errorf("uploadcap: mint: %w", err)
 	}
@@ -169,7 +275,11 @@ func (s *Signer) Verify(tok Token, now time.Time) (Capability, error) {
 	if err != nil {
 		return Capability{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	c := Capability{TxnID: pl.Txn, Expires: time.UnixMilli(pl.Exp).UTC()}
+	buckets, err := parseBuckets(pl.Buckets)
+	if err != nil {
+		return Capability{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	c := Capability{TxnID: pl.Txn, Expires: time.UnixMilli(pl.Exp).UTC(), Buckets: buckets}
 	if pl.Kid != s.kid {
 		return Capability{}, fmt.Errorf("%w: signed under key %s but names %s", ErrMalformed, s.kid, pl.Kid)
 	}
@@ -193,7 +303,7 @@ func parsePayload(p []byte) (payload, error) {
 	if members == nil {
 		return payload{}, errors.New("payload is not an object")
 	}
-	if err := strictjson.Members(members, []string{"v", "kid", "txn", "exp"}, nil); err != nil {
+	if err := strictjson.Members(members, []string{"v", "kid", "txn", "exp", "buckets"}, nil); err != nil {
 		return payload{}, err
 	}
 	var pl payload

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +38,11 @@ func TestMintVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != c {
+	if !reflect.DeepEqual(got, c) {
 		t.Fatalf("verified %+v, minted %+v", got, c)
+	}
+	if !got.AllowsManifest() || !got.AllowsBucket(0) || !got.AllowsBucket(4095) {
+		t.Fatalf("a capability of every bucket: %+v", got)
 	}
 	if _, err := s.Verify(tok, now.Add(15*time.Minute)); !errors.Is(err, ErrExpired) {
 		t.Fatalf("at the expiry: %v, want ErrExpired", err)
@@ -113,18 +118,19 @@ func TestVerifyRejects(t *testing.T) {
 		{"payload flipped", Token(flip(g, len(prefix)+3)), ErrSignature},
 		{"payload not base64", Token(prefix + "!!!" + g[dot:]), ErrMalformed},
 		{"too long", Token(strings.Repeat("a", MaxTokenLen+1)), ErrMalformed},
-		{"version 2", forge(s, fmt.Sprintf(`{"v":2,"kid":%q,"txn":%q,"exp":1}`, kid, txn)), ErrMalformed},
-		{"version 1.0", forge(s, fmt.Sprintf(`{"v":1.0,"kid":%q,"txn":%q,"exp":9999999999999}`, kid, txn)), ErrMalformed},
-		{"unknown member", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":9999999999999,"put":"*"}`, kid, txn)), ErrMalformed},
-		{"missing txn", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"exp":9999999999999}`, kid)), ErrMalformed},
-		{"repeated txn", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"txn":%q,"exp":9999999999999}`, kid, txn, txn)), ErrMalformed},
-		{"null exp", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":null}`, kid, txn)), ErrMalformed},
-		{"bad txn", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":"x","exp":9999999999999}`, kid)), ErrMalformed},
-		{"other kid", forge(s, fmt.Sprintf(`{"v":1,"kid":"0123456789abcdef","txn":%q,"exp":9999999999999}`, txn)), ErrMalformed},
-		{"zero exp", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":0}`, kid, txn)), ErrMalformed},
+		{"version 2", forge(s, fmt.Sprintf(`{"v":2,"kid":%q,"txn":%q,"exp":1,"buckets":"*"}`, kid, txn)), ErrMalformed},
+		{"version 1.0", forge(s, fmt.Sprintf(`{"v":1.0,"kid":%q,"txn":%q,"exp":9999999999999,"buckets":"*"}`, kid, txn)), ErrMalformed},
+		{"unknown member", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":9999999999999,"put":"*","buckets":"*"}`, kid, txn)), ErrMalformed},
+		{"missing txn", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"exp":9999999999999,"buckets":"*"}`, kid)), ErrMalformed},
+		{"repeated txn", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"txn":%q,"exp":9999999999999,"buckets":"*"}`, kid, txn, txn)), ErrMalformed},
+		{"null exp", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":null,"buckets":"*"}`, kid, txn)), ErrMalformed},
+		{"bad txn", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":"x","exp":9999999999999,"buckets":"*"}`, kid)), ErrMalformed},
+		{"other kid", forge(s, fmt.Sprintf(`{"v":1,"kid":"0123456789abcdef","txn":%q,"exp":9999999999999,"buckets":"*"}`, txn)), ErrMalformed},
+		{"zero exp", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":0,"buckets":"*"}`, kid, txn)), ErrMalformed},
 		{"array", forge(s, `[1]`), ErrMalformed},
-		{"trailing", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":9999999999999} {}`, kid, txn)), ErrMalformed},
-		{"expired", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":%d}`, kid, txn, now.UnixMilli())), ErrExpired},
+		{"missing buckets", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":9999999999999}`, kid, txn)), ErrMalformed},
+		{"trailing", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":9999999999999,"buckets":"*"} {}`, kid, txn)), ErrMalformed},
+		{"expired", forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":%d,"buckets":"*"}`, kid, txn, now.UnixMilli())), ErrExpired},
 	} {
 		_, err := s.Verify(tc.tok, now)
 		if !errors.Is(err, tc.want) {
@@ -183,4 +189,63 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("verified a token the signer would not mint: %q", tok)
 		}
 	})
+}
+
+func TestBucketScope(t *testing.T) {
+	s := signer(t, 1)
+	for _, tc := range []struct {
+		buckets []int
+		text    string
+	}{
+		{[]int{0}, "0"},
+		{[]int{0, 1, 2, 3}, "0-3"},
+		{[]int{0, 1, 2, 3, 7}, "0-3,7"},
+		{[]int{1, 3, 5, 6}, "1,3,5-6"},
+		{[]int{MaxBucket}, "65535"},
+	} {
+		c := Capability{TxnID: txn, Expires: now.Add(time.Minute), Buckets: tc.buckets}
+		if got := formatBuckets(tc.buckets); got != tc.text {
+			t.Errorf("format %v: %q, want %q", tc.buckets, got, tc.text)
+		}
+		tok, err := s.Mint(c, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Verify(tok, now)
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("%v: verified %+v %v", tc.buckets, got, err)
+		}
+		if got.AllowsManifest() {
+			t.Errorf("%v: a capability of some buckets allows the manifest", tc.buckets)
+		}
+		for b := range 8 {
+			if got.AllowsBucket(b) != slices.Contains(tc.buckets, b) {
+				t.Errorf("%v: AllowsBucket(%d) = %v", tc.buckets, b, got.AllowsBucket(b))
+			}
+		}
+	}
+	for _, bad := range [][]int{{}, {1, 1}, {2, 1}, {-1}, {MaxBucket + 1}} {
+		if _, err := s.Mint(Capability{TxnID: txn, Expires: now.Add(time.Minute), Buckets: bad}, now); err == nil {
+			t.Errorf("minted buckets %v", bad)
+		}
+	}
+	kid := s.KeyID()
+	for _, bad := range []string{"", "0-0", "3,1", "1,2", "01", "1-", "-1", "a", "0-3,2", "0-3,4", "65536", "1,,2", " 1", "*,1"} {
+		tok := forge(s, fmt.Sprintf(`{"v":1,"kid":%q,"txn":%q,"exp":9999999999999,"buckets":%q}`, kid, txn, bad))
+		if _, err := s.Verify(tok, now); !errors.Is(err, ErrMalformed) {
+			t.Errorf("buckets %q: %v", bad, err)
+		}
+	}
+	// Every other bucket of 4096 fits.
+	var even []int
+	for b := 0; b < 4096; b += 2 {
+		even = append(even, b)
+	}
+	tok, err := s.Mint(Capability{TxnID: txn, Expires: now.Add(time.Minute), Buckets: even}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Verify(tok, now); err != nil || len(got.Buckets) != 2048 {
+		t.Fatalf("2048 buckets: %d %v", len(got.Buckets), err)
+	}
 }

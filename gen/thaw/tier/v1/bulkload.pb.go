@@ -1197,7 +1197,11 @@ func (x *AbortBulkLoadResponse) GetStatus() *BulkLoadStatus {
 type GetUploadCredentialsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The transaction; txn_id is required.
-	Handle        *BulkLoadHandle `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Handle *BulkLoadHandle `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// The buckets whose snapshot directories the credential may write, each
+	// in 0..bucket_count-1, no repeats; empty: every bucket and the manifest
+	// (a credential of some buckets does not write the manifest).
+	Buckets       []int32 `protobuf:"varint,2,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1235,6 +1239,13 @@ func (*GetUploadCredentialsRequest) Descriptor() ([]byte, []int) {
 func (x *GetUploadCredentialsRequest) GetHandle() *BulkLoadHandle {
 	if x != nil {
 		return x.Handle
+	}
+	return nil
+}
+
+func (x *GetUploadCredentialsRequest) GetBuckets() []int32 {
+	if x != nil {
+		return x.Buckets
 	}
 	return nil
 }
@@ -1494,9 +1505,10 @@ const file_thaw_tier_v1_bulkload_proto_rawDesc = "" +
 	"\x14AbortBulkLoadRequest\x124\n" +
 	"\x06handle\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadHandleR\x06handle\"M\n" +
 	"\x15AbortBulkLoadResponse\x124\n" +
-	"\x06status\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadStatusR\x06status\"S\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadStatusR\x06status\"m\n" +
 	"\x1bGetUploadCredentialsRequest\x124\n" +
-	"\x06handle\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadHandleR\x06handle\"t\n" +
+	"\x06handle\x18\x01 \x01(\v2\x1c.thaw.tier.v1.BulkLoadHandleR\x06handle\x12\x18\n" +
+	"\abuckets\x18\x02 \x03(\x05R\abuckets\"t\n" +
 	"\x1cGetUploadCredentialsResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
 	"\n" +

@@ -76,9 +76,10 @@ type BulkLoadServiceClient interface {
 	// GetUploadCredentials mints the scoped, temporary write credential of a
 	// BEGUN transaction whose fence is ready: a capability token that this
 	// coordinator's upload gateway (HTTP, at upload_path) accepts for writing
-	// objects into the transaction's snapshot directories and manifest path,
-	// and for deleting its _METADATA files, until expires_ms, and only while
-	// the transaction is BEGUN. It grants nothing else: no read, no listing,
+	// objects into the transaction's snapshot directories (of the requested
+	// buckets) and its manifest path (only when every bucket was requested),
+	// and for deleting their _METADATA files, until expires_ms, and only
+	// while the transaction is BEGUN. It grants nothing else: no read, no listing,
 	// no other transaction. Ask again before it expires, and whenever the
 	// gateway answers that it expired or that another coordinator minted it.
 	// INVALID_STATE when the transaction is not BEGUN or its fence not ready;
@@ -210,9 +211,10 @@ type BulkLoadServiceHandler interface {
 	// GetUploadCredentials mints the scoped, temporary write credential of a
 	// BEGUN transaction whose fence is ready: a capability token that this
 	// coordinator's upload gateway (HTTP, at upload_path) accepts for writing
-	// objects into the transaction's snapshot directories and manifest path,
-	// and for deleting its _METADATA files, until expires_ms, and only while
-	// the transaction is BEGUN. It grants nothing else: no read, no listing,
+	// objects into the transaction's snapshot directories (of the requested
+	// buckets) and its manifest path (only when every bucket was requested),
+	// and for deleting their _METADATA files, until expires_ms, and only
+	// while the transaction is BEGUN. It grants nothing else: no read, no listing,
 	// no other transaction. Ask again before it expires, and whenever the
 	// gateway answers that it expired or that another coordinator minted it.
 	// INVALID_STATE when the transaction is not BEGUN or its fence not ready;
