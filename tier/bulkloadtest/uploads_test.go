@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -20,6 +21,7 @@ import (
 	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/coordinator"
+	"github.com/thawdb/thaw/tier/tierpb"
 	"github.com/thawdb/thaw/tier/uploadcap"
 )
 
@@ -128,5 +130,77 @@ func TestUploadGatewayFaults(t *testing.T) {
 	}
 	if got, err := h.objects.Get(ctx, key); err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("stored %d bytes, %v", len(got), err)
+	}
+}
+
+// TestUploadGatewayClosesAtCommit: once a Commit froze the manifest (here:
+// while the result of its validation is held back), the gateway takes
+// nothing more of the transaction (what the validation reads must not
+// change under it) and no new credential is minted, while the Commit goes
+// on to COMMITTED.
+func TestUploadGatewayClosesAtCommit(t *testing.T) {
+	h := newHarness(t)
+	n := h.standard()
+	ctx := t.Context()
+	tp := h.createTable(n, "items", 2, "")
+	info := h.mustBegin(n, tp, "gw-commit")
+	cred, err := n.bulk.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: info.GetHandle()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := h.load(info, makeRows(40, ""))
+	validating, release := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free()
+	h.setHook(func(_, step string) error {
+		if step == "validated" {
+			once.Do(func() { close(validating) })
+			<-release
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		st, err := commit(ctx, n, info.GetHandle(), ref)
+		if err == nil && st.GetState() != tierv1.BulkLoadState_BULK_LOAD_STATE_COMMITTED {
+			err = fmt.Errorf("commit: %s", st.GetState())
+		}
+		done <- err
+	}()
+	<-validating
+	uri := snapTarget(info).SnapshotDir(1, info.GetSnapshotIds()[1]) + "/late"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, n.url+cred.Msg.GetUploadPath()+"?uri="+url.QueryEscape(uri), strings.NewReader("late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("late"))
+	req.Header.Set("Authorization", "Bearer "+cred.Msg.GetToken())
+	req.Header.Set(uploadcap.HeaderSHA256, hex.EncodeToString(sum[:]))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r uploadcap.Refusal
+	err = json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusForbidden || r.Class != uploadcap.NotBegun || !strings.Contains(r.Error, "manifest is frozen") {
+		t.Fatalf("put while validating: %d %+v %v", resp.StatusCode, r, err)
+	}
+	if _, err := n.bulk.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: info.GetHandle()})); err == nil {
+		t.Fatal("credentials minted while validating")
+	} else {
+		wantReason(t, err, tierpb.ReasonInvalidState)
+	}
+	free()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	key, err := h.objects.Key(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.objects.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the late object: %v", err)
 	}
 }

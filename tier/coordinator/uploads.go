@@ -89,6 +89,8 @@ func (s *bulkService) GetUploadCredentials(ctx context.Context, req *connect.Req
 	switch {
 	case v.rec.State != bulkload.Begun:
 		return nil, bulkError(fmt.Errorf("%w: upload credentials need a BEGUN transaction (%s)", bulkload.ErrInvalidState, v.rec.State), &v)
+	case v.rec.Manifest != nil:
+		return nil, bulkError(fmt.Errorf("%w: transaction %s is committing: its manifest is frozen", bulkload.ErrInvalidState, v.rec.TxnID), &v)
 	case v.info == nil:
 		// Begin has not completed, or a new active coordinator is still
 		// recovering the transaction.
@@ -213,17 +215,43 @@ func (c *Coordinator) authorizeUpload(r *http.Request) (key, uri string, info *b
 		return "", "", nil, capa, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is unknown", capa.TxnID)
 	}
 	v := run.view()
-	switch {
-	case v.rec.State != bulkload.Begun:
-		return "", "", nil, capa, failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is %s, not BEGUN", capa.TxnID, v.rec.State)
-	case v.info == nil:
-		return "", "", nil, capa, failf(http.StatusServiceUnavailable, uploadcap.Transient, "transaction %s is not ready for uploads yet (phase %s)", capa.TxnID, v.phase)
+	if fail := writable(v); fail != nil {
+		return "", "", nil, capa, fail
 	}
 	key, err = c.bulkObjects.Key(uri)
 	if err != nil {
 		return "", "", nil, capa, failf(http.StatusForbidden, uploadcap.OutOfScope, "%v", err)
 	}
 	return key, uri, v.info, capa, nil
+}
+
+// writable says whether a transaction takes uploads: BEGUN, its fence
+// ready and its manifest not yet frozen (a Commit has not begun: what it
+// validates must not change under it).
+func writable(v runnerView) *uploadFail {
+	switch {
+	case v.rec.State != bulkload.Begun:
+		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is %s, not BEGUN", v.rec.TxnID, v.rec.State)
+	case v.rec.Manifest != nil:
+		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is committing: its manifest is frozen", v.rec.TxnID)
+	case v.info == nil:
+		return failf(http.StatusServiceUnavailable, uploadcap.Transient, "transaction %s is not ready for uploads yet (phase %s)", v.rec.TxnID, v.phase)
+	}
+	return nil
+}
+
+// stillWritable checks the transaction again after a body was received,
+// just before it is stored.
+func (c *Coordinator) stillWritable(ctx context.Context, txn string) *uploadFail {
+	t, err := c.leading(ctx)
+	if err != nil {
+		return failf(http.StatusServiceUnavailable, uploadcap.NotLeader, "this coordinator stopped leading")
+	}
+	run := t.bulk.runner(txn)
+	if run == nil {
+		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is gone", txn)
+	}
+	return writable(run.view())
 }
 
 // inSnapshotDir reports whether uri names an object directly in the
@@ -268,6 +296,9 @@ func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
 		return nil, fail
 	}
 	defer func() { _ = os.Remove(tmp) }()
+	if fail := c.stillWritable(r.Context(), info.Handle.TxnID); fail != nil {
+		return nil, fail
+	}
 	obj, err := c.uploads.store.PutFile(r.Context(), key, tmp, size, sha)
 	if err != nil {
 		return nil, storeFail(err)
