@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -42,11 +44,19 @@ var testSecrets = map[string]string{
 	"glue.secret_access_key": "SECRET-glue-7f3c1b7c3d60",
 	"properties":             "SECRET-prop-7f3c4e9f8a13",
 	kafkaSecret:              "SECRET-kafka-7f3c2d5e81b6",
+	tierTokenSecret:          "SECRET-tiertoken-7f3c9a4b",
 }
 
 // kafkaSecret names the Kafka SASL password, which comes from the
 // environment (THAW_KAFKA_PASSWORD), not from the config file.
 const kafkaSecret = "kafka (THAW_KAFKA_PASSWORD)"
+
+// tierTokenSecret names the bearer token the promoter sends the tier's
+// BulkLoadService, from the environment (THAW_TOKEN).
+const tierTokenSecret = "tier bearer token (THAW_TOKEN)"
+
+// fromEnv reports whether a secret comes from the environment.
+func fromEnv(name string) bool { return name == kafkaSecret || name == tierTokenSecret }
 
 func secretsYAML() string {
 	s := testSecrets
@@ -115,16 +125,17 @@ func TestNoCredentialLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(daemon.EnvKafkaPassword, testSecrets[kafkaSecret])
+	t.Setenv(daemon.EnvToken, testSecrets[tierTokenSecret])
 
 	raw, err := os.ReadFile(s.configPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := leaks("config", raw); len(got) < len(testSecrets)-1 {
-		t.Fatalf("control: the scanner finds %d of %d secrets in the config text: %v", len(got), len(testSecrets)-1, got)
+	if got := leaks("config", raw); len(got) < len(testSecrets)-2 {
+		t.Fatalf("control: the scanner finds %d of %d secrets in the config text: %v", len(got), len(testSecrets)-2, got)
 	}
 	for name, v := range testSecrets {
-		if in := bytes.Contains(raw, []byte(v)); in != (name != kafkaSecret) {
+		if in := bytes.Contains(raw, []byte(v)); in != !fromEnv(name) {
 			t.Fatalf("control: secret %s in the config: %v", name, in)
 		}
 	}
@@ -145,8 +156,14 @@ func TestNoCredentialLeaks(t *testing.T) {
 	}
 	running, release := make(chan promoter.Record, 1), make(chan struct{})
 	var once sync.Once
+	tokenSum := sha256.Sum256([]byte(testSecrets[tierTokenSecret]))
 	d := s.start(t, daemon.PromoterOptions{
 		RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(logs, daemon.LogConfig{Level: "debug", Format: "json"})},
+		// The embedded tier authenticates its bulk-load callers: the
+		// promotions commit only with the token of THAW_TOKEN.
+		Embedded: func(ec *daemon.EmbeddedConfig) {
+			ec.Coordinator.Callers = []daemon.CallerOptions{{Name: "promoter", TokenSHA256: hex.EncodeToString(tokenSum[:]), Tables: []string{"quickstart.*"}}}
+		},
 		Hooks: promoter.Hooks{AfterPhase: func(ctx context.Context, r promoter.Record) error {
 			if r.Phase != promoter.PhaseBuilding {
 				return nil

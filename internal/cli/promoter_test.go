@@ -79,7 +79,13 @@ func (s promoterSetup) start(t *testing.T, opts daemon.PromoterOptions) *daemon.
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Embedded = smallTier
+	extra := opts.Embedded
+	opts.Embedded = func(ec *daemon.EmbeddedConfig) {
+		smallTier(ec)
+		if extra != nil {
+			extra(ec)
+		}
+	}
 	d, err := daemon.StartPromoter(t.Context(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
