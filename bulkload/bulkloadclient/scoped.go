@@ -100,7 +100,8 @@ type ScopedStore struct {
 
 	mu struct {
 		sync.Mutex
-		creds Credentials
+		creds    Credentials
+		obtained time.Time
 	}
 }
 
@@ -110,7 +111,8 @@ type ScopedStore struct {
 const CredentialsWait = 30 * time.Second
 
 // RefreshBefore is how long before their expiry a ScopedStore replaces
-// its credentials.
+// its credentials (halfway through their lifetime when that is shorter
+// than twice RefreshBefore).
 const RefreshBefore = time.Minute
 
 var _ snapshotbuild.Store = (*ScopedStore)(nil)
@@ -168,9 +170,12 @@ func (s *ScopedStore) credentials(ctx context.Context, stale uploadcap.Token) (C
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cr := s.mu.creds
-	if cr.Token != "" && cr.Token != stale && time.Until(cr.Expires) > RefreshBefore {
+	// Renew RefreshBefore ahead of the expiry, or halfway through a
+	// shorter lifetime (one capped by a near build deadline).
+	if cr.Token != "" && cr.Token != stale && time.Until(cr.Expires) > min(RefreshBefore, cr.Expires.Sub(s.mu.obtained)/2) {
 		return cr, nil
 	}
+	obtained := time.Now()
 	cr, err := s.c.UploadCredentials(ctx, s.h, s.buckets...)
 	// A coordinator that is not available (an election, a new active
 	// coordinator recovering the transaction) is waited for, up to
@@ -193,7 +198,7 @@ func (s *ScopedStore) credentials(ctx context.Context, stale uploadcap.Token) (C
 		}
 		return Credentials{}, fmt.Errorf("%w: %w", objstore.ErrPermission, err)
 	}
-	s.mu.creds = cr
+	s.mu.creds, s.mu.obtained = cr, obtained
 	return cr, nil
 }
 

@@ -485,7 +485,7 @@ func TestScopedUploadsFailover(t *testing.T) {
 	expectRows(ctx, t, tc, "items", rows)
 }
 
-// TestUploadGatewayExpiry: a capability of a one-second lifetime is
+// TestUploadGatewayExpiry: a capability of a two-second lifetime is
 // refused as expired afterwards, and a ScopedStore holding an expired one
 // asks for a new one instead of failing.
 func TestUploadGatewayExpiry(t *testing.T) {
@@ -493,7 +493,7 @@ func TestUploadGatewayExpiry(t *testing.T) {
 	defer cancel()
 	var logs testlog.Buffer
 	e, _ := scopedTier(ctx, t, &logs, daemon.EmbeddedConfig{
-		Coordinator: daemon.CoordinatorOptions{BulkLoad: daemon.BulkLoadOptions{UploadCredentialTTL: time.Second}},
+		Coordinator: daemon.CoordinatorOptions{BulkLoad: daemon.BulkLoadOptions{UploadCredentialTTL: 2 * time.Second}},
 	}, "items")
 	c, err := bulkloadclient.New(ctx, e.Address())
 	if err != nil {
@@ -503,13 +503,13 @@ func TestUploadGatewayExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := time.Now()
+	asked := time.Now()
 	cr, err := c.UploadCredentials(ctx, bc.Handle())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cr.Expires.Sub(before); d > 1100*time.Millisecond || d <= 0 {
-		t.Fatalf("a one-second capability expires in %v", d)
+	if d := cr.Expires.Sub(asked); d > 2100*time.Millisecond || d <= 0 {
+		t.Fatalf("a two-second capability expires in %v", d)
 	}
 	time.Sleep(time.Until(cr.Expires) + 50*time.Millisecond)
 	dir := bc.SnapshotTarget().SnapshotDir(1, bc.SnapshotIDs()[1])
@@ -521,12 +521,24 @@ func TestUploadGatewayExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 { // the second after the first capability expired too
-		if i == 1 {
-			time.Sleep(1100 * time.Millisecond)
+	minted := func() float64 {
+		t.Helper()
+		v, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_bulkload_requests_total", map[string]string{"rpc": "get_upload_credentials", "result": "OK"})
+		if err != nil {
+			t.Fatal(err)
 		}
+		return v
+	}
+	before := minted()
+	// Two puts at once share one capability (renewed halfway through its
+	// two-second life); one after it expired gets a new one.
+	for i, pause := range []time.Duration{0, 0, 2100 * time.Millisecond} {
+		time.Sleep(pause)
 		if _, err := s.PutIfAbsent(ctx, k, objstore.BytesSource([]byte("x"))); err != nil {
 			t.Fatalf("scoped put %d: %v", i, err)
 		}
+	}
+	if n := minted() - before; n != 2 {
+		t.Fatalf("three puts minted %v capabilities, want 2", n)
 	}
 }
