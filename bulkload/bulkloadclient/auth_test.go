@@ -99,7 +99,7 @@ func TestCallerAuthentication(t *testing.T) {
 
 	// The loader builds through the upload gateway and commits.
 	rows := itemRows(200, "")
-	results := buildScoped(ctx, t, mine, loader.ScopedStore(mine), nil, rows)
+	results := buildThrough(ctx, t, mine, rows, nil, loader.ScopedStore(mine))
 	if st, err := loader.Commit(ctx, mine, results, 30*time.Second); err != nil || st.State != bulkload.Committed {
 		t.Fatalf("commit: %+v %v", st, err)
 	}

@@ -28,8 +28,15 @@ func build(ctx context.Context, t *testing.T, bc *bulkloadclient.BuildContext, r
 // is given every row and skips the others.
 func buildBuckets(ctx context.Context, t *testing.T, bc *bulkloadclient.BuildContext, rows []kv.Row, buckets []int) []snapshotbuild.BucketResult {
 	t.Helper()
+	return buildThrough(ctx, t, bc, rows, buckets, nil)
+}
+
+// buildThrough is buildBuckets writing through store (nil: the session's
+// default).
+func buildThrough(ctx context.Context, t *testing.T, bc *bulkloadclient.BuildContext, rows []kv.Row, buckets []int, store snapshotbuild.Store) []snapshotbuild.BucketResult {
+	t.Helper()
 	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
-		Buckets: buckets, SkipOtherBuckets: true, TempDir: t.TempDir(), MemoryBudget: 8 << 20,
+		Buckets: buckets, SkipOtherBuckets: true, TempDir: t.TempDir(), MemoryBudget: 8 << 20, Store: store,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -60,28 +60,6 @@ func scopedTier(ctx context.Context, t *testing.T, logs *testlog.Buffer, cfg dae
 	return e, tc
 }
 
-// buildScoped builds rows into bc's buckets through store.
-func buildScoped(ctx context.Context, t *testing.T, bc *bulkloadclient.BuildContext, store snapshotbuild.Store, buckets []int, rows []kv.Row) []snapshotbuild.BucketResult {
-	t.Helper()
-	s, err := bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{
-		Buckets: buckets, SkipOtherBuckets: true, TempDir: t.TempDir(), MemoryBudget: 8 << 20, Workers: 2, Store: store,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, r := range rows {
-		if err := s.AddRow(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := s.Finish(ctx)
-	if err != nil {
-		t.Fatalf("finish %v: %v", buckets, err)
-	}
-	return res
-}
-
 func itemRows(n int, suffix string) []kv.Row {
 	rows := make([]kv.Row, n)
 	for i := range rows {
@@ -154,7 +132,7 @@ func TestScopedUploads(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Each builder's credential covers its own buckets only.
-		results = append(results, buildScoped(ctx, t, shipped, builder.ScopedStore(shipped, owned...), owned, rows)...)
+		results = append(results, buildThrough(ctx, t, shipped, rows, owned, builder.ScopedStore(shipped, owned...))...)
 	}
 	st, err := admin.Commit(ctx, bc, results, 30*time.Second)
 	if err != nil || st.State != bulkload.Committed {
@@ -448,7 +426,7 @@ func TestScopedUploadsFailover(t *testing.T) {
 	}
 	store := c.ScopedStore(bc)
 	rows := itemRows(400, "")
-	results := buildScoped(ctx, t, bc, store, []int{0, 1}, rows)
+	results := buildThrough(ctx, t, bc, rows, []int{0, 1}, store)
 	first, err := e.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -474,7 +452,7 @@ func TestScopedUploadsFailover(t *testing.T) {
 			}
 		}
 	})
-	results = append(results, buildScoped(ctx, t, bc, store, []int{2, 3}, rows)...)
+	results = append(results, buildThrough(ctx, t, bc, rows, []int{2, 3}, store)...)
 	if n, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.UnknownKey}); err != nil || n < 1 {
 		t.Fatalf("the new coordinator refused %v old capabilities (%v): the refresh path was not taken", n, err)
 	}

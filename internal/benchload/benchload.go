@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,6 +24,8 @@ import (
 	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
 
@@ -388,8 +391,10 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	}
 	tBegin, cBegin := time.Since(start), benchutil.CPUTime()-cpu0
 	sopts := bulkloadclient.SessionOptions{TempDir: tmp, MemoryBudget: cfg.memory, Workers: cfg.workers}
+	var gw *countingStore
 	if cfg.scoped {
-		sopts.Store = c.ScopedStore(bc)
+		gw = &countingStore{Store: c.ScopedStore(bc)}
+		sopts.Store = gw
 	}
 	s, err := bulkloadclient.OpenBuildSession(ctx, bc, sopts)
 	if err != nil {
@@ -426,6 +431,9 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	fmt.Fprintf(stdout, "    build: %d buckets, %d rows in the snapshots, %s, peak budget %s of %s\n",
 		len(results), built, benchutil.Spills(bs), benchutil.FmtBytes(bs.PeakBudget), benchutil.FmtBytes(bs.MemoryBudget))
 	fmt.Fprintf(stdout, "    build %s\n", benchutil.BuildBusy(bs))
+	if gw != nil {
+		fmt.Fprintf(stdout, "    uploads through the upload gateway: %d objects, %s (and the manifest)\n", gw.objects.Load(), benchutil.FmtBytes(gw.bytes.Load()))
+	}
 	return r, nil
 }
 
@@ -656,4 +664,26 @@ func verify(ctx context.Context, stdout io.Writer, c *tierclient.Client, t tierc
 // rowGen is the row generator's part of the configuration.
 func (c config) rowGen() benchutil.RowGenConfig {
 	return benchutil.RowGenConfig{Buckets: c.buckets, KeyBytes: c.keyBytes, ValueBytes: c.valueBytes, Seed: c.seed}
+}
+
+// countingStore counts what a build stores through it.
+type countingStore struct {
+	snapshotbuild.Store
+	objects, bytes atomic.Int64
+}
+
+func (c *countingStore) count(o objstore.Object, err error) (objstore.Object, error) {
+	if err == nil {
+		c.objects.Add(1)
+		c.bytes.Add(o.Size)
+	}
+	return o, err
+}
+
+func (c *countingStore) PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error) {
+	return c.count(c.Store.PutIfAbsent(ctx, key, src))
+}
+
+func (c *countingStore) PutFileStamped(ctx context.Context, key, path string, size int64, sha string, st objstore.FileStamp) (objstore.Object, error) {
+	return c.count(c.Store.PutFileStamped(ctx, key, path, size, sha, st))
 }

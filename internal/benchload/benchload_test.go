@@ -41,6 +41,10 @@ func TestSmoke(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
+			gateway := regexp.MustCompile(`(?m)^    uploads through the upload gateway: [1-9][0-9]* objects, `)
+			if gateway.MatchString(out.String()) != tc.scoped {
+				t.Errorf("report of the gateway's uploads: %v, want %v", gateway.MatchString(out.String()), tc.scoped)
+			}
 			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 			if last := lines[len(lines)-1]; !regexp.MustCompile(`^ratio bulk/ordinary: [0-9]+\.[0-9]{2}$`).MatchString(last) {
 				t.Fatalf("last line %q is not the ratio line", last)

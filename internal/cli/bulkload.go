@@ -360,11 +360,7 @@ type serverFlags struct {
 }
 
 func (c *serverFlags) register(fs *flag.FlagSet) {
-	def := os.Getenv("THAW_SERVER")
-	if def == "" {
-		def = DefaultServer
-	}
-	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
+	fs.StringVar(&c.server, "server", defaultServer(), "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up waiting for the coordinator after this long")
 }
 
@@ -472,11 +468,7 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) erro
 	bucketSpec := fs.String("buckets", "", "buckets to build, like 0-7,9 or all (required)")
 	route := fs.String("route", "skip", "rows of buckets not in --buckets: skip (every builder reads the same files) or error")
 	out := fs.String("out", "", "write the results to this file instead of stdout")
-	def := os.Getenv("THAW_SERVER")
-	if def == "" {
-		def = DefaultServer
-	}
-	server := fs.String("server", def, "with --scoped-uploads: coordinator HOST:PORT or URL, or a comma-separated list ($THAW_SERVER sets the default)")
+	server := fs.String("server", defaultServer(), "with --scoped-uploads: coordinator HOST:PORT or URL, or a comma-separated list ($THAW_SERVER sets the default)")
 	var o buildOptions
 	var mem byteSizeFlag
 	registerBuildFlags(fs, &o, &mem)

@@ -343,11 +343,7 @@ type loadFlags struct {
 func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	fs := tierFlagSet("thaw load", "--table DATABASE.TABLE [--partition P] FILE|DIR...", stdout)
 	var lf loadFlags
-	def := os.Getenv("THAW_SERVER")
-	if def == "" {
-		def = DefaultServer
-	}
-	fs.StringVar(&lf.server, "server", def, "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
+	fs.StringVar(&lf.server, "server", defaultServer(), "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&lf.table, "table", "", "target table DATABASE.TABLE (required)")
 	fs.StringVar(&lf.partition, "partition", "", "target partition of a partitioned table")
 	fs.StringVar(&lf.token, "token", "", "caller token of the transaction; repeat it to resume a load (default: a fresh one)")

@@ -173,11 +173,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	def := os.Getenv("THAW_SERVER")
-	if def == "" {
-		def = DefaultServer
-	}
-	fs.StringVar(&c.server, "server", def, "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
+	fs.StringVar(&c.server, "server", defaultServer(), "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&c.output, "output", "table", "output format: table or json")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
 }
@@ -233,6 +229,15 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 type leaderConn[C any] struct {
 	coords *coordlist.List[C]
 	err    error // --server could not be parsed
+}
+
+// defaultServer is the default of --server: $THAW_SERVER, else
+// DefaultServer.
+func defaultServer() string {
+	if s := os.Getenv("THAW_SERVER"); s != "" {
+		return s
+	}
+	return DefaultServer
 }
 
 func dialLeader[C any](server string, newClient func(connect.HTTPClient, string, ...connect.ClientOption) C) *leaderConn[C] {

@@ -136,9 +136,10 @@
 // snapshot directory of a bucket the capability names or, when it names
 // every bucket, at the manifest path, and a DELETE only of a _METADATA in
 // such a directory, receives the body into a temporary file whose size
-// and SHA-256 it checks, and stores it write-if-absent (UploadStore.PutFile,
-// at most BulkLoadConfig.UploadConcurrency at once). It never logs the
-// capability.
+// and SHA-256 it checks, and stores it write-if-absent
+// (UploadStore.PutFileStamped, with the received file's stamp so that a
+// linking store does not hash it again; at most
+// BulkLoadConfig.UploadConcurrency at once). It never logs the capability.
 //
 // # Metrics
 //

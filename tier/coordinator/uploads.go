@@ -31,11 +31,13 @@ const (
 )
 
 // UploadStore is what the upload gateway needs of the object store on top
-// of BulkObjectStore: storing a verified local file write-if-absent (an
-// identical object is adopted, a different one is objstore.ErrConflict).
-// *objstore.Store satisfies it; without it the gateway is unavailable.
+// of BulkObjectStore: storing a local file write-if-absent (an identical
+// object is adopted, a different one is objstore.ErrConflict) whose digest
+// the gateway computed while receiving it, so that a store that links the
+// file need not read it again. *objstore.Store satisfies it; without it the
+// gateway is unavailable.
 type UploadStore interface {
-	PutFile(ctx context.Context, key, path string, size int64, sha string) (objstore.Object, error)
+	PutFileStamped(ctx context.Context, key, path string, size int64, sha string, stamp objstore.FileStamp) (objstore.Object, error)
 }
 
 var _ UploadStore = (*objstore.Store)(nil)
@@ -296,10 +298,17 @@ func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
 		return nil, fail
 	}
 	defer func() { _ = os.Remove(tmp) }()
+	// The stamp of the received file lets a linking store trust the digest
+	// computed while receiving instead of hashing the file again (the zero
+	// stamp, where stamps are not available, makes it verify).
+	stamp, err := objstore.StampFile(tmp)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return nil, failf(http.StatusServiceUnavailable, uploadcap.Transient, "temporary file: %v", err)
+	}
 	if fail := c.stillWritable(r.Context(), info.Handle.TxnID); fail != nil {
 		return nil, fail
 	}
-	obj, err := c.uploads.store.PutFile(r.Context(), key, tmp, size, sha)
+	obj, err := c.uploads.store.PutFileStamped(r.Context(), key, tmp, size, sha, stamp)
 	if err != nil {
 		return nil, storeFail(err)
 	}
