@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
 )
@@ -27,6 +29,7 @@ type buildCfg struct {
 	owned   []int
 	offsets map[int]int64
 	dups    Duplicates
+	comp    Compression
 }
 
 func buildPairs(t *testing.T, s *testStore, in []inputPair, cfg buildCfg) ([]BucketResult, Stats, error) {
@@ -44,6 +47,7 @@ func buildPairs(t *testing.T, s *testStore, in []inputPair, cfg buildCfg) ([]Buc
 		TempDir:        tmp,
 		TargetFileSize: cfg.target,
 		Duplicates:     cfg.dups,
+		Compression:    cfg.comp,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +290,47 @@ func TestSpillLargeRecords(t *testing.T) {
 	}
 }
 
+// TestCompressions: every SST compression builds snapshots that restore to
+// the same pairs, and the restored tables say they were written with it.
+func TestCompressions(t *testing.T) {
+	const nb = 2
+	in, want, _ := genPairs(3, 5000, nb, 0.1)
+	for c, name := range map[Compression]string{
+		CompressionSnappy: "Snappy",
+		CompressionZstd:   "ZSTD",
+		CompressionNone:   "NoCompression",
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			s := newTestStore(t)
+			res, _, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: 256 << 10, workers: 2, comp: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b, r := range res {
+				_, got := restoreBucketWith(t, s, r, func(db *pebble.DB) {
+					levels, err := db.SSTables(pebble.WithProperties())
+					if err != nil {
+						t.Fatal(err)
+					}
+					n := 0
+					for _, tables := range levels {
+						for _, tbl := range tables {
+							n++
+							if !strings.HasPrefix(tbl.Properties.CompressionName, name) {
+								t.Errorf("bucket %d: table %s compressed with %q, want %s", b, tbl.FileNum, tbl.Properties.CompressionName, name)
+							}
+						}
+					}
+					if n == 0 {
+						t.Errorf("bucket %d: no tables", b)
+					}
+				})
+				equalPairs(t, b, got, want[b])
+			}
+		})
+	}
+}
+
 func TestDuplicatesError(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -416,17 +461,18 @@ func TestInvalidTargets(t *testing.T) {
 	s := newTestStore(t)
 	good := Target{NumBuckets: 2, Snapshot: testTarget(s), SnapshotIDs: snapIDs(2)}
 	for name, mod := range map[string]func(*Target, *Options){
-		"no buckets":         func(t *Target, _ *Options) { t.NumBuckets = 0 },
-		"ids short":          func(t *Target, _ *Options) { t.SnapshotIDs = t.SnapshotIDs[:1] },
-		"negative id":        func(t *Target, _ *Options) { t.SnapshotIDs = []int64{1, -1} },
-		"owned out of range": func(t *Target, _ *Options) { t.Buckets = []int{2} },
-		"owned twice":        func(t *Target, _ *Options) { t.Buckets = []int{1, 1} },
-		"owned none":         func(t *Target, _ *Options) { t.Buckets = []int{} },
-		"offset bucket":      func(t *Target, _ *Options) { t.LogOffsets = map[int]int64{5: 1} },
-		"negative offset":    func(t *Target, _ *Options) { t.LogOffsets = map[int]int64{0: -1} },
-		"bad remote":         func(t *Target, _ *Options) { t.Snapshot.RemoteDir = "relative/dir" },
-		"tiny budget":        func(_ *Target, o *Options) { o.MemoryBudget = 1024 },
-		"tiny files":         func(_ *Target, o *Options) { o.TargetFileSize = 100 },
+		"no buckets":          func(t *Target, _ *Options) { t.NumBuckets = 0 },
+		"ids short":           func(t *Target, _ *Options) { t.SnapshotIDs = t.SnapshotIDs[:1] },
+		"negative id":         func(t *Target, _ *Options) { t.SnapshotIDs = []int64{1, -1} },
+		"owned out of range":  func(t *Target, _ *Options) { t.Buckets = []int{2} },
+		"owned twice":         func(t *Target, _ *Options) { t.Buckets = []int{1, 1} },
+		"owned none":          func(t *Target, _ *Options) { t.Buckets = []int{} },
+		"offset bucket":       func(t *Target, _ *Options) { t.LogOffsets = map[int]int64{5: 1} },
+		"negative offset":     func(t *Target, _ *Options) { t.LogOffsets = map[int]int64{0: -1} },
+		"bad remote":          func(t *Target, _ *Options) { t.Snapshot.RemoteDir = "relative/dir" },
+		"tiny budget":         func(_ *Target, o *Options) { o.MemoryBudget = 1024 },
+		"tiny files":          func(_ *Target, o *Options) { o.TargetFileSize = 100 },
+		"unknown compression": func(_ *Target, o *Options) { o.Compression = CompressionNone + 1 },
 	} {
 		tg, o := good, Options{TempDir: t.TempDir()}
 		tg.SnapshotIDs = slices.Clone(good.SnapshotIDs)

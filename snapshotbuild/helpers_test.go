@@ -108,6 +108,13 @@ type pair struct{ k, v []byte }
 // open it with Pebble and read every pair.
 func restoreBucket(t *testing.T, s *testStore, r BucketResult) (*snapshot.Metadata, []pair) {
 	t.Helper()
+	return restoreBucketWith(t, s, r, nil)
+}
+
+// restoreBucketWith is restoreBucket, calling inspect (if not nil) with the
+// restored database before reading it.
+func restoreBucketWith(t *testing.T, s *testStore, r BucketResult, inspect func(*pebble.DB)) (*snapshot.Metadata, []pair) {
+	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
 	key, err := s.Key(r.MetadataPath)
 	if err != nil {
@@ -155,6 +162,9 @@ func restoreBucket(t *testing.T, s *testStore, r BucketResult) (*snapshot.Metada
 		t.Fatalf("bucket %d: open restored snapshot: %v", r.Bucket, err)
 	}
 	defer db.Close()
+	if inspect != nil {
+		inspect(db)
+	}
 	it, err := db.NewIter(nil)
 	if err != nil {
 		t.Fatal(err)
