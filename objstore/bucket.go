@@ -198,7 +198,7 @@ func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
 		b.b, b.shared = memBucket(loc.host), loc.host != ""
 	case "s3":
 		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "s3", Host: loc.host, RawQuery: loc.query.Encode()}).String())
-		b.headBlind = true
+		b.headBlind, b.s3Bucket = true, loc.host
 	}
 	if err != nil {
 		class := classify(err)
@@ -230,6 +230,7 @@ type gcBucket struct {
 	// once whether the bucket exists (see notFound).
 	headBlind   bool
 	bucketFound atomic.Bool
+	s3Bucket    string // s3:// only: the bucket's name, for signing uploads
 }
 
 var _ Bucket = (*gcBucket)(nil)

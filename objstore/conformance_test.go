@@ -20,6 +20,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/thawdb/thaw/internal/testvgw"
 )
 
 // driver opens a fresh, empty store of one kind.
@@ -79,14 +81,7 @@ func newS3(t *testing.T) string {
 	}
 	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 	t.Cleanup(srv.Close)
-	none := filepath.Join(t.TempDir(), "none")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", none)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	testvgw.StaticCredentials(t, "test", "test")
 	return srv.URL
 }
 

@@ -158,6 +158,20 @@
 // faults apply to it; a key that CorruptRead matches is copied, so the
 // corruption happens and is caught.
 //
+// # Signed uploads
+//
+// SignPut lets a holder of no store credentials write one object: on an
+// s3:// store it presigns, with the store's own credentials, a PutObject
+// of the key with x-amz-checksum-sha256 (the object's SHA-256),
+// Content-Length (when not 0) and If-None-Match: *, for a short lifetime,
+// and returns the URL and the headers to send (SignedPut, which prints as
+// "[REDACTED]"). A server that checks signatures (AWS S3; versitygw in the
+// tests) then stores exactly those bytes at that key, once, while the key
+// is free, and nothing else. An existing key is not signed: identical
+// bytes are adopted, others are ErrConflict. Other stores answer
+// errors.ErrUnsupported. gofakes3 checks no signature, so against it a
+// signed PUT scopes nothing.
+//
 // # Errors
 //
 // Errors wrap objstore's sentinels, tested with errors.Is, and keep the

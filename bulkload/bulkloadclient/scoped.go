@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,9 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -98,6 +101,10 @@ type ScopedStore struct {
 	h       bulkload.Handle
 	buckets []int // nil: every bucket and the manifest
 
+	// gatewayOnly: the gateway signs no uploads, so every object goes
+	// through it.
+	gatewayOnly atomic.Bool
+
 	mu struct {
 		sync.Mutex
 		creds    Credentials
@@ -153,9 +160,22 @@ func (s *ScopedStore) Delete(ctx context.Context, key string) error {
 }
 
 func (s *ScopedStore) put(ctx context.Context, key string, size int64, sum string, open func() (io.ReadCloser, error)) (objstore.Object, error) {
-	res, err := s.do(ctx, http.MethodPut, key, size, sum, open)
+	if !s.gatewayOnly.Load() {
+		obj, err := s.putSigned(ctx, key, size, sum, open)
+		if !errors.Is(err, errUnsupported) {
+			return obj, err
+		}
+		// The store signs no uploads (or the coordinator was told not
+		// to): everything goes through the gateway from now on.
+		s.gatewayOnly.Store(true)
+	}
+	b, err := s.do(ctx, http.MethodPut, key, size, sum, open)
 	if err != nil {
 		return objstore.Object{}, err
+	}
+	var res uploadcap.Result
+	if err := decodeStrict(b, &res); err != nil {
+		return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s: %w: the gateway's answer: %w", key, objstore.ErrTransient, err)
 	}
 	if res.Size != size || res.SHA256 != sum {
 		return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s: %w: the gateway stored %d bytes sha256 %s, sent %d bytes sha256 %s",
@@ -202,9 +222,105 @@ func (s *ScopedStore) credentials(ctx context.Context, stale uploadcap.Token) (C
 	return cr, nil
 }
 
+// errUnsupported is the gateway's refusal to sign an upload.
+var errUnsupported = errors.New("the upload gateway signs no uploads")
+
+// putSigned asks the gateway for a signed upload of the object and sends
+// it straight to the store; errUnsupported when the gateway signs none.
+// The signed URL is a credential: it never enters an error or a log.
+func (s *ScopedStore) putSigned(ctx context.Context, key string, size int64, sum string, open func() (io.ReadCloser, error)) (objstore.Object, error) {
+	obj := objstore.Object{Key: key, Size: size, SHA256: sum}
+	for attempt := 1; ; attempt++ {
+		b, err := s.do(ctx, http.MethodPost, key, size, sum, nil)
+		if err != nil {
+			return objstore.Object{}, err
+		}
+		var signed uploadcap.Signed
+		if err := decodeStrict(b, &signed); err != nil {
+			return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s: %w: the gateway's answer: %w", key, objstore.ErrTransient, err)
+		}
+		if signed.Adopted {
+			obj.Adopted = true
+			return obj, nil
+		}
+		status, code, err := s.sendSigned(ctx, signed, size, open)
+		switch {
+		case err != nil:
+			return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s to the store: %w", key, err)
+		case status/100 == 2:
+			return obj, nil
+		case (status == http.StatusPreconditionFailed || status == http.StatusForbidden) && attempt == 1:
+			// The key was taken meanwhile (asking again answers adopted or
+			// a conflict), or the signature expired on the way.
+			continue
+		}
+		class := objstore.ErrInvalidRequest
+		switch {
+		case code == "BadDigest" || code == "XAmzContentChecksumMismatch" || code == "IncompleteBody":
+			class = objstore.ErrIntegrity
+		case status == http.StatusForbidden:
+			class = objstore.ErrPermission
+		case status == http.StatusPreconditionFailed:
+			class = objstore.ErrConflict
+		case status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout:
+			class = objstore.ErrTransient
+		}
+		return objstore.Object{}, fmt.Errorf("bulkloadclient: upload %s to the store: %w: the store answered %d %s", key, class, status, code)
+	}
+}
+
+// sendSigned sends the object with a signed PUT and returns the store's
+// status and S3 error code (never its message, which may quote the
+// signature).
+func (s *ScopedStore) sendSigned(ctx context.Context, signed uploadcap.Signed, size int64, open func() (io.ReadCloser, error)) (int, string, error) {
+	var body io.ReadCloser = http.NoBody
+	if size > 0 {
+		rc, err := open()
+		if err != nil {
+			return 0, "", fmt.Errorf("open source: %w", err)
+		}
+		body = rc
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, signed.URL.Reveal(), body)
+	if err != nil {
+		_ = body.Close()
+		return 0, "", fmt.Errorf("%w: the signed upload is not a URL", objstore.ErrInvalidRequest)
+	}
+	for k, v := range signed.Header {
+		req.Header.Set(k, v)
+	}
+	req.ContentLength = size
+	resp, err := s.c.hc.Do(req)
+	if err != nil {
+		// A *url.Error quotes the URL, signature and all: keep only its
+		// cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, "", fmt.Errorf("%w: %w", objstore.ErrTransient, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Code string `xml:"Code"`
+	}
+	_ = xml.Unmarshal(b, &e)
+	return resp.StatusCode, e.Code, nil
+}
+
+// decodeStrict decodes one JSON answer of the gateway, refusing unknown
+// members.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // do sends one gateway request, asking for new credentials and sending it
-// once more when the gateway refused the credentials as stale.
-func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, sum string, open func() (io.ReadCloser, error)) (*uploadcap.Result, error) {
+// once more when the gateway refused the credentials as stale. It returns
+// the answer's body.
+func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, sum string, open func() (io.ReadCloser, error)) ([]byte, error) {
 	op := "upload"
 	if method == http.MethodDelete {
 		op = "delete"
@@ -223,6 +339,9 @@ func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, su
 		if err == nil {
 			return res, nil
 		}
+		if class == uploadcap.Unsupported {
+			return nil, errUnsupported
+		}
 		if !uploadcap.Refresh(class) || attempt == 2 {
 			return nil, fmt.Errorf("bulkloadclient: %s %s: %w", op, uri, err)
 		}
@@ -230,7 +349,7 @@ func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, su
 	}
 }
 
-func (s *ScopedStore) send(ctx context.Context, cr Credentials, method, uri string, size int64, sum string, open func() (io.ReadCloser, error)) (*uploadcap.Result, string, error) {
+func (s *ScopedStore) send(ctx context.Context, cr Credentials, method, uri string, size int64, sum string, open func() (io.ReadCloser, error)) ([]byte, string, error) {
 	var body io.ReadCloser = http.NoBody
 	if open != nil && size > 0 { // net/http sends a body of length 0 chunked
 		rc, err := open()
@@ -245,8 +364,12 @@ func (s *ScopedStore) send(ctx context.Context, cr Credentials, method, uri stri
 		return nil, "", fmt.Errorf("%w: %w", objstore.ErrInvalidRequest, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+cr.Token.Reveal())
-	if method == http.MethodPut {
+	switch method {
+	case http.MethodPut:
 		req.ContentLength = size
+		req.Header.Set(uploadcap.HeaderSHA256, sum)
+	case http.MethodPost:
+		req.Header.Set(uploadcap.HeaderLength, strconv.FormatInt(size, 10))
 		req.Header.Set(uploadcap.HeaderSHA256, sum)
 	}
 	resp, err := s.c.hc.Do(req)
@@ -261,14 +384,8 @@ func (s *ScopedStore) send(ctx context.Context, cr Credentials, method, uri stri
 		return nil, "", fmt.Errorf("%w: reading the gateway's answer: %w", objstore.ErrTransient, err)
 	}
 	switch {
-	case resp.StatusCode == http.StatusOK && method == http.MethodPut:
-		var res uploadcap.Result
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&res); err != nil {
-			return nil, "", fmt.Errorf("%w: the gateway's answer: %w", objstore.ErrTransient, err)
-		}
-		return &res, "", nil
+	case resp.StatusCode == http.StatusOK && method != http.MethodDelete:
+		return b, "", nil
 	case resp.StatusCode == http.StatusNoContent && method == http.MethodDelete:
 		return nil, "", nil
 	}

@@ -306,6 +306,9 @@ type BulkLoadOptions struct {
 	MaxUploadBytes      ByteSize      `yaml:"max_upload_bytes"`
 	UploadConcurrency   int           `yaml:"upload_concurrency"`
 	UploadTempDir       string        `yaml:"upload_temp_dir"`
+	// The lifetime of a signed upload straight to an S3 store (default 5m,
+	// 1s..1h; negative: builders send everything through the gateway).
+	SignedUploadTTL time.Duration `yaml:"signed_upload_ttl"`
 }
 
 // coordinatorConfig is the coordinator.Config these options give
@@ -345,6 +348,7 @@ func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string
 			MaxUploadBytes:        int64(b.MaxUploadBytes),
 			UploadConcurrency:     b.UploadConcurrency,
 			UploadTempDir:         b.UploadTempDir,
+			SignedUploadTTL:       b.SignedUploadTTL,
 		},
 	}
 }

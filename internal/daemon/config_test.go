@@ -35,6 +35,7 @@ coordinator:
     max_upload_bytes: 1GiB
     upload_concurrency: 3
     upload_temp_dir: /var/tmp/thaw
+    signed_upload_ttl: 2m
 tablet:
   snapshot_interval: 90s
   cache_size: 1GiB
@@ -83,7 +84,7 @@ log:
 	cc := cfg.Coordinator.coordinatorConfig("c1", "127.0.0.1:1", "/p", "file:///r", 3)
 	if cc.BulkLoad.MaxBuildTimeout != 2*time.Hour || cc.BulkLoad.MaxManifestBytes != 8<<20 || cc.SnapshotRetention != 5 ||
 		cc.BulkLoad.UploadCredentialTTL != 5*time.Minute || cc.BulkLoad.MaxUploadBytes != 1<<30 || cc.BulkLoad.UploadConcurrency != 3 ||
-		cc.BulkLoad.UploadTempDir != "/var/tmp/thaw" {
+		cc.BulkLoad.UploadTempDir != "/var/tmp/thaw" || cc.BulkLoad.SignedUploadTTL != 2*time.Minute {
 		t.Errorf("coordinatorConfig = %+v", cc)
 	}
 	ec := cfg.Embedded()

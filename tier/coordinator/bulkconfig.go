@@ -49,6 +49,12 @@ type BulkLoadConfig struct {
 	MaxUploadBytes      int64
 	UploadConcurrency   int
 	UploadTempDir       string
+	// SignedUploadTTL is the lifetime of a signed upload the gateway hands
+	// out (POST; stores that sign uploads, S3): default
+	// DefaultSignedUploadTTL, 1s..1h, never past the capability's expiry;
+	// negative: the gateway signs nothing and builders send every object
+	// through it.
+	SignedUploadTTL time.Duration
 }
 
 // Defaults of BulkLoadConfig that differ from bulktxn.DefaultConfig.

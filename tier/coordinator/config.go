@@ -156,6 +156,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	if cfg.BulkLoad.MaxUploadBytes == 0 {
 		cfg.BulkLoad.MaxUploadBytes = DefaultMaxUploadBytes
 	}
+	def(&cfg.BulkLoad.SignedUploadTTL, DefaultSignedUploadTTL)
 
 	var errs []error
 	if !isServerID(cfg.ID) {
@@ -195,6 +196,9 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	}
 	if t := cfg.BulkLoad.UploadCredentialTTL; t < time.Second || t > uploadcap.MaxTTL {
 		errs = append(errs, fmt.Errorf("upload credential ttl %v not in 1s..%v", t, uploadcap.MaxTTL))
+	}
+	if t := cfg.BulkLoad.SignedUploadTTL; t > 0 && (t < time.Second || t > MaxSignedUploadTTL) {
+		errs = append(errs, fmt.Errorf("signed upload ttl %v not in 1s..%v (negative: off)", t, MaxSignedUploadTTL))
 	}
 	if cfg.BulkLoad.MaxUploadBytes < 1 {
 		errs = append(errs, fmt.Errorf("max upload bytes %d is below 1", cfg.BulkLoad.MaxUploadBytes))

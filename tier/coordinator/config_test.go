@@ -46,6 +46,8 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"retention", func(c *Config, _ *Deps) { c.SnapshotRetention = -1 }, "snapshot retention"},
 		{"upload ttl", func(c *Config, _ *Deps) { c.BulkLoad.UploadCredentialTTL = 25 * time.Hour }, "upload credential ttl"},
 		{"short upload ttl", func(c *Config, _ *Deps) { c.BulkLoad.UploadCredentialTTL = time.Millisecond }, "upload credential ttl"},
+		{"signed upload ttl", func(c *Config, _ *Deps) { c.BulkLoad.SignedUploadTTL = 2 * time.Hour }, "signed upload ttl"},
+		{"short signed upload ttl", func(c *Config, _ *Deps) { c.BulkLoad.SignedUploadTTL = time.Millisecond }, "signed upload ttl"},
 		{"upload concurrency", func(c *Config, _ *Deps) { c.BulkLoad.UploadConcurrency = -1 }, "upload concurrency"},
 		{"max upload bytes", func(c *Config, _ *Deps) { c.BulkLoad.MaxUploadBytes = -1 }, "max upload bytes"},
 		{"upload key", func(_ *Config, d *Deps) { d.UploadKey = []byte("short") }, "signing key"},

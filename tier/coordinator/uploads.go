@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,10 @@ const (
 	DefaultUploadCredentialTTL = 15 * time.Minute
 	DefaultMaxUploadBytes      = 8 << 30
 	DefaultUploadConcurrency   = 8
+	DefaultSignedUploadTTL     = 5 * time.Minute
+	// MaxSignedUploadTTL bounds BulkLoadConfig.SignedUploadTTL: a signed
+	// upload cannot be revoked, so it stays short.
+	MaxSignedUploadTTL = time.Hour
 )
 
 // UploadStore is what the upload gateway needs of the object store on top
@@ -42,13 +47,25 @@ type UploadStore interface {
 
 var _ UploadStore = (*objstore.Store)(nil)
 
+// UploadSigner is what signed uploads need of the object store: a PUT of
+// one object of known size and SHA-256, write-if-absent, that a holder of
+// no store credentials can send (an existing object is adopted or a
+// conflict instead); errors.ErrUnsupported where the store signs none.
+// *objstore.Store satisfies it.
+type UploadSigner interface {
+	SignPut(ctx context.Context, key string, size int64, sha string, ttl time.Duration) (objstore.SignedPut, objstore.Object, error)
+}
+
+var _ UploadSigner = (*objstore.Store)(nil)
+
 const uploadMetadataSuffix = "/" + snapshot.MetadataFileName
 
 // uploadGateway holds the gateway's parts.
 type uploadGateway struct {
-	signer *uploadcap.Signer
-	store  UploadStore // nil: no gateway
-	sem    chan struct{}
+	signer  *uploadcap.Signer
+	store   UploadStore  // nil: no gateway
+	presign UploadSigner // nil: no signed uploads
+	sem     chan struct{}
 }
 
 func newUploadGateway(cfg BulkLoadConfig, objects ObjectStore, key []byte) (*uploadGateway, error) {
@@ -66,6 +83,9 @@ func newUploadGateway(cfg BulkLoadConfig, objects ObjectStore, key []byte) (*upl
 	}
 	g := &uploadGateway{signer: s, sem: make(chan struct{}, cfg.UploadConcurrency)}
 	g.store, _ = objects.(UploadStore)
+	if cfg.SignedUploadTTL > 0 {
+		g.presign, _ = objects.(UploadSigner)
+	}
 	return g, nil
 }
 
@@ -147,18 +167,28 @@ func failf(status int, class, format string, args ...any) *uploadFail {
 func (c *Coordinator) serveUpload(w http.ResponseWriter, r *http.Request) {
 	op := strings.ToLower(r.Method)
 	var (
-		res  *uploadcap.Result
+		res  any // the answer: a *uploadcap.Result or *uploadcap.Signed
 		fail *uploadFail
 	)
 	switch r.Method {
 	case http.MethodPut:
-		res, fail = c.upload(r)
+		var put *uploadcap.Result
+		if put, fail = c.upload(r); put != nil {
+			c.m.bulk.uploadBytes.Add(float64(put.Size))
+			res = put
+		}
+	case http.MethodPost:
+		op = "sign"
+		var signed *uploadcap.Signed
+		if signed, fail = c.sign(r); signed != nil {
+			res = signed
+		}
 	case http.MethodDelete:
 		fail = c.deleteUpload(r)
 	default:
 		op = "other"
-		w.Header().Set("Allow", "PUT, DELETE")
-		fail = failf(http.StatusMethodNotAllowed, uploadcap.BadRequest, "method %s (want PUT or DELETE)", r.Method)
+		w.Header().Set("Allow", "PUT, POST, DELETE")
+		fail = failf(http.StatusMethodNotAllowed, uploadcap.BadRequest, "method %s (want PUT, POST or DELETE)", r.Method)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -169,7 +199,6 @@ func (c *Coordinator) serveUpload(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(fail.status)
 		_ = json.NewEncoder(w).Encode(uploadcap.Refusal{Error: fail.msg, Class: fail.class})
 	} else if res != nil {
-		c.m.bulk.uploadBytes.Add(float64(res.Size))
 		_ = json.NewEncoder(w).Encode(res)
 	} else {
 		w.WriteHeader(http.StatusNoContent)
@@ -268,25 +297,90 @@ func inSnapshotDir(info *bulkload.TargetInfo, capa uploadcap.Capability, uri str
 	return b >= 0 && capa.AllowsBucket(b)
 }
 
-func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
+// authorizeObject authorizes a PUT or POST of one object: the
+// capability's, in its scope (a file directly in an allowed bucket's
+// snapshot directory, or the manifest), of size bytes within the limit,
+// with a well-formed SHA-256.
+func (c *Coordinator) authorizeObject(r *http.Request, size int64) (key string, info *bulkload.TargetInfo, capa uploadcap.Capability, sha string, fail *uploadFail) {
 	key, uri, info, capa, fail := c.authorizeUpload(r)
+	if fail != nil {
+		return "", nil, capa, "", fail
+	}
+	if !(uri == info.ManifestPath && capa.AllowsManifest()) && !inSnapshotDir(info, capa, uri) {
+		return "", nil, capa, "", failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not in the snapshot directories or the manifest path the capability allows of transaction %s", uri, info.Handle.TxnID)
+	}
+	switch {
+	case size < 0:
+		return "", nil, capa, "", failf(http.StatusLengthRequired, uploadcap.BadRequest, "the object's size is required")
+	case size > c.cfg.BulkLoad.MaxUploadBytes:
+		return "", nil, capa, "", failf(http.StatusRequestEntityTooLarge, uploadcap.TooLarge, "%d bytes exceed the gateway's limit of %d", size, c.cfg.BulkLoad.MaxUploadBytes)
+	}
+	sha = r.Header.Get(uploadcap.HeaderSHA256)
+	if len(sha) != 64 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return "", nil, capa, "", failf(http.StatusBadRequest, uploadcap.BadRequest, "%s must be 64 lowercase hex digits", uploadcap.HeaderSHA256)
+	}
+	return key, info, capa, sha, nil
+}
+
+// sign answers a POST: a signed PUT of the object straight to the store,
+// or Adopted when the key already holds its bytes. A signed PUT cannot be
+// revoked when the transaction leaves BEGUN, so it is short-lived
+// (SignedUploadTTL, never past the capability) and signs the size, the
+// SHA-256 and write-if-absent: the most it can ever do is create that one
+// object with exactly the bytes declared here, which a Commit validates
+// like any other.
+func (c *Coordinator) sign(r *http.Request) (*uploadcap.Signed, *uploadFail) {
+	if c.uploads.presign == nil {
+		return nil, failf(http.StatusNotImplemented, uploadcap.Unsupported, "this gateway signs no uploads: send the object with PUT")
+	}
+	if r.ContentLength > 0 {
+		return nil, failf(http.StatusBadRequest, uploadcap.BadRequest, "a POST has no body")
+	}
+	hl := r.Header.Values(uploadcap.HeaderLength)
+	size := int64(-1)
+	if len(hl) == 1 {
+		n, err := strconv.ParseInt(hl[0], 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != hl[0] {
+			return nil, failf(http.StatusBadRequest, uploadcap.BadRequest, "%s %q is not a size in bytes", uploadcap.HeaderLength, hl[0])
+		}
+		size = n
+	}
+	key, info, capa, sha, fail := c.authorizeObject(r, size)
 	if fail != nil {
 		return nil, fail
 	}
-	if !(uri == info.ManifestPath && capa.AllowsManifest()) && !inSnapshotDir(info, capa, uri) {
-		return nil, failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not in the snapshot directories or the manifest path the capability allows of transaction %s", uri, info.Handle.TxnID)
+	if size > objstore.MaxSignedPutSize {
+		return nil, failf(http.StatusNotImplemented, uploadcap.Unsupported, "%d bytes exceed the largest signed upload (%d): send the object with PUT", size, int64(objstore.MaxSignedPutSize))
+	}
+	ttl := min(c.cfg.BulkLoad.SignedUploadTTL, capa.Expires.Sub(c.clock.Now()).Truncate(time.Second))
+	if ttl < time.Second {
+		return nil, failf(http.StatusUnauthorized, uploadcap.Expired, "the capability expires in less than a second")
+	}
+	sp, obj, err := c.uploads.presign.SignPut(r.Context(), key, size, sha, ttl)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return nil, failf(http.StatusNotImplemented, uploadcap.Unsupported, "%v", err)
+	case err != nil:
+		return nil, storeFail(err)
+	case obj.Adopted:
+		return &uploadcap.Signed{Adopted: true}, nil
+	}
+	if fail := c.stillWritable(r.Context(), info.Handle.TxnID); fail != nil {
+		return nil, fail
+	}
+	h := make(map[string]string, len(sp.Header))
+	for k := range sp.Header {
+		h[k] = sp.Header.Get(k)
+	}
+	return &uploadcap.Signed{URL: uploadcap.SignedURL(sp.URL), Header: h, ExpiresMs: sp.Expires.UnixMilli()}, nil
+}
+
+func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
+	key, info, _, sha, fail := c.authorizeObject(r, r.ContentLength)
+	if fail != nil {
+		return nil, fail
 	}
 	size := r.ContentLength
-	switch {
-	case size < 0:
-		return nil, failf(http.StatusLengthRequired, uploadcap.BadRequest, "a Content-Length is required")
-	case size > c.cfg.BulkLoad.MaxUploadBytes:
-		return nil, failf(http.StatusRequestEntityTooLarge, uploadcap.TooLarge, "%d bytes exceed the gateway's limit of %d", size, c.cfg.BulkLoad.MaxUploadBytes)
-	}
-	sha := r.Header.Get(uploadcap.HeaderSHA256)
-	if len(sha) != 64 || strings.Trim(sha, "0123456789abcdef") != "" {
-		return nil, failf(http.StatusBadRequest, uploadcap.BadRequest, "%s must be 64 lowercase hex digits", uploadcap.HeaderSHA256)
-	}
 	select {
 	case c.uploads.sem <- struct{}{}:
 		defer func() { <-c.uploads.sem }()

@@ -163,6 +163,32 @@ func TestTokenRedacted(t *testing.T) {
 	}
 }
 
+// TestSignedURLRedacted: a signed upload URL prints as "[REDACTED]" in
+// every fmt verb and in slog, alone and inside a Signed answer, and only
+// the wire form (the answer's JSON) carries it.
+func TestSignedURLRedacted(t *testing.T) {
+	const secret = "X-Amz-Signature=0123456789abcdef"
+	u := SignedURL("https://s3.example/lake/k?" + secret)
+	ans := Signed{URL: u, Header: map[string]string{"If-None-Match": "*"}, ExpiresMs: 1}
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("signed", "url", u, "answer", ans)
+	outs := []string{fmt.Sprint(u), fmt.Sprintf("%v %+v %#v %s %q %x", u, u, u, u, u, u),
+		fmt.Sprintf("%v %+v %#v", ans, ans, ans), logs.String()}
+	for _, o := range outs {
+		if strings.Contains(o, secret) || !strings.Contains(o, redacted) {
+			t.Errorf("printed %q", o)
+		}
+	}
+	b, err := json.Marshal(ans)
+	if err != nil || !strings.Contains(string(b), secret) {
+		t.Fatalf("the answer's JSON: %s %v", b, err)
+	}
+	var back Signed
+	if err := json.Unmarshal(b, &back); err != nil || back.URL.Reveal() != u.Reveal() {
+		t.Fatalf("round trip: %v %v", back.URL.Reveal(), err)
+	}
+}
+
 func FuzzVerify(f *testing.F) {
 	s, err := NewSigner(bytes.Repeat([]byte{1}, KeySize))
 	if err != nil {

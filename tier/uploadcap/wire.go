@@ -1,22 +1,77 @@
 package uploadcap
 
+import (
+	"fmt"
+	"log/slog"
+)
+
 // The upload gateway's wire protocol, shared by the coordinator that serves
 // it and the clients that use it.
 //
 //	PUT    {Path}?uri=U   Authorization: Bearer T, Content-Length: N,
 //	                      X-Thaw-Content-Sha256: H; body: the object
+//	POST   {Path}?uri=U   Authorization: Bearer T, X-Thaw-Content-Length: N,
+//	                      X-Thaw-Content-Sha256: H; no body
 //	DELETE {Path}?uri=U   Authorization: Bearer T
 //
 // U is the object's URI; the gateway stores it write-if-absent (an
 // identical object is adopted) after checking the body's size and SHA-256.
 // PUT answers 200 with a Result, DELETE 204; a refusal answers a 4xx or
 // 5xx status with a Refusal.
+//
+// POST asks for a signed upload instead: the object goes straight to the
+// store, not through the coordinator. It answers 200 with a Signed: either
+// the key already holds these bytes (Adopted), or a URL and headers with
+// which to PUT exactly these N bytes of SHA-256 H to the store, once, while
+// the key is free, until ExpiresMs. A coordinator whose store signs no
+// uploads (anything but S3), or that was told not to, refuses with class
+// Unsupported (501): send the object with PUT instead.
 
 // Path is the gateway's path on a coordinator's listener.
 const Path = "/thaw/uploads/v1"
 
-// HeaderSHA256 carries the lowercase hex SHA-256 of a PUT's body.
+// HeaderSHA256 carries the lowercase hex SHA-256 of a PUT's body (or of
+// the object a POST asks to upload).
 const HeaderSHA256 = "X-Thaw-Content-Sha256"
+
+// HeaderLength carries the size in bytes of the object a POST asks to
+// upload.
+const HeaderLength = "X-Thaw-Content-Length"
+
+// Signed is the answer to a POST.
+type Signed struct {
+	Adopted   bool              `json:"adopted"`              // the key already holds these bytes: send nothing
+	URL       SignedURL         `json:"url,omitempty"`        // PUT the object here
+	Header    map[string]string `json:"header,omitempty"`     // with exactly these headers
+	ExpiresMs int64             `json:"expires_ms,omitempty"` // until then (Unix milliseconds)
+}
+
+// LogValue shows the answer with its URL redacted (slog's JSON handler
+// would otherwise marshal it whole).
+func (s Signed) LogValue() slog.Value {
+	return slog.GroupValue(slog.Bool("adopted", s.Adopted), slog.String("url", redacted), slog.Int64("expires_ms", s.ExpiresMs))
+}
+
+// SignedURL is a signed upload URL: a credential for one object (its query
+// holds the signature). String, GoString, Format and LogValue print
+// "[REDACTED]"; Reveal returns the URL, for the request only. It is
+// marshalled in a Signed answer and nowhere else.
+type SignedURL string
+
+// Reveal returns the URL.
+func (u SignedURL) Reveal() string { return string(u) }
+
+// String returns "[REDACTED]".
+func (u SignedURL) String() string { return redacted }
+
+// GoString returns "[REDACTED]".
+func (u SignedURL) GoString() string { return redacted }
+
+// Format prints "[REDACTED]" for every verb.
+func (u SignedURL) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// LogValue returns "[REDACTED]".
+func (u SignedURL) LogValue() slog.Value { return slog.StringValue(redacted) }
 
 // Result is the answer to a successful PUT.
 type Result struct {
@@ -49,6 +104,7 @@ const (
 	NoSpace      = "no_space"        // the store is full
 	Transient    = "transient"       // a failure that may pass
 	StoreRefused = "store_refused"   // the store refused the write for good
+	Unsupported  = "unsupported"     // POST: this gateway signs no uploads
 )
 
 // Refresh reports whether a refusal of this class is cured by a new

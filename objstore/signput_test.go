@@ -1,0 +1,175 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thawdb/thaw/internal/testvgw"
+)
+
+// signedSend sends body with a signed PUT, dropping the named header or
+// replacing the URL's path when asked, and returns the status and the S3
+// error code.
+func signedSend(t *testing.T, sp SignedPut, body []byte, mod func(*http.Request)) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, sp.URL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range sp.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.ContentLength = int64(len(body))
+	if mod != nil {
+		mod(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	code := ""
+	if i := bytes.Index(b, []byte("<Code>")); i >= 0 {
+		if j := bytes.Index(b[i:], []byte("</Code>")); j >= 0 {
+			code = string(b[i+6 : i+j])
+		}
+	}
+	return resp.StatusCode, code
+}
+
+// TestSignPut checks, against an S3 server that verifies signatures
+// (versitygw), that a signed PUT writes exactly the declared object and
+// nothing else: not twice, not other bytes, not another key, not without
+// its headers, not after it expired; that an existing object is adopted
+// or refused instead of signed; and that the credential never prints.
+func TestSignPut(t *testing.T) {
+	srv := testvgw.Start(t)
+	srv.Bucket(t, "lake")
+	ctx := t.Context()
+	s, err := Open(ctx, srv.StoreURL("lake", "tier"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	body := []byte("the bytes of one snapshot file")
+	other := bytes.ToUpper(body) // same length, other digest
+	sum := sha(body)
+	absent := func(key string) {
+		t.Helper()
+		if _, err := s.Stat(ctx, key); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: stat: %v, want not found", key, err)
+		}
+	}
+
+	sp, obj, err := s.SignPut(ctx, "snap-1/a.sst", int64(len(body)), sum, time.Minute)
+	if err != nil || obj.Adopted || sp.URL == "" {
+		t.Fatalf("sign: %v %+v", err, obj)
+	}
+	for _, f := range []string{"%v", "%s", "%+v", "%#v", "%q"} {
+		if out := fmt.Sprintf(f, sp); strings.Contains(out, "Signature") {
+			t.Fatalf("%s prints the credential: %s", f, out)
+		}
+	}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("x", "put", sp)
+	if strings.Contains(logged.String(), "Signature") {
+		t.Fatalf("slog prints the credential: %s", logged.String())
+	}
+	if b, err := json.Marshal(struct{ P SignedPut }{sp}); err == nil {
+		t.Fatalf("json.Marshal of a signed PUT: %s", b)
+	}
+
+	// Refused before anything is stored: other bytes, a missing header
+	// (each one is signed), a shorter body, another key.
+	for name, tc := range map[string]struct {
+		body []byte
+		mod  func(*http.Request)
+		code string
+	}{
+		"other bytes":       {other, nil, "BadDigest"},
+		"no If-None-Match":  {body, func(r *http.Request) { r.Header.Del("If-None-Match") }, "SignatureDoesNotMatch"},
+		"no checksum":       {body, func(r *http.Request) { r.Header.Del("X-Amz-Checksum-Sha256") }, "SignatureDoesNotMatch"},
+		"a shorter body":    {body[:5], nil, "SignatureDoesNotMatch"},
+		"another key":       {body, func(r *http.Request) { r.URL.Path = strings.Replace(r.URL.Path, "a.sst", "b.sst", 1) }, "SignatureDoesNotMatch"},
+		"another directory": {body, func(r *http.Request) { r.URL.Path = strings.Replace(r.URL.Path, "snap-1", "snap-2", 1) }, "SignatureDoesNotMatch"},
+	} {
+		if status, code := signedSend(t, sp, tc.body, tc.mod); status < 400 || code != tc.code {
+			t.Errorf("%s: %d %s, want %s", name, status, code, tc.code)
+		}
+	}
+	absent("snap-1/a.sst")
+	absent("snap-1/b.sst")
+	absent("snap-2/a.sst")
+
+	if status, code := signedSend(t, sp, body, nil); status != http.StatusOK {
+		t.Fatalf("signed put: %d %s", status, code)
+	}
+	if got, err := s.Get(ctx, "snap-1/a.sst"); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("stored object: %q %v", got, err)
+	}
+	// Used again (even with the same bytes): the key is taken.
+	if status, code := signedSend(t, sp, body, nil); status != http.StatusPreconditionFailed {
+		t.Fatalf("second use: %d %s, want 412", status, code)
+	}
+
+	// An existing key is not signed: identical bytes are adopted, others
+	// are a conflict.
+	if sp2, obj, err := s.SignPut(ctx, "snap-1/a.sst", int64(len(body)), sum, time.Minute); err != nil || !obj.Adopted || sp2.URL != "" {
+		t.Fatalf("sign an existing identical object: %v %+v", err, obj)
+	}
+	if _, _, err := s.SignPut(ctx, "snap-1/a.sst", int64(len(other)), sha(other), time.Minute); !errors.Is(err, ErrConflict) {
+		t.Fatalf("sign over other bytes: %v, want ErrConflict", err)
+	}
+
+	// An expired signature stores nothing.
+	late, _, err := s.SignPut(ctx, "snap-1/late.sst", int64(len(body)), sum, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if status, code := signedSend(t, late, body, nil); status != http.StatusForbidden {
+		t.Fatalf("expired: %d %s, want 403", status, code)
+	}
+	absent("snap-1/late.sst")
+
+	// Requests it refuses to sign.
+	for name, f := range map[string]func() error{
+		"bad key":      func() error { _, _, err := s.SignPut(ctx, "../x", 1, sum, time.Minute); return err },
+		"bad digest":   func() error { _, _, err := s.SignPut(ctx, "k", 1, strings.ToUpper(sum), time.Minute); return err },
+		"negative":     func() error { _, _, err := s.SignPut(ctx, "k", -1, sum, time.Minute); return err },
+		"too large":    func() error { _, _, err := s.SignPut(ctx, "k", MaxSignedPutSize+1, sum, time.Minute); return err },
+		"no lifetime":  func() error { _, _, err := s.SignPut(ctx, "k", 1, sum, 0); return err },
+		"too long ttl": func() error { _, _, err := s.SignPut(ctx, "k", 1, sum, MaxSignedPutTTL+time.Second); return err },
+	} {
+		if err := f(); err == nil {
+			t.Errorf("%s: signed", name)
+		}
+	}
+}
+
+// TestSignPutUnsupported: stores other than s3:// sign nothing.
+func TestSignPutUnsupported(t *testing.T) {
+	for _, u := range []string{"file://" + t.TempDir(), "mem://"} {
+		s, err := Open(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SignPut(t.Context(), "k", 1, sha([]byte("x")), time.Minute); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: %v, want errors.ErrUnsupported", u, err)
+		}
+		s.Close()
+	}
+}
