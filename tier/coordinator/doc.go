@@ -141,6 +141,15 @@
 // linking store does not hash it again; at most
 // BulkLoadConfig.UploadConcurrency at once). It never logs the capability.
 //
+// A POST with the same checks asks for a signed upload instead: where the
+// store signs uploads (UploadSigner: objstore's s3:// stores) the gateway
+// answers a presigned PUT of exactly the declared key, size and SHA-256,
+// write-if-absent, living BulkLoadConfig.SignedUploadTTL at most, and the
+// builder sends its bytes straight to the store; an existing identical
+// object is answered "adopted". Elsewhere, or with a negative
+// SignedUploadTTL, it answers uploadcap.Unsupported and builders PUT
+// through the gateway.
+//
 // # Metrics
 //
 // thaw_coordinator_leader, _epoch, _terms_total, _ddl_total{op,result},
