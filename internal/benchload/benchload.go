@@ -18,11 +18,13 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshotbuild"
@@ -53,6 +55,9 @@ type config struct {
 	cpuProfileA  string // ordinary path
 	runs         int
 	scoped       bool // bulk path through the upload gateway
+	objectStore  string
+	signed       bool                // scoped uploads signed for the store where it signs them
+	gatherer     prometheus.Gatherer // the embedded tier's metrics
 }
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
@@ -82,6 +87,8 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.StringVar(&c.cpuProfileA, "cpuprofile-ordinary", "", "write a CPU profile of the ordinary path's measurement (whole process) to this file")
 	fs.IntVar(&c.runs, "runs", 1, "measure both paths this many times, each on a fresh embedded tier, and end with the median ratio")
 	fs.BoolVar(&c.scoped, "scoped-uploads", false, "bulk path: write snapshot files and the manifest through the coordinator's upload gateway with scoped credentials, not into the store directly")
+	fs.StringVar(&c.objectStore, "object-store", "", "snapshot store URL of the embedded tier (default: file:// under the data directory); s3:// takes its credentials from the AWS SDK's default chain")
+	fs.BoolVar(&c.signed, "signed-uploads", true, "with --scoped-uploads on an s3:// store: the gateway signs a PUT per object and the bytes go straight to the store (false: through the gateway)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -179,12 +186,18 @@ type measurement struct {
 // runOnce measures both paths on a tier of its own under dataDir ("": a
 // temporary directory).
 func runOnce(ctx context.Context, stdout io.Writer, cfg config, dataDir string) (m measurement, err error) {
-	tier, dir, stop, err := benchutil.StartTier(ctx, "bench load", dataDir, cfg.tablets)
+	tier, dir, stop, err := benchutil.StartTier(ctx, "bench load", dataDir, cfg.tablets, func(ec *daemon.EmbeddedConfig) {
+		ec.ObjectStore = cfg.objectStore
+		if !cfg.signed {
+			ec.Coordinator.BulkLoad.SignedUploadTTL = -1
+		}
+	})
 	if err != nil {
 		return m, err
 	}
 	defer func() { err = errors.Join(err, stop()) }()
-	where := fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s)", cfg.tablets, dir)
+	where := fmt.Sprintf("embedded tier in this process (%d tablet servers, data under %s, snapshots in %s)", cfg.tablets, dir, tier.Objects().Base())
+	cfg.gatherer = tier.Gatherer()
 	return bench(ctx, stdout, cfg, tier.HostPort(), where, dir)
 }
 
@@ -262,7 +275,10 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 	// (b) The bulk path.
 	uploads := "into the store directly"
 	if cfg.scoped {
-		uploads = "through the upload gateway (scoped credentials)"
+		uploads = "with scoped credentials (signed PUTs straight to an s3:// store, else through the upload gateway)"
+		if !cfg.signed {
+			uploads = "through the upload gateway (scoped credentials)"
+		}
 	}
 	fmt.Fprintf(stdout, "\n(b) bulk path: bulkloadclient, input=%s arrow-batch=%d memory=%s workers=%d, uploads %s\n",
 		cfg.bulkInput, cfg.arrowRows, benchutil.FmtBytes(cfg.memory), cfg.workers, uploads)
@@ -432,9 +448,28 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 		len(results), built, benchutil.Spills(bs), benchutil.FmtBytes(bs.PeakBudget), benchutil.FmtBytes(bs.MemoryBudget))
 	fmt.Fprintf(stdout, "    build %s\n", benchutil.BuildBusy(bs))
 	if gw != nil {
-		fmt.Fprintf(stdout, "    uploads through the upload gateway: %d objects, %s (and the manifest)\n", gw.objects.Load(), benchutil.FmtBytes(gw.bytes.Load()))
+		signed, through, err := gatewayCounts(cfg.gatherer)
+		if err != nil {
+			return result{}, err
+		}
+		fmt.Fprintf(stdout, "    uploads with scoped credentials: %d objects, %s (and the manifest); the gateway signed %d uploads straight to the store and stored %s itself\n",
+			gw.objects.Load(), benchutil.FmtBytes(gw.bytes.Load()), signed, benchutil.FmtBytes(through))
 	}
 	return r, nil
+}
+
+// gatewayCounts reads the upload gateway's counters: signed uploads and
+// bytes stored through it (nil g: none known).
+func gatewayCounts(g prometheus.Gatherer) (signed, through int64, err error) {
+	if g == nil {
+		return 0, 0, nil
+	}
+	v, _, err := testmetric.Value(g, "thaw_coordinator_upload_requests_total", map[string]string{"op": "sign", "result": "ok"})
+	if err != nil {
+		return 0, 0, err
+	}
+	b, _, err := testmetric.Value(g, "thaw_coordinator_upload_bytes_total", nil)
+	return int64(v), int64(b), err
 }
 
 // phase formats a phase's wall time and the process's CPU time in it.

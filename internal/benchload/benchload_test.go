@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/thawdb/thaw/internal/testvgw"
 )
 
 // TestSmoke runs both paths with a tiny input against an embedded tier:
@@ -20,8 +22,8 @@ import (
 func TestSmoke(t *testing.T) {
 	for _, tc := range []struct {
 		name, input string
-		scoped      bool
-	}{{"arrow", "arrow", false}, {"rows", "rows", false}, {"scoped", "arrow", true}} {
+		scoped, s3  bool
+	}{{"arrow", "arrow", false, false}, {"rows", "rows", false, false}, {"scoped", "arrow", true, false}, {"scoped-s3", "arrow", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			profDir := t.TempDir()
@@ -32,16 +34,25 @@ func TestSmoke(t *testing.T) {
 				"--cpuprofile", profiles[0], "--cpuprofile-ordinary", profiles[1],
 			}
 			uploads := "uploads into the store directly"
+			// A file:// store signs nothing: every object goes through the
+			// gateway. An S3 store (versitygw) takes every object with a
+			// PUT the gateway signed, and the gateway stores nothing.
+			gateway := regexp.MustCompile(`(?m)^    uploads with scoped credentials: ([1-9][0-9]*) objects, ([0-9.]+ [KMG]?i?B) \(and the manifest\); the gateway signed 0 uploads straight to the store and stored ([0-9.]+ [KMG]?i?B) itself$`)
+			if tc.s3 {
+				srv := testvgw.Start(t)
+				srv.Bucket(t, "lake")
+				args = append(args, "--object-store", srv.StoreURL("lake", "bench"))
+				gateway = regexp.MustCompile(`(?m)^    uploads with scoped credentials: ([1-9][0-9]*) objects, ([0-9.]+ [KMG]?i?B) \(and the manifest\); the gateway signed ([1-9][0-9]*) uploads straight to the store and stored 0 B itself$`)
+			}
 			if tc.scoped {
 				args = append(args, "--scoped-uploads")
-				uploads = "uploads through the upload gateway (scoped credentials)"
+				uploads = "uploads with scoped credentials (signed PUTs straight to an s3:// store, else through the upload gateway)"
 			}
 			err := Run(t.Context(), &out, args)
 			t.Log("\n" + out.String())
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
-			gateway := regexp.MustCompile(`(?m)^    uploads through the upload gateway: [1-9][0-9]* objects, `)
 			if gateway.MatchString(out.String()) != tc.scoped {
 				t.Errorf("report of the gateway's uploads: %v, want %v", gateway.MatchString(out.String()), tc.scoped)
 			}

@@ -76,8 +76,8 @@ func VerifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target
 // temporary directory when dataDir is "". stop closes the tier and removes
 // a temporary directory; call it when err is nil. The tier's warnings and
 // errors (a long write stall, say) go to standard error: a harness's
-// figures mean little without them.
-func StartTier(ctx context.Context, name, dataDir string, tablets int) (tier *daemon.Embedded, dir string, stop func() error, err error) {
+// figures mean little without them. mods adjust the tier's configuration.
+func StartTier(ctx context.Context, name, dataDir string, tablets int, mods ...func(*daemon.EmbeddedConfig)) (tier *daemon.Embedded, dir string, stop func() error, err error) {
 	dir = dataDir
 	removeDir := func() error { return nil }
 	if dir == "" {
@@ -86,12 +86,16 @@ func StartTier(ctx context.Context, name, dataDir string, tablets int) (tier *da
 		}
 		removeDir = func() error { return os.RemoveAll(dir) }
 	}
-	tier, err = daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
+	ec := daemon.EmbeddedConfig{
 		DataDir:       filepath.Join(dir, "tier"),
 		Listen:        "127.0.0.1:0",
 		TabletServers: tablets,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	for _, m := range mods {
+		m(&ec)
+	}
+	tier, err = daemon.StartEmbedded(ctx, ec)
 	if err != nil {
 		return nil, "", nil, errors.Join(fmt.Errorf("%s: start the embedded tier: %w", name, err), removeDir())
 	}
