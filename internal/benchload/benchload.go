@@ -385,9 +385,19 @@ func runOrdinary(ctx context.Context, stdout io.Writer, c *tierclient.Client, t 
 // runBulk loads every row through the bulk-load SDK: Begin, one build
 // session for every bucket, Finish, Commit (readable when it returns).
 func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Target, g *benchutil.RowGen, cfg config, dir string) (result, error) {
-	var opts []bulkloadclient.Opt
+	var (
+		opts   []bulkloadclient.Opt
+		direct *objstore.Store // the store with --object-store's parameters (an s3:// endpoint, say)
+	)
 	if cfg.scoped {
 		opts = append(opts, bulkloadclient.WithScopedUploads())
+	} else if cfg.objectStore != "" {
+		var err error
+		if direct, err = objstore.Open(ctx, cfg.objectStore); err != nil {
+			return result{}, err
+		}
+		defer direct.Close()
+		opts = append(opts, bulkloadclient.WithObjectStore(direct))
 	}
 	c, err := bulkloadclient.New(ctx, addr, opts...)
 	if err != nil {
@@ -407,6 +417,9 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	}
 	tBegin, cBegin := time.Since(start), benchutil.CPUTime()-cpu0
 	sopts := bulkloadclient.SessionOptions{TempDir: tmp, MemoryBudget: cfg.memory, Workers: cfg.workers}
+	if direct != nil {
+		sopts.Store = direct
+	}
 	var gw *countingStore
 	if cfg.scoped {
 		gw = &countingStore{Store: c.ScopedStore(bc)}
