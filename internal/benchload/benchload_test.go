@@ -152,7 +152,7 @@ func TestRuns(t *testing.T) {
 		if !strings.Contains(text, fmt.Sprintf("=== run %d of 3\n", i)) {
 			t.Errorf("no header of run %d", i)
 		}
-		if !strings.Contains(text, "data under "+filepath.Join(dir, fmt.Sprintf("run-%d", i))+")") {
+		if !strings.Contains(text, "data under "+filepath.Join(dir, fmt.Sprintf("run-%d", i))+", snapshots in file://") {
 			t.Errorf("run %d did not get a tier of its own under %s", i, dir)
 		}
 	}
