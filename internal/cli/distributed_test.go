@@ -18,6 +18,7 @@ import (
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/testvgw"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
@@ -516,5 +517,94 @@ func TestDistributedScoped(t *testing.T) {
 	r := runThaw(t, nil, "bulkload", "build", "--scoped-uploads", server, "--context", file("gone.json"), "--buckets", "all", "--temp-dir", t.TempDir(), in)
 	if r.code != 1 || !strings.Contains(r.stderr, "the transaction is not BEGUN") {
 		t.Errorf("build of an aborted transaction: %s", r)
+	}
+}
+
+// TestDistributedSigned is TestDistributedScoped on a tier whose snapshots
+// live in S3 (versitygw, which checks signatures): the builder and
+// committer processes run without any AWS credentials, so every object
+// they write goes straight to S3 with a PUT the gateway signed for it, and
+// none through the coordinator. A builder without --scoped-uploads fails
+// for want of credentials, which shows that the processes had none.
+func TestDistributedSigned(t *testing.T) {
+	thawBinary(t)
+	srv := testvgw.Start(t)
+	srv.Bucket(t, "lake")
+	e, tc := startTestTierIn(t, srv.StoreURL("lake", "tier"))
+	ctx := t.Context()
+	server := "--server=" + e.HostPort()
+	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	s := itemsTable(t, false)
+	s.Buckets = 4
+	if _, err := tc.CreateTable(ctx, "shop", "items", s, 1); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "items")
+	a := makeItems("", 1, 3000)
+	writeParquet(t, filepath.Join(in, "a.parquet"), a, parquetLayout{groupRows: 1000})
+	none := filepath.Join(t.TempDir(), "none")
+	noCredentials := []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
+		"AWS_CONFIG_FILE=" + none, "AWS_SHARED_CREDENTIALS_FILE=" + none, "AWS_EC2_METADATA_DISABLED=true"}
+
+	mustThaw(t, "bulkload", "begin", server, "shop.items", "--token", "signed-1", "--build-timeout", "5m", "--out", file("ctx.json"))
+	// Without scoped uploads a builder opens the store itself (the SDK's
+	// environment gives it the endpoint), and has no credentials for it.
+	direct := append([]string{"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL_S3=" + srv.Endpoint}, noCredentials...)
+	if r := runThaw(t, direct, "bulkload", "build", server, "--context", file("ctx.json"), "--buckets", "0",
+		"--temp-dir", t.TempDir(), "--out", file("direct.json"), in); r.code == 0 || !strings.Contains(r.stderr, "credentials") || strings.Contains(r.stderr, "Invalid region") {
+		t.Fatalf("a builder without credentials, writing to S3 directly: %s\n%s", r, r.stderr)
+	}
+	var wg sync.WaitGroup
+	res := make([]thawResult, 2)
+	for i, buckets := range []string{"0-1", "2-3"} {
+		wg.Go(func() {
+			res[i] = runThaw(t, noCredentials, "bulkload", "build", "--scoped-uploads", server, "--context", file("ctx.json"), "--buckets", buckets,
+				"--temp-dir", t.TempDir(), "--out", file(fmt.Sprintf("s%d.json", i+1)), in)
+		})
+	}
+	wg.Wait()
+	files := 0
+	for i, r := range res {
+		if r.code != 0 {
+			t.Fatalf("builder %d: %s", i+1, r)
+		}
+		for _, br := range readResultsFile(t, file(fmt.Sprintf("s%d.json", i+1))) {
+			files += br.Files + 1
+		}
+	}
+	commit := runThaw(t, noCredentials, "bulkload", "commit", "--scoped-uploads", server, "--context", file("ctx.json"), file("s1.json"), file("s2.json"))
+	if commit.code != 0 {
+		t.Fatalf("commit: %s", commit)
+	}
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0), lastWins(a), false)
+	count := func(op string) int {
+		v, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": op, "result": "ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(v)
+	}
+	// The direct builder wrote nothing, so each object was signed once
+	// (the two builders' buckets are disjoint).
+	if signs, puts := count("sign"), count("put"); signs != files+1 || puts != 0 {
+		t.Errorf("the gateway signed %d uploads and stored %d objects; the builds wrote %d files and _METADATA, and the commit a manifest", signs, puts, files)
+	}
+	outputs := map[string][]byte{"commit output": []byte(commit.stdout + commit.stderr)}
+	for i, r := range res {
+		outputs[fmt.Sprintf("builder %d output", i+1)] = []byte(r.stdout + r.stderr)
+	}
+	for _, f := range []string{"ctx.json", "s1.json", "s2.json"} {
+		outputs[f] = mustRead(t, file(f))
+	}
+	for what, b := range outputs {
+		for _, needle := range []string{"thawcap1.", "X-Amz-Signature", "X-Amz-Credential"} {
+			if bytes.Contains(b, []byte(needle)) {
+				t.Errorf("the %s hold a credential (%q)", what, needle)
+			}
+		}
 	}
 }

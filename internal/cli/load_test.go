@@ -180,10 +180,17 @@ func mustParseType(t *testing.T, s string) kv.Type {
 // startTestTier starts an embedded tier and a tier client of it.
 func startTestTier(t *testing.T) (*daemon.Embedded, *tierclient.Client) {
 	t.Helper()
+	return startTestTierIn(t, "")
+}
+
+// startTestTierIn is startTestTier with the snapshots in objectStore (""
+// the default: file:// under its data directory).
+func startTestTierIn(t *testing.T, objectStore string) (*daemon.Embedded, *tierclient.Client) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	e, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{
-		DataDir: t.TempDir(), TabletServers: 2, EtcdUnsafeNoFsync: true,
+		DataDir: t.TempDir(), TabletServers: 2, EtcdUnsafeNoFsync: true, ObjectStore: objectStore,
 		Coordinator: daemon.CoordinatorOptions{LeaseTTL: 2 * time.Second, RebalanceInterval: 100 * time.Millisecond, ResyncInterval: time.Second},
 		Tablet:      daemon.TabletOptions{LeaseTTL: 2 * time.Second, SnapshotInterval: -1, CacheSize: 8 << 20, MemTableBudget: 8 << 20},
 	})
