@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // registers file://
 	"gocloud.dev/blob/memblob"
@@ -334,11 +336,39 @@ func (b *gcBucket) Open(ctx context.Context, key string, offset, length int64) (
 	if err := checkKey(key); err != nil {
 		return nil, fmt.Errorf("objstore: open %q: %w", key, err)
 	}
-	r, err := b.b.NewRangeReader(ctx, b.prefix+key, offset, length, nil)
+	var opts *blob.ReaderOptions
+	if b.s3Bucket != "" && ctx.Value(verifiedReadKey{}) != nil {
+		opts = &blob.ReaderOptions{BeforeRead: skipSDKChecksum}
+	}
+	r, err := b.b.NewRangeReader(ctx, b.prefix+key, offset, length, opts)
 	if err != nil {
 		return nil, b.errorf("open", key, err)
 	}
 	return &gcReader{r: r, b: b, key: key}, nil
+}
+
+// verifiedReadKey marks a context whose reads objstore verifies itself,
+// against a size and SHA-256 known beforehand (OpenVerified, and so
+// GetFile's copies; adopt).
+type verifiedReadKey struct{}
+
+func verifiedRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, verifiedReadKey{}, true)
+}
+
+// skipSDKChecksum turns off the AWS SDK's validation of the checksum S3
+// keeps with an object (response_checksum_validation=when_supported, the
+// SDK's default) for one read that objstore verifies itself: objects of
+// signed uploads carry a SHA-256 checksum, and the SDK would hash every
+// byte a second time (docs/performance.md, session 12).
+func skipSDKChecksum(as func(any) bool) error {
+	var opts *[]func(*s3.Options)
+	if as(&opts) {
+		*opts = append(*opts, func(o *s3.Options) {
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		})
+	}
+	return nil
 }
 
 // gcReader gives read errors the same treatment as the other operations.

@@ -172,6 +172,12 @@
 // errors.ErrUnsupported. gofakes3 checks no signature, so against it a
 // signed PUT scopes nothing.
 //
+// S3 keeps the checksum a signed PUT declared, and the AWS SDK validates
+// stored checksums on every read by default. Reads that objstore verifies
+// itself against a known size and SHA-256 (OpenVerified, GetFile's copies,
+// adopting an existing object) turn that off, so each byte is hashed once;
+// plain reads (Get, Open) keep it.
+//
 // # Errors
 //
 // Errors wrap objstore's sentinels, tested with errors.Is, and keep the

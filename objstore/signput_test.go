@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,51 @@ func TestSignPut(t *testing.T) {
 		if err := f(); err == nil {
 			t.Errorf("%s: signed", name)
 		}
+	}
+}
+
+// TestVerifiedReadsSkipSDKChecksum: S3 keeps the SHA-256 checksum a signed
+// PUT declared, and the AWS SDK checks it on a plain read; a read objstore
+// verifies itself (OpenVerified, and so GetFile) leaves that check out, as
+// it would hash every byte twice, and its own check still catches a
+// changed object.
+func TestVerifiedReadsSkipSDKChecksum(t *testing.T) {
+	srv := testvgw.Start(t)
+	srv.Bucket(t, "lake")
+	ctx := t.Context()
+	s, err := Open(ctx, srv.StoreURL("lake", "tier"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := []byte("the bytes of one snapshot file")
+	sp, _, err := s.SignPut(ctx, "a.sst", int64(len(body)), sha(body), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, code := signedSend(t, sp, body, nil); status != http.StatusOK {
+		t.Fatalf("signed put: %d %s", status, code)
+	}
+	readAll := func(rc io.ReadCloser, err error) error {
+		if err != nil {
+			return err
+		}
+		_, err = io.ReadAll(rc)
+		return errors.Join(err, rc.Close())
+	}
+	if err := readAll(s.OpenVerified(ctx, "a.sst", int64(len(body)), sha(body))); err != nil {
+		t.Fatalf("verified read of the object: %v", err)
+	}
+	// The same size, other bytes, behind the server's back.
+	if err := os.WriteFile(srv.ObjectPath("lake", "tier/a.sst"), bytes.ToUpper(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "a.sst"); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("plain read of a changed object: %v, want the SDK's checksum mismatch", err)
+	}
+	err = readAll(s.OpenVerified(ctx, "a.sst", int64(len(body)), sha(body)))
+	if !errors.Is(err, ErrIntegrity) || strings.Contains(err.Error(), "checksum did not match") {
+		t.Fatalf("verified read of a changed object: %v, want objstore's own ErrIntegrity", err)
 	}
 }
 

@@ -145,7 +145,7 @@ func (s *Store) adopt(ctx context.Context, key string, size int64, sum string) (
 		return Object{}, fmt.Errorf("objstore: put %q: %w: existing size %d, new size %d sha256 %s",
 			key, ErrConflict, a.Size, size, sum)
 	}
-	rc, err := s.b.Open(ctx, key, 0, -1)
+	rc, err := s.b.Open(verifiedRead(ctx), key, 0, -1)
 	if err != nil {
 		return Object{}, fmt.Errorf("objstore: put %q: adopt: %w", key, err)
 	}
@@ -238,7 +238,7 @@ func (s *Store) OpenVerified(ctx context.Context, key string, size int64, sha st
 	// remembered by its stamp (as GetFile remembers what it verified), if
 	// the file had that stamp before and after the read.
 	before, stamped := s.objectStamp(key)
-	rc, err := s.b.Open(ctx, key, 0, -1)
+	rc, err := s.b.Open(verifiedRead(ctx), key, 0, -1)
 	if err != nil {
 		return nil, err
 	}

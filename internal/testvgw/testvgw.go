@@ -93,6 +93,12 @@ func (s *Server) Bucket(t testing.TB, name string) {
 	}
 }
 
+// ObjectPath is the file of object key of bucket in the backend: a test
+// changes it to corrupt the object behind the server's back.
+func (s *Server) ObjectPath(bucket, key string) string {
+	return filepath.Join(s.dir, bucket, filepath.FromSlash(key))
+}
+
 // StoreURL is the objstore URL of bucket/prefix on the server.
 func (s *Server) StoreURL(bucket, prefix string) string {
 	q := url.Values{"endpoint": {s.Endpoint}, "region": {"us-east-1"}, "use_path_style": {"true"}}
