@@ -97,9 +97,9 @@ func (s *Store) SignPut(ctx context.Context, key string, size int64, sha string,
 	} else if !errors.Is(err, ErrNotFound) {
 		return fail(err)
 	}
-	sp, err := ps.signPut(ctx, key, size, sha, ttl)
+	sp, err := ps.signPut(ctx, key, size, sha, ttl) // its errors name the operation
 	if err != nil {
-		return fail(err)
+		return SignedPut{}, Object{}, err
 	}
 	return sp, Object{Key: key, Size: size, SHA256: sha}, nil
 }
@@ -109,11 +109,11 @@ func (s *Store) SignPut(ctx context.Context, key string, size int64, sha string,
 func (b *gcBucket) signPut(ctx context.Context, key string, size int64, sha string, ttl time.Duration) (SignedPut, error) {
 	var cl *s3.Client
 	if b.s3Bucket == "" || !b.b.As(&cl) {
-		return SignedPut{}, fmt.Errorf("%w: the store cannot sign uploads", errors.ErrUnsupported)
+		return SignedPut{}, fmt.Errorf("objstore: sign put %q in %s: %w: the store cannot sign uploads", key, b.base, errors.ErrUnsupported)
 	}
 	raw, err := hex.DecodeString(sha)
 	if err != nil {
-		return SignedPut{}, fmt.Errorf("%w: sha256: %w", ErrInvalidRequest, err)
+		return SignedPut{}, fmt.Errorf("objstore: sign put %q: %w: sha256: %w", key, ErrInvalidRequest, err)
 	}
 	now := time.Now()
 	req, err := s3.NewPresignClient(cl, s3.WithPresignExpires(ttl)).PresignPutObject(ctx, &s3.PutObjectInput{
@@ -134,7 +134,7 @@ func (b *gcBucket) signPut(ctx context.Context, key string, size int64, sha stri
 	signed := signedHeaders(req.URL)
 	for _, name := range []string{"if-none-match", "x-amz-checksum-sha256"} {
 		if !signed[name] {
-			return SignedPut{}, fmt.Errorf("objstore: sign put %q: the signature does not cover %s", key, name)
+			return SignedPut{}, fmt.Errorf("objstore: sign put %q in %s: the signature does not cover %s", key, b.base, name)
 		}
 	}
 	return SignedPut{URL: req.URL, Header: h, Expires: now.Add(ttl)}, nil

@@ -86,7 +86,11 @@ func (c *Client) UploadCredentials(ctx context.Context, h bulkload.Handle, bucke
 // through the upload gateway of the active coordinator, with credentials
 // it asks for (UploadCredentials) when it has none, when they are about to
 // expire (RefreshBefore) and when the gateway answers that they expired or
-// that another coordinator minted them. A builder using it holds no object
+// that another coordinator minted them. Where the coordinator's store
+// signs uploads (S3), each object goes straight to the store instead, with
+// a PUT the gateway signed for exactly that object (its key, size and
+// SHA-256, write-if-absent); elsewhere the first answer says so and every
+// object goes through the gateway. A builder using it holds no object
 // store credentials and can write nothing but the transaction's objects.
 // Give it to a session as SessionOptions.Store; Commit writes the manifest
 // through one when the client was made WithScopedUploads.
