@@ -1,5 +1,6 @@
 // Package testmetric reads one value out of a Prometheus registry, for
-// tests that check what a component counted.
+// tests that check what a component counted (and for bench load, which
+// reports what the embedded tier's upload gateway did).
 package testmetric
 
 import (
