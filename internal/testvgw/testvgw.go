@@ -13,6 +13,7 @@ package testvgw
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -69,8 +70,11 @@ func Start(t testing.TB) *Server {
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("testvgw: start %s: %v", bin, err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		exited := make(chan struct{}) // closed when the process is gone and its output copied
+		go func() {
+			_ = cmd.Wait()
+			close(exited)
+		}()
 		if lastErr = awaitListening(addr, exited); lastErr == nil {
 			t.Cleanup(func() {
 				_ = cmd.Process.Kill()
@@ -79,6 +83,7 @@ func Start(t testing.TB) *Server {
 			return &Server{Endpoint: "http://" + addr, dir: dir}
 		}
 		_ = cmd.Process.Kill()
+		<-exited
 		lastErr = fmt.Errorf("%w; output: %s", lastErr, out.String())
 	}
 	t.Fatalf("testvgw: versitygw did not start: %v", lastErr)
@@ -190,12 +195,12 @@ func freeAddr() (string, error) {
 
 // awaitListening waits until addr accepts connections, the process exits
 // or 20 seconds pass.
-func awaitListening(addr string, exited <-chan error) error {
+func awaitListening(addr string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("versitygw exited: %v", err)
+		case <-exited:
+			return errors.New("versitygw exited")
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
