@@ -17,6 +17,19 @@ import (
 	"github.com/thawdb/thaw/internal/testvgw"
 )
 
+// vgwStore starts versitygw and opens the store s3://lake/tier on it.
+func vgwStore(t *testing.T) (*testvgw.Server, *Store) {
+	t.Helper()
+	srv := testvgw.Start(t)
+	srv.Bucket(t, "lake")
+	s, err := Open(t.Context(), srv.StoreURL("lake", "tier"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return srv, s
+}
+
 // signedSend sends body with a signed PUT, dropping the named header or
 // replacing the URL's path when asked, and returns the status and the S3
 // error code.
@@ -56,14 +69,8 @@ func signedSend(t *testing.T, sp SignedPut, body []byte, mod func(*http.Request)
 // its headers, not after it expired; that an existing object is adopted
 // or refused instead of signed; and that the credential never prints.
 func TestSignPut(t *testing.T) {
-	srv := testvgw.Start(t)
-	srv.Bucket(t, "lake")
+	_, s := vgwStore(t)
 	ctx := t.Context()
-	s, err := Open(ctx, srv.StoreURL("lake", "tier"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 
 	body := []byte("the bytes of one snapshot file")
 	other := bytes.ToUpper(body) // same length, other digest
@@ -167,14 +174,8 @@ func TestSignPut(t *testing.T) {
 // it would hash every byte twice, and its own check still catches a
 // changed object.
 func TestVerifiedReadsSkipSDKChecksum(t *testing.T) {
-	srv := testvgw.Start(t)
-	srv.Bucket(t, "lake")
+	srv, s := vgwStore(t)
 	ctx := t.Context()
-	s, err := Open(ctx, srv.StoreURL("lake", "tier"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	body := []byte("the bytes of one snapshot file")
 	sp, _, err := s.SignPut(ctx, "a.sst", int64(len(body)), sha(body), time.Minute)
 	if err != nil {

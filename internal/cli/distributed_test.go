@@ -464,24 +464,7 @@ func TestDistributedScoped(t *testing.T) {
 	writeParquet(t, filepath.Join(in, "a.parquet"), a, parquetLayout{groupRows: 1000})
 
 	mustThaw(t, "bulkload", "begin", server, "shop.items", "--token", "scoped-1", "--build-timeout", "5m", "--out", file("ctx.json"))
-	var wg sync.WaitGroup
-	res := make([]thawResult, 2)
-	for i, buckets := range []string{"0-1", "2-3"} {
-		wg.Go(func() {
-			res[i] = runThaw(t, nil, "bulkload", "build", "--scoped-uploads", server, "--context", file("ctx.json"), "--buckets", buckets,
-				"--temp-dir", t.TempDir(), "--out", file(fmt.Sprintf("s%d.json", i+1)), in)
-		})
-	}
-	wg.Wait()
-	files := 0
-	for i, r := range res {
-		if r.code != 0 {
-			t.Fatalf("builder %d: %s", i+1, r)
-		}
-		for _, br := range readResultsFile(t, file(fmt.Sprintf("s%d.json", i+1))) {
-			files += br.Files + 1
-		}
-	}
+	files, _ := scopedBuilders(t, nil, server, file, in)
 	mustThaw(t, "bulkload", "commit", "--scoped-uploads", server, "--context", file("ctx.json"), file("s1.json"), file("s2.json"))
 	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0), lastWins(a), false)
 	puts, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
@@ -518,6 +501,32 @@ func TestDistributedScoped(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "the transaction is not BEGUN") {
 		t.Errorf("build of an aborted transaction: %s", r)
 	}
+}
+
+// scopedBuilders runs two `thaw bulkload build --scoped-uploads` processes
+// at once, with env, building buckets 0-1 and 2-3 of the context in
+// file("ctx.json") from in into file("s1.json") and file("s2.json"); it
+// returns the files and _METADATA they wrote, and their results.
+func scopedBuilders(t *testing.T, env []string, server string, file func(string) string, in string) (files int, res []thawResult) {
+	t.Helper()
+	var wg sync.WaitGroup
+	res = make([]thawResult, 2)
+	for i, buckets := range []string{"0-1", "2-3"} {
+		wg.Go(func() {
+			res[i] = runThaw(t, env, "bulkload", "build", "--scoped-uploads", server, "--context", file("ctx.json"), "--buckets", buckets,
+				"--temp-dir", t.TempDir(), "--out", file(fmt.Sprintf("s%d.json", i+1)), in)
+		})
+	}
+	wg.Wait()
+	for i, r := range res {
+		if r.code != 0 {
+			t.Fatalf("builder %d: %s", i+1, r)
+		}
+		for _, br := range readResultsFile(t, file(fmt.Sprintf("s%d.json", i+1))) {
+			files += br.Files + 1
+		}
+	}
+	return files, res
 }
 
 // TestDistributedSigned is TestDistributedScoped on a tier whose snapshots
@@ -558,24 +567,7 @@ func TestDistributedSigned(t *testing.T) {
 		"--temp-dir", t.TempDir(), "--out", file("direct.json"), in); r.code == 0 || !strings.Contains(r.stderr, "credentials") || strings.Contains(r.stderr, "Invalid region") {
 		t.Fatalf("a builder without credentials, writing to S3 directly: %s\n%s", r, r.stderr)
 	}
-	var wg sync.WaitGroup
-	res := make([]thawResult, 2)
-	for i, buckets := range []string{"0-1", "2-3"} {
-		wg.Go(func() {
-			res[i] = runThaw(t, noCredentials, "bulkload", "build", "--scoped-uploads", server, "--context", file("ctx.json"), "--buckets", buckets,
-				"--temp-dir", t.TempDir(), "--out", file(fmt.Sprintf("s%d.json", i+1)), in)
-		})
-	}
-	wg.Wait()
-	files := 0
-	for i, r := range res {
-		if r.code != 0 {
-			t.Fatalf("builder %d: %s", i+1, r)
-		}
-		for _, br := range readResultsFile(t, file(fmt.Sprintf("s%d.json", i+1))) {
-			files += br.Files + 1
-		}
-	}
+	files, res := scopedBuilders(t, noCredentials, server, file, in)
 	commit := runThaw(t, noCredentials, "bulkload", "commit", "--scoped-uploads", server, "--context", file("ctx.json"), file("s1.json"), file("s2.json"))
 	if commit.code != 0 {
 		t.Fatalf("commit: %s", commit)
