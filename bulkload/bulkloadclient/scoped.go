@@ -164,7 +164,8 @@ func (s *ScopedStore) Delete(ctx context.Context, key string) error {
 }
 
 func (s *ScopedStore) put(ctx context.Context, key string, size int64, sum string, open func() (io.ReadCloser, error)) (objstore.Object, error) {
-	if !s.gatewayOnly.Load() {
+	// Objects larger than one S3 PUT takes go through the gateway.
+	if !s.gatewayOnly.Load() && size <= objstore.MaxSignedPutSize {
 		obj, err := s.putSigned(ctx, key, size, sum, open)
 		if !errors.Is(err, errUnsupported) {
 			return obj, err
