@@ -13,7 +13,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -202,5 +204,112 @@ func TestUploadGatewayClosesAtCommit(t *testing.T) {
 	}
 	if _, err := h.objects.Stat(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("the late object: %v", err)
+	}
+}
+
+// gatewayPut sends a PUT of body to uri through n's upload gateway and
+// returns the status and refusal.
+func gatewayPut(t *testing.T, n *coordNode, token, uri, body string) (int, uploadcap.Refusal) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, n.url+uploadcap.Path+"?uri="+url.QueryEscape(uri), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(uploadcap.HeaderSHA256, hex.EncodeToString(sum[:]))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r uploadcap.Refusal
+	if resp.StatusCode != http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode, r
+}
+
+// TestUploadGatewayDrainsAtCommit: a Commit closes the gateway to the
+// transaction and waits for the writes it has in flight before it freezes
+// the manifest, so nothing the gateway stores lands while the validation
+// reads. A store write held up in the store keeps the freeze waiting; a
+// write that arrives meanwhile is refused; the freeze follows the held
+// write's end.
+func TestUploadGatewayDrainsAtCommit(t *testing.T) {
+	h := newHarness(t, withFaults())
+	n := h.standard()
+	ctx := t.Context()
+	tp := h.createTable(n, "items", 2, "")
+	info := h.mustBegin(n, tp, "gw-drain")
+	cred, err := n.bulk.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: info.GetHandle()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := h.load(info, makeRows(40, ""))
+	dir := snapTarget(info).SnapshotDir(1, info.GetSnapshotIds()[1])
+
+	var seq atomic.Int32 // orders the events below
+	var released, frozen atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.faults.FailKey(objstore.OpPut, func(key string) bool {
+		if strings.HasSuffix(key, "/held") {
+			close(entered)
+			<-release
+			released.Store(seq.Add(1))
+		}
+		return false
+	}, nil)
+	h.setHook(func(_, step string) error {
+		if step == "persisted:freeze" && frozen.Load() == 0 {
+			frozen.Store(seq.Add(1))
+		}
+		return nil
+	})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free()
+	held := make(chan int, 1)
+	go func() {
+		status, _ := gatewayPut(t, n, cred.Msg.GetToken(), dir+"/held", "held")
+		held <- status
+	}()
+	<-entered
+	done := make(chan error, 1)
+	go func() {
+		st, err := commit(ctx, n, info.GetHandle(), ref)
+		if err == nil && st.GetState() != tierv1.BulkLoadState_BULK_LOAD_STATE_COMMITTED {
+			err = fmt.Errorf("commit: %s", st.GetState())
+		}
+		done <- err
+	}()
+	// Once the Commit waits for the held write, a new one is refused
+	// (until then it is stored, and then adopted).
+	var status int
+	var r uploadcap.Refusal
+	for {
+		status, r = gatewayPut(t, n, cred.Msg.GetToken(), dir+"/late", "late")
+		if status != http.StatusOK || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status != http.StatusForbidden || r.Class != uploadcap.NotBegun || !strings.Contains(r.Error, "being frozen") {
+		t.Fatalf("a write while the Commit waits: %d %+v", status, r)
+	}
+	if f := frozen.Load(); f != 0 {
+		t.Fatalf("the manifest froze (event %d) while a gateway write was in flight", f)
+	}
+	free()
+	if s := <-held; s != http.StatusOK {
+		t.Fatalf("the held write: %d", s)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if f, rel := frozen.Load(), released.Load(); f == 0 || f < rel {
+		t.Fatalf("freeze at event %d, held write released at event %d", f, rel)
 	}
 }

@@ -199,6 +199,7 @@ func (r *runner) run(ctx context.Context) {
 		for id, ch := range r.replies {
 			ch <- r.stoppedReply(id)
 		}
+		r.m.c.uploads.reopen(r.id, r)
 		close(r.done)
 	}()
 	if r.mach != nil {
@@ -274,6 +275,10 @@ func (r *runner) recover(ctx context.Context) error {
 		return fmt.Errorf("coordinator: recover bulk load %s: %w", r.id, err)
 	}
 	r.mach, r.rec, r.reg, r.regRev, r.assignRev, r.holders = mach, mach.Record(), reg, regRev, arev, h
+	if r.rec.Manifest == nil {
+		// A freeze that never landed: the gateway may take writes again.
+		r.m.c.uploads.reopen(r.id, r)
+	}
 	r.gen++
 	r.needRecover, r.lastErr, r.invalid, r.outstanding = false, "", false, nil
 	r.log.Info("coordinator resumes bulk load", "state", rec.State.String(), "registration", reg.String(),
@@ -437,7 +442,17 @@ func (r *runner) perform(ctx context.Context, effs []bulktxn.Effect) {
 			}
 			r.outstanding = e.Registration
 			w, arev, rrev := e, r.assignRev, r.regRev
-			r.goEffect(ctx, gen, func(ctx context.Context) bulktxn.Input { return r.persist(ctx, w, arev, rrev) })
+			r.goEffect(ctx, gen, func(ctx context.Context) bulktxn.Input {
+				if w.Op == bulktxn.OpFreeze {
+					// What the validation reads must not change under it:
+					// the upload gateway takes no more writes of this
+					// transaction, and those in flight end first.
+					if err := r.m.c.uploads.closeAndDrain(ctx, r.id, r); err != nil {
+						return r.failed(w.Op, err)
+					}
+				}
+				return r.persist(ctx, w, arev, rrev)
+			})
 		case bulktxn.DeleteRecord:
 			if !r.hookOK("delete") {
 				continue

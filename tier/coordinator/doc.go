@@ -140,6 +140,9 @@
 // (UploadStore.PutFileStamped, with the received file's stamp so that a
 // linking store does not hash it again; at most
 // BulkLoadConfig.UploadConcurrency at once). It never logs the capability.
+// Before a Commit persists the manifest freeze, the runner closes the
+// gateway to the transaction and waits for its stores, deletes and
+// signings in flight, so that the validation reads a settled directory.
 //
 // A POST with the same checks asks for a signed upload instead: where the
 // store signs uploads (UploadSigner: objstore's s3:// stores) the gateway

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -66,6 +67,89 @@ type uploadGateway struct {
 	store   UploadStore  // nil: no gateway
 	presign UploadSigner // nil: no signed uploads
 	sem     chan struct{}
+
+	mu   sync.Mutex
+	txns map[string]*txnWrites // transactions with writes in flight or closed
+}
+
+// txnWrites is one transaction's gateway writes in flight (stores,
+// deletes, signings), and whether the gateway closed to it because a
+// Commit is freezing its manifest.
+type txnWrites struct {
+	n      int
+	closed bool
+	owner  any           // the runner that closed it
+	idle   chan struct{} // closed when n drops to 0 after a close
+}
+
+// enter counts a write of txn in flight, or refuses it when a Commit
+// closed the transaction to writes; call leave when it is done.
+func (g *uploadGateway) enter(txn string) *uploadFail {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.txns[txn]
+	if w == nil {
+		w = &txnWrites{}
+		g.txns[txn] = w
+	}
+	if w.closed {
+		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is committing: its manifest is being frozen", txn)
+	}
+	w.n++
+	return nil
+}
+
+func (g *uploadGateway) leave(txn string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.txns[txn]
+	w.n--
+	switch {
+	case w.n == 0 && w.closed:
+		close(w.idle)
+	case w.n == 0:
+		delete(g.txns, txn)
+	}
+}
+
+// closeAndDrain closes txn to gateway writes and waits until those in
+// flight are done: a Commit calls it before it persists the manifest
+// freeze, so that nothing the gateway stores or deletes changes what the
+// validation then reads.
+func (g *uploadGateway) closeAndDrain(ctx context.Context, txn string, owner any) error {
+	g.mu.Lock()
+	w := g.txns[txn]
+	if w == nil {
+		w = &txnWrites{}
+		g.txns[txn] = w
+	}
+	w.owner = owner
+	if !w.closed {
+		w.closed, w.idle = true, make(chan struct{})
+		if w.n == 0 {
+			close(w.idle)
+		}
+	}
+	idle := w.idle
+	g.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the upload gateway's writes of transaction %s: %w", txn, ctx.Err())
+	}
+}
+
+// reopen forgets that owner closed txn (a recovered transaction whose
+// manifest never froze, or a runner that ends): the gateway's view of the
+// transaction decides again. A close by another runner of the same
+// transaction (a later term's) stays.
+func (g *uploadGateway) reopen(txn string, owner any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.txns[txn]; w != nil && w.closed && w.n == 0 && w.owner == owner {
+		delete(g.txns, txn)
+	}
 }
 
 func newUploadGateway(cfg BulkLoadConfig, objects ObjectStore, key []byte) (*uploadGateway, error) {
@@ -81,7 +165,7 @@ func newUploadGateway(cfg BulkLoadConfig, objects ObjectStore, key []byte) (*upl
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: upload gateway: %w", err)
 	}
-	g := &uploadGateway{signer: s, sem: make(chan struct{}, cfg.UploadConcurrency)}
+	g := &uploadGateway{signer: s, sem: make(chan struct{}, cfg.UploadConcurrency), txns: map[string]*txnWrites{}}
 	g.store, _ = objects.(UploadStore)
 	if cfg.SignedUploadTTL > 0 {
 		g.presign, _ = objects.(UploadSigner)
@@ -356,6 +440,10 @@ func (c *Coordinator) sign(r *http.Request) (*uploadcap.Signed, *uploadFail) {
 	if ttl < time.Second {
 		return nil, failf(http.StatusUnauthorized, uploadcap.Expired, "the capability expires in less than a second")
 	}
+	if fail := c.uploads.enter(info.Handle.TxnID); fail != nil {
+		return nil, fail
+	}
+	defer c.uploads.leave(info.Handle.TxnID)
 	sp, obj, err := c.uploads.presign.SignPut(r.Context(), key, size, sha, ttl)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
@@ -399,6 +487,10 @@ func (c *Coordinator) upload(r *http.Request) (*uploadcap.Result, *uploadFail) {
 	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return nil, failf(http.StatusServiceUnavailable, uploadcap.Transient, "temporary file: %v", err)
 	}
+	if fail := c.uploads.enter(info.Handle.TxnID); fail != nil {
+		return nil, fail
+	}
+	defer c.uploads.leave(info.Handle.TxnID)
 	if fail := c.stillWritable(r.Context(), info.Handle.TxnID); fail != nil {
 		return nil, fail
 	}
@@ -444,6 +536,13 @@ func (c *Coordinator) deleteUpload(r *http.Request) *uploadFail {
 	}
 	if !strings.HasSuffix(uri, uploadMetadataSuffix) || !inSnapshotDir(info, capa, uri) {
 		return failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not a _METADATA file of the snapshot directories the capability allows of transaction %s", uri, info.Handle.TxnID)
+	}
+	if fail := c.uploads.enter(info.Handle.TxnID); fail != nil {
+		return fail
+	}
+	defer c.uploads.leave(info.Handle.TxnID)
+	if fail := c.stillWritable(r.Context(), info.Handle.TxnID); fail != nil {
+		return fail
 	}
 	if err := c.bulkObjects.Delete(r.Context(), key); err != nil {
 		return storeFail(err)
