@@ -26,6 +26,7 @@ import (
 
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testvgw"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
 )
@@ -126,6 +127,11 @@ func TestNoCredentialLeaks(t *testing.T) {
 	}
 	t.Setenv(daemon.EnvKafkaPassword, testSecrets[kafkaSecret])
 	t.Setenv(daemon.EnvToken, testSecrets[tierTokenSecret])
+	// The embedded tier keeps its snapshots in S3 (versitygw, which checks
+	// signatures), so the scoped builds upload with signed PUTs straight
+	// to it; its keys come from the environment (testvgw.Start).
+	vgw := testvgw.Start(t)
+	vgw.Bucket(t, "snapshots")
 
 	raw, err := os.ReadFile(s.configPath)
 	if err != nil {
@@ -163,6 +169,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 		// promotions commit only with the token of THAW_TOKEN.
 		Embedded: func(ec *daemon.EmbeddedConfig) {
 			ec.Coordinator.Callers = []daemon.CallerOptions{{Name: "promoter", TokenSHA256: hex.EncodeToString(tokenSum[:]), Tables: []string{"quickstart.*"}}}
+			ec.ObjectStore = vgw.StoreURL("snapshots", "tier")
 		},
 		Hooks: promoter.Hooks{AfterPhase: func(ctx context.Context, r promoter.Record) error {
 			if r.Phase != promoter.PhaseBuilding {
@@ -322,20 +329,23 @@ func TestNoCredentialLeaks(t *testing.T) {
 	capture("thaw plan logs", planLogs.Bytes())
 	capture("daemon logs", logs.Bytes())
 
-	// Everything the promoter and its embedded tier wrote to disk.
-	err = filepath.WalkDir(s.dataDir, func(path string, de fs.DirEntry, err error) error {
-		if err != nil || de.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
+	// Everything the promoter and its embedded tier wrote to disk, and
+	// every snapshot object in S3.
+	for _, root := range []string{s.dataDir, vgw.ObjectPath("snapshots", "")} {
+		err = filepath.WalkDir(root, func(path string, de fs.DirEntry, err error) error {
+			if err != nil || de.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			capture("file "+path, b)
+			return nil
+		})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		capture("file "+path, b)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 
 	// Not vacuous: the logs and metrics say what happened.
@@ -356,8 +366,8 @@ func TestNoCredentialLeaks(t *testing.T) {
 		{"GET /metrics 200 OK", `thaw_promoter_control_events_total{outcome="handled",type="lake_commit"} 1`},
 		{"daemon logs", `"msg":"control event rejected"`},
 		{"daemon logs", `"msg":"control event skipped"`},
-		// The builds wrote through the upload gateway.
-		{"GET /metrics 200 OK", `op="put",result="ok"}`},
+		// The builds uploaded with PUTs the gateway signed.
+		{"GET /metrics 200 OK", `op="sign",result="ok"}`},
 	} {
 		if !bytes.Contains(all[c.where], []byte(c.want)) {
 			t.Errorf("%s lacks %q", c.where, c.want)
@@ -369,11 +379,11 @@ func TestNoCredentialLeaks(t *testing.T) {
 	var found []string
 	for _, c := range captured {
 		found = append(found, leaks(c.where, c.data)...)
-		// Upload capabilities: every token starts so, and goes only into
-		// an Authorization header.
-		for _, tok := range []string{"thawcap1.", "Bearer "} {
+		// Upload capabilities (every token starts so, and goes only into
+		// an Authorization header), signed upload URLs and the S3 secret.
+		for _, tok := range []string{"thawcap1.", "Bearer ", "X-Amz-Signature", "X-Amz-Credential", testvgw.Secret} {
 			if bytes.Contains(c.data, []byte(tok)) {
-				found = append(found, fmt.Sprintf("%s: an upload capability (%q)", c.where, tok))
+				found = append(found, fmt.Sprintf("%s: an upload credential (%q)", c.where, tok))
 			}
 		}
 	}
