@@ -42,7 +42,6 @@ func TestUploadGatewayFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gateway := n.url + cred.Msg.GetUploadPath()
 	uri := snapTarget(info).SnapshotDir(0, info.GetSnapshotIds()[0]) + "/f"
 	key, err := h.objects.Key(uri)
 	if err != nil {
@@ -53,24 +52,7 @@ func TestUploadGatewayFaults(t *testing.T) {
 	sha := hex.EncodeToString(sum[:])
 	put := func() (int, uploadcap.Refusal) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPut, gateway+"?uri="+url.QueryEscape(uri), bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+cred.Msg.GetToken())
-		req.Header.Set(uploadcap.HeaderSHA256, sha)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var r uploadcap.Refusal
-		if resp.StatusCode != http.StatusOK {
-			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp.StatusCode, r
+		return gatewayPut(t, n, cred.Msg.GetToken(), uri, string(body))
 	}
 	untouched := func(what string) {
 		t.Helper()
@@ -109,7 +91,7 @@ func TestUploadGatewayFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(gateway + "?uri=" + url.QueryEscape(uri))
+	u, _ := url.Parse(n.url + uploadcap.Path + "?uri=" + url.QueryEscape(uri))
 	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s",
 		u.RequestURI(), u.Host, cred.Msg.GetToken(), uploadcap.HeaderSHA256, sha, len(body), body[:10])
 	if err := conn.Close(); err != nil {
@@ -172,22 +154,8 @@ func TestUploadGatewayClosesAtCommit(t *testing.T) {
 	}()
 	<-validating
 	uri := snapTarget(info).SnapshotDir(1, info.GetSnapshotIds()[1]) + "/late"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, n.url+cred.Msg.GetUploadPath()+"?uri="+url.QueryEscape(uri), strings.NewReader("late"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("late"))
-	req.Header.Set("Authorization", "Bearer "+cred.Msg.GetToken())
-	req.Header.Set(uploadcap.HeaderSHA256, hex.EncodeToString(sum[:]))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r uploadcap.Refusal
-	err = json.NewDecoder(resp.Body).Decode(&r)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusForbidden || r.Class != uploadcap.NotBegun || !strings.Contains(r.Error, "manifest is frozen") {
-		t.Fatalf("put while validating: %d %+v %v", resp.StatusCode, r, err)
+	if status, r := gatewayPut(t, n, cred.Msg.GetToken(), uri, "late"); status != http.StatusForbidden || r.Class != uploadcap.NotBegun || !strings.Contains(r.Error, "manifest is frozen") {
+		t.Fatalf("put while validating: %d %+v", status, r)
 	}
 	if _, err := n.bulk.GetUploadCredentials(ctx, connect.NewRequest(&tierv1.GetUploadCredentialsRequest{Handle: info.GetHandle()})); err == nil {
 		t.Fatal("credentials minted while validating")
