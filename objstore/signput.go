@@ -91,11 +91,10 @@ func (s *Store) SignPut(ctx context.Context, key string, size int64, sha string,
 	if !ok {
 		return fail(fmt.Errorf("%w: the store cannot sign uploads", errors.ErrUnsupported))
 	}
-	if _, err := s.b.Stat(ctx, key); err == nil {
-		obj, err := s.adopt(ctx, key, size, sha)
+	// An existing key is adopted or a conflict; only a missing one (the
+	// usual case: one HEAD) is signed.
+	if obj, err := s.adopt(ctx, key, size, sha); err == nil || !errors.Is(err, ErrNotFound) {
 		return SignedPut{}, obj, err
-	} else if !errors.Is(err, ErrNotFound) {
-		return fail(err)
 	}
 	sp, err := ps.signPut(ctx, key, size, sha, ttl) // its errors name the operation
 	if err != nil {
