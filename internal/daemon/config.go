@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
 )
 
@@ -490,6 +492,45 @@ type ChangelogOptions struct {
 	// minus the segment header). Never lower it across a restart after a
 	// crash.
 	MaxBatchBytes ByteSize `yaml:"max_batch_bytes"`
+	// Kafka, when set, keeps every bucket log in Kafka (one single-partition
+	// topic per bucket log, tier/changelog/kafkalog) instead of the local
+	// segment log, so that tablet servers on different hosts replicate
+	// through it. Dir and SegmentBytes then do not apply; MaxBatchBytes
+	// does.
+	Kafka *KafkaChangelogOptions `yaml:"kafka"`
+}
+
+// KafkaChangelogOptions are the `changelog.kafka:` section.
+type KafkaChangelogOptions struct {
+	// Brokers are the seed brokers, host:port (required).
+	Brokers []string `yaml:"brokers"`
+	// TopicPrefix prefixes the topics (default thaw.changelog); tiers that
+	// share a Kafka cluster need different ones.
+	TopicPrefix string `yaml:"topic_prefix"`
+	// ReplicationFactor of the topics the tier creates (default: the
+	// brokers' default).
+	ReplicationFactor int16 `yaml:"replication_factor"`
+	// PollInterval is the longest pause between a follower's polls for new
+	// records when none arrive (default 200ms).
+	PollInterval time.Duration `yaml:"poll_interval"`
+}
+
+func (k *KafkaChangelogOptions) config(maxBatch ByteSize, log *slog.Logger) kafkalog.Config {
+	return kafkalog.Config{
+		Brokers: k.Brokers, TopicPrefix: k.TopicPrefix, ReplicationFactor: k.ReplicationFactor,
+		PollInterval: k.PollInterval, MaxBatchBytes: int64(maxBatch), Logger: log,
+	}
+}
+
+func (k *KafkaChangelogOptions) validate(maxBatch ByteSize) error {
+	var errs []error
+	for _, b := range k.Brokers {
+		errs = append(errs, validateHostPort("changelog.kafka.brokers", b))
+	}
+	if err := k.config(maxBatch, nil).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("changelog.kafka: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 func (c *ChangelogOptions) defaults() {
@@ -503,6 +544,12 @@ func (c ChangelogOptions) validate() error {
 	}
 	if c.MaxBatchBytes < 64<<10 || c.MaxBatchBytes > c.SegmentBytes-4096 {
 		errs = append(errs, fmt.Errorf("changelog.max_batch_bytes %v not in 64KiB..segment_bytes-4KiB", c.MaxBatchBytes))
+	}
+	if c.Kafka != nil {
+		errs = append(errs, c.Kafka.validate(c.MaxBatchBytes))
+		if c.Dir != "" {
+			errs = append(errs, errors.New("changelog.dir: not used with changelog.kafka; remove one"))
+		}
 	}
 	return errors.Join(errs...)
 }

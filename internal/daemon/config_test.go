@@ -116,6 +116,10 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"tablet unknown section", "id: ts-1\ncoordinator:\n  lease_ttl: 1s\n", &TabletConfig{}, []string{"line 2", "coordinator"}},
 		{"server has no changelog dir", "data_dir: /d\nchangelog:\n  dir: /x\n", &ServerConfig{}, []string{"changelog.dir"}},
 		{"bad prefix", "data_dir: /d\netcd:\n  prefix: thaw/\n", &ServerConfig{}, []string{"etcd.prefix"}},
+		{"kafka changelog", "id: ts-1\ndata_dir: /d\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\nchangelog:\n  dir: /x\n  kafka:\n    brokers: [k1, 'k2:9092']\n    topic_prefix: thaw/log\n    poll_interval: 1h\n    replication_factor: -3\n",
+			&TabletConfig{}, []string{"changelog.dir: not used with changelog.kafka", `changelog.kafka.brokers "k1"`, "topic prefix", "replication factor -3"}},
+		{"kafka changelog needs brokers", "data_dir: /d\nchangelog:\n  kafka:\n    topic_prefix: t\n", &ServerConfig{}, []string{"no brokers"}},
+		{"kafka changelog unknown key", "data_dir: /d\nchangelog:\n  kafka:\n    broker: [k:1]\n", &ServerConfig{}, []string{"line 4", "broker"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := LoadConfig(writeFile(t, tc.body), tc.cfg)
@@ -149,6 +153,10 @@ func TestConfigDefaultsValidate(t *testing.T) {
 	tc.ID, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = "ts-1", "/d", "file:///tmp/r", []string{"http://127.0.0.1:2379"}
 	if err := tc.Validate(); err != nil {
 		t.Errorf("tablet defaults + required: %v", err)
+	}
+	tc.Changelog.Kafka = &KafkaChangelogOptions{Brokers: []string{"kafka-1:9092", "kafka-2:9092"}, TopicPrefix: "prod.thaw", ReplicationFactor: 3}
+	if err := tc.Validate(); err != nil {
+		t.Errorf("tablet on the Kafka changelog: %v", err)
 	}
 	// An empty file is all defaults (and fails only on required keys).
 	var e ServerConfig

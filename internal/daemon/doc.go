@@ -65,9 +65,12 @@
 // tablet servers of a host therefore share a process (thaw server); a
 // `thaw tablet` process has its own root, and since followers replicate by
 // tailing the leader's log, replicas of one bucket on tablet processes
-// with different roots do not replicate. Until the Kafka changelog
-// exists, thaw server is the supported deployment and thaw coordinator /
-// thaw tablet serve only replication factor 1 across processes.
+// with different roots do not replicate: on the local changelog, thaw
+// coordinator / thaw tablet serve only replication factor 1 across
+// processes. With changelog.kafka (tier/changelog/kafkalog) the bucket
+// logs live in Kafka and tablet processes replicate through it; an
+// Embedded tier on Kafka gives each tablet server its own Kafka client, as
+// separate hosts would have.
 //
 // # Concurrency
 //

@@ -22,7 +22,6 @@ import (
 
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/objstore"
-	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet"
@@ -159,7 +158,7 @@ type Embedded struct {
 	cli     *clientv3.Client
 	store   *meta.Store
 	objects *objstore.Store
-	logs    *changelog.LocalProvider
+	logs    changelogProvider // nil with the Kafka changelog
 	hc      *http.Client
 	tablets *tabletClients
 	gath    *gatherers
@@ -259,16 +258,15 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		return nil, fmt.Errorf("daemon: open object store: %w", err)
 	}
 	closers = append(closers, e.objects.Close)
-	e.logs, err = changelog.NewLocalProvider(filepath.Join(cfg.DataDir, "changelog"),
-		changelog.WithSegmentBytes(int64(cfg.Changelog.SegmentBytes)),
-		changelog.WithMaxBatchBytes(int64(cfg.Changelog.MaxBatchBytes)),
-		changelog.WithTailRepairHook(func(r changelog.TailRepair) {
-			log.Warn("changelog torn tail repaired", "segment", r.Segment, "pos", r.Pos, "dropped", r.Dropped, "reason", r.Reason)
-		}))
-	if err != nil {
-		return nil, err
+	if cfg.Changelog.Kafka == nil {
+		// One local log root shared by every tablet server (one host).
+		// With Kafka, each tablet server gets its own client, as if it ran
+		// on a host of its own (StartTablet).
+		if e.logs, err = openChangelog(filepath.Join(cfg.DataDir, "changelog"), cfg.Changelog, log); err != nil {
+			return nil, err
+		}
+		closers = append(closers, e.logs.Close)
 	}
-	closers = append(closers, e.logs.Close)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: listen: %w", err)
@@ -699,8 +697,10 @@ func (e *Embedded) Close() error {
 	stop(coords)
 	stop(tablets)
 	e.cancel()
-	if err := e.logs.Close(); err != nil {
-		errs = append(errs, err)
+	if e.logs != nil {
+		if err := e.logs.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := e.objects.Close(); err != nil {
 		errs = append(errs, err)

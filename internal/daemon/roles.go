@@ -25,6 +25,7 @@ import (
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/changelog"
+	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet"
@@ -236,9 +237,9 @@ func ignoreCanceled(err error) error {
 
 // RunTablet runs `thaw tablet`: one tablet server against an external
 // etcd, serving its TabletService at / of its own listener (registered as
-// http://{advertise}), with its own local changelog root, until ctx is
-// done. See the package documentation for what the local changelog
-// limits.
+// http://{advertise}), with its own local changelog root or the Kafka
+// changelog, until ctx is done. See the package documentation for what
+// the local changelog limits.
 func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("daemon: tablet config: %w", err)
@@ -250,10 +251,8 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		logDir = filepath.Join(cfg.DataDir, "changelog")
 	}
 	replicaDir := filepath.Join(cfg.DataDir, "replicas")
-	for _, d := range []string{logDir, replicaDir} {
-		if err := os.MkdirAll(d, privateDirMode); err != nil {
-			return fmt.Errorf("daemon: %w", err)
-		}
+	if err := os.MkdirAll(replicaDir, privateDirMode); err != nil {
+		return fmt.Errorf("daemon: %w", err)
 	}
 	cli, err := connectEtcd(ctx, cfg.Etcd, log)
 	if err != nil {
@@ -269,12 +268,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return fmt.Errorf("daemon: open object store: %w", err)
 	}
 	defer func() { err = errors.Join(err, objects.Close()) }()
-	logs, err := changelog.NewLocalProvider(logDir,
-		changelog.WithSegmentBytes(int64(cfg.Changelog.SegmentBytes)),
-		changelog.WithMaxBatchBytes(int64(cfg.Changelog.MaxBatchBytes)),
-		changelog.WithTailRepairHook(func(r changelog.TailRepair) {
-			log.Warn("changelog torn tail repaired", "segment", r.Segment, "pos", r.Pos, "dropped", r.Dropped, "reason", r.Reason)
-		}))
+	logs, err := openChangelog(logDir, cfg.Changelog, log)
 	if err != nil {
 		return err
 	}
@@ -411,4 +405,31 @@ func (t *leaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		t.forget()
 	}
 	return resp, err
+}
+
+// changelogProvider is a host's changelog.Provider that the daemon closes.
+type changelogProvider interface {
+	changelog.Provider
+	Close() error
+}
+
+// openChangelog opens one host's changelog: the local segment log under
+// dir, or (changelog.kafka) the Kafka changelog.
+func openChangelog(dir string, o ChangelogOptions, log *slog.Logger) (changelogProvider, error) {
+	if o.Kafka != nil {
+		p, err := kafkalog.New(o.Kafka.config(o.MaxBatchBytes, log.With("component", "changelog")))
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		return p, nil
+	}
+	if err := os.MkdirAll(dir, privateDirMode); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	return changelog.NewLocalProvider(dir,
+		changelog.WithSegmentBytes(int64(o.SegmentBytes)),
+		changelog.WithMaxBatchBytes(int64(o.MaxBatchBytes)),
+		changelog.WithTailRepairHook(func(r changelog.TailRepair) {
+			log.Warn("changelog torn tail repaired", "segment", r.Segment, "pos", r.Pos, "dropped", r.Dropped, "reason", r.Reason)
+		}))
 }

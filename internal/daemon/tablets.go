@@ -66,18 +66,27 @@ func (e *Embedded) StartTablet(ctx context.Context, id string) error {
 	if err != nil {
 		return errors.Join(err, cli.Close())
 	}
+	logs := e.logs
+	closeLogs := func() error { return nil }
+	if logs == nil {
+		// The Kafka changelog: a client of this server's own.
+		if logs, err = openChangelog("", e.cfg.Changelog, e.log.With("server", id)); err != nil {
+			return errors.Join(err, cli.Close())
+		}
+		closeLogs = logs.Close
+	}
 	reg := e.gath.component("tablet/"+id, nil)
 	srv, err := tablet.New(tabletConfig(id, e.TabletAddress(id), filepath.Join(e.cfg.DataDir, "tablets", id), e.cfg.Tablet), tablet.Deps{
 		Meta:        store,
 		Etcd:        cli,
-		Changelog:   e.logs,
+		Changelog:   logs,
 		Objects:     e.objects,
 		Coordinator: tierv1connect.NewCoordinatorServiceClient(e.hc, e.Address()),
 		Logger:      e.log.With("component", "tablet"),
 		Registerer:  reg,
 	})
 	if err != nil {
-		return errors.Join(err, cli.Close())
+		return errors.Join(err, closeLogs(), cli.Close())
 	}
 	_, h := srv.Handler()
 	tctx, cancel := context.WithCancel(e.ctx)
@@ -95,6 +104,7 @@ func (e *Embedded) StartTablet(ctx context.Context, id string) error {
 		defer close(comp.done)
 		err := srv.Run(tctx)
 		sw.set(nil)
+		err = errors.Join(err, closeLogs())
 		if cerr := cli.Close(); cerr != nil && !comp.killed.Load() && !errors.Is(cerr, context.Canceled) {
 			err = errors.Join(err, cerr)
 		}

@@ -12,7 +12,8 @@
 // The shapes follow a Kafka partition so that a Kafka-backed provider (one
 // partition per bucket log) can implement them: offsets are per record,
 // dense and assigned by the log; Append returns the first assigned offset;
-// readers fetch from an offset and may block for more.
+// readers fetch from an offset and may block for more. Package
+// tier/changelog/kafkalog is that provider.
 //
 // # Offsets
 //

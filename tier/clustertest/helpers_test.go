@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
@@ -89,6 +90,24 @@ func startCluster(t *testing.T, mod func(*daemon.EmbeddedConfig)) *cluster {
 	cl := &cluster{t: t, e: e, coord: tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())}
 	cl.c = cl.newClient(t)
 	return cl
+}
+
+// eachChangelog runs test on the local segment log (the tablet servers
+// share one log root, as on one host) and on the Kafka changelog (kfake, a
+// Kafka that speaks the real protocol; each tablet server has its own
+// client, as on hosts of their own).
+func eachChangelog(t *testing.T, test func(*testing.T, func(*daemon.EmbeddedConfig))) {
+	t.Run("local", func(t *testing.T) { test(t, nil) })
+	t.Run("kafka", func(t *testing.T) {
+		k, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		test(t, func(c *daemon.EmbeddedConfig) {
+			c.Changelog.Kafka = &daemon.KafkaChangelogOptions{Brokers: k.ListenAddrs(), PollInterval: 50 * time.Millisecond}
+		})
+	})
 }
 
 // newClient returns a tier client of the cluster.

@@ -1,6 +1,7 @@
-// Package kafka is the promoter's Kafka adapter, the only package that
-// imports franz-go. Its Trigger consumes a control topic as a member of a
-// consumer group and hands each event to a Handler, which only enqueues
+// Package kafka is the promoter's Kafka adapter, the only promoter package
+// that imports franz-go (tier/changelog/kafkalog is the tier's). Its
+// Trigger consumes a control topic as a member of a consumer group and
+// hands each event to a Handler, which only enqueues
 // work (triggers never promote); its Publisher sends the promoter's status
 // events out (see "Status events" below).
 //

@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+// TestRunTabletsOnKafka runs `thaw coordinator` and three `thaw tablet`
+// roles, each tablet server with its own data directory and its own Kafka
+// client: the deployment the local changelog cannot serve above
+// replication factor 1. A replication-factor-3 table takes writes; then
+// each tablet server in turn is stopped: every row stays readable from the
+// two left, whose replicas followed the leaders' logs in Kafka (kfake, a
+// Kafka that speaks the real protocol), and their new leaders' writes
+// continue the logs.
+func TestRunTabletsOnKafka(t *testing.T) {
+	dir := t.TempDir()
+	etcd, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	kafka, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kafka.Close()
+	remote := "file://" + filepath.Join(dir, "remote")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	var cc CoordinatorConfig
+	cc.Defaults()
+	cc.ID, cc.Listen, cc.ObjectStore, cc.Etcd.Endpoints = "coord-1", "127.0.0.1:0", remote, etcd.Endpoints()
+	cc.Coordinator.LeaseTTL, cc.Coordinator.RebalanceInterval = 2*time.Second, 100*time.Millisecond
+	coordAddr, coordDone := make(chan string, 1), make(chan error, 1)
+	go func() { coordDone <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
+	ca := <-coordAddr
+
+	type role struct {
+		cancel context.CancelFunc
+		done   chan error
+	}
+	tablets := map[string]role{}
+	start := func(id string) {
+		var tc TabletConfig
+		tc.Defaults()
+		tc.ID, tc.Listen, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = id, "127.0.0.1:0", filepath.Join(dir, id), remote, etcd.Endpoints()
+		tc.Tablet.LeaseTTL = 2 * time.Second
+		tc.Tablet.CacheSize, tc.Tablet.MemTableBudget = 4<<20, 4<<20
+		tc.Changelog.Kafka = &KafkaChangelogOptions{Brokers: kafka.ListenAddrs(), TopicPrefix: "it.thaw", PollInterval: 20 * time.Millisecond}
+		if err := tc.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithCancel(ctx)
+		r := role{cancel: rcancel, done: make(chan error, 1)}
+		ready := make(chan string, 1)
+		go func() { r.done <- RunTablet(rctx, tc, RunOptions{OnReady: func(a string) { ready <- a }}) }()
+		<-ready
+		tablets[id] = r
+	}
+	stop := func(id string) {
+		r := tablets[id]
+		r.cancel()
+		if err := <-r.done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("tablet %s returned %v", id, err)
+		}
+	}
+	ids := []string{"ts-1", "ts-2", "ts-3"}
+	for _, id := range ids {
+		start(id)
+	}
+
+	c, err := tierclient.New(ctx, ca, tierclient.WithRetryPolicy(tierclient.RetryPolicy{
+		Timeout: 20 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bigint, _ := kv.ParseType("BIGINT")
+	str, _ := kv.ParseType("STRING")
+	schema := kv.TableSchema{
+		Columns:    []kv.Column{{Name: "id", Type: bigint}, {Name: "v", Type: str, Nullable: true}},
+		PrimaryKey: []string{"id"}, Buckets: 2,
+	}
+	retry(t, "create the table", func() error {
+		if err := c.CreateDatabase(ctx, "d"); err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
+			return err
+		}
+		_, err := c.CreateTable(ctx, "d", "t", schema, 3)
+		return err
+	})
+	target := tierclient.Target{Database: "d", Table: "t"}
+	var rows, keys []kv.Row
+	for i := range 200 {
+		rows = append(rows, kv.Row{int64(i), fmt.Sprintf("v%d", i)})
+		keys = append(keys, kv.Row{int64(i), nil})
+	}
+	retry(t, "write", func() error { return c.Upsert(ctx, target, rows) })
+	// readBack checks every key against the rows last written.
+	readBack := func() error {
+		got, err := c.Get(ctx, target, keys)
+		if err != nil {
+			return err
+		}
+		for i, r := range got {
+			if r == nil || r[1] != rows[i][1] {
+				return fmt.Errorf("row %d: %v", i, r)
+			}
+		}
+		return nil
+	}
+
+	for _, id := range ids {
+		stop(id)
+		retry(t, "read without "+id, readBack)
+		// The new leaders append after what the old ones wrote.
+		for i := range rows {
+			rows[i] = kv.Row{int64(i), fmt.Sprintf("v%d-without-%s", i, id)}
+		}
+		retry(t, "write without "+id, func() error { return c.Upsert(ctx, target, rows) })
+		start(id)
+	}
+	retry(t, "read all", readBack)
+	cancel()
+	for id, r := range tablets {
+		if err := <-r.done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("tablet %s returned %v", id, err)
+		}
+	}
+	if err := <-coordDone; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("coordinator returned %v", err)
+	}
+}
+
+// retry calls fn until it succeeds, for at most a minute.
+func retry(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,60 @@
+// Package kafkalog keeps the tier's bucket changelogs in Kafka: one
+// single-partition topic per bucket log,
+// {prefix}.t{table}[.p{partition}].b{bucket}, created on first Open. It
+// implements changelog.Provider and changelog.Log, so tablet servers on
+// different hosts share their buckets' logs (the local segment log is
+// limited to the tablet servers of one process). It is one of the Kafka
+// adapters and the only tier package that imports franz-go.
+//
+// # Records
+//
+// Each Append is one Kafka record, so that a batch is atomic: its key is
+// the batch's first logical offset (8 bytes, big-endian), its value a
+// version, a kind and the records, length-prefixed (frame.go). A marker
+// record (kind 1, key = the next logical offset) keeps the log's end when
+// it is emptied and moves a fresh or emptied log up (ResetTo). Decoding is
+// strict: anything else in the topic is changelog.ErrCorrupt.
+//
+// # Logical offsets and the chain rule
+//
+// The tier's offsets are logical and dense; Kafka's are not (markers take
+// a Kafka offset and no logical one, and the first logical offset of a
+// bulk-loaded bucket is its row count). Readers therefore walk the topic
+// from its first retained record, which is valid by construction, and
+// apply one rule: a batch belongs to the log when its first offset is
+// exactly the end so far, a marker when its offset is not below it. A
+// record that breaks the rule was written by a writer that had not seen
+// the latest records (a deposed leader still appending) and is skipped by
+// every reader alike. The writer learns it from the Kafka offset its
+// produce got: if that is not the Kafka offset right after the end it
+// knew, it reads what came in between and, when its record lost,
+// Append returns ErrConflict and nothing of it is ever read. So appends
+// are conditional, as the local log's cannot be, without Kafka
+// transactions. A handle keeps the valid records' positions in memory
+// (16 bytes per Append still retained), so it walks the retained topic
+// once, when it first needs the log's offsets.
+//
+// # Durability and visibility
+//
+// Produces wait for all in-sync replicas (acks=all) and the producer is
+// idempotent; a record is readable once it is below the partition's high
+// watermark, that is replicated. The topics' durability is Kafka's: give
+// them a replication factor and min.insync.replicas that survive the
+// failures you plan for. Topics are created with retention.ms and
+// retention.bytes -1: the tier, not Kafka, decides what to drop
+// (TruncateBefore deletes records with DeleteRecords, below the batch that
+// holds the offset; emptying the log first appends a marker so its end
+// survives). ResetTo never moves a log's end down (changelog.ErrOutOfRange):
+// Kafka cannot reuse offsets, and the tablet server only resets fresh logs
+// upward. An Append that fails may still have reached Kafka (a produce
+// whose answer was lost); its records then appear in the log, and the
+// handle reads the log again before its next Append.
+//
+// # Waiting
+//
+// Wait polls with fetches that return at once, 5 ms apart at first and
+// backing off to Config.PollInterval while nothing arrives. A fetch that
+// waits at the broker would hold up every later request on the client's
+// connection to that broker (Kafka answers a connection's requests in
+// order), and every replica of a tablet server shares that connection.
+package kafkalog

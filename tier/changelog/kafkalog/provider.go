@@ -1,0 +1,262 @@
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/thawdb/thaw/tier/changelog"
+)
+
+// Defaults.
+const (
+	DefaultTopicPrefix  = "thaw.changelog"
+	DefaultPollInterval = 200 * time.Millisecond
+	// frameOverhead is what a batch's encoding may add to its payload
+	// beyond MaxBatchBytes (lengths, count, version): the topics' and the
+	// producer's message limit is MaxBatchBytes + frameOverhead.
+	frameOverhead = 1 << 20
+)
+
+// Config configures a Provider.
+type Config struct {
+	// Brokers are the seed brokers (host:port). Required.
+	Brokers []string
+	// TopicPrefix prefixes every bucket log's topic (DefaultTopicPrefix):
+	// {prefix}.t{table}[.p{partition}].b{bucket}, one partition each. Tier
+	// clusters sharing a Kafka cluster need different prefixes.
+	TopicPrefix string
+	// ReplicationFactor of the topics the provider creates; 0 or -1: the
+	// brokers' default.
+	ReplicationFactor int16
+	// MaxBatchBytes bounds the payload of one Append
+	// (changelog.DefaultMaxBatchBytes).
+	MaxBatchBytes int64
+	// PollInterval is the longest pause between two rounds of the
+	// provider's poll of the logs that Waits block on (DefaultPollInterval):
+	// a follower of an idle log sees a new record at most about this long
+	// after it is appended.
+	PollInterval time.Duration
+	// ClientOptions are added to the franz-go client's options (TLS, SASL,
+	// timeouts). The provider sets its own partitioner, acknowledgements
+	// (all in-sync replicas), batching and compression.
+	ClientOptions []kgo.Opt
+	// Logger (slog.Default()).
+	Logger *slog.Logger
+}
+
+var prefixRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,200}$`)
+
+// Validate checks c as New would, defaults applied.
+func (c Config) Validate() error { return c.defaults() }
+
+func (c *Config) defaults() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("kafkalog: no brokers"))
+	}
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = DefaultTopicPrefix
+	}
+	if !prefixRE.MatchString(c.TopicPrefix) {
+		errs = append(errs, fmt.Errorf("kafkalog: topic prefix %q: want 1 to 200 of [a-zA-Z0-9._-]", c.TopicPrefix))
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.ReplicationFactor < -1 {
+		errs = append(errs, fmt.Errorf("kafkalog: replication factor %d", c.ReplicationFactor))
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = changelog.DefaultMaxBatchBytes
+	}
+	if c.MaxBatchBytes < 1<<10 || c.MaxBatchBytes > 256<<20 {
+		errs = append(errs, fmt.Errorf("kafkalog: max batch bytes %d: want 1 KiB to 256 MiB", c.MaxBatchBytes))
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.PollInterval < 5*time.Millisecond || c.PollInterval > 10*time.Second {
+		errs = append(errs, fmt.Errorf("kafkalog: poll interval %v: want 5ms to 10s", c.PollInterval))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return errors.Join(errs...)
+}
+
+// Provider opens bucket logs kept in Kafka, one single-partition topic per
+// bucket log. Unlike changelog.LocalProvider it is not limited to one
+// host: every tablet server of a cluster opens the same logs.
+type Provider struct {
+	cfg        Config
+	cl         *kgo.Client
+	maxMessage int32
+	poll       *poller
+	stopPoll   context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		open   map[changelog.BucketLogID]int // handles open in this process
+	}
+}
+
+var _ changelog.Provider = (*Provider)(nil)
+
+// New connects a Provider. It does not contact the brokers until a log is
+// opened.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	maxMessage := int32(cfg.MaxBatchBytes + frameOverhead)
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(maxMessage + 4<<10),
+		kgo.ProducerLinger(0),
+		kgo.MaxBufferedBytes(int(4 * int64(maxMessage))),
+	}, cfg.ClientOptions...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkalog: client: %w", err)
+	}
+	p := &Provider{cfg: cfg, cl: cl, maxMessage: maxMessage}
+	p.mu.open = make(map[changelog.BucketLogID]int)
+	p.poll = newPoller(p)
+	ctx, stop := context.WithCancel(context.Background())
+	p.stopPoll = stop
+	go p.poll.run(ctx)
+	return p, nil
+}
+
+// Topic returns the topic of id's log.
+func (p *Provider) Topic(id changelog.BucketLogID) string {
+	t := p.cfg.TopicPrefix + ".t" + strconv.FormatInt(id.TableID, 10)
+	if id.Partitioned {
+		t += ".p" + strconv.FormatInt(id.PartitionID, 10)
+	}
+	return t + ".b" + strconv.FormatInt(int64(id.Bucket), 10)
+}
+
+// Open opens id's log, creating its topic if it does not exist.
+func (p *Provider) Open(ctx context.Context, id changelog.BucketLogID) (changelog.Log, error) {
+	if err := id.Validate(); err != nil {
+		return nil, err
+	}
+	topic := p.Topic(id)
+	if err := p.createTopic(ctx, topic); err != nil {
+		return nil, fmt.Errorf("kafkalog: open %v: %w", id, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return nil, changelog.ErrClosed
+	}
+	p.mu.open[id]++
+	return newLog(p, id, topic), nil
+}
+
+func (p *Provider) release(id changelog.BucketLogID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.open[id]--; p.mu.open[id] <= 0 {
+		delete(p.mu.open, id)
+	}
+}
+
+// Delete deletes id's topic. Handles open in this process make it
+// changelog.ErrInUse; handles of other processes see their log vanish.
+func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) error {
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	closed, n := p.mu.closed, p.mu.open[id]
+	p.mu.Unlock()
+	switch {
+	case closed:
+		return changelog.ErrClosed
+	case n > 0:
+		return fmt.Errorf("%w: %v has %d open handles", changelog.ErrInUse, id, n)
+	}
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TimeoutMillis = 30_000
+	t := kmsg.NewDeleteTopicsRequestTopic()
+	t.Topic = kmsg.StringPtr(p.Topic(id))
+	req.Topics = append(req.Topics, t)
+	req.TopicNames = append(req.TopicNames, p.Topic(id))
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return fmt.Errorf("kafkalog: delete %v: %w", id, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("kafkalog: delete %v: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (p *Provider) closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.closed
+}
+
+// Close closes the client. Open handles fail with changelog.ErrClosed.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.closed = true
+	p.mu.Unlock()
+	p.stopPoll()
+	<-p.poll.done
+	p.cl.Close()
+	return nil
+}
+
+func (p *Provider) createTopic(ctx context.Context, topic string) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic = topic
+	t.NumPartitions = 1
+	t.ReplicationFactor = p.cfg.ReplicationFactor
+	for k, v := range map[string]string{
+		"cleanup.policy":    "delete",
+		"retention.ms":      "-1", // the tier truncates (TruncateBefore)
+		"retention.bytes":   "-1",
+		"max.message.bytes": strconv.Itoa(int(p.maxMessage) + 4<<10),
+	} {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		t.Configs = append(t.Configs, c)
+	}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}
