@@ -16,6 +16,7 @@ import (
 
 	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
+	"github.com/thawdb/thaw/triggers/kafka"
 )
 
 // Config is implemented by *ServerConfig, *CoordinatorConfig and
@@ -513,6 +514,10 @@ type KafkaChangelogOptions struct {
 	// PollInterval is the longest pause between a follower's polls for new
 	// records when none arrive (default 200ms).
 	PollInterval time.Duration `yaml:"poll_interval"`
+	// TLS and SASL as in the promoter's kafka section; the SASL password
+	// is THAW_KAFKA_PASSWORD. TLS file paths are used as given.
+	TLS  *KafkaTLSConfig  `yaml:"tls"`
+	SASL *KafkaSASLConfig `yaml:"sasl"`
 }
 
 func (k *KafkaChangelogOptions) config(maxBatch ByteSize, log *slog.Logger) kafkalog.Config {
@@ -524,13 +529,34 @@ func (k *KafkaChangelogOptions) config(maxBatch ByteSize, log *slog.Logger) kafk
 
 func (k *KafkaChangelogOptions) validate(maxBatch ByteSize) error {
 	var errs []error
-	for _, b := range k.Brokers {
-		errs = append(errs, validateHostPort("changelog.kafka.brokers", b))
-	}
 	if err := k.config(maxBatch, nil).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("changelog.kafka: %w", err))
 	}
+	var s *kafka.SASL
+	if k.SASL != nil {
+		s = &kafka.SASL{Mechanism: k.SASL.Mechanism, User: k.SASL.User}
+	}
+	if len(k.Brokers) > 0 {
+		if err := kafka.CheckConnection(k.Brokers, s); err != nil {
+			errs = append(errs, fmt.Errorf("changelog.kafka: %w", err))
+		}
+	}
+	if t := k.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("changelog.kafka.tls: cert_file and key_file go together"))
+	}
 	return errors.Join(errs...)
+}
+
+// load is config with the TLS material read and the SASL password taken
+// from the environment.
+func (k *KafkaChangelogOptions) load(maxBatch ByteSize, log *slog.Logger, getenv func(string) string) (kafkalog.Config, error) {
+	tc, s, err := kafkaConnection("changelog.kafka", k.TLS, k.SASL, getenv)
+	if err != nil {
+		return kafkalog.Config{}, err
+	}
+	cfg := k.config(maxBatch, log)
+	cfg.ClientOptions = kafka.ConnOptions(k.Brokers, "thaw-tablet", tc, s, log)
+	return cfg, nil
 }
 
 func (c *ChangelogOptions) defaults() {

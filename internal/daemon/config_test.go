@@ -117,7 +117,7 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"server has no changelog dir", "data_dir: /d\nchangelog:\n  dir: /x\n", &ServerConfig{}, []string{"changelog.dir"}},
 		{"bad prefix", "data_dir: /d\netcd:\n  prefix: thaw/\n", &ServerConfig{}, []string{"etcd.prefix"}},
 		{"kafka changelog", "id: ts-1\ndata_dir: /d\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\nchangelog:\n  dir: /x\n  kafka:\n    brokers: [k1, 'k2:9092']\n    topic_prefix: thaw/log\n    poll_interval: 1h\n    replication_factor: -3\n",
-			&TabletConfig{}, []string{"changelog.dir: not used with changelog.kafka", `changelog.kafka.brokers "k1"`, "topic prefix", "replication factor -3"}},
+			&TabletConfig{}, []string{"changelog.dir: not used with changelog.kafka", `brokers: "k1": want HOST:PORT`, "topic prefix", "replication factor -3"}},
 		{"kafka changelog needs brokers", "data_dir: /d\nchangelog:\n  kafka:\n    topic_prefix: t\n", &ServerConfig{}, []string{"no brokers"}},
 		{"kafka changelog unknown key", "data_dir: /d\nchangelog:\n  kafka:\n    broker: [k:1]\n", &ServerConfig{}, []string{"line 4", "broker"}},
 	} {

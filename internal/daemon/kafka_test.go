@@ -2,16 +2,24 @@ package daemon
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
@@ -158,5 +166,87 @@ func retry(t *testing.T, what string, fn func() error) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKafkaChangelogSASL: the changelog's Kafka client authenticates with
+// SASL/SCRAM, its password from THAW_KAFKA_PASSWORD. A missing or wrong
+// password fails at start with an error that says where to look (and
+// never shows the password).
+func TestKafkaChangelogSASL(t *testing.T) {
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "tier", "tier-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	o := ChangelogOptions{MaxBatchBytes: DefaultMaxBatchBytes, Kafka: &KafkaChangelogOptions{
+		Brokers: k.ListenAddrs(), SASL: &KafkaSASLConfig{Mechanism: "SCRAM-SHA-256", User: "tier"},
+	}}
+	var logs testlog.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	id := changelog.BucketLogID{TableID: 1}
+
+	t.Setenv(EnvKafkaPassword, "")
+	if _, err := openChangelog("", o, log); err == nil || !strings.Contains(err.Error(), EnvKafkaPassword) {
+		t.Fatalf("no password: %v", err)
+	}
+	t.Setenv(EnvKafkaPassword, "wrong")
+	if _, err := openChangelog("", o, log); err == nil || !strings.Contains(err.Error(), "check brokers, TLS and SASL") || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if strings.Contains(logs.String(), "wrong") {
+		t.Fatalf("the password is in the log:\n%s", logs.String())
+	}
+
+	t.Setenv(EnvKafkaPassword, "tier-secret")
+	p, err := openChangelog("", o, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := p.Open(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if first, err := l.Append(t.Context(), [][]byte{[]byte("r")}); err != nil || first != 0 {
+		t.Fatalf("append: %d, %v", first, err)
+	}
+}
+
+// TestKafkaChangelogTLS: over TLS the changelog opens when ca_file trusts
+// the brokers' certificate and fails at start when nothing does.
+func TestKafkaChangelogTLS(t *testing.T) {
+	// httptest's certificate is valid for 127.0.0.1, where kfake listens.
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.StartTLS()
+	defer srv.Close()
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(srv.TLS.Clone()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	o := ChangelogOptions{MaxBatchBytes: DefaultMaxBatchBytes, Kafka: &KafkaChangelogOptions{Brokers: k.ListenAddrs(), TLS: &KafkaTLSConfig{}}}
+	if _, err := openChangelog("", o, log); err == nil || !strings.Contains(err.Error(), "check brokers, TLS and SASL") {
+		t.Fatalf("untrusted certificate: %v", err)
+	}
+	o.Kafka.TLS.CAFile = ca
+	p, err := openChangelog("", o, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := p.Open(t.Context(), changelog.BucketLogID{TableID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if first, err := l.Append(t.Context(), [][]byte{[]byte("r")}); err != nil || first != 0 {
+		t.Fatalf("append: %d, %v", first, err)
 	}
 }

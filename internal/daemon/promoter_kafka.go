@@ -149,29 +149,35 @@ func (c KafkaConfig) load(getenv func(string) string) (*kafka.Config, *kafka.Pub
 
 // connection reads the TLS material and the SASL password.
 func (c KafkaConfig) connection(getenv func(string) string) (*tls.Config, *kafka.SASL, error) {
+	return kafkaConnection("kafka", c.TLS, c.SASL, getenv)
+}
+
+// kafkaConnection reads the TLS material of t and the SASL password of s
+// (EnvKafkaPassword); section names the YAML section in errors.
+func kafkaConnection(section string, t *KafkaTLSConfig, sc *KafkaSASLConfig, getenv func(string) string) (*tls.Config, *kafka.SASL, error) {
 	var s *kafka.SASL
-	if c.SASL != nil {
-		s = &kafka.SASL{Mechanism: c.SASL.Mechanism, User: c.SASL.User, Password: getenv(EnvKafkaPassword)}
+	if sc != nil {
+		s = &kafka.SASL{Mechanism: sc.Mechanism, User: sc.User, Password: getenv(EnvKafkaPassword)}
 		if s.Password == "" {
-			return nil, nil, fmt.Errorf("kafka.sasl: %s is not set", EnvKafkaPassword)
+			return nil, nil, fmt.Errorf("%s.sasl: %s is not set", section, EnvKafkaPassword)
 		}
 	}
-	if t := c.TLS; t != nil {
+	if t != nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 		if t.CAFile != "" {
 			pem, err := os.ReadFile(t.CAFile)
 			if err != nil {
-				return nil, nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
+				return nil, nil, fmt.Errorf("%s.tls.ca_file: %w", section, err)
 			}
 			tc.RootCAs = x509.NewCertPool()
 			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, nil, fmt.Errorf("kafka.tls.ca_file %s: no PEM certificate in it", t.CAFile)
+				return nil, nil, fmt.Errorf("%s.tls.ca_file %s: no PEM certificate in it", section, t.CAFile)
 			}
 		}
 		if t.CertFile != "" {
 			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 			if err != nil {
-				return nil, nil, fmt.Errorf("kafka.tls: client certificate: %w", err)
+				return nil, nil, fmt.Errorf("%s.tls: client certificate: %w", section, err)
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}

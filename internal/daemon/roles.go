@@ -407,6 +407,9 @@ func (t *leaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// kafkaPingTimeout bounds the Kafka changelog's check at start.
+const kafkaPingTimeout = 15 * time.Second
+
 // changelogProvider is a host's changelog.Provider that the daemon closes.
 type changelogProvider interface {
 	changelog.Provider
@@ -417,9 +420,20 @@ type changelogProvider interface {
 // dir, or (changelog.kafka) the Kafka changelog.
 func openChangelog(dir string, o ChangelogOptions, log *slog.Logger) (changelogProvider, error) {
 	if o.Kafka != nil {
-		p, err := kafkalog.New(o.Kafka.config(o.MaxBatchBytes, log.With("component", "changelog")))
+		cfg, err := o.Kafka.load(o.MaxBatchBytes, log.With("component", "changelog"), os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		p, err := kafkalog.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		// Fail at start, plainly, on wrong brokers, TLS or SASL: franz-go
+		// itself would retry every request until its caller gives up.
+		ctx, cancel := context.WithTimeout(context.Background(), kafkaPingTimeout)
+		defer cancel()
+		if err := p.Ping(ctx); err != nil {
+			return nil, errors.Join(fmt.Errorf("daemon: changelog.kafka: %w", err), p.Close())
 		}
 		return p, nil
 	}

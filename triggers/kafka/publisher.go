@@ -121,7 +121,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
-	opts := append(connOpts(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
+	opts := append(ConnOptions(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.MaxBufferedRecords(cfg.MaxBuffered),
 		kgo.RequiredAcks(kgo.AllISRAcks()),

@@ -134,7 +134,7 @@ func New(cfg Config) (*Trigger, error) {
 	if cfg.Start == StartLatest {
 		start = kgo.NewOffset().AtEnd()
 	}
-	t.opts = append(connOpts(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
+	t.opts = append(ConnOptions(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(start),
@@ -147,9 +147,11 @@ func New(cfg Config) (*Trigger, error) {
 	return t, nil
 }
 
-// connOpts are the client options of both the trigger and the publisher:
-// brokers, client id, TLS, SASL and logging.
-func connOpts(brokers []string, clientID string, tc *tls.Config, s *SASL, log *slog.Logger) []kgo.Opt {
+// ConnOptions are the franz-go client options of a connection as this
+// package configures them (brokers, client id, TLS, SASL, logging): the
+// trigger's and the publisher's, and the daemon's for the tier's Kafka
+// changelog, which is configured the same way.
+func ConnOptions(brokers []string, clientID string, tc *tls.Config, s *SASL, log *slog.Logger) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID), kgo.WithLogger(kgoLogger{log})}
 	if tc != nil {
 		opts = append(opts, kgo.DialTLSConfig(tc.Clone()))
@@ -189,6 +191,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// CheckConnection checks connection settings as Validate does: brokers
+// and SASL (but its password).
+func CheckConnection(brokers []string, s *SASL) error { return errors.Join(checkConn(brokers, s)...) }
 
 // checkConn checks the connection settings the trigger and the publisher
 // share: brokers and SASL (but its password).

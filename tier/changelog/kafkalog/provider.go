@@ -142,6 +142,15 @@ func New(cfg Config) (*Provider, error) {
 	return p, nil
 }
 
+// Ping checks that a broker answers the provider's client (its TLS and
+// SASL included).
+func (p *Provider) Ping(ctx context.Context) error {
+	if err := p.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafkalog: no broker answers (check brokers, TLS and SASL): %w", err)
+	}
+	return nil
+}
+
 // Topic returns the topic of id's log.
 func (p *Provider) Topic(id changelog.BucketLogID) string {
 	t := p.cfg.TopicPrefix + ".t" + strconv.FormatInt(id.TableID, 10)
