@@ -30,9 +30,12 @@
 // knew, it reads what came in between and, when its record lost,
 // Append returns ErrConflict and nothing of it is ever read. So appends
 // are conditional, as the local log's cannot be, without Kafka
-// transactions. A handle keeps the valid records' positions in memory
-// (16 bytes per Append still retained), so it walks the retained topic
-// once, when it first needs the log's offsets.
+// transactions. A handle walks the retained topic once, when it first
+// needs the log's offsets, and then follows its end. It indexes the valid
+// records' positions in at most 4096 entries (the older half thinned to
+// every other entry when full); a read or truncation between two indexed
+// entries walks on from the one below. A truncation therefore cuts at the
+// last indexed record at or below its offset: more may stay, never less.
 //
 // # Durability and visibility
 //

@@ -20,6 +20,12 @@ import (
 // after it.
 var ErrConflict = errors.New("kafkalog: another writer appended to the log first")
 
+// maxIdx bounds a handle's index of valid entries: beyond it the older
+// half is thinned to every other entry, so that the index stays a few
+// hundred KiB however much the log retains; a read or truncation between
+// two indexed entries walks from the one below. A variable for tests.
+var maxIdx = 1 << 12
+
 // maxEmptyFetches bounds the fetches in a row that return no record
 // although the partition's high watermark lies past the fetch offset.
 const maxEmptyFetches = 100
@@ -48,8 +54,9 @@ type kafkaLog struct {
 		dirty    bool   // an Append failed: its record may have landed
 		tail     cursor // the chain's end as last fetched
 		startK   int64  // first retained Kafka offset
-		startX   int64  // the log's start (logical)
-		idx      []pos  // the valid entries from startK to tail.k
+		startX   int64  // the log's start (logical), if startOK
+		startOK  bool   // startX is known (see resolveStart)
+		idx      []pos  // valid entries from startK to tail.k, thinned (addIdxLocked)
 		stash    []entry
 		empties  int // fetches in a row that returned nothing below the high watermark
 	}
@@ -140,8 +147,11 @@ func (l *kafkaLog) sync(ctx context.Context) error {
 		}
 		done, err := l.applyLocked(res, from)
 		l.mu.Unlock()
-		if err != nil || done {
+		if err != nil {
 			return err
+		}
+		if done {
+			return l.resolveStart(ctx)
 		}
 	}
 }
@@ -150,10 +160,7 @@ func (l *kafkaLog) sync(ctx context.Context) error {
 // reports whether the chain reached the high watermark.
 func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 	if res.logStart > l.mu.startK && l.mu.anchored {
-		l.trimLocked(res.logStart)
-		if !l.mu.anchored {
-			return false, nil
-		}
+		l.dropBelowLocked(res.logStart)
 	}
 	if !l.mu.anchored {
 		if len(res.entries) == 0 {
@@ -163,11 +170,11 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 			case res.logStart > 0:
 				return false, fmt.Errorf("%w: no record from Kafka offset %d on: records were deleted outside the tier", changelog.ErrCorrupt, res.logStart)
 			}
-			l.mu.anchored, l.mu.tail, l.mu.startK, l.mu.startX = true, cursor{}, 0, 0
+			l.mu.anchored, l.mu.tail, l.mu.startK, l.mu.startX, l.mu.startOK = true, cursor{}, 0, 0, true
 			return true, nil
 		}
 		e := res.entries[0]
-		l.mu.anchored, l.mu.startK, l.mu.startX = true, e.k, e.first
+		l.mu.anchored, l.mu.startK, l.mu.startX, l.mu.startOK = true, e.k, e.first, true
 		l.mu.tail = anchor(e)
 		// New slices, never the old arrays: a Read may still hold them
 		// (appending past their length is safe, overwriting is not).
@@ -186,7 +193,7 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 			if e.marker {
 				x = e.first
 			}
-			l.mu.idx = append(l.mu.idx, pos{k: e.k, x: x, n: len(e.recs)})
+			l.addIdxLocked(pos{k: e.k, x: x, n: len(e.recs)})
 			l.mu.stash = append(l.mu.stash, e)
 		}
 	}
@@ -203,15 +210,68 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 	return l.mu.tail.k >= res.hw, nil
 }
 
-// trimLocked drops what lies below Kafka offset start.
-func (l *kafkaLog) trimLocked(start int64) {
-	i := sort.Search(len(l.mu.idx), func(i int) bool { return l.mu.idx[i].k >= start })
-	if i == len(l.mu.idx) || l.mu.idx[i].k != start {
+// dropBelowLocked forgets what lies below Kafka offset start, the log's
+// new first record (valid by construction). If the index does not hold
+// it, the log's logical start is looked up by the next sync.
+func (l *kafkaLog) dropBelowLocked(start int64) {
+	if start > l.mu.tail.k {
+		// Past everything this handle knows: start over.
 		l.mu.anchored, l.mu.startK, l.mu.idx, l.mu.stash = false, start, nil, nil
 		return
 	}
+	i := sort.Search(len(l.mu.idx), func(i int) bool { return l.mu.idx[i].k >= start })
+	// A new slice, never the old array: a Read may still hold it.
 	l.mu.idx = append([]pos(nil), l.mu.idx[i:]...)
-	l.mu.startK, l.mu.startX = start, l.mu.idx[0].x
+	l.mu.startK = start
+	l.mu.startOK = len(l.mu.idx) > 0 && l.mu.idx[0].k == start
+	if l.mu.startOK {
+		l.mu.startX = l.mu.idx[0].x
+	}
+}
+
+// addIdxLocked indexes a valid entry, thinning the older half of the
+// index when it outgrows maxIdx (see maxIdx). The first entry, the
+// log's start, stays.
+func (l *kafkaLog) addIdxLocked(p pos) {
+	l.mu.idx = append(l.mu.idx, p)
+	if len(l.mu.idx) <= maxIdx {
+		return
+	}
+	half := len(l.mu.idx) / 2
+	thin := make([]pos, 0, maxIdx)
+	thin = append(thin, l.mu.idx[0])
+	for i := 2; i < half; i += 2 {
+		thin = append(thin, l.mu.idx[i])
+	}
+	l.mu.idx = append(thin, l.mu.idx[half:]...)
+}
+
+// resolveStart reads the log's first record when a truncation by another
+// handle left its logical offset unknown.
+func (l *kafkaLog) resolveStart(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		ok, k := l.mu.startOK || !l.mu.anchored, l.mu.startK
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		res, err := l.lead.fetch(ctx, l, k)
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			return l.sync(ctx) // truncated further meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if len(res.entries) == 0 || res.entries[0].k != k {
+			return fmt.Errorf("%w: the first retained record, at Kafka offset %d, is missing", changelog.ErrCorrupt, k)
+		}
+		l.mu.Lock()
+		if l.mu.anchored && !l.mu.startOK && l.mu.startK == k {
+			l.mu.startX, l.mu.startOK = res.entries[0].first, true
+		}
+		l.mu.Unlock()
+	}
 }
 
 func (l *kafkaLog) ensure(ctx context.Context) error {
@@ -290,7 +350,7 @@ func (l *kafkaLog) Read(ctx context.Context, from int64, maxBytes int) ([]change
 		return nil, l.wrap("read", err)
 	}
 	l.mu.Lock()
-	inside := from >= l.mu.startX && from < l.mu.tail.x
+	inside := l.mu.startOK && from >= l.mu.startX && from < l.mu.tail.x
 	l.mu.Unlock()
 	if !inside {
 		if err := l.sync(ctx); err != nil {
@@ -307,62 +367,73 @@ func (l *kafkaLog) Read(ctx context.Context, from int64, maxBytes int) ([]change
 		l.mu.Unlock()
 		return nil, nil
 	}
+	// Walk the chain from the last indexed entry starting at or below from.
 	idx := l.mu.idx
-	i := sort.Search(len(idx), func(i int) bool { return idx[i].x+int64(idx[i].n) > from })
-	if i == len(idx) || idx[i].n == 0 || idx[i].x > from {
+	i := sort.Search(len(idx), func(i int) bool { return idx[i].x > from }) - 1
+	if i < 0 {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("kafkalog: read %s: offset %d not indexed", l.topic, from)
+		return nil, fmt.Errorf("kafkalog: read %s: offset %d below the index", l.topic, from)
 	}
-	first := idx[i]
+	at := cursor{k: idx[i].k, x: idx[i].x}
 	stash := l.mu.stash
 	l.mu.Unlock()
 
-	var ents []entry
-	if j := sort.Search(len(stash), func(j int) bool { return stash[j].k >= first.k }); j < len(stash) && stash[j].k == first.k {
-		ents = stash[j:]
-	} else {
-		res, err := l.lead.fetch(ctx, l, first.k)
-		if errors.Is(err, kerr.OffsetOutOfRange) {
-			// Truncated by another handle since this one last looked.
-			return nil, fmt.Errorf("%w: offset %d: %s was truncated past it", changelog.ErrOutOfRange, from, l.topic)
-		}
-		if err != nil {
-			return nil, l.wrap("read", err)
-		}
-		// Keep only the chain's valid entries below the known tail.
-		v := idx[i:]
-		for _, e := range res.entries {
-			for len(v) > 0 && v[0].k < e.k {
-				v = v[1:]
-			}
-			if e.k >= tailK || len(v) == 0 {
-				break
-			}
-			if v[0].k == e.k {
-				ents = append(ents, e)
-			}
-		}
-	}
-	if len(ents) == 0 || ents[0].k != first.k {
-		return nil, fmt.Errorf("%w: %s: Kafka offset %d of logical offset %d is gone", changelog.ErrOutOfRange, l.topic, first.k, from)
-	}
 	var out []changelog.Record
-	size := 0
-	for n, e := range ents {
-		if e.marker {
-			continue
+	size, started := 0, false
+	for at.k < tailK {
+		var ents []entry
+		if j := sort.Search(len(stash), func(j int) bool { return stash[j].k >= at.k }); j < len(stash) && stash[j].k == at.k {
+			ents, stash = stash[j:], nil // the last sync's valid entries: no fetch
+		} else {
+			res, err := l.lead.fetch(ctx, l, at.k)
+			if errors.Is(err, kerr.OffsetOutOfRange) {
+				// Truncated by another handle since this one last looked.
+				return nil, fmt.Errorf("%w: offset %d: %s was truncated past it", changelog.ErrOutOfRange, from, l.topic)
+			}
+			if err != nil {
+				return nil, l.wrap("read", err)
+			}
+			if len(res.entries) == 0 {
+				return nil, fmt.Errorf("kafkalog: read %s: no records from Kafka offset %d below %d", l.topic, at.k, tailK)
+			}
+			ents = res.entries
 		}
-		if n > 0 && size+e.size() > maxBytes {
-			break
+		for _, e := range ents {
+			if e.k < at.k {
+				continue
+			}
+			if e.k >= tailK {
+				return out, nil
+			}
+			x := at.x
+			if !at.step(e) || e.marker {
+				continue
+			}
+			n := int64(len(e.recs))
+			switch {
+			case !started && from >= x+n:
+				continue // before from
+			case !started:
+				started = true
+				for r, data := range e.recs[from-x:] {
+					out = append(out, changelog.Record{Offset: from + int64(r), Data: data})
+					size += len(data)
+				}
+				continue
+			case size+e.size() > maxBytes:
+				return out, nil
+			}
+			for r, data := range e.recs {
+				out = append(out, changelog.Record{Offset: x + int64(r), Data: data})
+				size += len(data)
+			}
 		}
-		skip := 0
-		if n == 0 {
-			skip = int(from - e.first)
+		if started && size >= maxBytes {
+			return out, nil
 		}
-		for r, data := range e.recs[skip:] {
-			out = append(out, changelog.Record{Offset: e.first + int64(skip+r), Data: data})
-			size += len(data)
-		}
+	}
+	if !started {
+		return nil, fmt.Errorf("%w: %s: offset %d not found below Kafka offset %d", changelog.ErrOutOfRange, l.topic, from, tailK)
 	}
 	return out, nil
 }
@@ -445,7 +516,7 @@ func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int)
 			l.mu.Unlock()
 			return 0, fmt.Errorf("kafkalog: internal: own record at Kafka offset %d does not continue the chain", r.Offset)
 		}
-		l.mu.idx = append(l.mu.idx, pos{k: r.Offset, x: x, n: n})
+		l.addIdxLocked(pos{k: r.Offset, x: x, n: n})
 		l.mu.Unlock()
 		return r.Offset, nil
 	}
@@ -458,6 +529,9 @@ func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// The record is valid if the chain indexed it (the newest half of the
+	// index is never thinned, and nothing else can have been indexed since
+	// this sync).
 	i := sort.Search(len(l.mu.idx), func(i int) bool { return l.mu.idx[i].k >= r.Offset })
 	if i < len(l.mu.idx) && l.mu.idx[i].k == r.Offset {
 		return r.Offset, nil
@@ -497,11 +571,13 @@ func (l *kafkaLog) TruncateBefore(ctx context.Context, offset int64) error {
 			return l.wrap("truncate", err)
 		}
 	}
+	// Cut at the last indexed entry starting at or below offset: every
+	// record from offset on stays, some below it may too.
 	l.mu.Lock()
 	idx := l.mu.idx
-	i := sort.Search(len(idx), func(i int) bool { return idx[i].x+int64(idx[i].n) > offset || (idx[i].n == 0 && idx[i].x >= offset) })
+	i := sort.Search(len(idx), func(i int) bool { return idx[i].x > offset }) - 1
 	var cut int64 = -1
-	if i < len(idx) {
+	if i >= 0 {
 		cut = idx[i].k
 	}
 	l.mu.Unlock()
@@ -519,7 +595,7 @@ func (l *kafkaLog) cut(ctx context.Context, k int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.anchored && k >= l.mu.startK {
-		l.trimLocked(k)
+		l.dropBelowLocked(k)
 	}
 	return nil
 }

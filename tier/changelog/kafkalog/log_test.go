@@ -500,3 +500,51 @@ func TestConcurrentReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestThinIndex: with an index far smaller than the log (thinned many
+// times over), reads anywhere, truncations by this handle and by another
+// host at offsets the index does not hold, and appends all stay exact.
+func TestThinIndex(t *testing.T) {
+	defer func(n int) { maxIdx = n }(maxIdx)
+	maxIdx = 8
+	addrs := brokers(t, 1)
+	id := changelog.BucketLogID{TableID: 12}
+	w, r := open(t, provider(t, addrs), id), open(t, provider(t, addrs), id)
+	sizes := make([]int, 200)
+	for i := range sizes {
+		sizes[i] = 1 + i%3
+	}
+	want := appendN(t, w, 0, sizes...) // 399 records in 200 batches
+	end := int64(len(want))
+	offsets(t, r, 0, end)
+	kl := r.(*kafkaLog)
+	kl.mu.Lock()
+	n := len(kl.mu.idx)
+	kl.mu.Unlock()
+	if n > maxIdx+1 {
+		t.Fatalf("index of %d entries, limit %d", n, maxIdx)
+	}
+	for _, from := range []int64{0, 1, 5, 77, 200, 201, 398} {
+		readAll(t, r, from, 50, want[from:])
+	}
+	// The leader truncates where its own (equally thin) index allows: at
+	// or below the offset, never above it.
+	if err := w.TruncateBefore(t.Context(), 250); err != nil {
+		t.Fatal(err)
+	}
+	s, e, err := r.Offsets(t.Context())
+	if err != nil || s > 250 || e != end {
+		t.Fatalf("after truncating before 250: [%d, %d), %v", s, e, err)
+	}
+	readAll(t, r, 250, 10, want[250:])
+	readAll(t, r, s, 1000, want[s:])
+	if _, err := r.Read(t.Context(), s-1, 10); s > 0 && !errors.Is(err, changelog.ErrOutOfRange) {
+		t.Fatalf("read below the start %d: %v", s, err)
+	}
+	more := appendN(t, r, end, 5, 5) // the follower becomes the leader
+	readAll(t, w, end, 3, more)
+	if err := r.TruncateBefore(t.Context(), end+10); err != nil {
+		t.Fatal(err)
+	}
+	offsets(t, w, end+10, end+10)
+}

@@ -1,0 +1,98 @@
+package kafkalog
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/thawdb/thaw/tier/changelog"
+)
+
+// faultCluster starts three kfake brokers and returns the cluster too, for
+// injecting faults.
+func faultCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// failFetches makes the next n fetches fail with code (a broker-side
+// error) or, with code 0, with a closed connection.
+func failFetches(c *kfake.Cluster, n int32, code int16) *atomic.Int32 {
+	var seen atomic.Int32
+	c.ControlKey(kmsg.Fetch.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		if seen.Add(1) >= n {
+			c.DropControl()
+		} else {
+			c.KeepControl()
+		}
+		if code == 0 {
+			return nil, errors.New("injected: connection dropped"), true
+		}
+		req := r.(*kmsg.FetchRequest)
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &seen
+}
+
+// TestBrokerFaults: the partition's leadership moves, fetches answer
+// NOT_LEADER_OR_FOLLOWER or lose their connection: a handle looks the
+// leader up again and reads on. A fault that retrying cannot fix is
+// returned at once, and the handle works again once it is gone.
+func TestBrokerFaults(t *testing.T) {
+	c := faultCluster(t)
+	addrs := c.ListenAddrs()
+	id := changelog.BucketLogID{TableID: 11}
+	w := open(t, provider(t, addrs), id)
+	p := provider(t, addrs)
+	r := open(t, p, id)
+	want := appendN(t, w, 0, 2, 2)
+	readAll(t, r, 0, 1, want) // r knows the leader now
+
+	topic := p.Topic(id)
+	leader := c.LeaderFor(topic, 0)
+	if err := c.MoveTopicPartition(topic, 0, (leader+1)%3); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, appendN(t, w, 4, 3)...)
+	offsets(t, r, 0, 7)
+	readAll(t, r, 0, 1, want)
+
+	seen := failFetches(c, 3, kerr.NotLeaderForPartition.Code)
+	want = append(want, appendN(t, w, 7, 1)...)
+	offsets(t, r, 0, 8)
+	if seen.Load() < 3 {
+		t.Fatalf("%d fetches failed, want 3", seen.Load())
+	}
+	seen = failFetches(c, 2, 0)
+	readAll(t, open(t, p, id), 0, 1<<20, want) // a new handle: no stash to read from
+	if seen.Load() < 2 {
+		t.Fatalf("%d connections dropped, want 2", seen.Load())
+	}
+
+	failFetches(c, 1, kerr.TopicAuthorizationFailed.Code)
+	fresh := open(t, p, id)
+	if _, _, err := fresh.Offsets(t.Context()); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("offsets under an authorization failure: %v", err)
+	}
+	offsets(t, fresh, 0, 8)
+}
