@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -47,8 +48,9 @@ type Config struct {
 	// after it is appended.
 	PollInterval time.Duration
 	// ClientOptions are added to the franz-go client's options (TLS, SASL,
-	// timeouts). The provider sets its own partitioner, acknowledgements
-	// (all in-sync replicas), batching and compression.
+	// logging, timeouts). The provider's own settings win over them: its
+	// seed brokers, partitioner, acknowledgements (all in-sync replicas),
+	// batching and compression.
 	ClientOptions []kgo.Opt
 	// Logger (slog.Default()).
 	Logger *slog.Logger
@@ -120,15 +122,16 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	maxMessage := int32(cfg.MaxBatchBytes + frameOverhead)
-	opts := append([]kgo.Opt{
+	// The caller's options first: the provider's own come later and win.
+	opts := append(slices.Clone(cfg.ClientOptions),
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ProducerBatchMaxBytes(maxMessage + 4<<10),
+		kgo.ProducerBatchMaxBytes(maxMessage+4<<10),
 		kgo.ProducerLinger(0),
-		kgo.MaxBufferedBytes(int(4 * int64(maxMessage))),
-	}, cfg.ClientOptions...)
+		kgo.MaxBufferedBytes(int(4*int64(maxMessage))),
+	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: client: %w", err)
