@@ -34,8 +34,11 @@
 // late push never undoes a newer assignment. A bucket replica is opened for
 // every bucket whose replicas include this server, once the target's names
 // and schema are known; a replica no longer assigned is closed and its
-// local directory removed. At most Config.RestoreConcurrency replicas
-// restore at once.
+// local directory removed. When the assignment itself is deleted (its
+// target was dropped; target ids are never reused), the bucket's changelog
+// is deleted too once the replica has closed (Provider.Delete, retried
+// while another replica on the host still holds it, until the server
+// stops). At most Config.RestoreConcurrency replicas restore at once.
 //
 // # Restore
 //

@@ -3,12 +3,15 @@ package tablet
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet/replica"
 )
@@ -65,6 +68,8 @@ type loop struct {
 	registered bool
 	dirty      map[meta.Target]struct{}
 	all        bool // reconcile every target
+
+	logDeletes sync.WaitGroup // deleteDroppedLog goroutines
 }
 
 func newLoop(s *Server) *loop {
@@ -129,6 +134,7 @@ func (l *loop) shutdown() {
 	for _, d := range dones {
 		<-d
 	}
+	l.logDeletes.Wait() // they end with the loop's context
 }
 
 func (l *loop) markDirty(t meta.Target) { l.dirty[t] = struct{}{} }
@@ -324,6 +330,45 @@ func (l *loop) reconcile() {
 		l.log.Info("tablet replica unassigned", logAttrs(e.key)...)
 	}
 	l.publish(views, stopped, started)
+	for _, e := range stopped {
+		if _, dropped := l.deleted[e.key.target]; dropped {
+			l.deleteDroppedLog(e)
+		}
+	}
+}
+
+// deleteDroppedLog deletes the changelog of a dropped target's bucket once
+// e's replica has closed: assignments are deleted only when their target
+// is dropped, and target ids are never reused, so nobody reads the log
+// again. Another replica of the bucket may still hold the log open (the
+// local log is shared by the tablet servers of a host): ErrInUse, like any
+// failure, is retried until the server stops. A server that stops first
+// leaves the log behind.
+func (l *loop) deleteDroppedLog(e *replicaEntry) {
+	l.logDeletes.Add(1)
+	go func() {
+		defer l.logDeletes.Done()
+		select {
+		case <-e.done:
+		case <-l.ctx.Done():
+			return
+		}
+		id := e.rid.LogID()
+		b := backoff{min: l.s.cfg.RetryMin, max: l.s.cfg.RetryMax}
+		for {
+			err := l.s.deps.Changelog.Delete(l.ctx, id)
+			switch {
+			case err == nil:
+				l.log.Info("changelog of a dropped target deleted", logAttrs(e.key)...)
+				return
+			case l.ctx.Err() != nil:
+				return
+			case !errors.Is(err, changelog.ErrInUse):
+				l.log.Warn("changelog of a dropped target not deleted; retrying", append(logAttrs(e.key), "err", err)...)
+			}
+			b.sleep(l.ctx)
+		}
+	}()
 }
 
 // publish makes views, the removal of stopped and the addition of started
