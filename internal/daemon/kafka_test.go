@@ -20,7 +20,6 @@ import (
 	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/changelog"
-	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
 
@@ -33,25 +32,17 @@ import (
 // Kafka that speaks the real protocol), and their new leaders' writes
 // continue the logs.
 func TestRunTabletsOnKafka(t *testing.T) {
-	dir := t.TempDir()
-	etcd, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
+	roles := startRoleTest(t, t.TempDir())
 	kafka, err := kfake.NewCluster(kfake.NumBrokers(3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kafka.Close()
-	remote := "file://" + filepath.Join(dir, "remote")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
-	var cc CoordinatorConfig
-	cc.Defaults()
-	cc.ID, cc.Listen, cc.ObjectStore, cc.Etcd.Endpoints = "coord-1", "127.0.0.1:0", remote, etcd.Endpoints()
-	cc.Coordinator.LeaseTTL, cc.Coordinator.RebalanceInterval = 2*time.Second, 100*time.Millisecond
+	cc := roles.coordinator()
+	cc.Coordinator.RebalanceInterval = 100 * time.Millisecond
 	coordAddr, coordDone := make(chan string, 1), make(chan error, 1)
 	go func() { coordDone <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
 	ca := <-coordAddr
@@ -62,11 +53,7 @@ func TestRunTabletsOnKafka(t *testing.T) {
 	}
 	tablets := map[string]role{}
 	start := func(id string) {
-		var tc TabletConfig
-		tc.Defaults()
-		tc.ID, tc.Listen, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = id, "127.0.0.1:0", filepath.Join(dir, id), remote, etcd.Endpoints()
-		tc.Tablet.LeaseTTL = 2 * time.Second
-		tc.Tablet.CacheSize, tc.Tablet.MemTableBudget = 4<<20, 4<<20
+		tc := roles.tablet(id)
 		tc.Changelog.Kafka = &KafkaChangelogOptions{Brokers: kafka.ListenAddrs(), TopicPrefix: "it.thaw", PollInterval: 20 * time.Millisecond}
 		if err := tc.Validate(); err != nil {
 			t.Fatal(err)

@@ -15,28 +15,53 @@ import (
 	"github.com/thawdb/thaw/tier/meta"
 )
 
+// roleTest is an embedded etcd and a file:// store under one directory,
+// for tests that run the external roles (thaw coordinator, thaw tablet).
+type roleTest struct {
+	dir, remote string
+	endpoints   []string
+}
+
+func startRoleTest(t *testing.T, dir string) roleTest {
+	t.Helper()
+	etcd, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	return roleTest{dir: dir, remote: "file://" + filepath.Join(dir, "remote"), endpoints: etcd.Endpoints()}
+}
+
+// coordinator is the config of coordinator coord-1 with short leases.
+func (r roleTest) coordinator() CoordinatorConfig {
+	var cc CoordinatorConfig
+	cc.Defaults()
+	cc.ID, cc.Listen, cc.ObjectStore, cc.Etcd.Endpoints = "coord-1", "127.0.0.1:0", r.remote, r.endpoints
+	cc.Coordinator.LeaseTTL = 2 * time.Second
+	return cc
+}
+
+// tablet is the config of tablet server id on {dir}/{id}, with short
+// leases and small caches.
+func (r roleTest) tablet(id string) TabletConfig {
+	var tc TabletConfig
+	tc.Defaults()
+	tc.ID, tc.Listen, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = id, "127.0.0.1:0", filepath.Join(r.dir, id), r.remote, r.endpoints
+	tc.Tablet.LeaseTTL = 2 * time.Second
+	tc.Tablet.CacheSize, tc.Tablet.MemTableBudget = 4<<20, 4<<20
+	return tc
+}
+
 // TestRunCoordinatorAndTablet runs the two external roles against one
 // etcd, each on its own listener: the tablet server registers under its
 // own address, serves a replication-factor-1 table, and reports a
 // snapshot to the coordinator it finds through etcd.
 func TestRunCoordinatorAndTablet(t *testing.T) {
 	dir := t.TempDir()
-	etcd, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	remote := "file://" + filepath.Join(dir, "remote")
-
-	var cc CoordinatorConfig
-	cc.Defaults()
-	cc.ID, cc.Listen, cc.ObjectStore, cc.Etcd.Endpoints = "coord-1", "127.0.0.1:0", remote, etcd.Endpoints()
-	cc.Coordinator.LeaseTTL = 2 * time.Second
-	var tc TabletConfig
-	tc.Defaults()
-	tc.ID, tc.Listen, tc.DataDir, tc.ObjectStore, tc.Etcd.Endpoints = "ts-1", "127.0.0.1:0", filepath.Join(dir, "ts-1"), remote, etcd.Endpoints()
-	tc.Tablet.LeaseTTL = 2 * time.Second
-	tc.Tablet.CacheSize, tc.Tablet.MemTableBudget = 4<<20, 4<<20
+	roles := startRoleTest(t, dir)
+	remote := roles.remote
+	cc := roles.coordinator()
+	tc := roles.tablet("ts-1")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -90,6 +115,7 @@ func TestRunCoordinatorAndTablet(t *testing.T) {
 	// The tablet server snapshots the bucket and reports it to the
 	// coordinator it finds in etcd.
 	var snaps *connect.Response[tierv1.TriggerSnapshotResponse]
+	var err error
 	for {
 		snaps, err = coord.TriggerSnapshot(ctx, connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
 		if err == nil || time.Now().After(deadline) {
