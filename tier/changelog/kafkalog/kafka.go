@@ -36,7 +36,7 @@ type fetchResult struct {
 func retriable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, changelog.ErrCorrupt):
+		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, changelog.ErrCorrupt), errors.Is(err, errShape):
 		return false
 	}
 	var ke *kerr.Error
@@ -57,6 +57,28 @@ func backoff(ctx context.Context, attempt int) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// errShape: a response that does not answer the one partition asked
+// about. Not retried.
+var errShape = errors.New("unexpected response shape")
+
+// withRetries calls fn until it succeeds, fails in a way retrying cannot
+// fix (see retriable), ctx ends or maxAttempts pass; forget, if set, runs
+// before each retry (the cached leader is dropped).
+func withRetries(ctx context.Context, forget func(), fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil || !retriable(err) || attempt == maxAttempts || ctx.Err() != nil {
+			return err
+		}
+		if forget != nil {
+			forget()
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
 	}
 }
 
@@ -107,17 +129,12 @@ func (ld *leader) forget() {
 
 // fetch reads the records from Kafka offset from on, without waiting at
 // the broker. kerr.OffsetOutOfRange means from lies outside the partition.
-func (ld *leader) fetch(ctx context.Context, l *kafkaLog, from int64) (fetchResult, error) {
-	for attempt := 0; ; attempt++ {
-		res, err := ld.fetchOnce(ctx, l, from)
-		if err == nil || errors.Is(err, kerr.OffsetOutOfRange) || !retriable(err) || attempt == maxAttempts || ctx.Err() != nil {
-			return res, err
-		}
-		ld.forget()
-		if err := backoff(ctx, attempt); err != nil {
-			return res, err
-		}
-	}
+func (ld *leader) fetch(ctx context.Context, l *kafkaLog, from int64) (res fetchResult, err error) {
+	err = withRetries(ctx, ld.forget, func() error {
+		res, err = ld.fetchOnce(ctx, l, from)
+		return err
+	})
+	return res, err
 }
 
 func (ld *leader) fetchOnce(ctx context.Context, l *kafkaLog, from int64) (fetchResult, error) {
@@ -146,7 +163,7 @@ func (ld *leader) fetchOnce(ctx context.Context, l *kafkaLog, from int64) (fetch
 		return fetchResult{}, err
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return fetchResult{}, fmt.Errorf("fetch of %s: unexpected response shape", l.topic)
+		return fetchResult{}, fmt.Errorf("fetch of %s: %w", l.topic, errShape)
 	}
 	rp := &resp.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
@@ -171,8 +188,8 @@ func (ld *leader) fetchOnce(ctx context.Context, l *kafkaLog, from int64) (fetch
 }
 
 // listStart returns the partition's first retained Kafka offset.
-func (ld *leader) listStart(ctx context.Context, l *kafkaLog) (int64, error) {
-	for attempt := 0; ; attempt++ {
+func (ld *leader) listStart(ctx context.Context, l *kafkaLog) (start int64, err error) {
+	err = withRetries(ctx, nil, func() error {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
 		t := kmsg.NewListOffsetsRequestTopic()
@@ -182,27 +199,25 @@ func (ld *leader) listStart(ctx context.Context, l *kafkaLog) (int64, error) {
 		t.Partitions = append(t.Partitions, p)
 		req.Topics = append(req.Topics, t)
 		resp, err := req.RequestWith(ctx, l.p.cl)
-		if err == nil {
-			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-				return 0, fmt.Errorf("list offsets of %s: unexpected response shape", l.topic)
-			}
-			rp := resp.Topics[0].Partitions[0]
-			if err = kerr.ErrorForCode(rp.ErrorCode); err == nil {
-				return rp.Offset, nil
-			}
+		switch {
+		case err != nil:
+			return err
+		case len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1:
+			return errShape
 		}
-		if !retriable(err) || attempt == maxAttempts || ctx.Err() != nil {
-			return 0, fmt.Errorf("list offsets of %s: %w", l.topic, err)
-		}
-		if err := backoff(ctx, attempt); err != nil {
-			return 0, err
-		}
+		rp := resp.Topics[0].Partitions[0]
+		start = rp.Offset
+		return kerr.ErrorForCode(rp.ErrorCode)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list offsets of %s: %w", l.topic, err)
 	}
+	return start, nil
 }
 
 // deleteRecords deletes the records below Kafka offset k.
 func (ld *leader) deleteRecords(ctx context.Context, l *kafkaLog, k int64) error {
-	for attempt := 0; ; attempt++ {
+	err := withRetries(ctx, nil, func() error {
 		req := kmsg.NewPtrDeleteRecordsRequest()
 		req.TimeoutMillis = 30_000
 		t := kmsg.NewDeleteRecordsRequestTopic()
@@ -212,19 +227,16 @@ func (ld *leader) deleteRecords(ctx context.Context, l *kafkaLog, k int64) error
 		t.Partitions = append(t.Partitions, p)
 		req.Topics = append(req.Topics, t)
 		resp, err := req.RequestWith(ctx, l.p.cl)
-		if err == nil {
-			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-				return fmt.Errorf("delete records of %s: unexpected response shape", l.topic)
-			}
-			if err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err == nil {
-				return nil
-			}
-		}
-		if !retriable(err) || attempt == maxAttempts || ctx.Err() != nil {
-			return fmt.Errorf("delete records of %s below %d: %w", l.topic, k, err)
-		}
-		if err := backoff(ctx, attempt); err != nil {
+		switch {
+		case err != nil:
 			return err
+		case len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1:
+			return errShape
 		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	})
+	if err != nil {
+		return fmt.Errorf("delete records of %s below %d: %w", l.topic, k, err)
 	}
+	return nil
 }
