@@ -507,15 +507,13 @@ func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int)
 	}
 	l.mu.Lock()
 	if l.mu.anchored && l.mu.tail.k == r.Offset {
-		// Nobody wrote in between: the record continues the chain.
-		e := entry{k: r.Offset, marker: n == 0, first: x}
-		if n > 0 {
-			e.recs = make([][]byte, n) // only the count matters to the chain
-		}
-		if !l.mu.tail.step(e) {
+		// Nobody wrote in between: the record continues the chain (a
+		// batch written at the end, or a marker at or past it).
+		if (n > 0 && x != l.mu.tail.x) || x < l.mu.tail.x {
 			l.mu.Unlock()
-			return 0, fmt.Errorf("kafkalog: internal: own record at Kafka offset %d does not continue the chain", r.Offset)
+			return 0, fmt.Errorf("kafkalog: internal: own record at Kafka offset %d (offset %d) does not continue the chain at %d", r.Offset, x, l.mu.tail.x)
 		}
+		l.mu.tail = cursor{k: r.Offset + 1, x: x + int64(n)}
 		l.addIdxLocked(pos{k: r.Offset, x: x, n: n})
 		l.mu.Unlock()
 		return r.Offset, nil
