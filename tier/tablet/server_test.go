@@ -163,11 +163,19 @@ func TestLeaderFollowerConverge(t *testing.T) {
 	muts := append(tb.upsert(t, row{"a", 9, "new"}), tb.del(t, row{"b", 0, ""}))
 	mustWrite(t, ts2, tb, 0, 2, muts...)
 	want.apply(muts)
-	_, err := write(t.Context(), ts1, tb, 0, 2, tb.upsert(t, row{"a", 10, ""})...)
-	md := wantReason(t, err, tierpb.ReasonNotLeader)
-	if md[tierpb.KeyLeaderID] != "ts-2" || md[tierpb.KeyLeaderEpoch] != "2" || md[tierpb.KeyLeaderAddress] != c.url+"/t/ts-2" {
-		t.Fatalf("leader hint %v", md)
-	}
+	// The new leader's address comes from the registrations watch, which
+	// may lag the assignment (as in TestNotLeader).
+	eventually(t, "a NOT_LEADER hint naming the new leader and its address", func() error {
+		_, err := write(t.Context(), ts1, tb, 0, 2, tb.upsert(t, row{"a", 10, ""})...)
+		md := wantReason(t, err, tierpb.ReasonNotLeader)
+		if md[tierpb.KeyLeaderID] != "ts-2" || md[tierpb.KeyLeaderEpoch] != "2" {
+			t.Fatalf("leader hint %v", md)
+		}
+		if md[tierpb.KeyLeaderAddress] != c.url+"/t/ts-2" {
+			return fmt.Errorf("leader hint %v", md)
+		}
+		return nil
+	})
 	eventually(t, "old leader follows", converged(ts1, nil))
 	eventually(t, "new leader", converged(ts2, &epoch))
 }
