@@ -44,7 +44,9 @@ func TestDropDeletesChangelogs(t *testing.T) {
 			if err := cl.c.Upsert(ctx, target(dayOne), []kv.Row{order(dayOne, 1, "x", 1)}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "replicated", func(ctx context.Context) error { return cl.replicated(ctx, dayOne, 3) })
+			for _, p := range []string{dayOne, dayTwo} {
+				eventually(t, "replicated "+p, func(ctx context.Context) error { return cl.replicated(ctx, p, 3) })
+			}
 			loc, err := cl.locations(ctx, dayOne)
 			if err != nil {
 				t.Fatal(err)
@@ -63,11 +65,15 @@ func TestDropDeletesChangelogs(t *testing.T) {
 				}
 				return names, err
 			}
-			// Every bucket of both partitions has a log (the tablet servers
-			// opened them), then none after the drop.
-			if got, err := logs(ctx); err != nil || len(got) != 2*buckets {
-				t.Fatalf("logs before the drop: %v, %v; want %d", got, err, 2*buckets)
-			}
+			// Every bucket of both partitions has a log once the tablet
+			// servers have opened them, then none after the drop.
+			eventually(t, "a log per bucket", func(ctx context.Context) error {
+				got, err := logs(ctx)
+				if err == nil && len(got) != 2*buckets {
+					err = fmt.Errorf("logs %v, want %d", got, 2*buckets)
+				}
+				return err
+			})
 			if err := cl.c.DropTable(ctx, db, orders); err != nil {
 				t.Fatal(err)
 			}
