@@ -83,6 +83,7 @@ const (
 	DefaultEtcdCompaction    = time.Hour
 	DefaultLeaseTTL          = 10 * time.Second
 	DefaultSnapshotInterval  = 10 * time.Minute
+	DefaultChangelogSweep    = 10 * time.Minute
 	DefaultReplication       = 3
 	DefaultSnapshotRetention = 3
 	DefaultCacheSize         = 256 << 20
@@ -428,18 +429,23 @@ type TabletOptions struct {
 	// TransferConcurrency bounds the files one restore or snapshot moves
 	// at once (default 4).
 	TransferConcurrency int `yaml:"transfer_concurrency"`
+	// ChangelogSweepInterval is how often the server deletes changelogs of
+	// dropped tables and partitions that their replicas did not (default
+	// 10m, at least 1s; negative disables the sweep).
+	ChangelogSweepInterval time.Duration `yaml:"changelog_sweep_interval"`
 }
 
 func (c *TabletOptions) defaults() {
 	*c = TabletOptions{
-		LeaseTTL:            DefaultLeaseTTL,
-		SnapshotInterval:    DefaultSnapshotInterval,
-		CacheSize:           DefaultCacheSize,
-		MemTableBudget:      DefaultMemTableBudget,
-		MaxBatchRows:        DefaultMaxBatchRows,
-		MaxBatchBytes:       DefaultMaxRequestBytes,
-		RestoreConcurrency:  4,
-		TransferConcurrency: 4,
+		LeaseTTL:               DefaultLeaseTTL,
+		SnapshotInterval:       DefaultSnapshotInterval,
+		CacheSize:              DefaultCacheSize,
+		MemTableBudget:         DefaultMemTableBudget,
+		MaxBatchRows:           DefaultMaxBatchRows,
+		MaxBatchBytes:          DefaultMaxRequestBytes,
+		RestoreConcurrency:     4,
+		TransferConcurrency:    4,
+		ChangelogSweepInterval: DefaultChangelogSweep,
 	}
 }
 
@@ -450,6 +456,9 @@ func (c TabletOptions) validate() error {
 	}
 	if c.SnapshotInterval == 0 {
 		errs = append(errs, errors.New("tablet.snapshot_interval must not be 0 (negative disables periodic snapshots)"))
+	}
+	if c.ChangelogSweepInterval >= 0 && c.ChangelogSweepInterval < time.Second {
+		errs = append(errs, fmt.Errorf("tablet.changelog_sweep_interval %v is shorter than 1s (negative disables the sweep)", c.ChangelogSweepInterval))
 	}
 	if c.CacheSize < 1<<20 {
 		errs = append(errs, fmt.Errorf("tablet.cache_size %v is below 1MiB", c.CacheSize))

@@ -38,6 +38,7 @@ coordinator:
     signed_upload_ttl: 2m
 tablet:
   snapshot_interval: 90s
+  changelog_sweep_interval: 1h
   cache_size: 1GiB
   memtable_budget: 64MiB
 changelog:
@@ -68,6 +69,7 @@ log:
 		{"coordinator.bulk_load.max_manifest_bytes", cfg.Coordinator.BulkLoad.MaxManifestBytes, ByteSize(8 << 20)},
 		{"coordinator.bulk_load.result_retention (default)", cfg.Coordinator.BulkLoad.ResultRetention, time.Duration(0)},
 		{"tablet.snapshot_interval", cfg.Tablet.SnapshotInterval, 90 * time.Second},
+		{"tablet.changelog_sweep_interval", cfg.Tablet.ChangelogSweepInterval, time.Hour},
 		{"tablet.cache_size", cfg.Tablet.CacheSize, ByteSize(1 << 30)},
 		{"tablet.memtable_budget", cfg.Tablet.MemTableBudget, ByteSize(64 << 20)},
 		{"tablet.lease_ttl (default)", cfg.Tablet.LeaseTTL, DefaultLeaseTTL},
@@ -114,6 +116,7 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"coordinator bad id", "id: C_1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\n", &CoordinatorConfig{}, []string{`id "C_1"`}},
 		{"tablet needs data dir", "id: ts-1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\n", &TabletConfig{}, []string{"data_dir is required"}},
 		{"tablet unknown section", "id: ts-1\ncoordinator:\n  lease_ttl: 1s\n", &TabletConfig{}, []string{"line 2", "coordinator"}},
+		{"sweep too often", "data_dir: /d\ntablet:\n  changelog_sweep_interval: 10ms\n", &ServerConfig{}, []string{"tablet.changelog_sweep_interval 10ms is shorter than 1s"}},
 		{"server has no changelog dir", "data_dir: /d\nchangelog:\n  dir: /x\n", &ServerConfig{}, []string{"changelog.dir"}},
 		{"bad prefix", "data_dir: /d\netcd:\n  prefix: thaw/\n", &ServerConfig{}, []string{"etcd.prefix"}},
 		{"kafka changelog", "id: ts-1\ndata_dir: /d\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\nchangelog:\n  dir: /x\n  kafka:\n    brokers: [k1, 'k2:9092']\n    topic_prefix: thaw/log\n    poll_interval: 1h\n    replication_factor: -3\n",

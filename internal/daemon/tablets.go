@@ -32,6 +32,8 @@ func tabletConfig(id, advertise, dataDir string, o TabletOptions) tablet.Config 
 		RestoreConcurrency:  o.RestoreConcurrency,
 		TransferConcurrency: o.TransferConcurrency,
 		LeaseTTL:            o.LeaseTTL,
+
+		ChangelogSweepInterval: o.ChangelogSweepInterval,
 	}
 }
 

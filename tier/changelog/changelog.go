@@ -1,8 +1,11 @@
 package changelog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Record is one changelog record: its offset and its payload.
@@ -67,6 +70,28 @@ type Provider interface {
 	// Delete removes the log of id and its records, for a dropped table or
 	// partition. Deleting a log that does not exist succeeds.
 	Delete(ctx context.Context, id BucketLogID) error
+	// List returns the ids of the logs the provider holds (open or not),
+	// sorted (CompareIDs), so that logs whose table or partition is gone
+	// can be found and deleted. Names that are not a log's are left out.
+	List(ctx context.Context) ([]BucketLogID, error)
+}
+
+// CompareIDs orders log ids by table, then unpartitioned before
+// partitioned, then partition, then bucket.
+func CompareIDs(a, b BucketLogID) int {
+	if c := cmp.Compare(a.TableID, b.TableID); c != 0 {
+		return c
+	}
+	if a.Partitioned != b.Partitioned {
+		if a.Partitioned {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(a.PartitionID, b.PartitionID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Bucket, b.Bucket)
 }
 
 // BucketLogID names one bucket's log: a bucket of a non-partitioned table,
@@ -107,11 +132,54 @@ func (id BucketLogID) String() string {
 	return fmt.Sprintf("table %d bucket %d", id.TableID, id.Bucket)
 }
 
+// Name is the log's name with sep between its parts: t7{sep}b3 or
+// t7{sep}p12{sep}b3. The local provider names directories with "-" (t7-b3),
+// the Kafka changelog topics with "." after its prefix. The id must be valid.
+func (id BucketLogID) Name(sep string) string {
+	if id.Partitioned {
+		return fmt.Sprintf("t%d%sp%d%sb%d", id.TableID, sep, id.PartitionID, sep, id.Bucket)
+	}
+	return fmt.Sprintf("t%d%sb%d", id.TableID, sep, id.Bucket)
+}
+
+// ParseName parses what Name(sep) returns. Only the canonical form is
+// accepted (decimal ids without sign or leading zeros), so that a name and
+// an id map one to one; anything else returns false.
+func ParseName(name, sep string) (BucketLogID, bool) {
+	parts := strings.Split(name, sep)
+	var id BucketLogID
+	field := func(s string, tag byte, bits int) (int64, bool) {
+		if len(s) < 2 || s[0] != tag {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(s[1:], 10, bits)
+		return v, err == nil
+	}
+	var ok bool
+	switch len(parts) {
+	case 2:
+	case 3:
+		id.Partitioned = true
+		if id.PartitionID, ok = field(parts[1], 'p', 64); !ok {
+			return BucketLogID{}, false
+		}
+	default:
+		return BucketLogID{}, false
+	}
+	if id.TableID, ok = field(parts[0], 't', 64); !ok {
+		return BucketLogID{}, false
+	}
+	b, ok := field(parts[len(parts)-1], 'b', 32)
+	if !ok {
+		return BucketLogID{}, false
+	}
+	id.Bucket = int32(b)
+	if id.Validate() != nil || id.Name(sep) != name {
+		return BucketLogID{}, false
+	}
+	return id, true
+}
+
 // dirName is the log's directory under the provider's root: t7-b3 or
 // t7-p12-b3. The id must be valid.
-func (id BucketLogID) dirName() string {
-	if id.Partitioned {
-		return fmt.Sprintf("t%d-p%d-b%d", id.TableID, id.PartitionID, id.Bucket)
-	}
-	return fmt.Sprintf("t%d-b%d", id.TableID, id.Bucket)
-}
+func (id BucketLogID) dirName() string { return id.Name("-") }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -218,6 +219,32 @@ func (p *LocalProvider) Delete(ctx context.Context, id BucketLogID) error {
 		return fmt.Errorf("changelog: delete %v: %w", id, err)
 	}
 	return nil
+}
+
+// List implements Provider: the root's log directories, whether open or
+// not (tombstones of interrupted Deletes and other entries are left out).
+func (p *LocalProvider) List(ctx context.Context) ([]BucketLogID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	closed := p.mu.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	entries, err := os.ReadDir(p.root)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: list provider root: %w", err)
+	}
+	var ids []BucketLogID
+	for _, e := range entries {
+		if id, ok := ParseName(e.Name(), "-"); ok && e.IsDir() {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, CompareIDs)
+	return ids, nil
 }
 
 // Close closes every open log (their handles then return ErrClosed) and

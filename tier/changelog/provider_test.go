@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -70,6 +71,77 @@ func TestBucketLogID(t *testing.T) {
 		if got := tc.id.String(); got != tc.str {
 			t.Fatalf("%#v: string %q, want %q", tc.id, got, tc.str)
 		}
+		for _, sep := range []string{"-", "."} {
+			if got, ok := ParseName(tc.id.Name(sep), sep); !ok || got != tc.id {
+				t.Fatalf("%#v: ParseName(%q) = %#v, %v", tc.id, tc.id.Name(sep), got, ok)
+			}
+		}
+	}
+}
+
+// TestParseNameRejects: only canonical names parse, so that no two names
+// stand for one log.
+func TestParseNameRejects(t *testing.T) {
+	for _, name := range []string{
+		"", "t", "t7", "b3", "t7-", "-b3", "t7-b", "tt7-b3", "t7-b3-", "t7--b3",
+		"t07-b3", "t7-b03", "t7-p012-b3", "t+7-b3", "t-7-b3", "t7-b-3", "t7-p-1-b3",
+		"t7-p1-p2-b3", "t7-x1-b3", "x7-b3", "t7-b3x", "t 7-b3", "t7-b2147483648",
+		"t9223372036854775808-b0", "t7.b3", "T7-B3", "t7-b3-p1", "LOCK", ".deleted-t7-b3-1",
+	} {
+		if id, ok := ParseName(name, "-"); ok {
+			t.Errorf("ParseName(%q) = %#v, want rejected", name, id)
+		}
+	}
+	if _, ok := ParseName("t7.b3", "-"); ok {
+		t.Error("a name with another separator parsed")
+	}
+}
+
+// TestProviderList: List names every log directory, open or closed, and
+// nothing else in the root.
+func TestProviderList(t *testing.T) {
+	root := t.TempDir()
+	p := newProvider(t, root)
+	ids := []BucketLogID{
+		{TableID: 12, Bucket: 0},
+		{TableID: 3, Partitioned: true, PartitionID: 0, Bucket: 1},
+		{TableID: 3, Bucket: 2},
+		{TableID: 3, Partitioned: true, PartitionID: 0, Bucket: 0},
+	}
+	for i, id := range ids {
+		l := openID(t, p, id)
+		if i%2 == 0 {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			closeAtEnd(t, l)
+		}
+	}
+	for _, junk := range []string{"t07-b1", "notalog", tombstonePrefix + "t5-b0-1"} {
+		if err := os.MkdirAll(filepath.Join(root, junk), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "t6-b0"), nil, 0o644); err != nil { // a file, not a log
+		t.Fatal(err)
+	}
+	want := []BucketLogID{ids[2], ids[3], ids[1], ids[0]}
+	got, err := p.List(t.Context())
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("List = %v, %v; want %v", got, err, want)
+	}
+	if err := p.Delete(t.Context(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.List(t.Context()); err != nil || !slices.Equal(got, want[:3]) {
+		t.Fatalf("after a delete: List = %v, %v; want %v", got, err, want[:3])
+	}
+	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+	if _, err := p.List(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("List after Close: %v, want ErrClosed", err)
 	}
 }
 

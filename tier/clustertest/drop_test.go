@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/kv"
 )
 
@@ -21,69 +24,134 @@ import (
 // on the local segment log (the directories under {data_dir}/changelog)
 // and on the Kafka changelog (the topics), once the replicas have closed.
 func TestDropDeletesChangelogs(t *testing.T) {
+	eachDropChangelog(t, func(t *testing.T, cl *cluster, logs logLister) {
+		ctx := t.Context()
+		if err := cl.c.DropTable(ctx, db, orders); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{dayOne, dayTwo} {
+			eventually(t, "logs of "+p+" deleted", func(ctx context.Context) error { return logs.count(ctx, p, 0) })
+		}
+	})
+}
+
+// TestSweepDeletesOrphanedChangelogs: a partition dropped while every
+// tablet server is down leaves its logs behind (no replica closes to
+// delete them); the servers' changelog sweep deletes them when they come
+// back, and keeps the logs of the partition that still exists.
+func TestSweepDeletesOrphanedChangelogs(t *testing.T) {
+	eachDropChangelog(t, func(t *testing.T, cl *cluster, logs logLister) {
+		ctx := t.Context()
+		servers := cl.e.Tablets()
+		for _, id := range servers {
+			if err := cl.e.StopTablet(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := cl.coord.DropPartition(ctx, connect.NewRequest(&tierv1.DropPartitionRequest{
+			Path: &tierv1.TablePath{Database: db, Table: orders}, Partition: &tierv1.DropPartitionRequest_PartitionName{PartitionName: dayOne},
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if err := logs.count(ctx, dayOne, buckets); err != nil {
+			t.Fatalf("with every tablet server down: %v", err)
+		}
+		for _, id := range servers {
+			if err := cl.e.StartTablet(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "logs of "+dayOne+" swept", func(ctx context.Context) error { return logs.count(ctx, dayOne, 0) })
+		eventually(t, dayTwo+" replicated again", func(ctx context.Context) error { return cl.replicated(ctx, dayTwo, 3) })
+		if err := logs.count(ctx, dayTwo, buckets); err != nil {
+			t.Fatalf("the live partition: %v", err)
+		}
+		row := order(dayTwo, 2, "y", 2)
+		eventually(t, "the live partition's row", func(ctx context.Context) error {
+			return cl.expectRows(ctx, model{keyOf(row): render(row)})
+		})
+		var swept float64
+		for _, id := range servers {
+			v, _, err := testmetric.Value(cl.e.Gatherer(), "thaw_tablet_changelogs_swept_total", map[string]string{"server": id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			swept += v
+		}
+		if swept < buckets {
+			t.Errorf("thaw_tablet_changelogs_swept_total sums to %v, want at least %d", swept, buckets)
+		}
+	})
+}
+
+// logLister counts the logs of a partition of shop.orders: directories
+// under {data_dir}/changelog or Kafka topics.
+type logLister struct {
+	table   int64
+	parts   map[string]int64 // partition name → id
+	dir     string           // the local changelog's root
+	brokers []string         // the Kafka changelog's
+}
+
+func (l logLister) count(ctx context.Context, partition string, want int) error {
+	var names []string
+	var err error
+	if l.brokers != nil {
+		names, err = topics(ctx, l.brokers, fmt.Sprintf("thaw.changelog.t%d.p%d.", l.table, l.parts[partition]))
+	} else {
+		var ents []os.DirEntry
+		ents, err = os.ReadDir(l.dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), fmt.Sprintf("t%d-p%d-", l.table, l.parts[partition])) {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	if err == nil && len(names) != want {
+		err = fmt.Errorf("logs of %s: %v, want %d", partition, names, want)
+	}
+	return err
+}
+
+// eachDropChangelog runs test on the local and on the Kafka changelog, on
+// a cluster where shop.orders has a row in each partition and every bucket
+// of both partitions has its log.
+func eachDropChangelog(t *testing.T, test func(*testing.T, *cluster, logLister)) {
 	for _, kafka := range []bool{false, true} {
 		t.Run(map[bool]string{false: "local", true: "kafka"}[kafka], func(t *testing.T) {
-			var dataDir string
-			var brokers []string
+			var logs logLister
 			if kafka {
 				k, err := kfake.NewCluster(kfake.NumBrokers(1))
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(k.Close)
-				brokers = k.ListenAddrs()
+				logs.brokers = k.ListenAddrs()
 			}
 			cl := startCluster(t, func(c *daemon.EmbeddedConfig) {
-				dataDir = c.DataDir
+				logs.dir = filepath.Join(c.DataDir, "changelog")
 				if kafka {
-					c.Changelog.Kafka = &daemon.KafkaChangelogOptions{Brokers: brokers, PollInterval: 50 * time.Millisecond}
+					c.Changelog.Kafka = &daemon.KafkaChangelogOptions{Brokers: logs.brokers, PollInterval: 50 * time.Millisecond}
 				}
 			})
 			ctx := t.Context()
 			cl.createOrders(ctx)
-			if err := cl.c.Upsert(ctx, target(dayOne), []kv.Row{order(dayOne, 1, "x", 1)}); err != nil {
-				t.Fatal(err)
+			logs.parts = map[string]int64{}
+			for i, p := range []string{dayOne, dayTwo} {
+				if err := cl.c.Upsert(ctx, target(p), []kv.Row{order(p, int64(i+1), "xy"[i:i+1], int32(i+1))}); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "replicated "+p, func(ctx context.Context) error { return cl.replicated(ctx, p, 3) })
+				loc, err := cl.locations(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				logs.table, logs.parts[p] = loc.GetTargetId().GetTableId(), loc.GetTargetId().GetPartitionId()
 			}
 			for _, p := range []string{dayOne, dayTwo} {
-				eventually(t, "replicated "+p, func(ctx context.Context) error { return cl.replicated(ctx, p, 3) })
+				eventually(t, "a log per bucket of "+p, func(ctx context.Context) error { return logs.count(ctx, p, buckets) })
 			}
-			loc, err := cl.locations(ctx, dayOne)
-			if err != nil {
-				t.Fatal(err)
-			}
-			table := loc.GetTargetId().GetTableId()
-			logs := func(ctx context.Context) ([]string, error) {
-				if kafka {
-					return topics(ctx, brokers, fmt.Sprintf("thaw.changelog.t%d.", table))
-				}
-				ents, err := os.ReadDir(filepath.Join(dataDir, "changelog"))
-				var names []string
-				for _, e := range ents {
-					if strings.HasPrefix(e.Name(), fmt.Sprintf("t%d-", table)) {
-						names = append(names, e.Name())
-					}
-				}
-				return names, err
-			}
-			// Every bucket of both partitions has a log once the tablet
-			// servers have opened them, then none after the drop.
-			eventually(t, "a log per bucket", func(ctx context.Context) error {
-				got, err := logs(ctx)
-				if err == nil && len(got) != 2*buckets {
-					err = fmt.Errorf("logs %v, want %d", got, 2*buckets)
-				}
-				return err
-			})
-			if err := cl.c.DropTable(ctx, db, orders); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, "logs deleted", func(ctx context.Context) error {
-				got, err := logs(ctx)
-				if err == nil && len(got) > 0 {
-					err = fmt.Errorf("still there: %v", got)
-				}
-				return err
-			})
+			test(t, cl, logs)
 		})
 	}
 }

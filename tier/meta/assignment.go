@@ -20,6 +20,52 @@ func (s *Store) ListAssignments(ctx context.Context) ([]Versioned[Assignment], e
 	return as, err
 }
 
+// DroppedTargets returns those of targets that this metadata created and
+// that have been dropped since (or are being dropped: a drop deletes the
+// assignment first), in the order given. Assignments are created with
+// their table or partition and never re-created, so a target whose id was
+// allocated but which has no assignment is gone for good. A target whose
+// id was never allocated here is not returned: it is not this
+// metadata's to judge (a changelog shared with another tier, a wrong etcd
+// prefix). An invalid target is ErrInvalid.
+func (s *Store) DroppedTargets(ctx context.Context, targets []Target) ([]Target, error) {
+	for _, t := range targets {
+		if err := t.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	// The sequences before the assignments: every id below them was
+	// allocated, together with its assignment, before the list is read.
+	tkey, pkey := s.k.seqTable(), s.k.seqPartition()
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(tkey), clientv3.OpGet(pkey)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("meta: read the id sequences: %w", err)
+	}
+	next := [2]int64{1, 1}
+	for i, key := range []string{tkey, pkey} {
+		if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			if next[i], err = parseSeqValue(key, kvs[0].Value); err != nil {
+				return nil, err
+			}
+		}
+	}
+	as, err := s.ListAssignments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := make(map[Target]bool, len(as))
+	for _, a := range as {
+		live[a.Value.Target()] = true
+	}
+	var dropped []Target
+	for _, t := range targets {
+		if t.TableID < next[0] && t.PartitionID < next[1] && !live[t] {
+			dropped = append(dropped, t)
+		}
+	}
+	return dropped, nil
+}
+
 // PutAssignment replaces a target's assignment if it still has mod
 // revision rev, and returns the new revision. Assignments are created with
 // their table or partition and deleted with it, so rev must be that of an

@@ -160,3 +160,35 @@ func TestWatchAssignmentsRelistsAfterCompaction(t *testing.T) {
 		t.Fatalf("reset at %d, before the compaction at %d", u.Rev, resp.Header.Revision)
 	}
 }
+
+// TestDroppedTargets: only targets this metadata created and has dropped
+// (or is dropping) come back; live ones and ids it never allocated do not.
+func TestDroppedTargets(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if got, err := e.s.DroppedTargets(ctx, []meta.Target{{TableID: 1}, {TableID: 1, PartitionID: 1}}); err != nil || len(got) != 0 {
+		t.Fatalf("nothing allocated yet: %v, %v", got, err)
+	}
+	e.createDB("d")
+	live := e.createTable("d", "live", 2, false).Value.Target()
+	gone := e.createTable("d", "gone", 2, false).Value.Target()
+	e.createTable("d", "parted", 2, true)
+	p1 := e.createPartition("d", "parted", "a", 2).Value.Target()
+	p2 := e.createPartition("d", "parted", "b", 2).Value.Target()
+	if err := e.s.DropTable(ctx, e.g, "d", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.DropPartition(ctx, e.g, "d", "parted", "a"); err != nil {
+		t.Fatal(err)
+	}
+	never := meta.Target{TableID: 99}
+	neverPart := meta.Target{TableID: p2.TableID, PartitionID: 99}
+	ask := []meta.Target{never, p2, gone, live, p1, neverPart}
+	got, err := e.s.DroppedTargets(ctx, ask)
+	if want := []meta.Target{gone, p1}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("DroppedTargets(%v) = %v, %v; want %v", ask, got, err, want)
+	}
+	if _, err := e.s.DroppedTargets(ctx, []meta.Target{live, {TableID: 0}}); !errors.Is(err, meta.ErrInvalid) {
+		t.Fatalf("an invalid target: %v, want ErrInvalid", err)
+	}
+}

@@ -28,6 +28,7 @@ const (
 	DefaultMaxScans           = 1024
 	DefaultRetryMin           = 200 * time.Millisecond
 	DefaultRetryMax           = 30 * time.Second
+	DefaultChangelogSweep     = 10 * time.Minute
 )
 
 // Config configures a tablet server. Zero values take the defaults above
@@ -72,6 +73,10 @@ type Config struct {
 	// long; MaxScans bounds the pinned views held at once.
 	ScanIdleTimeout time.Duration
 	MaxScans        int
+	// ChangelogSweepInterval is how often the server looks for changelogs
+	// of dropped tables and partitions and deletes them (also once at
+	// start); negative disables the sweep.
+	ChangelogSweepInterval time.Duration
 	// RetryMin and RetryMax bound the backoff of a replica whose restore
 	// or changelog tailing failed, and of registration.
 	RetryMin, RetryMax time.Duration
@@ -135,6 +140,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxScans == 0 {
 		c.MaxScans = DefaultMaxScans
+	}
+	if c.ChangelogSweepInterval == 0 {
+		c.ChangelogSweepInterval = DefaultChangelogSweep
 	}
 	if c.RetryMin == 0 {
 		c.RetryMin = DefaultRetryMin

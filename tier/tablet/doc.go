@@ -38,7 +38,13 @@
 // target was dropped; target ids are never reused), the bucket's changelog
 // is deleted too once the replica has closed (Provider.Delete, retried
 // while another replica on the host still holds it, until the server
-// stops). At most Config.RestoreConcurrency replicas restore at once.
+// stops). What that misses (a target dropped while the server was down, a
+// topic re-created by a replica on another host still restoring) the
+// changelog sweep deletes: at start and every
+// Config.ChangelogSweepInterval the server lists its Provider's logs and
+// deletes those whose targets meta.Store.DroppedTargets reports (created
+// by this metadata, assignment gone). At most Config.RestoreConcurrency
+// replicas restore at once.
 //
 // # Restore
 //

@@ -22,6 +22,7 @@ type metrics struct {
 	registered      prometheus.Gauge
 	leaseLost       prometheus.Counter
 	replicaFailures prometheus.Counter
+	logsSwept       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -74,6 +75,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		replicaFailures: f.NewCounter(prometheus.CounterOpts{
 			Name: "thaw_tablet_replica_failures_total",
 			Help: "Replica restores and changelog tails that failed (each is retried with backoff).",
+		}),
+		logsSwept: f.NewCounter(prometheus.CounterOpts{
+			Name: "thaw_tablet_changelogs_swept_total",
+			Help: "Changelogs of dropped tables and partitions that the periodic sweep deleted (logs the dropping replicas missed).",
 		}),
 	}
 	f.NewCounterFunc(prometheus.CounterOpts{

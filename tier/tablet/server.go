@@ -133,6 +133,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.watchRecords(ctx, s.deps.Meta.Prefix()+"/tables/", recordTables) })
 	wg.Go(func() { s.watchRecords(ctx, s.deps.Meta.Prefix()+"/partitions/", recordPartitions) })
 	wg.Go(func() { s.scans.expire(ctx, s.cfg.ScanIdleTimeout) })
+	wg.Go(func() { s.sweepLogs(ctx) })
 
 	l := newLoop(s)
 	close(s.up)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -547,4 +548,41 @@ func TestThinIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	offsets(t, w, end+10, end+10)
+}
+
+// TestList: List names the provider's logs, sorted, and no topic of
+// another prefix, even one that starts like its own.
+func TestList(t *testing.T) {
+	addrs := brokers(t, 1)
+	p := provider(t, addrs)
+	ids := []changelog.BucketLogID{
+		{TableID: 9, Bucket: 1},
+		{TableID: 2, Partitioned: true, PartitionID: 0, Bucket: 0},
+		{TableID: 2, Bucket: 3},
+	}
+	for _, id := range ids {
+		open(t, p, id)
+	}
+	for _, prefix := range []string{"thaw.changelogs", "thaw.changelog.t07", "thaw.changelog.x", "thaw"} {
+		open(t, provider(t, addrs, func(c *Config) { c.TopicPrefix = prefix }), changelog.BucketLogID{TableID: 1})
+	}
+	want := []changelog.BucketLogID{ids[2], ids[1], ids[0]}
+	got, err := p.List(t.Context())
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("List = %v, %v; want %v", got, err, want)
+	}
+	if err := p.Delete(t.Context(), ids[0]); !errors.Is(err, changelog.ErrInUse) {
+		t.Fatalf("delete of an open log: %v", err)
+	}
+	other := provider(t, addrs) // another host: its Delete does not wait for p's handles
+	if err := other.Delete(t.Context(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.List(t.Context()); err != nil || !slices.Equal(got, want[:2]) {
+		t.Fatalf("after a delete: List = %v, %v; want %v", got, err, want[:2])
+	}
+	other.Close()
+	if _, err := other.List(t.Context()); !errors.Is(err, changelog.ErrClosed) {
+		t.Fatalf("List after Close: %v, want ErrClosed", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,11 +157,40 @@ func (p *Provider) Ping(ctx context.Context) error {
 
 // Topic returns the topic of id's log.
 func (p *Provider) Topic(id changelog.BucketLogID) string {
-	t := p.cfg.TopicPrefix + ".t" + strconv.FormatInt(id.TableID, 10)
-	if id.Partitioned {
-		t += ".p" + strconv.FormatInt(id.PartitionID, 10)
+	return p.cfg.TopicPrefix + "." + id.Name(".")
+}
+
+// List returns the logs whose topics exist: every topic named
+// {prefix}.{log} (changelog.ParseName with "."), sorted. Other topics,
+// and topics the brokers report with an error (one being deleted, say), are
+// left out.
+func (p *Provider) List(ctx context.Context) ([]changelog.BucketLogID, error) {
+	if p.closed() {
+		return nil, changelog.ErrClosed
 	}
-	return t + ".b" + strconv.FormatInt(int64(id.Bucket), 10)
+	var resp *kmsg.MetadataResponse
+	err := withRetries(ctx, nil, func() (err error) {
+		resp, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, p.cl) // no topics: all of them
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkalog: list topics: %w", err)
+	}
+	var ids []changelog.BucketLogID
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 || t.IsInternal {
+			continue
+		}
+		name, ok := strings.CutPrefix(*t.Topic, p.cfg.TopicPrefix+".")
+		if !ok {
+			continue
+		}
+		if id, ok := changelog.ParseName(name, "."); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, changelog.CompareIDs)
+	return ids, nil
 }
 
 // Open opens id's log, creating its topic if it does not exist.
