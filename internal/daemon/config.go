@@ -270,6 +270,14 @@ type CoordinatorOptions struct {
 	TabletTimeout time.Duration `yaml:"tablet_timeout"`
 	// Fanout bounds concurrent coordinator → tablet calls (default 8).
 	Fanout int `yaml:"fanout"`
+	// DroppedDataCleanInterval is how often the leading coordinator
+	// deletes the object-store data of dropped tables and partitions
+	// (default 1m, at least 1s; negative disables it).
+	DroppedDataCleanInterval time.Duration `yaml:"dropped_data_clean_interval"`
+	// DroppedDataGrace is how long after a drop the coordinator keeps
+	// looking for late snapshot uploads into the dropped target's
+	// directory before it forgets the target (default 1m).
+	DroppedDataGrace time.Duration `yaml:"dropped_data_grace"`
 	// BulkLoad tunes bulk-load transactions (the `coordinator.bulk_load:`
 	// section); a zero or absent key keeps the coordinator's default.
 	BulkLoad BulkLoadOptions `yaml:"bulk_load"`
@@ -337,6 +345,8 @@ func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string
 		ResyncInterval:           c.ResyncInterval,
 		TabletTimeout:            c.TabletTimeout,
 		Fanout:                   c.Fanout,
+		DroppedDataCleanInterval: c.DroppedDataCleanInterval,
+		DroppedDataGrace:         c.DroppedDataGrace,
 		BulkLoad: coordinator.BulkLoadConfig{
 			DefaultBuildTimeout:   b.DefaultBuildTimeout,
 			MaxBuildTimeout:       b.MaxBuildTimeout,
@@ -367,6 +377,8 @@ func (c *CoordinatorOptions) defaults() {
 		ResyncInterval:           30 * time.Second,
 		TabletTimeout:            30 * time.Second,
 		Fanout:                   8,
+		DroppedDataCleanInterval: coordinator.DefaultDroppedDataCleanInterval,
+		DroppedDataGrace:         coordinator.DefaultDroppedDataGrace,
 	}
 }
 
@@ -377,6 +389,12 @@ func (c CoordinatorOptions) validate() error {
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("coordinator.lease_ttl %v is shorter than 1s", c.LeaseTTL))
+	}
+	if c.DroppedDataCleanInterval >= 0 && c.DroppedDataCleanInterval < time.Second {
+		errs = append(errs, fmt.Errorf("coordinator.dropped_data_clean_interval %v is shorter than 1s (negative disables it)", c.DroppedDataCleanInterval))
+	}
+	if c.DroppedDataGrace < 0 {
+		errs = append(errs, fmt.Errorf("coordinator.dropped_data_grace %v is negative", c.DroppedDataGrace))
 	}
 	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > 16 {
 		errs = append(errs, fmt.Errorf("coordinator.default_replication_factor %d not in 1..16", c.DefaultReplicationFactor))

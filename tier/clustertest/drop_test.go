@@ -2,7 +2,9 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +176,106 @@ func topics(ctx context.Context, brokers []string, prefix string) ([]string, err
 		}
 	}
 	return names, nil
+}
+
+// TestDropDeletesData: dropping a partition deletes its snapshots from
+// object storage (the leading coordinator's dropped-data pass) and keeps
+// the other partition's, which stays readable; the drop's record is
+// forgotten once a pass after the grace finds nothing left. Dropping the
+// table then deletes the rest.
+func TestDropDeletesData(t *testing.T) {
+	var remote string
+	cl := startCluster(t, func(c *daemon.EmbeddedConfig) {
+		remote = filepath.Join(c.DataDir, "remote")
+		c.Coordinator.DroppedDataCleanInterval = time.Second
+		c.Coordinator.DroppedDataGrace = time.Second
+	})
+	ctx := t.Context()
+	cl.createOrders(ctx)
+	dirs := map[string]string{}
+	var tableDir string
+	for i, p := range []string{dayOne, dayTwo} {
+		if err := cl.c.Upsert(ctx, target(p), []kv.Row{order(p, int64(i+1), "xy"[i:i+1], int32(i+1))}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "replicated "+p, func(ctx context.Context) error { return cl.replicated(ctx, p, 3) })
+		cl.snapshotAll(ctx, p)
+		loc, err := cl.locations(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := loc.GetTargetId()
+		tableDir = filepath.Join(remote, "kv", db, fmt.Sprintf("%s-%d", orders, id.GetTableId()))
+		dirs[p] = filepath.Join(tableDir, fmt.Sprintf("%s-p%d", p, id.GetPartitionId()))
+	}
+	files := func(dir string) int {
+		n := 0
+		err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				n++
+			}
+			return err
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := map[string]int{}
+	for p, dir := range dirs {
+		if before[p] = files(dir); before[p] == 0 {
+			t.Fatalf("no snapshot files of %s under %s", p, dir)
+		}
+	}
+	dropped := func(want int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			ds, err := cl.e.Meta().ListDroppedData(ctx)
+			if err == nil && len(ds) != want {
+				err = fmt.Errorf("%d dropped targets remembered, want %d", len(ds), want)
+			}
+			return err
+		}
+	}
+
+	if _, err := cl.coord.DropPartition(ctx, connect.NewRequest(&tierv1.DropPartitionRequest{
+		Path: &tierv1.TablePath{Database: db, Table: orders}, Partition: &tierv1.DropPartitionRequest_PartitionName{PartitionName: dayOne},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, dayOne+"'s data deleted", func(context.Context) error {
+		if n := files(dirs[dayOne]); n > 0 {
+			return fmt.Errorf("%d files left under %s", n, dirs[dayOne])
+		}
+		return nil
+	})
+	eventually(t, "the drop forgotten", dropped(0))
+	if n := files(dirs[dayTwo]); n != before[dayTwo] {
+		t.Fatalf("%s: %d files, %d before the drop of %s", dayTwo, n, before[dayTwo], dayOne)
+	}
+	row := order(dayTwo, 2, "y", 2)
+	if err := cl.expectRows(ctx, model{keyOf(row): render(row)}); err != nil {
+		t.Fatal(err)
+	}
+	var deleted float64
+	for _, id := range []string{"coord-1", "coord-2", "coord-3"} {
+		v, _, err := testmetric.Value(cl.e.Gatherer(), "thaw_coordinator_dropped_files_deleted_total", map[string]string{"coordinator": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += v
+	}
+	if deleted != float64(before[dayOne]) {
+		t.Errorf("thaw_coordinator_dropped_files_deleted_total = %v, want %d", deleted, before[dayOne])
+	}
+
+	if err := cl.c.DropTable(ctx, db, orders); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the table's data deleted", func(context.Context) error {
+		if n := files(tableDir); n > 0 {
+			return fmt.Errorf("%d files left under %s", n, tableDir)
+		}
+		return nil
+	})
+	eventually(t, "the table's drop forgotten", dropped(0))
 }

@@ -55,6 +55,13 @@ type Config struct {
 	// Fanout bounds concurrent coordinator → tablet calls and object
 	// deletions of one operation (default 8).
 	Fanout int
+	// DroppedDataCleanInterval is how often the leader deletes the
+	// object-store data of dropped tables and partitions (default 1m; also
+	// at the start of each term; negative disables it). DroppedDataGrace
+	// is how long after a drop it keeps looking for late snapshot uploads
+	// before it forgets the target (default 1m).
+	DroppedDataCleanInterval time.Duration
+	DroppedDataGrace         time.Duration
 	// BulkLoad configures bulk-load transactions (zero fields: defaults).
 	BulkLoad BulkLoadConfig
 	// Callers, when set, are the only callers of the BulkLoadService:
@@ -118,6 +125,10 @@ const (
 	DefaultResyncInterval    = 30 * time.Second
 	DefaultTabletTimeout     = 30 * time.Second
 	DefaultFanout            = 8
+	// DefaultDroppedDataCleanInterval and DefaultDroppedDataGrace: see
+	// Config.
+	DefaultDroppedDataCleanInterval = time.Minute
+	DefaultDroppedDataGrace         = time.Minute
 
 	// MaxReplicationFactor bounds a table's replication factor.
 	MaxReplicationFactor = 16
@@ -147,6 +158,8 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	def(&cfg.RebalanceInterval, DefaultRebalanceInterval)
 	def(&cfg.ResyncInterval, DefaultResyncInterval)
 	def(&cfg.TabletTimeout, DefaultTabletTimeout)
+	def(&cfg.DroppedDataCleanInterval, DefaultDroppedDataCleanInterval)
+	def(&cfg.DroppedDataGrace, DefaultDroppedDataGrace)
 	defInt(&cfg.DefaultReplicationFactor, DefaultReplicationFactor)
 	defInt(&cfg.SnapshotRetention, DefaultSnapshotRetention)
 	defInt(&cfg.MaxMovesPerRound, DefaultMaxMovesPerRound)
@@ -199,6 +212,9 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	}
 	if t := cfg.BulkLoad.SignedUploadTTL; t > 0 && (t < time.Second || t > MaxSignedUploadTTL) {
 		errs = append(errs, fmt.Errorf("signed upload ttl %v not in 1s..%v (negative: off)", t, MaxSignedUploadTTL))
+	}
+	if cfg.DroppedDataGrace < 0 {
+		errs = append(errs, fmt.Errorf("dropped data grace %v is negative", cfg.DroppedDataGrace))
 	}
 	if cfg.BulkLoad.MaxUploadBytes < 1 {
 		errs = append(errs, fmt.Errorf("max upload bytes %d is below 1", cfg.BulkLoad.MaxUploadBytes))

@@ -232,6 +232,7 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	g.Go(func() error { return t.rec.run(gctx) })
 	g.Go(func() error { return c.watchServers(gctx, t) })
 	g.Go(func() error { return t.bulk.run(gctx) })
+	g.Go(func() error { return c.cleanDroppedLoop(gctx, t) })
 	err := g.Wait()
 
 	c.term.CompareAndSwap(t, nil)

@@ -86,6 +86,15 @@
 // serialized. TriggerSnapshot asks each addressed bucket's leader to take
 // one (TakeSnapshot) and returns the registered snapshots.
 //
+// A dropped table or partition's snapshot directory is emptied by the
+// leader: the drop records it (meta.DroppedData, written with the dropping
+// mark), and at the start of each term and every
+// Config.DroppedDataCleanInterval the leader deletes every object under
+// each recorded directory (_METADATA first), keeps the record while
+// anything failed or was deleted, and forgets it once a pass at least
+// Config.DroppedDataGrace after the drop found the directory empty (a
+// snapshot upload in flight at the drop lands within the grace).
+//
 // # Bulk load
 //
 // The coordinator also serves the BulkLoadService (Handler serves both

@@ -8,21 +8,23 @@ import (
 // metrics are the coordinator's Prometheus metrics, registered on the
 // Registerer given to New.
 type metrics struct {
-	leader          prometheus.Gauge
-	epoch           prometheus.Gauge
-	terms           prometheus.Counter
-	ddl             *prometheus.CounterVec // op, result
-	rounds          *prometheus.CounterVec // result
-	moves           prometheus.Counter
-	leaderChanges   prometheus.Counter
-	underReplicated prometheus.Gauge
-	liveServers     prometheus.Gauge
-	notifies        *prometheus.CounterVec // result
-	reports         *prometheus.CounterVec // result
-	snapshotsPruned prometheus.Counter
-	filesDeleted    prometheus.Counter
-	filesLeaked     prometheus.Counter
-	bulk            *bulkMetrics
+	leader              prometheus.Gauge
+	epoch               prometheus.Gauge
+	terms               prometheus.Counter
+	ddl                 *prometheus.CounterVec // op, result
+	rounds              *prometheus.CounterVec // result
+	moves               prometheus.Counter
+	leaderChanges       prometheus.Counter
+	underReplicated     prometheus.Gauge
+	liveServers         prometheus.Gauge
+	notifies            *prometheus.CounterVec // result
+	reports             *prometheus.CounterVec // result
+	snapshotsPruned     prometheus.Counter
+	filesDeleted        prometheus.Counter
+	filesLeaked         prometheus.Counter
+	droppedFilesDeleted prometheus.Counter
+	droppedPending      prometheus.Gauge
+	bulk                *bulkMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -84,6 +86,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		filesLeaked: f.NewCounter(prometheus.CounterOpts{
 			Name: "thaw_coordinator_snapshot_files_leaked_total",
 			Help: "Snapshot objects retention could not delete (left for a sweep).",
+		}),
+		droppedFilesDeleted: f.NewCounter(prometheus.CounterOpts{
+			Name: "thaw_coordinator_dropped_files_deleted_total",
+			Help: "Objects of dropped tables and partitions (snapshot files, _METADATA, bulk-load manifests) deleted from object storage.",
+		}),
+		droppedPending: f.NewGauge(prometheus.GaugeOpts{
+			Name: "thaw_coordinator_dropped_targets_pending",
+			Help: "Dropped tables and partitions whose object-store data is not yet known to be all deleted, at the leader's last pass.",
 		}),
 	}
 }

@@ -66,6 +66,24 @@ func (s *Store) DroppedTargets(ctx context.Context, targets []Target) ([]Target,
 	return dropped, nil
 }
 
+// ListDroppedData returns the dropped targets whose object-store data is
+// still to be deleted, in key order.
+func (s *Store) ListDroppedData(ctx context.Context) ([]Versioned[DroppedData], error) {
+	ds, _, err := list[DroppedData](ctx, s, s.k.droppedAll(), assignmentPage)
+	return ds, err
+}
+
+// DeleteDroppedData forgets a dropped target whose data is deleted, if its
+// record still has revision rev (fencing.ErrPreconditionFailed otherwise).
+func (s *Store) DeleteDroppedData(ctx context.Context, g Guard, t Target, rev int64) error {
+	key := s.k.dropped(t)
+	_, err := s.txn(ctx, g, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, []clientv3.Op{clientv3.OpDelete(key)}, nil)
+	if err != nil {
+		return fmt.Errorf("meta: forget the dropped data of %s: %w", t, err)
+	}
+	return nil
+}
+
 // PutAssignment replaces a target's assignment if it still has mod
 // revision rev, and returns the new revision. Assignments are created with
 // their table or partition and deleted with it, so rev must be that of an

@@ -234,7 +234,11 @@ func (s *Store) dropTable(ctx context.Context, g Guard, key string, cur Versione
 		if err != nil {
 			return err
 		}
-		resp, err := s.txn(ctx, g, cmps, []clientv3.Op{op, clientv3.OpDelete(s.k.assignment(rec.Target()))}, nil)
+		dop, err := put(s.k.dropped(rec.Target()), DroppedData{Version: RecordVersion, TableID: rec.ID, Dir: rec.SnapshotTarget().Dir(), DroppedMs: rec.ModifiedMs})
+		if err != nil {
+			return err
+		}
+		resp, err := s.txn(ctx, g, cmps, []clientv3.Op{op, clientv3.OpDelete(s.k.assignment(rec.Target())), dop}, nil)
 		if err != nil {
 			return fmt.Errorf("meta: drop table %s: mark dropping: %w", what, err)
 		}
@@ -375,13 +379,13 @@ func (s *Store) DropPartition(ctx context.Context, g Guard, db, table, partition
 		if err != nil {
 			return err
 		}
-		if err = s.dropPartition(ctx, g, key, cur); !failed(err) {
+		if err = s.dropPartition(ctx, g, key, cur, tcur.Value); !failed(err) {
 			return err
 		}
 	}
 }
 
-func (s *Store) dropPartition(ctx context.Context, g Guard, key string, cur Versioned[PartitionRecord]) error {
+func (s *Store) dropPartition(ctx context.Context, g Guard, key string, cur Versioned[PartitionRecord], table TableRecord) error {
 	rec, rev := cur.Value, cur.Rev
 	what := fmt.Sprintf("partition %s of table id %d", rec.Name, rec.TableID)
 	if !rec.Dropping {
@@ -393,9 +397,15 @@ func (s *Store) dropPartition(ctx context.Context, g Guard, key string, cur Vers
 		if err != nil {
 			return err
 		}
+		st := table.SnapshotTarget()
+		st.Partition, st.PartitionID = rec.Name, rec.ID
+		dop, err := put(s.k.dropped(rec.Target()), DroppedData{Version: RecordVersion, TableID: rec.TableID, PartitionID: rec.ID, Dir: st.Dir(), DroppedMs: rec.ModifiedMs})
+		if err != nil {
+			return err
+		}
 		resp, err := s.txn(ctx, g,
 			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)},
-			[]clientv3.Op{op, clientv3.OpDelete(s.k.assignment(rec.Target()))}, nil)
+			[]clientv3.Op{op, clientv3.OpDelete(s.k.assignment(rec.Target())), dop}, nil)
 		if err != nil {
 			return fmt.Errorf("meta: drop %s: mark dropping: %w", what, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,8 +72,9 @@ func TestDropDatabaseWithTables(t *testing.T) {
 	if err := e.s.DropDatabase(ctx, e.g, "d", true); err != nil {
 		t.Fatalf("cascade: %v", err)
 	}
-	// Only the id sequences remain.
-	if got := e.keys(); !slices.Equal(got, []string{"/seq/partition", "/seq/table"}) {
+	// Only the id sequences remain, and the records of the data the
+	// coordinator is to delete.
+	if got := e.keys(); !slices.Equal(got, []string{"/dropped/1", "/dropped/2", "/seq/partition", "/seq/table"}) {
 		t.Fatalf("after cascade: %v", got)
 	}
 }
@@ -281,7 +283,7 @@ func TestPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range e.keys() {
-		if strings.Contains(k, "/p2/") || strings.HasSuffix(k, "/p2") || strings.HasSuffix(k, "/2024-01-02") {
+		if (strings.Contains(k, "/p2/") || strings.HasSuffix(k, "/p2") || strings.HasSuffix(k, "/2024-01-02")) && k != "/dropped/1/p2" {
 			t.Errorf("key %s survived the drop", k)
 		}
 	}
@@ -347,9 +349,32 @@ func TestDropTable(t *testing.T) {
 			t.Fatalf("get dropped %s: %v", name, err)
 		}
 	}
-	want := []string{"/databases/d", "/databases/keep", "/seq/partition", "/seq/table"}
+	want := []string{"/databases/d", "/databases/keep", "/dropped/2", "/dropped/3", "/seq/partition", "/seq/table"}
 	if got := survivors(); !slices.Equal(got, want) {
 		t.Fatalf("keys after drop: %v\nwant (besides table 1 in keep) %v", got, want)
+	}
+	// What the coordinator is to delete: each table's snapshot directory
+	// (the partitioned table's holds its partitions').
+	ds, err := e.s.ListDroppedData(ctx)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("dropped data: %v, %v", ds, err)
+	}
+	for i, name := range []string{"plain", "parted"} {
+		d := ds[i].Value
+		if wantDir := "file:///remote/kv/d/" + name + "-" + strconv.Itoa(i+2); d.Dir != wantDir || d.Target() != (meta.Target{TableID: int64(i + 2)}) || d.DroppedMs <= 0 {
+			t.Errorf("dropped data of %s: %+v, want dir %s", name, d, wantDir)
+		}
+	}
+	before := e.dump()
+	if err := e.s.DeleteDroppedData(ctx, e.g, ds[0].Value.Target(), ds[0].Rev-1); !errors.Is(err, fencing.ErrPreconditionFailed) {
+		t.Fatalf("forget at a stale revision: %v", err)
+	}
+	e.unchanged(before, "a stale forget")
+	if err := e.s.DeleteDroppedData(ctx, e.g, ds[0].Value.Target(), ds[0].Rev); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := e.s.ListDroppedData(ctx); err != nil || len(ds) != 1 || ds[0].Value.TableID != 3 {
+		t.Fatalf("after a forget: %v, %v", ds, err)
 	}
 	if _, err := e.s.GetAssignment(ctx, meta.Target{TableID: 1}); err != nil {
 		t.Fatalf("the other table lost its assignment: %v", err)
@@ -411,7 +436,7 @@ func TestDropTableResumes(t *testing.T) {
 			t.Fatalf("finish drop of %s: %v", name, err)
 		}
 	}
-	if got, want := e.keys(), []string{"/databases/d", "/seq/partition", "/seq/table"}; !slices.Equal(got, want) {
+	if got, want := e.keys(), []string{"/databases/d", "/dropped/1", "/dropped/2", "/dropped/2/p1", "/seq/partition", "/seq/table"}; !slices.Equal(got, want) {
 		t.Fatalf("keys %v, want %v", got, want)
 	}
 }

@@ -25,6 +25,7 @@
 //	{p}/servers/{serverId}                                ServerRecord, under the server's lease
 //	{p}/snapshots/{tableId}[/p{partitionId}]/{bucket}/{snapshotId:020d}  BucketSnapshot
 //	{p}/bulkload/txn/{tableId}[/p{partitionId}]/{txnId}   bulkload.Record (bulk-load transaction)
+//	{p}/dropped/{tableId}[/p{partitionId}]                DroppedData (object-store data still to delete)
 //
 // Sequence values are the next id as 20 decimal digits, so that etcd can
 // compare them as strings; every id starts at 1 and 0 means "none" (a
@@ -90,8 +91,10 @@
 // exceeds MaxRecordBytes (1 MiB: an assignment of 4096 buckets with three
 // replicas fits with server ids of up to 40 characters). Work over many keys is batched: AllocateSnapshotIDs moves
 // 64 sequences per transaction; drops delete at most 500 keys per
-// transaction. A drop first marks its record dropping and deletes the
-// assignment (so nothing can be added any more), then sweeps the keys
+// transaction. A drop first marks its record dropping, deletes the
+// assignment (so nothing can be added any more) and writes the target's
+// DroppedData (its snapshot directory, which the coordinator empties and
+// then forgets: ListDroppedData, DeleteDroppedData), then sweeps the keys
 // under the id, then deletes the record, each step conditional on the
 // marked record; calling the drop again finishes an interrupted one.
 // Targets that are loading cannot be dropped (ErrLoading).

@@ -53,6 +53,9 @@ func (k keys) snapshot(t Target, bucket int, id int64) string {
 
 func (k keys) bulkLoads() string { return k.p + "/bulkload/txn/" }
 
+func (k keys) droppedAll() string      { return k.p + "/dropped/" }
+func (k keys) dropped(t Target) string { return k.droppedAll() + t.path() }
+
 // bulkLoadTarget is the prefix of one target's transaction records.
 func (k keys) bulkLoadTarget(t Target) string      { return k.bulkLoads() + t.path() + "/" }
 func (k keys) bulkLoad(t Target, id string) string { return k.bulkLoadTarget(t) + id }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/snapshot"
@@ -246,6 +247,41 @@ func (a Assignment) Validate() error {
 	return nil
 }
 
+// DroppedData is kept at {p}/dropped/{tableId}[/p{partitionId}] from the
+// moment a table or partition is marked dropping (in the same transaction)
+// until the coordinator has deleted everything under Dir, the target's
+// snapshot directory in object storage (snapshot.Target.Dir: a dropped
+// partitioned table's directory holds its partitions').
+type DroppedData struct {
+	Version     int    `json:"version"`
+	TableID     int64  `json:"table_id"`
+	PartitionID int64  `json:"partition_id,omitempty"` // 0: a table
+	Dir         string `json:"dir"`
+	DroppedMs   int64  `json:"dropped_ms"`
+}
+
+// Target returns the dropped target.
+func (d DroppedData) Target() Target { return Target{TableID: d.TableID, PartitionID: d.PartitionID} }
+
+// Validate checks the target, that Dir is an absolute URI with a path
+// under /kv/ and no trailing slash, and that the drop time is set.
+func (d DroppedData) Validate() error {
+	if err := checkVersion(d.Version); err != nil {
+		return err
+	}
+	if err := d.Target().Validate(); err != nil {
+		return err
+	}
+	scheme, rest, ok := strings.Cut(d.Dir, "://")
+	if !ok || scheme == "" || !strings.Contains(rest, "/kv/") || strings.HasSuffix(d.Dir, "/") {
+		return fmt.Errorf("%w: dropped data of %s: directory %q", ErrInvalid, d.Target(), d.Dir)
+	}
+	if d.DroppedMs <= 0 {
+		return fmt.Errorf("%w: dropped data of %s: drop time %d", ErrInvalid, d.Target(), d.DroppedMs)
+	}
+	return nil
+}
+
 // checkBuckets returns what is wrong with the buckets of an assignment, or
 // "". With n > 0 there must be n buckets of at most rf replicas each.
 func checkBuckets(bs []BucketAssignment, n, rf int) string {
@@ -332,7 +368,7 @@ func (s BucketSnapshot) Validate() error {
 
 // Record is the set of records this package stores.
 type Record interface {
-	DatabaseRecord | TableRecord | PartitionRecord | Assignment | ServerRecord | BucketSnapshot
+	DatabaseRecord | TableRecord | PartitionRecord | Assignment | ServerRecord | BucketSnapshot | DroppedData
 	Validate() error
 }
 

@@ -1,0 +1,108 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// cleanDroppedLoop deletes the object-store data of dropped tables and
+// partitions while the term lasts: once at its start, then every
+// DroppedDataCleanInterval.
+func (c *Coordinator) cleanDroppedLoop(ctx context.Context, t *term) error {
+	if c.cfg.DroppedDataCleanInterval < 0 {
+		return nil
+	}
+	tk := time.NewTimer(0)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tk.C:
+		}
+		if err := c.cleanDropped(ctx, t); err != nil && ctx.Err() == nil {
+			c.log.Warn("coordinator could not delete all data of dropped targets; trying again at the next pass",
+				"err", err, "interval", c.cfg.DroppedDataCleanInterval)
+		}
+		tk.Reset(c.cfg.DroppedDataCleanInterval)
+	}
+}
+
+// cleanDropped makes one pass over the dropped targets' records
+// (meta.DroppedData, written when the drop began): it deletes every object
+// under each one's snapshot directory, and forgets a target once a pass
+// found nothing left to delete at least DroppedDataGrace after its drop
+// (a snapshot upload in flight when the drop began, on a tablet server
+// that had not yet seen it, may still land in between).
+func (c *Coordinator) cleanDropped(ctx context.Context, t *term) error {
+	ds, err := c.store.ListDroppedData(ctx)
+	if err != nil {
+		return err
+	}
+	c.m.droppedPending.Set(float64(len(ds)))
+	if len(ds) == 0 {
+		return nil
+	}
+	if c.bulkObjects == nil {
+		return errors.New("coordinator: the object store cannot list objects: dropped targets' data is left")
+	}
+	var errs []error
+	forgotten := 0
+	for _, d := range ds {
+		tgt := d.Value.Target()
+		log := c.log.With("target", tgt.String(), "dir", d.Value.Dir)
+		n, err := c.deleteUnder(ctx, d.Value.Dir)
+		c.m.droppedFilesDeleted.Add(float64(n))
+		if n > 0 {
+			log.Info("coordinator deleted data of a dropped target", "objects", n)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", tgt, err))
+			continue
+		}
+		if n > 0 || c.clock.Now().Sub(time.UnixMilli(d.Value.DroppedMs)) < c.cfg.DroppedDataGrace {
+			continue
+		}
+		if err := c.store.DeleteDroppedData(ctx, t.guard, tgt, d.Rev); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		forgotten++
+		log.Info("coordinator finished deleting the data of a dropped target")
+	}
+	c.m.droppedPending.Set(float64(len(ds) - forgotten))
+	return errors.Join(errs...)
+}
+
+// deleteUnder deletes every object under dir (a directory URI without a
+// trailing slash), _METADATA objects first, and returns how many it
+// deleted.
+func (c *Coordinator) deleteUnder(ctx context.Context, dir string) (int, error) {
+	prefix, err := c.bulkObjects.Key(dir)
+	if err != nil {
+		return 0, fmt.Errorf("coordinator: delete %s: %w", dir, err)
+	}
+	prefix += "/"
+	var uris []string
+	for a, err := range c.bulkObjects.List(ctx, prefix) {
+		if err != nil {
+			return 0, fmt.Errorf("coordinator: list %s: %w", dir, err)
+		}
+		uris = append(uris, dir+"/"+strings.TrimPrefix(a.Key, prefix))
+	}
+	// deleteObjects wants the _METADATA objects first.
+	slices.SortStableFunc(uris, func(a, b string) int {
+		switch ma, mb := isMetadataURI(a), isMetadataURI(b); {
+		case ma == mb:
+			return 0
+		case ma:
+			return -1
+		}
+		return 1
+	})
+	return c.deleteObjects(ctx, uris)
+}
