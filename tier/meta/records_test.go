@@ -63,6 +63,12 @@ func TestRecordFormats(t *testing.T) {
 		{"assignment of a table", func() ([]byte, error) {
 			return meta.Marshal(meta.Assignment{Version: 1, TableID: 7, Buckets: []meta.BucketAssignment{{Replicas: []string{"ts-1"}, Leader: "ts-1"}}})
 		}, `{"version":1,"table_id":7,"buckets":[{"replicas":["ts-1"],"leader":"ts-1","leader_epoch":0}]}`},
+		{"dropped data of a partition", func() ([]byte, error) {
+			return meta.Marshal(meta.DroppedData{Version: 1, TableID: 7, PartitionID: 3, Dir: "s3://bucket/thaw/kv/sales/orders-7/2024-01-01-p3", DroppedMs: 1700000000000})
+		}, `{"version":1,"table_id":7,"partition_id":3,"dir":"s3://bucket/thaw/kv/sales/orders-7/2024-01-01-p3","dropped_ms":1700000000000}`},
+		{"dropped data of a table", func() ([]byte, error) {
+			return meta.Marshal(meta.DroppedData{Version: 1, TableID: 7, Dir: "file:///r/kv/sales/orders-7", DroppedMs: 1})
+		}, `{"version":1,"table_id":7,"dir":"file:///r/kv/sales/orders-7","dropped_ms":1}`},
 		{"server", func() ([]byte, error) {
 			return meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1", Address: "10.0.0.5:7400", StartedMs: 1700000000000})
 		}, `{"version":1,"id":"ts-1","address":"10.0.0.5:7400","started_ms":1700000000000}`},
@@ -163,6 +169,26 @@ func TestMarshalValidates(t *testing.T) {
 			return err
 		},
 		"no address": func() error { _, err := meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1"}); return err },
+		"dropped data outside kv/": func() error {
+			_, err := meta.Marshal(meta.DroppedData{Version: 1, TableID: 1, Dir: "file:///r", DroppedMs: 1})
+			return err
+		},
+		"dropped data dir with a trailing slash": func() error {
+			_, err := meta.Marshal(meta.DroppedData{Version: 1, TableID: 1, Dir: "file:///r/kv/d/t-1/", DroppedMs: 1})
+			return err
+		},
+		"dropped data dir not a URI": func() error {
+			_, err := meta.Marshal(meta.DroppedData{Version: 1, TableID: 1, Dir: "/r/kv/d/t-1", DroppedMs: 1})
+			return err
+		},
+		"dropped data without a time": func() error {
+			_, err := meta.Marshal(meta.DroppedData{Version: 1, TableID: 1, Dir: "file:///r/kv/d/t-1"})
+			return err
+		},
+		"dropped data of table 0": func() error {
+			_, err := meta.Marshal(meta.DroppedData{Version: 1, Dir: "file:///r/kv/d/t-0", DroppedMs: 1})
+			return err
+		},
 		"loading no id": func() error {
 			_, err := meta.Marshal(meta.PartitionRecord{Version: 1, ID: 1, TableID: 1, Name: "p", DataState: meta.Loading})
 			return err
