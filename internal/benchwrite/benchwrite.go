@@ -114,7 +114,12 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 	if cfg.debug {
 		logger = slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	trust, err := daemon.ClientTLSFromEnv() // for an https:// --server
+	if err != nil {
+		return err
+	}
 	client, err := tierclient.New(ctx, addr,
+		tierclient.WithTLSConfig(trust),
 		tierclient.WithLogger(logger),
 		tierclient.WithProtocol(cfg.protocol),
 		tierclient.WithMaxBatchRows(cfg.batchRows),

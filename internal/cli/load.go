@@ -268,7 +268,11 @@ func newCallerToken(prefix string) string {
 // bearer token of THAW_TOKEN if set; scoped makes it write manifests through
 // the coordinator's upload gateway.
 func bulkClient(ctx context.Context, server string, scoped bool) (*bulkloadclient.Client, error) {
-	opts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(daemon.NewHTTPClient())}
+	hc, err := daemon.NewCLIHTTPClient()
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	opts := []bulkloadclient.Opt{bulkloadclient.WithHTTPClient(hc)}
 	if tok := os.Getenv(daemon.EnvToken); tok != "" {
 		opts = append(opts, bulkloadclient.WithBearerToken(tok))
 	}

@@ -76,7 +76,7 @@ func runServer(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunServer(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw server: serving on http://%s (data in %s, %d tablet servers)\n", addr, cfg.DataDir, cfg.Tablets)
+		fmt.Fprintf(stdout, "thaw server: serving on %s%s (data in %s, %d tablet servers)\n", cfg.TLS.Scheme(), addr, cfg.DataDir, cfg.Tablets)
 	}})
 }
 
@@ -106,7 +106,7 @@ func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error 
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunCoordinator(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw coordinator %s: serving on http://%s\n", cfg.ID, addr)
+		fmt.Fprintf(stdout, "thaw coordinator %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
 	}})
 }
 
@@ -137,7 +137,7 @@ func runTablet(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunTablet(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw tablet %s: serving on http://%s\n", cfg.ID, addr)
+		fmt.Fprintf(stdout, "thaw tablet %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
 	}})
 }
 
@@ -245,7 +245,10 @@ func dialLeader[C any](server string, newClient func(connect.HTTPClient, string,
 	if err != nil {
 		return &leaderConn[C]{err: usageError("--server: %v", err)}
 	}
-	hc := daemon.NewHTTPClient()
+	hc, err := daemon.NewCLIHTTPClient()
+	if err != nil {
+		return &leaderConn[C]{err: usageError("%v", err)}
+	}
 	var opts []connect.ClientOption
 	if tok := os.Getenv(daemon.EnvToken); tok != "" {
 		// A coordinator that authenticates bulk-load callers wants it; the
@@ -1413,7 +1416,11 @@ func (d *dataFlags) target(name tableName) tierclient.Target {
 
 // openTable connects a tier client and describes the table.
 func openTable(ctx context.Context, server string, name tableName, opts ...tierclient.Opt) (*tierclient.Client, *tierclient.TableInfo, error) {
-	c, err := tierclient.New(ctx, server, opts...)
+	tc, err := daemon.ClientTLSFromEnv()
+	if err != nil {
+		return nil, nil, usageError("%v", err)
+	}
+	c, err := tierclient.New(ctx, server, append([]tierclient.Opt{tierclient.WithTLSConfig(tc)}, opts...)...)
 	if err != nil {
 		return nil, nil, wrapTier("connect to "+server, err)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,16 +10,30 @@ import (
 )
 
 // NewHTTPClient returns an HTTP client for the tier's RPCs: HTTP/1.1 and
-// HTTP/2 without TLS (h2c with prior knowledge for http:// URLs), so that
-// gRPC works too.
-func NewHTTPClient() *http.Client {
+// HTTP/2, over TLS for https:// URLs (trusting tc's RootCAs; nil: the
+// system's roots) and without (h2c with prior knowledge) for http:// URLs,
+// so that gRPC works too.
+func NewHTTPClient(tc *tls.Config) *http.Client {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Protocols = &protos
 	tr.MaxIdleConnsPerHost = 64
+	if tc != nil {
+		tr.TLSClientConfig = tc.Clone()
+	}
 	return &http.Client{Transport: tr}
+}
+
+// NewCLIHTTPClient is NewHTTPClient trusting $THAW_TLS_CA.
+func NewCLIHTTPClient() (*http.Client, error) {
+	tc, err := ClientTLSFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return NewHTTPClient(tc), nil
 }
 
 // BaseURL turns a registered address ("host:port", "host:port/t/ts-1" or

@@ -633,6 +633,9 @@ type ServerConfig struct {
 	Tablet          TabletOptions      `yaml:"tablet"`
 	Changelog       ChangelogOptions   `yaml:"changelog"`
 	Log             LogConfig          `yaml:"log"`
+	// TLS, when present, makes the listener serve HTTPS only (see
+	// ListenerTLS).
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Defaults implements Config.
@@ -648,6 +651,7 @@ func (c *ServerConfig) Defaults() {
 // Validate implements Config.
 func (c *ServerConfig) Validate() error {
 	var errs []error
+	errs = append(errs, c.TLS.validate())
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir is required"))
 	}
@@ -687,6 +691,9 @@ type CoordinatorConfig struct {
 	Etcd            EtcdConfig         `yaml:"etcd"`
 	Coordinator     CoordinatorOptions `yaml:"coordinator"`
 	Log             LogConfig          `yaml:"log"`
+	// TLS, when present, makes the listener serve HTTPS only and the
+	// advertised address https:// (see ListenerTLS).
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Defaults implements Config.
@@ -700,6 +707,7 @@ func (c *CoordinatorConfig) Defaults() {
 // Validate implements Config.
 func (c *CoordinatorConfig) Validate() error {
 	var errs []error
+	errs = append(errs, c.TLS.validate())
 	errs = append(errs, validateID("id", c.ID), validateHostPort("listen", c.Listen))
 	if c.Advertise != "" {
 		errs = append(errs, validateHostPort("advertise", c.Advertise))
@@ -736,6 +744,9 @@ type TabletConfig struct {
 	Tablet          TabletOptions    `yaml:"tablet"`
 	Changelog       ChangelogOptions `yaml:"changelog"`
 	Log             LogConfig        `yaml:"log"`
+	// TLS, when present, makes the listener serve HTTPS only and the
+	// registered address https:// (see ListenerTLS).
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Defaults implements Config.
@@ -750,6 +761,7 @@ func (c *TabletConfig) Defaults() {
 // Validate implements Config.
 func (c *TabletConfig) Validate() error {
 	var errs []error
+	errs = append(errs, c.TLS.validate())
 	errs = append(errs, validateID("id", c.ID), validateHostPort("listen", c.Listen))
 	if c.Advertise != "" {
 		errs = append(errs, validateHostPort("advertise", c.Advertise))

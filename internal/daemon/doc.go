@@ -26,8 +26,11 @@
 //
 // # One listener per process
 //
-// Every process serves one http.Server speaking HTTP/1.1 and h2c. In the
-// embedded mode the CoordinatorService is at "/" (served by whichever
+// Every process serves one http.Server speaking HTTP/1.1 and h2c, or,
+// with a tls section (ListenerTLS), HTTPS only (HTTP/1.1 and HTTP/2 by
+// ALPN); the addresses it publishes then start with https:// and its own
+// clients trust the section's ca_file. Client commands trust the bundle
+// in THAW_TLS_CA (ClientTLSFromEnv, NewCLIHTTPClient). In the embedded mode the CoordinatorService is at "/" (served by whichever
 // local coordinator leads), tablet server {id} at "/t/{id}/" (so its
 // registered address is "http://HOST:PORT/t/{id}") and every coordinator
 // also at "/c/{id}/". /metrics serves the injected Prometheus registry plus

@@ -66,6 +66,9 @@ type EmbeddedConfig struct {
 	Coordinator CoordinatorOptions
 	Tablet      TabletOptions
 	Changelog   ChangelogOptions
+	// TLS, when set, makes the listener serve HTTPS only and every address
+	// https:// (see ListenerTLS); HTTPClient then trusts TLS.CAFile.
+	TLS *ListenerTLS
 
 	// Logger receives every log of the tier (default: discard).
 	Logger *slog.Logger
@@ -163,6 +166,7 @@ type Embedded struct {
 	tablets *tabletClients
 	gath    *gatherers
 	addr    string // advertised host:port
+	scheme  string // "http://" or "https://"
 
 	ctx      context.Context // lifetime of the components; cancelled by Close
 	cancel   context.CancelFunc
@@ -267,6 +271,14 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		}
 		closers = append(closers, e.logs.Close)
 	}
+	if err := cfg.TLS.validate(); err != nil {
+		return nil, fmt.Errorf("daemon: embedded: %w", err)
+	}
+	serverTLS, clientTLS, err := cfg.TLS.load()
+	if err != nil {
+		return nil, err
+	}
+	e.scheme = cfg.TLS.Scheme()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: listen: %w", err)
@@ -278,7 +290,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		return nil
 	})
 	e.addr = advertised(cfg.Advertise, ln.Addr())
-	e.hc = NewHTTPClient()
+	e.hc = NewHTTPClient(clientTLS)
 	e.tablets = newTabletClients(e.hc)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
@@ -302,7 +314,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	e.httpStop = hstop
 	e.httpDone = make(chan error, 1)
-	srv := newHTTPServer(ln, e.mux, cfg.ShutdownTimeout, log.With("component", "http"))
+	srv := newHTTPServer(ln, e.mux, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 	go func() { e.httpDone <- srv.Start(hctx) }()
 	closers = append(closers, func() error { hstop(); return <-e.httpDone })
 
@@ -334,21 +346,21 @@ func TabletID(i int) string { return "ts-" + strconv.Itoa(i) }
 // addition to the root: "/c/{id}/".
 func CoordinatorPath(id string) string { return "/c/" + id + "/" }
 
-// Address returns the base URL of the tier, "http://host:port": the
-// CoordinatorService (of whichever coordinator leads), /metrics, /healthz
-// and /readyz.
-func (e *Embedded) Address() string { return "http://" + e.addr }
+// Address returns the base URL of the tier, "http://host:port" (https://
+// with TLS): the CoordinatorService (of whichever coordinator leads),
+// /metrics, /healthz and /readyz.
+func (e *Embedded) Address() string { return e.scheme + e.addr }
 
 // HostPort returns the advertised host:port (what --server takes).
 func (e *Embedded) HostPort() string { return e.addr }
 
 // TabletAddress returns the base URL tablet server id is served at,
 // "http://host:port/t/{id}".
-func (e *Embedded) TabletAddress(id string) string { return "http://" + e.addr + "/t/" + id }
+func (e *Embedded) TabletAddress(id string) string { return e.scheme + e.addr + "/t/" + id }
 
 // CoordinatorAddress returns the base URL of one coordinator,
 // "http://host:port/c/{id}", whether or not it leads.
-func (e *Embedded) CoordinatorAddress(id string) string { return "http://" + e.addr + "/c/" + id }
+func (e *Embedded) CoordinatorAddress(id string) string { return e.scheme + e.addr + "/c/" + id }
 
 // Meta returns the metadata store (for assertions; writes need a
 // coordinator's Guard).
@@ -463,7 +475,11 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 		return errors.Join(err, cli.Close())
 	}
 	o := e.cfg.Coordinator
-	c, err := coordinator.New(o.coordinatorConfig(id, e.addr, e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1))), coordinator.Deps{
+	published := e.addr // host:port means http:// to every reader
+	if e.cfg.TLS != nil {
+		published = e.scheme + e.addr
+	}
+	c, err := coordinator.New(o.coordinatorConfig(id, published, e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1))), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    e.tablets.get,

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,13 +42,20 @@ type httpServer struct {
 	log     *slog.Logger
 }
 
-func newHTTPServer(ln net.Listener, h http.Handler, shutdownTimeout time.Duration, log *slog.Logger) *httpServer {
+// newHTTPServer serves h on ln: with tc, HTTPS only (HTTP/1.1 and HTTP/2
+// by ALPN); without, HTTP/1.1 and h2c.
+func newHTTPServer(ln net.Listener, h http.Handler, shutdownTimeout time.Duration, log *slog.Logger, tc *tls.Config) *httpServer {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
+	if tc != nil {
+		protos.SetHTTP2(true)
+	} else {
+		protos.SetUnencryptedHTTP2(true)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         &protos,
+		TLSConfig:         tc,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -59,8 +67,15 @@ func newHTTPServer(ln net.Listener, h http.Handler, shutdownTimeout time.Duratio
 // and then closes what is left.
 func (s *httpServer) Start(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	s.log.Info("http listening", "addr", s.ln.Addr().String())
+	secure := s.srv.TLSConfig != nil // read before serving: Serve configures it
+	go func() {
+		if secure {
+			errc <- s.srv.ServeTLS(s.ln, "", "")
+		} else {
+			errc <- s.srv.Serve(s.ln)
+		}
+	}()
+	s.log.Info("http listening", "addr", s.ln.Addr().String(), "tls", secure)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("daemon: serve http on %s: %w", s.ln.Addr(), err)

@@ -118,7 +118,11 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	hc := NewHTTPClient()
+	ctls, err := ClientTLS(cfg.Tier.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	hc := NewHTTPClient(ctls)
 	var address string
 	if cfg.Tier.IsEmbedded() {
 		ec := EmbeddedConfig{
@@ -355,7 +359,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	}))
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	d.httpStop, d.httpDone = hstop, make(chan error, 1)
-	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, d.log.With("component", "http"))
+	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, d.log.With("component", "http"), nil)
 	go func() { d.httpDone <- srv.Start(hctx) }()
 
 	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -100,6 +100,9 @@ type PromoterTierConfig struct {
 	// comma-separated list of its coordinators (both the tier client and the
 	// bulk-load client take it).
 	Address string `yaml:"address"`
+	// CAFile is a PEM bundle of the CA certificates to trust when address
+	// is https:// (default: the system's roots).
+	CAFile string `yaml:"ca_file"`
 	// Etcd is the external tier's etcd (endpoints required with address).
 	Etcd EtcdConfig `yaml:"etcd"`
 	// ScopedUploads makes builds write their snapshot files and manifests

@@ -102,6 +102,7 @@ func (c ServerConfig) Embedded() EmbeddedConfig {
 		Coordinator:             c.Coordinator,
 		Tablet:                  c.Tablet,
 		Changelog:               c.Changelog,
+		TLS:                     c.TLS,
 	}
 }
 
@@ -172,20 +173,28 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		return fmt.Errorf("daemon: open object store: %w", err)
 	}
 	defer func() { err = errors.Join(err, objects.Close()) }()
+	serverTLS, clientTLS, err := cfg.TLS.load()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
+	published := addr // host:port means http:// to every reader
+	if cfg.TLS != nil {
+		published = cfg.TLS.Scheme() + addr
+	}
 	o := cfg.Coordinator
 	key, err := uploadKey()
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
-	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, addr, cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
+	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, published, cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
-		Tablets:    newTabletClients(NewHTTPClient()).get,
+		Tablets:    newTabletClients(NewHTTPClient(clientTLS)).get,
 		Objects:    objects,
 		Logger:     log.With("component", "coordinator"),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"coordinator": cfg.ID}, opts.Registry),
@@ -211,7 +220,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := c.Handler()
 	mux.Handle("/", h)
-	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"))
+	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -273,14 +282,18 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, logs.Close()) }()
+	serverTLS, clientTLS, err := cfg.TLS.load()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
-	hc := NewHTTPClient()
+	hc := NewHTTPClient(clientTLS)
 	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, hc.Transport)}
-	srv, err := tablet.New(tabletConfig(cfg.ID, "http://"+addr, replicaDir, cfg.Tablet), tablet.Deps{
+	srv, err := tablet.New(tabletConfig(cfg.ID, cfg.TLS.Scheme()+addr, replicaDir, cfg.Tablet), tablet.Deps{
 		Meta:        store,
 		Etcd:        cli,
 		Changelog:   logs,
@@ -310,7 +323,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := srv.Handler()
 	mux.Handle("/", h)
-	hs := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"))
+	hs := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

@@ -74,7 +74,7 @@ func TestRunCoordinatorAndTablet(t *testing.T) {
 		tabletDone <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }})
 	}()
 	ca, ta := <-coordAddr, <-tabletAddr
-	hc := NewHTTPClient()
+	hc := NewHTTPClient(nil)
 	coord := tierv1connect.NewCoordinatorServiceClient(hc, BaseURL(ca))
 
 	// Ready, and the coordinator's services lead: /readyz says a coordinator

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/thawdb/thaw/internal/cli"
+	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testtls"
 )
 
 // thaw runs the CLI in-process.
@@ -279,5 +281,45 @@ func TestCLIScanOutlastsTimeout(t *testing.T) {
 	code := cli.Main(ctx, []string{"scan", "shop.items", "--output", "json", "--timeout", "200ms", server}, out, &errOut)
 	if code != 0 || strings.Count(out.String(), "\n") != rows {
 		t.Fatalf("scan: code %d after %v, %d lines, stderr %q", code, time.Since(start), strings.Count(out.String(), "\n"), errOut.String())
+	}
+}
+
+// TestCLITLS: against a tier that serves HTTPS only, the client commands
+// work with THAW_TLS_CA naming its CA bundle and an https:// --server, and
+// fail at once, naming the certificate, without it.
+func TestCLITLS(t *testing.T) {
+	cert, key := testtls.Files(t)
+	cl := startCluster(t, func(c *daemon.EmbeddedConfig) {
+		c.TLS = &daemon.ListenerTLS{CertFile: cert, KeyFile: key, CAFile: cert}
+	})
+	ctx := t.Context()
+	server := "--server=" + cl.e.Address()
+	if !strings.HasPrefix(cl.e.Address(), "https://") {
+		t.Fatalf("address %s, want https://", cl.e.Address())
+	}
+	start := time.Now()
+	code, out, errOut := thaw(t, ctx, "database", "create", "shop", server)
+	if code == 0 || !strings.Contains(errOut, "certificate") {
+		t.Fatalf("without %s: code %d, stdout %q, stderr %q; want a certificate error", daemon.EnvTLSCA, code, out, errOut)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the untrusted command took %v (retried until its timeout?)", d)
+	}
+	t.Setenv(daemon.EnvTLSCA, filepath.Join(t.TempDir(), "missing.pem"))
+	if code, _, errOut := thaw(t, ctx, "database", "create", "shop", server); code == 0 || !strings.Contains(errOut, daemon.EnvTLSCA) {
+		t.Fatalf("a missing CA bundle: code %d, stderr %q", code, errOut)
+	}
+	t.Setenv(daemon.EnvTLSCA, cert)
+	for _, args := range [][]string{
+		{"database", "create", "shop"},
+		{"table", "create", "shop.users", "--column", "id BIGINT", "--column", "name STRING", "--primary-key", "id", "--buckets", "2"},
+		{"put", "shop.users", `{"id":1,"name":"ada"}`},
+	} {
+		if code, out, errOut := thaw(t, ctx, append(args, server)...); code != 0 {
+			t.Fatalf("thaw %s: code %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if code, out, errOut := thaw(t, ctx, "get", "shop.users", `{"id":1}`, "--output", "json", server); code != 0 || !strings.Contains(out, `"ada"`) {
+		t.Fatalf("thaw get: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

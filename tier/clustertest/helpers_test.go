@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -115,7 +116,9 @@ func (cl *cluster) newClient(t *testing.T) *tierclient.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	c, err := tierclient.New(ctx, cl.e.HostPort(), tierclient.WithRetryPolicy(tierclient.RetryPolicy{
+	// The tier's own client trusts its certificate when it serves HTTPS.
+	trust := cl.e.HTTPClient().Transport.(*http.Transport).TLSClientConfig
+	c, err := tierclient.New(ctx, cl.e.Address(), tierclient.WithTLSConfig(trust), tierclient.WithRetryPolicy(tierclient.RetryPolicy{
 		Timeout: 45 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	}))
 	if err != nil {

@@ -2,6 +2,7 @@ package tierclient
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -74,7 +75,7 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	c := &Client{opts: o, inflight: make(chan struct{}, o.maxInFlight)}
 	c.hc = o.httpClient
 	if c.hc == nil {
-		c.ownHTTP = newHTTPClient(o.protocol, o.maxInFlight)
+		c.ownHTTP = newHTTPClient(o.protocol, o.maxInFlight, o.tlsConfig)
 		c.hc = c.ownHTTP
 	}
 	// Responses are not compressed: on a data center network gzip costs more
@@ -98,19 +99,26 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 }
 
 // newHTTPClient returns the HTTP client of a protocol: HTTP/1.1 keeping up
-// to maxInFlight idle connections per server, or cleartext HTTP/2.
-func newHTTPClient(p Protocol, maxInFlight int) *http.Client {
+// to maxInFlight idle connections per server, or HTTP/2 (cleartext for
+// http:// servers); https:// servers get TLS with tc (nil: the system's
+// roots).
+func newHTTPClient(p Protocol, maxInFlight int, tc *tls.Config) *http.Client {
 	t := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: maxInFlight,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		Protocols:           new(http.Protocols),
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+	if tc != nil {
+		t.TLSClientConfig = tc.Clone()
 	}
 	if p == ProtocolConnectHTTP1 {
 		t.Protocols.SetHTTP1(true)
 	} else {
 		t.Protocols.SetUnencryptedHTTP2(true)
+		t.Protocols.SetHTTP2(true)
 	}
 	return &http.Client{Transport: t}
 }

@@ -98,7 +98,11 @@
 // connection per server) are options (WithProtocol). With batches of
 // thousands of rows the transport is a few percent of the write path's
 // CPU, and the three measured within 2% of each other (docs/performance.md).
-// Responses are not compressed.
+// Responses are not compressed. A tier that serves TLS is named with an
+// https:// address; the client then speaks TLS (HTTP/1.1, or HTTP/2 by
+// ALPN for the HTTP/2 protocols) and trusts WithTLSConfig's RootCAs (default:
+// the system's roots). A certificate it does not trust fails the call at
+// once (not retried).
 //
 // # Concurrency
 //

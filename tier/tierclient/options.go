@@ -1,6 +1,7 @@
 package tierclient
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -95,6 +96,7 @@ const (
 
 type options struct {
 	httpClient       connect.HTTPClient
+	tlsConfig        *tls.Config
 	protocol         Protocol
 	connectOpts      []connect.ClientOption
 	logger           *slog.Logger
@@ -172,6 +174,11 @@ type Opt func(*options)
 // the HTTP client it builds for the protocol. hc must speak HTTP/2 for
 // ProtocolGRPC.
 func WithHTTPClient(hc connect.HTTPClient) Opt { return func(o *options) { o.httpClient = hc } }
+
+// WithTLSConfig sets the TLS configuration of the HTTP client the client
+// builds, for https:// servers (default: the system's roots); it has no
+// effect with WithHTTPClient.
+func WithTLSConfig(tc *tls.Config) Opt { return func(o *options) { o.tlsConfig = tc } }
 
 // WithProtocol sets the wire protocol and transport (default
 // ProtocolConnectHTTP1).

@@ -1,0 +1,156 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testtls"
+	"github.com/thawdb/thaw/internal/tlsfail"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+// testCert is a listener tls section with testtls's certificate, which
+// is also its CA bundle.
+func testCert(t *testing.T) *ListenerTLS {
+	cert, key := testtls.Files(t)
+	return &ListenerTLS{CertFile: cert, KeyFile: key, CAFile: cert}
+}
+
+// TestRolesTLS runs thaw coordinator and thaw tablet with a tls section:
+// both serve HTTPS only and publish https:// addresses, and they reach each
+// other over TLS (the coordinator pushes the assignment to the tablet
+// server, the tablet server reports its snapshot to the coordinator). A
+// client trusting the CA bundle writes and reads rows; one that does not
+// fails at once, with an untrusted-certificate error rather than retries;
+// plain HTTP gets no answer from the services.
+func TestRolesTLS(t *testing.T) {
+	roles := startRoleTest(t, t.TempDir())
+	lt := testCert(t)
+	cc, tc := roles.coordinator(), roles.tablet("ts-1")
+	cc.TLS, tc.TLS = lt, lt
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
+	done := make(chan error, 2)
+	go func() { done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
+	go func() { done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }}) }()
+	ca, ta := "https://"+<-coordAddr, <-tabletAddr
+	trust, err := ClientTLS(lt.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := tierv1connect.NewCoordinatorServiceClient(NewHTTPClient(trust), ca)
+
+	retry(t, "the tablet server registered with its https address", func() error {
+		s, err := coord.ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{}))
+		if err == nil && (len(s.Msg.GetServers()) != 1 || s.Msg.GetServers()[0].GetAddress() != "https://"+ta) {
+			err = errors.New(s.Msg.String())
+		}
+		return err
+	})
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
+		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 1,
+		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "v", Type: "STRING"}}, PrimaryKey: []string{"k"}, Buckets: 2},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	client, err := tierclient.New(ctx, ca, tierclient.WithTLSConfig(trust))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	target := tierclient.Target{Database: "d", Table: "t"}
+	rows := []kv.Row{{int64(1), "one"}, {int64(2), "two"}}
+	retry(t, "upsert over TLS", func() error { return client.Upsert(ctx, target, rows) })
+	got, err := client.Get(ctx, target, []kv.Row{{int64(1), nil}, {int64(2), nil}})
+	if err != nil || len(got) != 2 || !slices.Equal(got[0], rows[0]) || !slices.Equal(got[1], rows[1]) {
+		t.Fatalf("get over TLS: %v, %v", got, err)
+	}
+	retry(t, "the tablet server reports a snapshot to the coordinator over TLS", func() error {
+		_, err := coord.TriggerSnapshot(ctx, connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
+		return err
+	})
+
+	// A client without the CA: refused at once, as untrusted.
+	start := time.Now()
+	uctx, ucancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ucancel()
+	if _, err := tierclient.New(uctx, ca); !tlsfail.Untrusted(err) {
+		t.Fatalf("a client without the CA: %v, want an untrusted-certificate error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the untrusted client took %v to fail (retried?)", d)
+	}
+	// Plain HTTP to the TLS listeners: no service answers.
+	for _, hostPort := range []string{strings.TrimPrefix(ca, "https://"), ta} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+hostPort+PathReadyz, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("plain HTTP to %s answered 200", hostPort)
+			}
+		}
+	}
+
+	cancel()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("a role returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a role did not stop")
+		}
+	}
+}
+
+// TestTLSStartErrors: a role whose certificate, key or CA bundle cannot be
+// read does not start, and says which.
+func TestTLSStartErrors(t *testing.T) {
+	roles := startRoleTest(t, t.TempDir())
+	good := testCert(t)
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tls  ListenerTLS
+		want string
+	}{
+		{"missing key", ListenerTLS{CertFile: good.CertFile, KeyFile: filepath.Join(t.TempDir(), "none.pem")}, "tls"},
+		{"key of another file", ListenerTLS{CertFile: good.CertFile, KeyFile: good.CertFile}, "tls"},
+		{"CA bundle without a certificate", ListenerTLS{CertFile: good.CertFile, KeyFile: good.KeyFile, CAFile: notPEM}, "no PEM certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := roles.coordinator()
+			cc.TLS = &tc.tls
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			err := RunCoordinator(ctx, cc, RunOptions{OnReady: func(string) { t.Error("the coordinator started") }})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("RunCoordinator: %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ClientTLS(notPEM); err == nil {
+		t.Fatal("ClientTLS of a file without a certificate succeeded")
+	}
+}
