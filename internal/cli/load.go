@@ -347,7 +347,7 @@ type loadFlags struct {
 func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	fs := tierFlagSet("thaw load", "--table DATABASE.TABLE [--partition P] FILE|DIR...", stdout)
 	var lf loadFlags
-	fs.StringVar(&lf.server, "server", defaultServer(), "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
+	fs.StringVar(&lf.server, "server", defaultServer(), "coordinator HOST:PORT or URL (https:// for a tier that serves TLS; $THAW_TLS_CA names the CA bundle), or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&lf.table, "table", "", "target table DATABASE.TABLE (required)")
 	fs.StringVar(&lf.partition, "partition", "", "target partition of a partitioned table")
 	fs.StringVar(&lf.token, "token", "", "caller token of the transaction; repeat it to resume a load (default: a fresh one)")

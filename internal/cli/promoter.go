@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -62,7 +63,7 @@ func runPromoter(ctx context.Context, stdout io.Writer, args []string) error {
 		tier = "embedded tier in " + cfg.DataDir + "/tier"
 	}
 	return daemon.RunPromoter(ctx, cfg, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw promoter: serving on http://%s (%s)\n", addr, tier)
+		fmt.Fprintf(stdout, "thaw promoter: serving on %s%s (%s)\n", cfg.TLS.Scheme(), addr, tier)
 	}}})
 }
 
@@ -116,7 +117,7 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 	defer cancel()
 	var plans []promoterhttp.Plan
 	if *addr != "" {
-		c, err := promoterhttp.NewClient(*addr, nil)
+		c, err := promoterClient(*addr)
 		if err != nil {
 			return usageError("%v", err)
 		}
@@ -264,7 +265,7 @@ func runPromote(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := promoterhttp.ValidateRequest(req); err != nil {
 		return usageError("%v", err)
 	}
-	c, err := promoterhttp.NewClient(*addr, nil)
+	c, err := promoterClient(*addr)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -392,7 +393,7 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := checkOutput(*output); err != nil {
 		return err
 	}
-	c, err := promoterhttp.NewClient(*addr, nil)
+	c, err := promoterClient(*addr)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -570,4 +571,14 @@ func progressLine(pr promoterhttp.Promotion, width int) string {
 	}
 	fill := int(frac * float64(width))
 	return fmt.Sprintf("[%s%s] %3.0f%% %s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), frac*100, progressText(p))
+}
+
+// promoterClient is a client of the promoter's API at addr that trusts
+// $THAW_TLS_CA for an https:// addr.
+func promoterClient(addr string) (*promoterhttp.Client, error) {
+	tc, err := daemon.ClientTLSFromEnv()
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return promoterhttp.NewClient(addr, &http.Client{Timeout: time.Minute, Transport: daemon.NewHTTPClient(tc).Transport})
 }

@@ -173,7 +173,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", defaultServer(), "coordinator HOST:PORT or URL, or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
+	fs.StringVar(&c.server, "server", defaultServer(), "coordinator HOST:PORT or URL (https:// for a tier that serves TLS; $THAW_TLS_CA names the CA bundle), or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&c.output, "output", "table", "output format: table or json")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
 }

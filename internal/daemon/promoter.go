@@ -325,6 +325,10 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	if _, err := promoter.New(d.pp.promoterConfig(cfg, opts, promoter.NewEtcdLedger(d.pp.etcd, cfg.Prefix, nil), prometheus.NewRegistry())); err != nil {
 		return nil, errors.Join(fmt.Errorf("daemon: promoter: %w", err), d.pp.close())
 	}
+	serverTLS, _, err := cfg.TLS.load()
+	if err != nil {
+		return nil, errors.Join(err, d.pp.close())
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("daemon: listen: %w", err), d.pp.close())
@@ -359,7 +363,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	}))
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	d.httpStop, d.httpDone = hstop, make(chan error, 1)
-	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, d.log.With("component", "http"), nil)
+	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, d.log.With("component", "http"), serverTLS)
 	go func() { d.httpDone <- srv.Start(hctx) }()
 
 	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -513,8 +517,8 @@ func (d *PromoterDaemon) checkPromoter(context.Context) error {
 // Address returns the listener's host:port.
 func (d *PromoterDaemon) Address() string { return d.addr }
 
-// URL returns the API's base URL.
-func (d *PromoterDaemon) URL() string { return "http://" + d.addr }
+// URL returns the API's base URL (https:// with TLS).
+func (d *PromoterDaemon) URL() string { return d.cfg.TLS.Scheme() + d.addr }
 
 // Promoter returns the promoter once this daemon leads, else nil.
 func (d *PromoterDaemon) Promoter() *promoter.Promoter {

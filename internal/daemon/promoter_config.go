@@ -75,6 +75,9 @@ type PromoterConfig struct {
 	CommitBudget time.Duration `yaml:"commit_budget"`
 	// ShutdownTimeout bounds a graceful shutdown (default 30s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TLS, when present, makes the API listener serve HTTPS only
+	// (cert_file and key_file; the tier's CA bundle is tier.ca_file).
+	TLS *ListenerTLS `yaml:"tls"`
 	// Kafka, if set, makes the leading promoter consume control events
 	// from a Kafka topic.
 	Kafka *KafkaConfig `yaml:"kafka"`
@@ -146,7 +149,10 @@ func (c *PromoterConfig) Validate() error {
 	if c.ID != "" {
 		errs = append(errs, validateID("id", c.ID))
 	}
-	errs = append(errs, validateHostPort("listen", c.Listen), validatePrefix("prefix", c.Prefix))
+	errs = append(errs, validateHostPort("listen", c.Listen), validatePrefix("prefix", c.Prefix), c.TLS.validate())
+	if c.TLS != nil && c.TLS.CAFile != "" {
+		errs = append(errs, errors.New("tls.ca_file: not used by the promoter; the CA bundle of an https:// tier is tier.ca_file"))
+	}
 	if len(c.Policies) == 0 {
 		errs = append(errs, errors.New("policies: at least one policy file or directory is required"))
 	}

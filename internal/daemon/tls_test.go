@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/thawdb/thaw/internal/testtls"
 	"github.com/thawdb/thaw/internal/tlsfail"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
 
@@ -152,5 +155,72 @@ func TestTLSStartErrors(t *testing.T) {
 	}
 	if _, err := ClientTLS(notPEM); err == nil {
 		t.Fatal("ClientTLS of a file without a certificate succeeded")
+	}
+}
+
+// TestPromoterTLS: a promoter whose external tier serves HTTPS reaches it
+// with tier.ca_file (its tier and bulk-load clients promote a partition
+// into it), and serves its own API over HTTPS.
+func TestPromoterTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := promoterTestConfig(t)
+	lt := testCert(t)
+	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1, TLS: lt}
+	smallEmbedded(&ec)
+	e, err := StartEmbedded(ctx, ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: e.Address(), CAFile: lt.CAFile}
+	cfg.Tier.Etcd.defaults()
+	cfg.Tier.Etcd.Endpoints = e.EtcdEndpoints()
+	cfg.TLS = &ListenerTLS{CertFile: lt.CertFile, KeyFile: lt.KeyFile}
+	d, err := StartPromoter(ctx, cfg, PromoterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trust, err := ClientTLS(lt.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := promoterhttp.NewClient(d.URL(), NewHTTPClient(trust))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := api.Promote(ctx, promoter.Request{Table: "shop.events", Partition: "2024-01-03"})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("promote over TLS: %v, %v", items, err)
+	}
+	retry(t, "the promotion committed", func() error {
+		ps, err := api.Promotions(ctx, "")
+		if err == nil && (len(ps) != 1 || ps[0].Record.Phase != promoter.PhaseCommitted) {
+			err = fmt.Errorf("promotions %+v", ps)
+		}
+		return err
+	})
+	if !strings.HasPrefix(d.URL(), "https://") {
+		t.Fatalf("promoter URL %s", d.URL())
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.Address()+"/v1/policies", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP to the promoter's TLS listener answered 200")
+		}
+	}
+	bad := cfg
+	bad.TLS = &ListenerTLS{CertFile: lt.CertFile, KeyFile: lt.KeyFile, CAFile: lt.CAFile}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "tier.ca_file") {
+		t.Fatalf("tls.ca_file in a promoter config: %v", err)
 	}
 }
