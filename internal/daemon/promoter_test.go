@@ -64,20 +64,27 @@ func promoterTestSetup(t *testing.T, policy string) (PromoterConfig, lake.Sample
 // that two promoters (a leader and a standby) can share it.
 func sharedTier(t *testing.T, cfg *PromoterConfig) {
 	t.Helper()
-	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1}
-	smallEmbedded(&ec)
-	e, err := StartEmbedded(t.Context(), ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	if err := e.WaitReady(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e := startTier(t, t.Context(), EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1})
 	no := false
 	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: e.Address()}
 	cfg.Tier.Etcd.defaults()
 	cfg.Tier.Etcd.Endpoints = e.EtcdEndpoints()
+}
+
+// startTier starts a small embedded tier (smallEmbedded) of ec and waits
+// until it is ready; the test's end closes it.
+func startTier(t *testing.T, ctx context.Context, ec EmbeddedConfig) *Embedded {
+	t.Helper()
+	smallEmbedded(&ec)
+	e, err := StartEmbedded(ctx, ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 func smallEmbedded(ec *EmbeddedConfig) {

@@ -20,16 +20,7 @@ func TestPromoterTierAddressList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cfg := promoterTestConfig(t)
-	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1, Coordinators: 2}
-	smallEmbedded(&ec)
-	e, err := StartEmbedded(ctx, ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e := startTier(t, ctx, EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1, Coordinators: 2})
 	l, err := e.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)

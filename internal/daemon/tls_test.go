@@ -166,16 +166,7 @@ func TestPromoterTLS(t *testing.T) {
 	defer cancel()
 	cfg := promoterTestConfig(t)
 	lt := testCert(t)
-	ec := EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1, TLS: lt}
-	smallEmbedded(&ec)
-	e, err := StartEmbedded(ctx, ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e := startTier(t, ctx, EmbeddedConfig{DataDir: filepath.Join(cfg.DataDir, "tier"), TabletServers: 1, TLS: lt})
 	no := false
 	cfg.Tier = PromoterTierConfig{Embedded: &no, Address: e.Address(), CAFile: lt.CAFile}
 	cfg.Tier.Etcd.defaults()
