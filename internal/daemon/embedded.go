@@ -274,7 +274,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	if err := cfg.TLS.validate(); err != nil {
 		return nil, fmt.Errorf("daemon: embedded: %w", err)
 	}
-	serverTLS, clientTLS, err := cfg.TLS.load()
+	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
 	if err != nil {
 		return nil, err
 	}

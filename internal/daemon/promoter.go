@@ -325,7 +325,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	if _, err := promoter.New(d.pp.promoterConfig(cfg, opts, promoter.NewEtcdLedger(d.pp.etcd, cfg.Prefix, nil), prometheus.NewRegistry())); err != nil {
 		return nil, errors.Join(fmt.Errorf("daemon: promoter: %w", err), d.pp.close())
 	}
-	serverTLS, _, err := cfg.TLS.load()
+	serverTLS, _, err := cfg.TLS.load(d.log.With("component", "tls"))
 	if err != nil {
 		return nil, errors.Join(err, d.pp.close())
 	}

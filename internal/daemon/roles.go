@@ -173,7 +173,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		return fmt.Errorf("daemon: open object store: %w", err)
 	}
 	defer func() { err = errors.Join(err, objects.Close()) }()
-	serverTLS, clientTLS, err := cfg.TLS.load()
+	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, logs.Close()) }()
-	serverTLS, clientTLS, err := cfg.TLS.load()
+	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +20,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/internal/testtls"
 	"github.com/thawdb/thaw/internal/tlsfail"
 	"github.com/thawdb/thaw/kv"
@@ -213,5 +218,82 @@ func TestPromoterTLS(t *testing.T) {
 	bad.TLS = &ListenerTLS{CertFile: lt.CertFile, KeyFile: lt.KeyFile, CAFile: lt.CAFile}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "tier.ca_file") {
 		t.Fatalf("tls.ca_file in a promoter config: %v", err)
+	}
+}
+
+// TestCertReload: the listener serves a renewed certificate without a
+// restart, and keeps the previous one (logging why) while the renewed
+// files do not load.
+func TestCertReload(t *testing.T) {
+	dir := t.TempDir()
+	lt := &ListenerTLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
+	first := testtls.Write(t, lt.CertFile, lt.KeyFile)
+	var logs testlog.Buffer
+	server, _, err := lt.load(slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- newHTTPServer(ln, http.NotFoundHandler(), time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	url := "https://" + ln.Addr().String()
+	pool := x509.NewCertPool()
+	pool.AddCert(first)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
+	serving := func() *x509.Certificate {
+		t.Helper()
+		resp, err := (&http.Client{Transport: tr}).Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0]
+	}
+	if got := serving(); !got.Equal(first) {
+		t.Fatalf("serving serial %v, want %v", got.SerialNumber, first.SerialNumber)
+	}
+
+	second := testtls.Write(t, lt.CertFile, lt.KeyFile)
+	pool.AddCert(second)
+	deadline := time.Now().Add(10 * time.Second)
+	for got := serving(); !got.Equal(second); got = serving() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving serial %v after the renewal to %v", got.SerialNumber, second.SerialNumber)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "certificate reloaded") {
+		t.Errorf("no reload logged: %s", logs.String())
+	}
+
+	// A renewal that does not load: the key of another certificate.
+	other := t.TempDir()
+	testtls.Write(t, filepath.Join(other, "c.pem"), filepath.Join(other, "k.pem"))
+	key, err := os.ReadFile(filepath.Join(other, "k.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lt.KeyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "does not load") {
+		if got := serving(); !got.Equal(second) {
+			t.Fatalf("serving serial %v after a broken renewal, want %v", got.SerialNumber, second.SerialNumber)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning of the broken renewal: %s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := serving(); !got.Equal(second) {
+		t.Fatalf("serving serial %v after a broken renewal, want %v", got.SerialNumber, second.SerialNumber)
 	}
 }
