@@ -118,7 +118,7 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	ctls, err := ClientTLS(cfg.Tier.CAFile)
+	ctls, err := ClientTLSFiles(cfg.Tier.CAFile, cfg.Tier.CertFile, cfg.Tier.KeyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	}))
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	d.httpStop, d.httpDone = hstop, make(chan error, 1)
-	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, d.log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(mux), cfg.ShutdownTimeout, d.log.With("component", "http"), serverTLS)
 	go func() { d.httpDone <- srv.Start(hctx) }()
 
 	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -106,6 +106,11 @@ type PromoterTierConfig struct {
 	// CAFile is a PEM bundle of the CA certificates to trust when address
 	// is https:// (default: the system's roots).
 	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate and key the
+	// promoter presents to a tier that requires them (tls.client_ca_file);
+	// both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 	// Etcd is the external tier's etcd (endpoints required with address).
 	Etcd EtcdConfig `yaml:"etcd"`
 	// ScopedUploads makes builds write their snapshot files and manifests

@@ -220,7 +220,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := c.Handler()
 	mux.Handle("/", h)
-	srv := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(mux), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -323,7 +323,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := srv.Handler()
 	mux.Handle("/", h)
-	hs := newHTTPServer(ln, mux, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	hs := newHTTPServer(ln, cfg.TLS.wrap(mux), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

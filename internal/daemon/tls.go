@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -17,17 +18,32 @@ import (
 // system's roots).
 const EnvTLSCA = "THAW_TLS_CA"
 
+// EnvTLSCert and EnvTLSKey name the environment variables of the client
+// certificate and key (PEM files) that client commands present to a tier
+// that requires client certificates (tls.client_ca_file). Both or neither.
+const (
+	EnvTLSCert = "THAW_TLS_CERT"
+	EnvTLSKey  = "THAW_TLS_KEY"
+)
+
 // ListenerTLS is the `tls:` section of thaw server, thaw coordinator and
 // thaw tablet. With CertFile and KeyFile the process's listener speaks
 // HTTPS only (HTTP/1.1 and HTTP/2, TLS 1.2 or later) and it advertises
 // https:// addresses; CAFile is the PEM bundle the process's own clients
 // trust when they reach other thaw processes (coordinator ↔ tablet
 // servers; default: the system's roots). The key pair is read at start and
-// again when its files change (certReloader); the CA bundle at start.
+// again when its files change (certReloader); the CA bundles at start.
+//
+// ClientCAFile turns on mutual TLS: every request but /healthz and
+// /readyz must come with a client certificate that a CA of this bundle
+// signed (else 401, which RPC clients see as unauthenticated), and the
+// process's own clients present the listener's certificate (which then
+// needs the clientAuth extended key usage, or none).
 type ListenerTLS struct {
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	CAFile   string `yaml:"ca_file"`
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	CAFile       string `yaml:"ca_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
 }
 
 // validate checks that the section, when present, names a key pair.
@@ -68,7 +84,51 @@ func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err er
 	if client == nil {
 		client = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}, client, nil
+	server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}
+	if t.ClientCAFile != "" {
+		if server.ClientCAs, err = readPool(t.ClientCAFile, "client_ca_file"); err != nil {
+			return nil, nil, err
+		}
+		// Verified when given; requireClientCert refuses requests
+		// without one (but the health probes).
+		server.ClientAuth = tls.VerifyClientCertIfGiven
+		client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.get(nil) }
+	}
+	return server, client, nil
+}
+
+// requireClientCert wraps the handler of a listener with mutual TLS: a
+// request without a verified client certificate gets 401, except the
+// health probes (load balancers and kubelets present none).
+func requireClientCert(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != PathHealthz && r.URL.Path != PathReadyz && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+			http.Error(w, "a client certificate is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wrap is requireClientCert when the section requires client certificates.
+func (t *ListenerTLS) wrap(h http.Handler) http.Handler {
+	if t == nil || t.ClientCAFile == "" {
+		return h
+	}
+	return requireClientCert(h)
+}
+
+// readPool reads a PEM bundle of certificates.
+func readPool(file, key string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: tls %s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("daemon: tls %s %s: no PEM certificate in it", key, file)
+	}
+	return pool, nil
 }
 
 // certCheckInterval is how often, at most, a handshake looks whether the
@@ -160,22 +220,41 @@ func ClientTLS(caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := readPool(caFile, "ca_file")
 	if err != nil {
-		return nil, fmt.Errorf("daemon: tls ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("daemon: tls ca_file %s: no PEM certificate in it", caFile)
+		return nil, err
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
 
-// ClientTLSFromEnv is ClientTLS of $THAW_TLS_CA.
-func ClientTLSFromEnv() (*tls.Config, error) {
-	tc, err := ClientTLS(os.Getenv(EnvTLSCA))
+// ClientTLSFiles is ClientTLS presenting the client certificate of
+// certFile and keyFile when both are set (for a tier that requires client
+// certificates); one without the other is an error.
+func ClientTLSFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc, err := ClientTLS(caFile)
+	if err != nil || (certFile == "" && keyFile == "") {
+		return tc, err
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("daemon: tls: a client certificate needs both its certificate and its key")
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvTLSCA, err)
+		return nil, fmt.Errorf("daemon: tls client certificate: %w", err)
+	}
+	if tc == nil {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	tc.Certificates = []tls.Certificate{pair}
+	return tc, nil
+}
+
+// ClientTLSFromEnv is ClientTLSFiles of $THAW_TLS_CA, $THAW_TLS_CERT and
+// $THAW_TLS_KEY.
+func ClientTLSFromEnv() (*tls.Config, error) {
+	tc, err := ClientTLSFiles(os.Getenv(EnvTLSCA), os.Getenv(EnvTLSCert), os.Getenv(EnvTLSKey))
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s, %s: %w", EnvTLSCA, EnvTLSCert, EnvTLSKey, err)
 	}
 	return tc, nil
 }

@@ -297,3 +297,91 @@ func TestCertReload(t *testing.T) {
 		t.Fatalf("serving serial %v after a broken renewal, want %v", got.SerialNumber, second.SerialNumber)
 	}
 }
+
+// TestMutualTLS runs thaw coordinator and thaw tablet with
+// tls.client_ca_file: they reach each other presenting their own
+// certificate, a client with a certificate the CA signed is served, one
+// without gets unauthenticated on every service, and the health probes
+// answer without one.
+func TestMutualTLS(t *testing.T) {
+	roles := startRoleTest(t, t.TempDir())
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	testtls.Write(t, cert, key) // self-signed: its own CA, for servers and clients
+	lt := &ListenerTLS{CertFile: cert, KeyFile: key, CAFile: cert, ClientCAFile: cert}
+	cc, tc := roles.coordinator(), roles.tablet("ts-1")
+	cc.TLS, tc.TLS = lt, lt
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
+	done := make(chan error, 2)
+	go func() { done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
+	go func() { done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }}) }()
+	ca, ta := "https://"+<-coordAddr, <-tabletAddr
+	defer func() {
+		cancel()
+		for range 2 {
+			<-done
+		}
+	}()
+	withCert, err := ClientTLSFiles(cert, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert, err := ClientTLS(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := tierv1connect.NewCoordinatorServiceClient(NewHTTPClient(withCert), ca)
+	retry(t, "the tablet server registered", func() error {
+		s, err := coord.ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{}))
+		if err == nil && len(s.Msg.GetServers()) != 1 {
+			err = errors.New(s.Msg.String())
+		}
+		return err
+	})
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
+		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 1,
+		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "k", Type: "BIGINT"}}, PrimaryKey: []string{"k"}, Buckets: 1},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	client, err := tierclient.New(ctx, ca, tierclient.WithTLSConfig(withCert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	target := tierclient.Target{Database: "d", Table: "t"}
+	retry(t, "upsert with a client certificate", func() error { return client.Upsert(ctx, target, []kv.Row{{int64(7)}}) })
+	retry(t, "the tablet server reports a snapshot with its certificate", func() error {
+		_, err := coord.TriggerSnapshot(ctx, connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
+		return err
+	})
+
+	// Without a client certificate: unauthenticated, on the coordinator
+	// and on the tablet server; the probes still answer.
+	bare := NewHTTPClient(noCert)
+	if _, err := tierv1connect.NewCoordinatorServiceClient(bare, ca).ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("coordinator without a client certificate: %v", err)
+	}
+	if _, err := tierv1connect.NewTabletServiceClient(bare, "https://"+ta).Lookup(ctx, connect.NewRequest(&tierv1.LookupRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("tablet server without a client certificate: %v", err)
+	}
+	for _, base := range []string{ca, "https://" + ta} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+PathHealthz, nil)
+		resp, err := bare.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s%s without a client certificate: %d", base, PathHealthz, resp.StatusCode)
+		}
+	}
+	if _, err := ClientTLSFiles(cert, cert, ""); err == nil {
+		t.Fatal("a client certificate without its key was accepted")
+	}
+}

@@ -47,7 +47,7 @@ func Files(t testing.TB) (cert, key string) {
 
 // Write replaces cert and key (each by a rename, as a renewal tool does)
 // with a new self-signed certificate for 127.0.0.1 and its key, and
-// returns the certificate.
+// returns the certificate (for servers and clients alike).
 func Write(t testing.TB, cert, key string) *x509.Certificate {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -62,7 +62,7 @@ func Write(t testing.TB, cert, key string) *x509.Certificate {
 		SerialNumber: serial, Subject: pkix.Name{CommonName: "thaw test"},
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true, IsCA: true,
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -322,4 +323,44 @@ func TestCLITLS(t *testing.T) {
 	if code, out, errOut := thaw(t, ctx, "get", "shop.users", `{"id":1}`, "--output", "json", server); code != 0 || !strings.Contains(out, `"ada"`) {
 		t.Fatalf("thaw get: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
+}
+
+// TestCLIMutualTLS: against a tier that requires client certificates
+// (tls.client_ca_file), the client commands need THAW_TLS_CERT and
+// THAW_TLS_KEY besides THAW_TLS_CA; without them they are refused as
+// unauthenticated, and the tier's own parts still reach each other.
+func TestCLIMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	testtls.Write(t, cert, key)
+	cl := startCluster(t, func(c *daemon.EmbeddedConfig) {
+		c.TLS = &daemon.ListenerTLS{CertFile: cert, KeyFile: key, CAFile: cert, ClientCAFile: cert}
+	})
+	ctx := t.Context()
+	server := "--server=" + cl.e.Address()
+	t.Setenv(daemon.EnvTLSCA, cert)
+	if code, out, errOut := thaw(t, ctx, "database", "create", "shop", server); code == 0 || !strings.Contains(strings.ToLower(errOut), "unauthenticated") {
+		t.Fatalf("without a client certificate: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	t.Setenv(daemon.EnvTLSCert, cert)
+	if code, _, errOut := thaw(t, ctx, "database", "create", "shop", server); code == 0 || !strings.Contains(errOut, daemon.EnvTLSKey) {
+		t.Fatalf("a client certificate without its key: code %d, stderr %q", code, errOut)
+	}
+	t.Setenv(daemon.EnvTLSKey, key)
+	for _, args := range [][]string{
+		{"database", "create", "shop"},
+		{"table", "create", "shop.users", "--column", "id BIGINT", "--column", "name STRING", "--primary-key", "id", "--buckets", "2", "--replication", "3"},
+		{"put", "shop.users", `{"id":1,"name":"ada"}`},
+	} {
+		if code, out, errOut := thaw(t, ctx, append(args, server)...); code != 0 {
+			t.Fatalf("thaw %s: code %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	eventually(t, "replicated on three tablet servers over mutual TLS", func(ctx context.Context) error {
+		code, out, errOut := thaw(t, ctx, "get", "shop.users", `{"id":1}`, "--output", "json", server)
+		if code != 0 || !strings.Contains(out, `"ada"`) {
+			return fmt.Errorf("thaw get: code %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		return nil
+	})
 }
