@@ -52,6 +52,59 @@ func (r roleTest) tablet(id string) TabletConfig {
 	return tc
 }
 
+// runRoles runs thaw coordinator cc and thaw tablet tc until the test
+// ends (a role that returns an error then fails it) and returns their
+// advertised host:port once both listen.
+func runRoles(t *testing.T, cc CoordinatorConfig, tc TabletConfig) (coord, tablet string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
+	done := make(chan error, 2)
+	go func() { done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
+	go func() { done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }}) }()
+	running := 2
+	t.Cleanup(func() {
+		cancel()
+		for ; running > 0; running-- {
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("a role returned %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("a role did not stop")
+				return
+			}
+		}
+	})
+	for coord == "" || tablet == "" {
+		select {
+		case coord = <-coordAddr:
+		case tablet = <-tabletAddr:
+		case err := <-done:
+			running--
+			t.Fatalf("a role stopped before it listened: %v", err)
+		}
+	}
+	return coord, tablet
+}
+
+// createTable creates database db and its table name, replication factor
+// 1, keyed by the first column.
+func createTable(t *testing.T, coord tierv1connect.CoordinatorServiceClient, db, name string, buckets int32, cols ...*tierv1.Column) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: db})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
+		Path: &tierv1.TablePath{Database: db, Table: name}, ReplicationFactor: 1,
+		Schema: &tierv1.TableSchema{Columns: cols, PrimaryKey: []string{cols[0].GetName()}, Buckets: buckets},
+	})); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRunCoordinatorAndTablet runs the two external roles against one
 // etcd, each on its own listener: the tablet server registers under its
 // own address, serves a replication-factor-1 table, and reports a
@@ -103,15 +156,7 @@ func TestRunCoordinatorAndTablet(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
-		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 1,
-		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "k", Type: "BIGINT"}}, PrimaryKey: []string{"k"}, Buckets: 1},
-	})); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, coord, "d", "t", 1, &tierv1.Column{Name: "k", Type: "BIGINT"})
 	// The tablet server snapshots the bucket and reports it to the
 	// coordinator it finds in etcd.
 	var snaps *connect.Response[tierv1.TriggerSnapshotResponse]

@@ -48,13 +48,9 @@ func TestRolesTLS(t *testing.T) {
 	lt := testCert(t)
 	cc, tc := roles.coordinator(), roles.tablet("ts-1")
 	cc.TLS, tc.TLS = lt, lt
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
-	done := make(chan error, 2)
-	go func() { done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
-	go func() { done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }}) }()
-	ca, ta := "https://"+<-coordAddr, <-tabletAddr
+	ctx := t.Context()
+	ca, ta := runRoles(t, cc, tc)
+	ca = "https://" + ca
 	trust, err := ClientTLS(lt.CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -68,15 +64,7 @@ func TestRolesTLS(t *testing.T) {
 		}
 		return err
 	})
-	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
-		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 1,
-		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "v", Type: "STRING"}}, PrimaryKey: []string{"k"}, Buckets: 2},
-	})); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, coord, "d", "t", 2, &tierv1.Column{Name: "k", Type: "BIGINT"}, &tierv1.Column{Name: "v", Type: "STRING"})
 	client, err := tierclient.New(ctx, ca, tierclient.WithTLSConfig(trust))
 	if err != nil {
 		t.Fatal(err)
@@ -113,18 +101,6 @@ func TestRolesTLS(t *testing.T) {
 			if resp.StatusCode == http.StatusOK {
 				t.Errorf("plain HTTP to %s answered 200", hostPort)
 			}
-		}
-	}
-
-	cancel()
-	for range 2 {
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("a role returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("a role did not stop")
 		}
 	}
 }
@@ -311,19 +287,9 @@ func TestMutualTLS(t *testing.T) {
 	lt := &ListenerTLS{CertFile: cert, KeyFile: key, CAFile: cert, ClientCAFile: cert}
 	cc, tc := roles.coordinator(), roles.tablet("ts-1")
 	cc.TLS, tc.TLS = lt, lt
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
-	done := make(chan error, 2)
-	go func() { done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
-	go func() { done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }}) }()
-	ca, ta := "https://"+<-coordAddr, <-tabletAddr
-	defer func() {
-		cancel()
-		for range 2 {
-			<-done
-		}
-	}()
+	ctx := t.Context()
+	ca, ta := runRoles(t, cc, tc)
+	ca = "https://" + ca
 	withCert, err := ClientTLSFiles(cert, cert, key)
 	if err != nil {
 		t.Fatal(err)
@@ -340,15 +306,7 @@ func TestMutualTLS(t *testing.T) {
 		}
 		return err
 	})
-	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
-		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 1,
-		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "k", Type: "BIGINT"}}, PrimaryKey: []string{"k"}, Buckets: 1},
-	})); err != nil {
-		t.Fatal(err)
-	}
+	createTable(t, coord, "d", "t", 1, &tierv1.Column{Name: "k", Type: "BIGINT"})
 	client, err := tierclient.New(ctx, ca, tierclient.WithTLSConfig(withCert))
 	if err != nil {
 		t.Fatal(err)
