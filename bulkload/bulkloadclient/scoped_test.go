@@ -22,8 +22,8 @@ import (
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/daemon/daemontest"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/internal/testlog"
-	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshotbuild"
@@ -126,7 +126,7 @@ func TestScopedUploads(t *testing.T) {
 	for _, r := range results {
 		files += r.Files + 1
 	}
-	puts, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	puts, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestScopedUploadsFailover(t *testing.T) {
 		}
 	})
 	results = append(results, buildThrough(ctx, t, bc, rows, []int{2, 3}, store)...)
-	if n, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.UnknownKey}); err != nil || n < 1 {
+	if n, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.UnknownKey}); err != nil || n < 1 {
 		t.Fatalf("the new coordinator refused %v old capabilities (%v): the refresh path was not taken", n, err)
 	}
 	st, err := c.Commit(ctx, bc, results, 30*time.Second)
@@ -519,7 +519,7 @@ func TestUploadGatewayExpiry(t *testing.T) {
 	}
 	minted := func() float64 {
 		t.Helper()
-		v, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_bulkload_requests_total", map[string]string{"rpc": "get_upload_credentials", "result": "OK"})
+		v, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_bulkload_requests_total", map[string]string{"rpc": "get_upload_credentials", "result": "OK"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,8 +22,8 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/internal/testlog"
-	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/internal/testvgw"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -95,7 +95,7 @@ func TestSignedUploads(t *testing.T) {
 		files += r.Files + 1
 	}
 	metric := func(op, result string) int {
-		v, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": op, "result": result})
+		v, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": op, "result": result})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestSignedUploads(t *testing.T) {
 	if signs, puts := metric("sign", "ok"), metric("put", "ok"); signs != files+1+1+results[0].Files+1 || puts != 0 {
 		t.Fatalf("the gateway signed %d uploads and stored %d objects; the build wrote %d files, _METADATA and a manifest", signs, puts, files)
 	}
-	bytesThrough, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_bytes_total", nil)
+	bytesThrough, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_bytes_total", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +207,11 @@ func TestSignedUploadRefusals(t *testing.T) {
 	if st, err := c2.Commit(ctx, bc2, results, 30*time.Second); err != nil || st.State != bulkload.Committed {
 		t.Fatalf("commit: %+v %v", st, err)
 	}
-	unsupported, _, err := testmetric.Value(off.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "sign", "result": uploadcap.Unsupported})
+	unsupported, _, err := metricvalue.Value(off.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "sign", "result": uploadcap.Unsupported})
 	if err != nil {
 		t.Fatal(err)
 	}
-	puts, _, err := testmetric.Value(off.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	puts, _, err := metricvalue.Value(off.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
 	if err != nil {
 		t.Fatal(err)
 	}

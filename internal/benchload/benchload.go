@@ -24,7 +24,7 @@ import (
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
-	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshotbuild"
@@ -477,11 +477,11 @@ func gatewayCounts(g prometheus.Gatherer) (signed, through int64, err error) {
 	if g == nil {
 		return 0, 0, nil
 	}
-	v, _, err := testmetric.Value(g, "thaw_coordinator_upload_requests_total", map[string]string{"op": "sign", "result": "ok"})
+	v, _, err := metricvalue.Value(g, "thaw_coordinator_upload_requests_total", map[string]string{"op": "sign", "result": "ok"})
 	if err != nil {
 		return 0, 0, err
 	}
-	b, _, err := testmetric.Value(g, "thaw_coordinator_upload_bytes_total", nil)
+	b, _, err := metricvalue.Value(g, "thaw_coordinator_upload_bytes_total", nil)
 	return int64(v), int64(b), err
 }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/daemon"
-	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/internal/testvgw"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -467,7 +467,7 @@ func TestDistributedScoped(t *testing.T) {
 	files, _ := scopedBuilders(t, nil, server, file, in)
 	mustThaw(t, "bulkload", "commit", "--scoped-uploads", server, "--context", file("ctx.json"), file("s1.json"), file("s2.json"))
 	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0), lastWins(a), false)
-	puts, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	puts, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestDistributedScoped(t *testing.T) {
 	}
 	mustThaw(t, "load", "--scoped-uploads", server, "--table", "shop.loaded", in)
 	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "loaded"}, 0), lastWins(a), false)
-	after, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
+	after, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": "ok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func TestDistributedSigned(t *testing.T) {
 	}
 	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0), lastWins(a), false)
 	count := func(op string) int {
-		v, _, err := testmetric.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": op, "result": "ok"})
+		v, _, err := metricvalue.Value(e.Gatherer(), "thaw_coordinator_upload_requests_total", map[string]string{"op": op, "result": "ok"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/internal/testlog"
-	"github.com/thawdb/thaw/internal/testmetric"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/promoter"
 )
@@ -140,7 +140,7 @@ thaw_promoter_control_events_total{outcome="rejected",type="promote"} 1
 		"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")
 	// The brokers acknowledge a record before its count goes up.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got, _, err := testmetric.Value(reg, "thaw_promoter_status_events_total", map[string]string{"outcome": "published"})
+		got, _, err := metricvalue.Value(reg, "thaw_promoter_status_events_total", map[string]string{"outcome": "published"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
-	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -118,7 +118,7 @@ func TestEndToEnd(t *testing.T) {
 // sample count) whose labels include labels; -1 if there is none.
 func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	v, ok, err := testmetric.Value(reg, name, labels)
+	v, ok, err := metricvalue.Value(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"connectrpc.com/connect"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
-	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -100,7 +100,7 @@ func TestUploadGatewayFaults(t *testing.T) {
 	// The gateway has seen it (the first transient refusal above, and
 	// this one) before the store is checked.
 	eventually(t, "the gateway refused the cut-short body", func() error {
-		v, _, err := testmetric.Value(n.reg, "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.Transient})
+		v, _, err := metricvalue.Value(n.reg, "thaw_coordinator_upload_requests_total", map[string]string{"op": "put", "result": uploadcap.Transient})
 		if err == nil && v != 2 {
 			err = fmt.Errorf("%v transient refusals", v)
 		}

@@ -18,7 +18,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/internal/daemon"
-	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/kv"
 )
 
@@ -74,7 +74,7 @@ func TestSweepDeletesOrphanedChangelogs(t *testing.T) {
 		})
 		var swept float64
 		for _, id := range servers {
-			v, _, err := testmetric.Value(cl.e.Gatherer(), "thaw_tablet_changelogs_swept_total", map[string]string{"server": id})
+			v, _, err := metricvalue.Value(cl.e.Gatherer(), "thaw_tablet_changelogs_swept_total", map[string]string{"server": id})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestDropDeletesData(t *testing.T) {
 	}
 	var deleted float64
 	for _, id := range []string{"coord-1", "coord-2", "coord-3"} {
-		v, _, err := testmetric.Value(cl.e.Gatherer(), "thaw_coordinator_dropped_files_deleted_total", map[string]string{"coordinator": id})
+		v, _, err := metricvalue.Value(cl.e.Gatherer(), "thaw_coordinator_dropped_files_deleted_total", map[string]string{"coordinator": id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
-	"github.com/thawdb/thaw/internal/testmetric"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -376,7 +376,7 @@ func isNotLeader(err error) bool { return errors.Is(err, fencing.ErrNotLeader) }
 // the given ones (a counter or a gauge), failing the test if there is none.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	v, ok, err := testmetric.Value(reg, name, labels)
+	v, ok, err := metricvalue.Value(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/internal/testlog"
-	"github.com/thawdb/thaw/internal/testmetric"
 )
 
 const topic = "thaw-control"
@@ -231,7 +231,7 @@ func counter(t *testing.T, reg *prometheus.Registry, typ, outcome string) float6
 // include the given ones; -1 if there is none.
 func metric(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
-	v, ok, err := testmetric.Value(reg, name, want)
+	v, ok, err := metricvalue.Value(reg, name, want)
 	if err != nil {
 		t.Fatal(err)
 	}

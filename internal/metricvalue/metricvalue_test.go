@@ -1,4 +1,4 @@
-package testmetric
+package metricvalue
 
 import (
 	"testing"

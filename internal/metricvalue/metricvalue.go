@@ -1,7 +1,7 @@
-// Package testmetric reads one value out of a Prometheus registry, for
+// Package metricvalue reads one value out of a Prometheus registry, for
 // tests that check what a component counted (and for bench load, which
 // reports what the embedded tier's upload gateway did).
-package testmetric
+package metricvalue
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
