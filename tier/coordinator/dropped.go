@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/thawdb/thaw/objstore"
 )
 
 // cleanDroppedLoop deletes the object-store data of dropped tables and
@@ -59,6 +61,17 @@ func (c *Coordinator) cleanDropped(ctx context.Context, t *term) error {
 		c.m.droppedFilesDeleted.Add(float64(n))
 		if n > 0 {
 			log.Info("coordinator deleted data of a dropped target", "objects", n)
+		}
+		if errors.Is(err, objstore.ErrOutsideStore) {
+			// A table created when the tier had another object store:
+			// nothing here can delete it, so say so once and forget it.
+			log.Error("coordinator cannot delete the data of a dropped target: it lies outside the object store; delete it by hand", "err", err)
+			if err := c.store.DeleteDroppedData(ctx, t.guard, tgt, d.Rev); err != nil {
+				errs = append(errs, err)
+			} else {
+				forgotten++
+			}
+			continue
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", tgt, err))

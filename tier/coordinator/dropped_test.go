@@ -112,6 +112,20 @@ func TestCleanDropped(t *testing.T) {
 		t.Fatal("the late upload is still there")
 	}
 	pass(false, 0, "nothing left after the grace")
+
+	// A table whose directory lies outside this object store (created when
+	// the tier used another): reported and forgotten, not retried forever.
+	if _, err := e.store.CreateTable(ctx, term.guard, meta.TableSpec{Database: "d", Name: "moved", Schema: schema, ReplicationFactor: 1,
+		RemoteDataDir: "file:///thaw-elsewhere", Buckets: []meta.BucketAssignment{{Replicas: []string{"ts-1"}, Leader: "ts-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DropTable(ctx, term.guard, "d", "moved"); err != nil {
+		t.Fatal(err)
+	}
+	if remembered() != 1 {
+		t.Fatal("the drop of a table outside the store was not recorded")
+	}
+	pass(false, 0, "a directory outside the store")
 	if got := testutil.ToFloat64(n.c.m.droppedFilesDeleted); got != 4 {
 		t.Errorf("dropped files deleted: %v, want 4", got)
 	}
