@@ -30,6 +30,7 @@ type buildCfg struct {
 	offsets map[int]int64
 	dups    Duplicates
 	comp    Compression
+	block   int
 }
 
 func buildPairs(t *testing.T, s *testStore, in []inputPair, cfg buildCfg) ([]BucketResult, Stats, error) {
@@ -48,6 +49,7 @@ func buildPairs(t *testing.T, s *testStore, in []inputPair, cfg buildCfg) ([]Buc
 		TargetFileSize: cfg.target,
 		Duplicates:     cfg.dups,
 		Compression:    cfg.comp,
+		BlockSize:      cfg.block,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -328,6 +330,52 @@ func TestCompressions(t *testing.T) {
 				equalPairs(t, b, got, want[b])
 			}
 		})
+	}
+}
+
+// TestBlockSize: the SST files' data blocks have the configured size
+// (DefaultBlockSize by default): the uncompressed key and value bytes per
+// block are close to it, and the rows read back equal.
+func TestBlockSize(t *testing.T) {
+	const nb = 1
+	in, want, _ := genPairs(9, 20000, nb, 0)
+	for _, block := range []int{0, 16 << 10, 64 << 10} {
+		t.Run(fmt.Sprint(block), func(t *testing.T) {
+			s := newTestStore(t)
+			res, _, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: 1 << 20, workers: 1, block: block})
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := block
+			if target == 0 {
+				target = DefaultBlockSize
+			}
+			_, got := restoreBucketWith(t, s, res[0], func(db *pebble.DB) {
+				levels, err := db.SSTables(pebble.WithProperties())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var raw, blocks uint64
+				for _, tables := range levels {
+					for _, tbl := range tables {
+						raw += tbl.Properties.RawKeySize + tbl.Properties.RawValueSize
+						blocks += tbl.Properties.NumDataBlocks
+					}
+				}
+				if blocks < 2 {
+					t.Fatalf("%d data blocks for %d raw bytes", blocks, raw)
+				}
+				if avg := float64(raw) / float64(blocks); avg < 0.5*float64(target) || avg > 1.3*float64(target) {
+					t.Errorf("%.0f raw bytes per data block, want about %d", avg, target)
+				}
+			})
+			equalPairs(t, 0, got, want[0])
+		})
+	}
+	for _, bad := range []int{MinBlockSize - 1, MaxBlockSize + 1, -1} {
+		if _, err := New(newTestStore(t), Target{NumBuckets: 1}, Options{BlockSize: bad, TempDir: t.TempDir()}); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("block size %d: %v, want ErrInvalidOptions", bad, err)
+		}
 	}
 }
 

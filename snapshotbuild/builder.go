@@ -272,7 +272,7 @@ func New(store Store, target Target, opts Options) (*Builder, error) {
 		tmp:       tmp,
 		spillq:    make(chan spillJob, 2),
 		free:      make(chan *chunk, 2),
-		wopts:     WriterOptions(opts.Compression),
+		wopts:     WriterOptions(opts.Compression, opts.BlockSize),
 		spillDone: make(chan struct{}),
 	}
 	b.sp.dups = make([]int64, nb)

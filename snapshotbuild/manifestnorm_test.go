@@ -18,7 +18,7 @@ import (
 func rawCheckpoint(t *testing.T, n int) (dir string, manifest []byte) {
 	t.Helper()
 	dir = t.TempDir()
-	sink := newSSTSink(dir, WriterOptions(CompressionSnappy), 8<<10)
+	sink := newSSTSink(dir, WriterOptions(CompressionSnappy, DefaultBlockSize), 8<<10)
 	for i := range n {
 		if err := sink.add(fmt.Appendf(nil, "key%06d", i), bytes.Repeat([]byte{byte(i)}, 50)); err != nil {
 			t.Fatal(err)

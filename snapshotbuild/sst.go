@@ -49,10 +49,13 @@ func PebbleOptions(c Compression, logger *slog.Logger) *pebble.Options {
 
 // WriterOptions returns the sstable writer options of the builder's SST
 // files: what PebbleOptions' database writes at L6, in the newest table
-// format that FormatNewest ingests.
-func WriterOptions(c Compression) sstable.WriterOptions {
+// format that FormatNewest ingests, with data blocks of blockSize bytes
+// (Options.BlockSize; 0: Pebble's 4 KiB).
+func WriterOptions(c Compression, blockSize int) sstable.WriterOptions {
 	o := PebbleOptions(c, nil)
-	return o.MakeWriterOptions(6, pebble.FormatNewest.MaxTableFormat())
+	w := o.MakeWriterOptions(6, pebble.FormatNewest.MaxTableFormat())
+	w.BlockSize = blockSize
+	return w
 }
 
 // localPebbleOptions are PebbleOptions for the builder's own scratch

@@ -16,7 +16,8 @@ import (
 )
 
 // BenchmarkTableFormatReads reads a bucket built in each candidate table
-// format the way a replica does after a restore: point lookups of present
+// format and data block size the way a replica does after a restore:
+// point lookups of present
 // and absent keys, with the data in the block cache or not, and a full
 // scan. The files are ingested into a FormatNewest database, as a restored
 // snapshot's are.
@@ -35,10 +36,14 @@ func BenchmarkTableFormatReads(b *testing.B) {
 	for i := range value {
 		value[i] = byte('a' + i%7)
 	}
-	for _, f := range []sstable.TableFormat{sstable.TableFormatPebblev4, sstable.TableFormatPebblev7} {
+	for _, tc := range []struct {
+		f     sstable.TableFormat
+		block int
+	}{{sstable.TableFormatPebblev4, 4 << 10}, {sstable.TableFormatPebblev7, 4 << 10}, {sstable.TableFormatPebblev7, 16 << 10}, {sstable.TableFormatPebblev7, 32 << 10}} {
 		for _, cache := range []int64{256 << 20, 8 << 20} {
-			b.Run(fmt.Sprintf("%s/cache=%dMiB", f, cache>>20), func(b *testing.B) {
-				db := formatDB(b, f, cache, keys, value)
+			f := tc.f
+			b.Run(fmt.Sprintf("%s/block=%dKiB/cache=%dMiB", f, tc.block>>10, cache>>20), func(b *testing.B) {
+				db := formatDB(b, f, tc.block, cache, keys, value)
 				defer db.Close()
 				b.Run("get", func(b *testing.B) {
 					r := rand.New(rand.NewPCG(1, 2))
@@ -81,7 +86,7 @@ func BenchmarkTableFormatReads(b *testing.B) {
 	}
 }
 
-func formatDB(b *testing.B, f sstable.TableFormat, cache int64, keys [][]byte, value []byte) *pebble.DB {
+func formatDB(b *testing.B, f sstable.TableFormat, block int, cache int64, keys [][]byte, value []byte) *pebble.DB {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "in.sst")
 	file, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
@@ -89,6 +94,7 @@ func formatDB(b *testing.B, f sstable.TableFormat, cache int64, keys [][]byte, v
 		b.Fatal(err)
 	}
 	wopts := PebbleOptions(CompressionSnappy, nil).MakeWriterOptions(6, f)
+	wopts.BlockSize = block
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(file), wopts)
 	for _, k := range keys {
 		if err := w.Set(k, value); err != nil {

@@ -69,6 +69,7 @@ type config struct {
 	seed        uint64
 	batchRows   int
 	compression snapshotbuild.Compression
+	blockSize   int
 	keep        bool
 	cpuProfile  string
 	trace       bool
@@ -90,6 +91,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
 	fs.IntVar(&c.batchRows, "batch-rows", 8192, "rows per Arrow record batch")
 	comp := fs.String("compression", "snappy", "SST compression: snappy, zstd or none")
+	fs.IntVar(&c.blockSize, "block-size", snapshotbuild.DefaultBlockSize, "uncompressed bytes per SST data block")
 	fs.BoolVar(&c.keep, "keep", false, "keep the files written under --dir")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of stage (c) to this file")
 	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps, and the cores it keeps busy every 10 ms")
@@ -218,8 +220,8 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	keyLen, valLen := g.encodedSizes()
 	logical := cfg.rows * int64(keyLen+valLen)
 
-	fmt.Fprintf(stdout, "thaw bench build: rows=%d key-bytes=%d value-bytes=%d buckets=%d workers=%d memory=%s compression=%s seed=%d GOMAXPROCS=%d\n",
-		cfg.rows, cfg.keyBytes, cfg.valueBytes, cfg.buckets, cfg.workers, benchutil.FmtBytes(cfg.memory), cfg.compression, cfg.seed, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "thaw bench build: rows=%d key-bytes=%d value-bytes=%d buckets=%d workers=%d memory=%s compression=%s block-size=%s seed=%d GOMAXPROCS=%d\n",
+		cfg.rows, cfg.keyBytes, cfg.valueBytes, cfg.buckets, cfg.workers, benchutil.FmtBytes(cfg.memory), cfg.compression, benchutil.FmtBytes(int64(cfg.blockSize)), cfg.seed, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stdout, "encoded pair: key %d B, value %d B; %s logical key+value bytes\n", keyLen, valLen, benchutil.FmtBytes(logical))
 	resetOK := benchutil.ResetPeakRSS()
 
@@ -373,7 +375,7 @@ func runLimit(ctx context.Context, cfg config, g *generator, dir string, streams
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench build: %w", err)
 	}
-	wopts := snapshotbuild.WriterOptions(cfg.compression)
+	wopts := snapshotbuild.WriterOptions(cfg.compression, cfg.blockSize)
 	var next atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -555,6 +557,7 @@ func runFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir
 		MemoryBudget: cfg.memory,
 		TempDir:      tmpDir,
 		Compression:  cfg.compression,
+		BlockSize:    cfg.blockSize,
 		Progress:     progress,
 	})
 	if err != nil {
