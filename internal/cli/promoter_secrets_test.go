@@ -165,10 +165,13 @@ func TestNoCredentialLeaks(t *testing.T) {
 	tokenSum := sha256.Sum256([]byte(testSecrets[tierTokenSecret]))
 	d := s.start(t, daemon.PromoterOptions{
 		RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(logs, daemon.LogConfig{Level: "debug", Format: "json"})},
-		// The embedded tier authenticates its bulk-load callers: the
-		// promotions commit only with the token of THAW_TOKEN.
+		// The embedded tier authenticates its bulk-load callers and
+		// authorizes DDL: the target tables are created (createIfMissing)
+		// and the promotions commit only with the token of THAW_TOKEN.
 		Embedded: func(ec *daemon.EmbeddedConfig) {
-			ec.Coordinator.Callers = []daemon.CallerOptions{{Name: "promoter", TokenSHA256: hex.EncodeToString(tokenSum[:]), Tables: []string{"quickstart.*"}}}
+			ec.Coordinator.Callers = []daemon.CallerOptions{{Name: "promoter", TokenSHA256: hex.EncodeToString(tokenSum[:]),
+				Tables: []string{"quickstart.*"}, DDL: []string{"quickstart.*"}}}
+			ec.Coordinator.AuthorizeDDL = true
 			ec.ObjectStore = vgw.StoreURL("snapshots", "tier")
 		},
 		Hooks: promoter.Hooks{AfterPhase: func(ctx context.Context, r promoter.Record) error {

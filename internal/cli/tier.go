@@ -1420,7 +1420,12 @@ func openTable(ctx context.Context, server string, name tableName, opts ...tierc
 	if err != nil {
 		return nil, nil, usageError("%v", err)
 	}
-	c, err := tierclient.New(ctx, server, append([]tierclient.Opt{tierclient.WithTLSConfig(tc)}, opts...)...)
+	base := []tierclient.Opt{tierclient.WithTLSConfig(tc)}
+	if tok := os.Getenv(daemon.EnvToken); tok != "" {
+		// A coordinator that authorizes DDL wants it for new partitions.
+		base = append(base, tierclient.WithConnectOptions(connect.WithInterceptors(bulkloadclient.Bearer(tok))))
+	}
+	c, err := tierclient.New(ctx, server, append(base, opts...)...)
 	if err != nil {
 		return nil, nil, wrapTier("connect to "+server, err)
 	}

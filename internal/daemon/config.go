@@ -285,6 +285,10 @@ type CoordinatorOptions struct {
 	// known by the SHA-256 of its bearer token (coordinator.Config.Callers;
 	// clients send the token from THAW_TOKEN).
 	Callers []CallerOptions `yaml:"callers"`
+	// AuthorizeDDL makes creating and dropping databases, tables and
+	// partitions need a caller whose ddl patterns cover the target
+	// (coordinator.Config.AuthorizeDDL; needs callers).
+	AuthorizeDDL bool `yaml:"authorize_ddl"`
 }
 
 // CallerOptions are one caller of the BulkLoadService (the
@@ -293,6 +297,9 @@ type CallerOptions struct {
 	Name        string   `yaml:"name"`
 	TokenSHA256 string   `yaml:"token_sha256"`
 	Tables      []string `yaml:"tables"`
+	// DDL are the tables the caller may create and drop with
+	// authorize_ddl (coordinator.Caller.DDL).
+	DDL []string `yaml:"ddl"`
 }
 
 // BulkLoadOptions tune bulk-load transactions; see docs/bulkload.md for
@@ -329,10 +336,11 @@ func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string
 	b := c.BulkLoad
 	var callers []coordinator.Caller
 	for _, cl := range c.Callers {
-		callers = append(callers, coordinator.Caller{Name: cl.Name, TokenSHA256: cl.TokenSHA256, Tables: cl.Tables})
+		callers = append(callers, coordinator.Caller{Name: cl.Name, TokenSHA256: cl.TokenSHA256, Tables: cl.Tables, DDL: cl.DDL})
 	}
 	return coordinator.Config{
 		Callers:                  callers,
+		AuthorizeDDL:             c.AuthorizeDDL,
 		ID:                       id,
 		AdvertiseAddress:         addr,
 		Prefix:                   prefix,
@@ -386,6 +394,9 @@ func (c CoordinatorOptions) validate() error {
 	var errs []error
 	if err := coordinator.ValidateCallers(c.coordinatorConfig("c", "a", "/p", "file:///r", 1).Callers); err != nil {
 		errs = append(errs, fmt.Errorf("coordinator.callers: %w", err))
+	}
+	if c.AuthorizeDDL && len(c.Callers) == 0 {
+		errs = append(errs, errors.New("coordinator.authorize_ddl needs coordinator.callers"))
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("coordinator.lease_ttl %v is shorter than 1s", c.LeaseTTL))

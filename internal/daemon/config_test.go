@@ -119,6 +119,7 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"dropped data cleaned too often", "data_dir: /d\ncoordinator:\n  dropped_data_clean_interval: 1ms\n", &ServerConfig{}, []string{"coordinator.dropped_data_clean_interval 1ms is shorter than 1s"}},
 		{"tls without a key", "data_dir: /d\ntls:\n  cert_file: /c.pem\n", &ServerConfig{}, []string{"tls: cert_file and key_file are required"}},
 		{"tls unknown key", "id: ts-1\ntls:\n  cert: /c.pem\n", &TabletConfig{}, []string{"line 3", "cert"}},
+		{"authorize ddl without callers", "data_dir: /d\ncoordinator:\n  authorize_ddl: true\n", &ServerConfig{}, []string{"coordinator.authorize_ddl needs coordinator.callers"}},
 		{"sweep too often", "data_dir: /d\ntablet:\n  changelog_sweep_interval: 10ms\n", &ServerConfig{}, []string{"tablet.changelog_sweep_interval 10ms is shorter than 1s"}},
 		{"server has no changelog dir", "data_dir: /d\nchangelog:\n  dir: /x\n", &ServerConfig{}, []string{"changelog.dir"}},
 		{"bad prefix", "data_dir: /d\netcd:\n  prefix: thaw/\n", &ServerConfig{}, []string{"etcd.prefix"}},

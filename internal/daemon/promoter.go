@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"connectrpc.com/connect"
 	"context"
 	"errors"
 	"fmt"
@@ -155,7 +156,12 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 		pp.closers = append(pp.closers, func() error { return ignoreCanceled(cli.Close()) })
 		address = cfg.Tier.Address
 	}
-	pp.tier, err = tierclient.New(ctx, address, tierclient.WithHTTPClient(hc), tierclient.WithLogger(log.With("component", "tierclient")))
+	topts := []tierclient.Opt{tierclient.WithHTTPClient(hc), tierclient.WithLogger(log.With("component", "tierclient"))}
+	if tok := os.Getenv(EnvToken); tok != "" {
+		// For a coordinator that authorizes DDL (createIfMissing).
+		topts = append(topts, tierclient.WithConnectOptions(connect.WithInterceptors(bulkloadclient.Bearer(tok))))
+	}
+	pp.tier, err = tierclient.New(ctx, address, topts...)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: tier at %s: %w", address, err)
 	}

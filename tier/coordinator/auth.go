@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -28,6 +29,11 @@ type Caller struct {
 	// Tables are the tables (every partition of them) the caller may bulk
 	// load: "DATABASE.TABLE", "DATABASE.*" or "*".
 	Tables []string
+	// DDL are the tables the caller may create and drop, with their
+	// partitions, when Config.AuthorizeDDL is on: patterns as Tables; a
+	// database itself needs "DATABASE.*" or "*". A caller has Tables, DDL
+	// or both.
+	DDL []string
 }
 
 // callerKey is the context key of the authenticated *Caller.
@@ -48,7 +54,7 @@ func newAuthn(callers []Caller) (*authn, error) {
 	var errs []error
 	for i := range callers {
 		c := callers[i]
-		c.Tables = slices.Clone(c.Tables)
+		c.Tables, c.DDL = slices.Clone(c.Tables), slices.Clone(c.DDL)
 		if c.Name == "" || len(c.Name) > 63 || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != "" {
 			errs = append(errs, fmt.Errorf("caller %d: name %q is not 1..63 characters [a-z0-9._-]", i, c.Name))
 		} else if names[c.Name] {
@@ -60,10 +66,10 @@ func newAuthn(callers []Caller) (*authn, error) {
 		} else if a.byHash[c.TokenSHA256] != nil {
 			errs = append(errs, fmt.Errorf("caller %s: token sha256 also of caller %s", c.Name, a.byHash[c.TokenSHA256].Name))
 		}
-		if len(c.Tables) == 0 {
-			errs = append(errs, fmt.Errorf("caller %s: no tables", c.Name))
+		if len(c.Tables) == 0 && len(c.DDL) == 0 {
+			errs = append(errs, fmt.Errorf("caller %s: no tables and no ddl", c.Name))
 		}
-		for _, p := range c.Tables {
+		for _, p := range slices.Concat(c.Tables, c.DDL) {
 			if err := checkTablePattern(p); err != nil {
 				errs = append(errs, fmt.Errorf("caller %s: %w", c.Name, err))
 			}
@@ -138,12 +144,12 @@ func (a *authn) authenticate(auth []string) (*Caller, error) {
 	}
 	if !ok {
 		return nil, tierpb.NewError(tierpb.ReasonUnauthenticated,
-			"coordinator: bulk load: this coordinator requires a caller's bearer token (an Authorization: Bearer header; thaw takes it from THAW_TOKEN)", nil)
+			"coordinator: this coordinator requires a caller's bearer token (an Authorization: Bearer header; thaw takes it from THAW_TOKEN)", nil)
 	}
 	sum := sha256.Sum256([]byte(tok))
 	c := a.byHash[hex.EncodeToString(sum[:])]
 	if c == nil {
-		return nil, tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: the bearer token is not a caller's", nil)
+		return nil, tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: the bearer token is not a caller's", nil)
 	}
 	return c, nil
 }
@@ -165,4 +171,27 @@ func (c *Coordinator) allowed(ctx context.Context, t bulkload.Target) error {
 	}
 	return tierpb.NewError(tierpb.ReasonPermissionDenied,
 		fmt.Sprintf("coordinator: bulk load: caller %s may not bulk load %s", caller.Name, t), nil)
+}
+
+// authorizeDDL checks, with Config.AuthorizeDDL on, that the request
+// carries the bearer token of a caller whose DDL patterns cover table of
+// db (table "": the database itself, which needs "db.*" or "*").
+func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
+	if !c.cfg.AuthorizeDDL || c.auth == nil {
+		return nil
+	}
+	caller, err := c.auth.authenticate(h.Values("Authorization"))
+	if err != nil {
+		return err
+	}
+	what := db + "." + table
+	for _, p := range caller.DDL {
+		if table == "" && (p == "*" || p == db+".*") || table != "" && matchTable(p, bulkload.Target{Database: db, Table: table}) {
+			return nil
+		}
+	}
+	if table == "" {
+		what = "database " + db
+	}
+	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: caller %s may not create or drop %s (its ddl patterns: %v)", caller.Name, what, caller.DDL), nil)
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/thawdb/thaw/bulkload"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -32,7 +34,8 @@ func TestCallersValidate(t *testing.T) {
 		{"twice", []Caller{good, {Name: "etl", TokenSHA256: hashOf("t2"), Tables: []string{"*"}}}, "named twice"},
 		{"same token", []Caller{good, {Name: "other", TokenSHA256: hashOf("t1"), Tables: []string{"*"}}}, "also of caller etl"},
 		{"upper hex", []Caller{{Name: "a", TokenSHA256: strings.ToUpper(hashOf("t")), Tables: []string{"*"}}}, "lowercase hex"},
-		{"no tables", []Caller{{Name: "a", TokenSHA256: hashOf("t")}}, "no tables"},
+		{"no tables", []Caller{{Name: "a", TokenSHA256: hashOf("t")}}, "no tables and no ddl"},
+		{"bad ddl pattern", []Caller{{Name: "a", TokenSHA256: hashOf("t"), DDL: []string{"shop"}}}, "table pattern"},
 		{"partial wildcard", []Caller{{Name: "a", TokenSHA256: hashOf("t"), Tables: []string{"shop.it*"}}}, "table pattern"},
 		{"database wildcard", []Caller{{Name: "a", TokenSHA256: hashOf("t"), Tables: []string{"*.items"}}}, "table pattern"},
 		{"no table", []Caller{{Name: "a", TokenSHA256: hashOf("t"), Tables: []string{"shop"}}}, "table pattern"},
@@ -91,6 +94,106 @@ func TestCallerAuthorization(t *testing.T) {
 	}
 	// Authentication off: everyone may.
 	if err := (&Coordinator{}).allowed(t.Context(), bulkload.Target{Database: "x", Table: "y"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuthorizeDDL: with AuthorizeDDL, creating and dropping databases,
+// tables and partitions needs a caller whose ddl patterns cover the
+// target; a caller allowed only to bulk load, a missing token and an
+// unknown one are refused and change nothing; reads stay open.
+func TestAuthorizeDDL(t *testing.T) {
+	e := newEnv(t)
+	e.register(e.cli, "ts-1", 10*time.Second)
+	const adminTok, ownerTok, loaderTok = "admin-tok-1", "owner-tok-2", "loader-tok-3"
+	n := e.startNode("c-1", func(c *Config) {
+		c.DefaultReplicationFactor = 1
+		c.AuthorizeDDL = true
+		c.Callers = []Caller{
+			{Name: "admin", TokenSHA256: hashOf(adminTok), DDL: []string{"*"}},
+			{Name: "owner", TokenSHA256: hashOf(ownerTok), DDL: []string{"shop.events"}, Tables: []string{"shop.*"}},
+			{Name: "loader", TokenSHA256: hashOf(loaderTok), Tables: []string{"*"}},
+		}
+	})
+	e.awaitLeader(n)
+	ctx := t.Context()
+	cl := n.client
+	as := func(tok string, r connect.AnyRequest) {
+		if tok != "" {
+			r.Header().Set("Authorization", "Bearer "+tok)
+		}
+	}
+	createDB := func(tok, db string) error {
+		r := req(&tierv1.CreateDatabaseRequest{Database: db})
+		as(tok, r)
+		_, err := cl.CreateDatabase(ctx, r)
+		return err
+	}
+	createTable := func(tok, table string) error {
+		r := req(&tierv1.CreateTableRequest{Path: &tierv1.TablePath{Database: "shop", Table: table}, Schema: eventsSchema(1)})
+		as(tok, r)
+		_, err := cl.CreateTable(ctx, r)
+		return err
+	}
+	dropTable := func(tok, table string) error {
+		r := req(&tierv1.DropTableRequest{Path: &tierv1.TablePath{Database: "shop", Table: table}})
+		as(tok, r)
+		_, err := cl.DropTable(ctx, r)
+		return err
+	}
+	createPartition := func(tok string) error {
+		r := req(&tierv1.CreatePartitionRequest{Path: &tierv1.TablePath{Database: "shop", Table: "events"},
+			Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: "2026-11-29$7"}})
+		as(tok, r)
+		_, err := cl.CreatePartition(ctx, r)
+		return err
+	}
+	before := e.dump()
+	for _, tc := range []struct {
+		what string
+		err  error
+		want tierpb.Reason
+	}{
+		{"create a database without a token", createDB("", "shop"), tierpb.ReasonUnauthenticated},
+		{"create a database with an unknown token", createDB("not-a-token", "shop"), tierpb.ReasonUnauthenticated},
+		{"create a database as a loader", createDB(loaderTok, "shop"), tierpb.ReasonPermissionDenied},
+		{"create a database as the owner of one table", createDB(ownerTok, "shop"), tierpb.ReasonPermissionDenied},
+	} {
+		if got := tierpb.ReasonOf(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %s", tc.what, tc.err, tc.want)
+		}
+	}
+	sameDump(t, before, e.dump())
+	if err := createDB(adminTok, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := createTable(ownerTok, "other"); tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied || !strings.Contains(err.Error(), "caller owner may not create or drop shop.other") {
+		t.Fatalf("the owner of shop.events creates shop.other: %v", err)
+	}
+	if err := createTable(ownerTok, "events"); err != nil {
+		t.Fatal(err)
+	}
+	if err := createPartition(loaderTok); tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied {
+		t.Fatalf("a loader creates a partition: %v", err)
+	}
+	if err := createPartition(ownerTok); err != nil {
+		t.Fatal(err)
+	}
+	if err := createTable(adminTok, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dropTable("", "other"); tierpb.ReasonOf(err) != tierpb.ReasonUnauthenticated {
+		t.Fatalf("a drop without a token: %v", err)
+	}
+	if err := dropTable(ownerTok, "other"); tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied {
+		t.Fatalf("the owner of shop.events drops shop.other: %v", err)
+	}
+	// Reads need no token.
+	tables, err := cl.ListTables(ctx, req(&tierv1.ListTablesRequest{Database: "shop"}))
+	if err != nil || len(tables.Msg.GetTables()) != 2 {
+		t.Fatalf("list tables without a token: %v, %v", tables, err)
+	}
+	if err := dropTable(adminTok, "other"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -69,9 +69,15 @@ type Config struct {
 	// GetInProgress, Status, Commit, Abort and GetUploadCredentials need a
 	// caller allowed to bulk load the target (List shows only such
 	// transactions). Empty: no authentication (every caller may do
-	// everything). The CoordinatorService and the tablets do not
-	// authenticate.
+	// everything). The CoordinatorService authenticates only its DDL, and
+	// only with AuthorizeDDL; the tablets do not authenticate (mutual TLS
+	// on the listeners covers every service).
 	Callers []Caller
+	// AuthorizeDDL extends Callers to the CoordinatorService's DDL:
+	// creating and dropping databases, tables and partitions then needs
+	// the bearer token of a caller whose DDL patterns cover the target.
+	// Reads and the tablet servers' calls stay open. Needs Callers.
+	AuthorizeDDL bool
 }
 
 // Deps are the parts a Coordinator uses; all but Logger and Registerer are
@@ -221,6 +227,9 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	}
 	if _, err := newAuthn(cfg.Callers); err != nil {
 		errs = append(errs, err)
+	}
+	if cfg.AuthorizeDDL && len(cfg.Callers) == 0 {
+		errs = append(errs, errors.New("authorize ddl needs callers"))
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
 		errs = append(errs, err)

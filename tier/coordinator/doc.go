@@ -130,7 +130,10 @@
 // call by its bearer token (the SHA-256 of which names a Caller) and each
 // RPC checks that the caller may bulk load the transaction's target
 // (Caller.Tables); List shows only such transactions. Without Callers
-// nothing is authenticated. The CoordinatorService is never authenticated.
+// nothing is authenticated. With Config.AuthorizeDDL the CoordinatorService's
+// DDL RPCs (create and drop of databases, tables, partitions) need a
+// caller's token whose Caller.DDL patterns cover the target; its reads and
+// the tablet servers' calls (ReportSnapshot) stay open.
 //
 // # Upload gateway
 //

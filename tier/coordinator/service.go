@@ -60,6 +60,9 @@ func checkTablePath(p *tierv1.TablePath) error {
 }
 
 func (s *service) CreateDatabase(ctx context.Context, req *connect.Request[tierv1.CreateDatabaseRequest]) (*connect.Response[tierv1.CreateDatabaseResponse], error) {
+	if err := s.c.authorizeDDL(req.Header(), req.Msg.GetDatabase(), ""); err != nil {
+		return nil, s.ddl("create_database", err)
+	}
 	return connect.NewResponse(&tierv1.CreateDatabaseResponse{}), s.ddl("create_database", s.createDatabase(ctx, req.Msg))
 }
 
@@ -79,6 +82,9 @@ func (s *service) createDatabase(ctx context.Context, m *tierv1.CreateDatabaseRe
 }
 
 func (s *service) DropDatabase(ctx context.Context, req *connect.Request[tierv1.DropDatabaseRequest]) (*connect.Response[tierv1.DropDatabaseResponse], error) {
+	if err := s.c.authorizeDDL(req.Header(), req.Msg.GetDatabase(), ""); err != nil {
+		return nil, s.ddl("drop_database", err)
+	}
 	return connect.NewResponse(&tierv1.DropDatabaseResponse{}), s.ddl("drop_database", s.dropDatabase(ctx, req.Msg))
 }
 
@@ -130,6 +136,9 @@ func (s *service) ListDatabases(ctx context.Context, _ *connect.Request[tierv1.L
 }
 
 func (s *service) CreateTable(ctx context.Context, req *connect.Request[tierv1.CreateTableRequest]) (*connect.Response[tierv1.CreateTableResponse], error) {
+	if err := s.c.authorizeDDL(req.Header(), req.Msg.GetPath().GetDatabase(), req.Msg.GetPath().GetTable()); err != nil {
+		return nil, s.ddl("create_table", err)
+	}
 	info, err := s.createTable(ctx, req.Msg)
 	if err = s.ddl("create_table", err); err != nil {
 		return nil, err
@@ -183,6 +192,9 @@ func (s *service) createTable(ctx context.Context, m *tierv1.CreateTableRequest)
 }
 
 func (s *service) DropTable(ctx context.Context, req *connect.Request[tierv1.DropTableRequest]) (*connect.Response[tierv1.DropTableResponse], error) {
+	if err := s.c.authorizeDDL(req.Header(), req.Msg.GetPath().GetDatabase(), req.Msg.GetPath().GetTable()); err != nil {
+		return nil, s.ddl("drop_table", err)
+	}
 	return connect.NewResponse(&tierv1.DropTableResponse{}), s.ddl("drop_table", s.dropTable(ctx, req.Msg))
 }
 
@@ -320,6 +332,9 @@ func partitionArg(nameSet bool, name string, spec *tierv1.PartitionSpec) (*strin
 }
 
 func (s *service) CreatePartition(ctx context.Context, req *connect.Request[tierv1.CreatePartitionRequest]) (*connect.Response[tierv1.CreatePartitionResponse], error) {
+	if err := s.c.authorizeDDL(req.Header(), req.Msg.GetPath().GetDatabase(), req.Msg.GetPath().GetTable()); err != nil {
+		return nil, s.ddl("create_partition", err)
+	}
 	info, err := s.createPartition(ctx, req.Msg)
 	if err = s.ddl("create_partition", err); err != nil {
 		return nil, err
@@ -363,6 +378,9 @@ func (s *service) createPartition(ctx context.Context, m *tierv1.CreatePartition
 }
 
 func (s *service) DropPartition(ctx context.Context, req *connect.Request[tierv1.DropPartitionRequest]) (*connect.Response[tierv1.DropPartitionResponse], error) {
+	if err := s.c.authorizeDDL(req.Header(), req.Msg.GetPath().GetDatabase(), req.Msg.GetPath().GetTable()); err != nil {
+		return nil, s.ddl("drop_partition", err)
+	}
 	return connect.NewResponse(&tierv1.DropPartitionResponse{}), s.ddl("drop_partition", s.dropPartition(ctx, req.Msg))
 }
 
