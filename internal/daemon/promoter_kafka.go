@@ -3,11 +3,9 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/thawdb/thaw/promoter"
@@ -165,13 +163,9 @@ func kafkaConnection(section string, t *KafkaTLSConfig, sc *KafkaSASLConfig, get
 	if t != nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 		if t.CAFile != "" {
-			pem, err := os.ReadFile(t.CAFile)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s.tls.ca_file: %w", section, err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, nil, fmt.Errorf("%s.tls.ca_file %s: no PEM certificate in it", section, t.CAFile)
+			var err error
+			if tc.RootCAs, err = readPool(t.CAFile, section+".tls.ca_file"); err != nil {
+				return nil, nil, err
 			}
 		}
 		if t.CertFile != "" {

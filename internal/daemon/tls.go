@@ -86,8 +86,8 @@ func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err er
 	}
 	server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}
 	if t.ClientCAFile != "" {
-		if server.ClientCAs, err = readPool(t.ClientCAFile, "client_ca_file"); err != nil {
-			return nil, nil, err
+		if server.ClientCAs, err = readPool(t.ClientCAFile, "tls.client_ca_file"); err != nil {
+			return nil, nil, fmt.Errorf("daemon: %w", err)
 		}
 		// Verified when given; requireClientCert refuses requests
 		// without one (but the health probes).
@@ -118,15 +118,16 @@ func (t *ListenerTLS) wrap(h http.Handler) http.Handler {
 	return requireClientCert(h)
 }
 
-// readPool reads a PEM bundle of certificates.
+// readPool reads a PEM bundle of certificates; key names the config key
+// (or variable) in errors.
 func readPool(file, key string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("daemon: tls %s: %w", key, err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("daemon: tls %s %s: no PEM certificate in it", key, file)
+		return nil, fmt.Errorf("%s %s: no PEM certificate in it", key, file)
 	}
 	return pool, nil
 }
@@ -220,9 +221,9 @@ func ClientTLS(caFile string) (*tls.Config, error) {
 	if caFile == "" {
 		return nil, nil
 	}
-	pool, err := readPool(caFile, "ca_file")
+	pool, err := readPool(caFile, "tls ca_file")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
