@@ -475,11 +475,7 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 		return errors.Join(err, cli.Close())
 	}
 	o := e.cfg.Coordinator
-	published := e.addr // host:port means http:// to every reader
-	if e.cfg.TLS != nil {
-		published = e.scheme + e.addr
-	}
-	c, err := coordinator.New(o.coordinatorConfig(id, published, e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1))), coordinator.Deps{
+	c, err := coordinator.New(o.coordinatorConfig(id, e.cfg.TLS.coordinatorAddress(e.addr), e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1))), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    e.tablets.get,

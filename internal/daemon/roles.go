@@ -182,16 +182,12 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
-	published := addr // host:port means http:// to every reader
-	if cfg.TLS != nil {
-		published = cfg.TLS.Scheme() + addr
-	}
 	o := cfg.Coordinator
 	key, err := uploadKey()
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
-	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, published, cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
+	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, cfg.TLS.coordinatorAddress(addr), cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    newTabletClients(NewHTTPClient(clientTLS)).get,

@@ -66,6 +66,16 @@ func (t *ListenerTLS) Scheme() string {
 	return "https://"
 }
 
+// coordinatorAddress is what a coordinator listening at host:port
+// publishes: host:port itself without TLS (readers take it as http://, as
+// before TLS existed), the https:// URL with it.
+func (t *ListenerTLS) coordinatorAddress(hostPort string) string {
+	if t == nil {
+		return hostPort
+	}
+	return t.Scheme() + hostPort
+}
+
 // load reads the key pair and the CA bundle: the listener's config and
 // the config of the process's clients (nil fields without the section).
 // The listener picks up a renewed key pair by itself (certReloader); log
