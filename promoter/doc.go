@@ -96,6 +96,11 @@
 // start over a ledger it cannot fully read (see docs/promoter.md, "Ledger
 // record format and upgrades").
 //
+// Run prunes the ledger at its start and every hour (PruneLedger): finished
+// records older than Config.LedgerRetention go, except those a plan still
+// decides by (the newest committed record of each target and, without one,
+// its newest failure that is not retriable).
+//
 // # Shutdown
 //
 // When Run's context is done, the queue stops taking work, promotions before

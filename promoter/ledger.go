@@ -33,6 +33,9 @@ type Ledger interface {
 	// Update replaces a record if its Revision is still r.Revision
 	// (ErrConflict otherwise, ErrNotFound when it is gone).
 	Update(ctx context.Context, r Record) (Record, error)
+	// Delete removes a record if its Revision is still revision
+	// (ErrConflict otherwise, ErrNotFound when it is gone).
+	Delete(ctx context.Context, id string, revision int64) error
 	// Get returns a record; ErrNotFound when there is none.
 	Get(ctx context.Context, id string) (Record, error)
 	// List returns every record, newest first (by CreatedAt, then ID).
@@ -195,29 +198,49 @@ func (l *EtcdLedger) Update(ctx context.Context, r Record) (Record, error) {
 	if err := validID(r.ID); err != nil {
 		return Record{}, err
 	}
-	if r.Revision <= 0 {
-		return Record{}, fmt.Errorf("%w: %s has no revision", ErrConflict, r.ID)
-	}
 	b, err := encodeRecord(r)
 	if err != nil {
 		return Record{}, err
 	}
-	k := l.key(r.ID)
+	rev, err := l.casOp(ctx, "update", r.ID, r.Revision, clientv3.OpPut(l.key(r.ID), string(b)))
+	if err != nil {
+		return Record{}, err
+	}
+	r.Revision = rev
+	return r, nil
+}
+
+// Delete implements Ledger.
+func (l *EtcdLedger) Delete(ctx context.Context, id string, revision int64) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	_, err := l.casOp(ctx, "delete", id, revision, clientv3.OpDelete(l.key(id)))
+	return err
+}
+
+// casOp runs op on the record id if its key is still at mod revision rev
+// and returns the revision it wrote: ErrConflict when the record changed
+// since, ErrNotFound when it is gone.
+func (l *EtcdLedger) casOp(ctx context.Context, what, id string, rev int64, op clientv3.Op) (int64, error) {
+	if rev <= 0 {
+		return 0, fmt.Errorf("%w: %s has no revision", ErrConflict, id)
+	}
+	k := l.key(id)
 	resp, ok, err := l.txn(ctx,
-		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", r.Revision)},
-		[]clientv3.Op{clientv3.OpPut(k, string(b))},
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", rev)},
+		[]clientv3.Op{op},
 		[]clientv3.Op{clientv3.OpGet(k, clientv3.WithCountOnly())})
 	if err != nil {
-		return Record{}, fmt.Errorf("promoter: ledger update %s: %w", r.ID, err)
+		return 0, fmt.Errorf("promoter: ledger %s %s: %w", what, id, err)
 	}
 	if !ok {
 		if len(resp.Responses) == 1 && resp.Responses[0].GetResponseRange().GetCount() == 0 {
-			return Record{}, fmt.Errorf("%w: promotion %s", ErrNotFound, r.ID)
+			return 0, fmt.Errorf("%w: promotion %s", ErrNotFound, id)
 		}
-		return Record{}, fmt.Errorf("%w: %s (revision %d)", ErrConflict, r.ID, r.Revision)
+		return 0, fmt.Errorf("%w: %s (revision %d)", ErrConflict, id, rev)
 	}
-	r.Revision = resp.Header.Revision
-	return r, nil
+	return resp.Header.Revision, nil
 }
 
 // Get implements Ledger.

@@ -141,6 +141,32 @@ func TestEtcdLedger(t *testing.T) {
 		t.Fatalf("list: %+v", list)
 	}
 
+	// Delete: CAS on the revision like Update.
+	if err := l.Delete(ctx, r.ID, got.Revision); !errors.Is(err, promoter.ErrConflict) {
+		t.Fatalf("delete at a stale revision: %v, want ErrConflict", err)
+	}
+	if g, err := l.Get(ctx, r.ID); err != nil || g.Revision != upd2.Revision {
+		t.Fatalf("after a stale delete: %+v %v", g, err)
+	}
+	if err := l.Delete(ctx, "../../x", upd2.Revision); err == nil {
+		t.Fatal("delete of an invalid id succeeded")
+	}
+	if err := l.Delete(ctx, r.ID, 0); !errors.Is(err, promoter.ErrConflict) {
+		t.Fatalf("delete without a revision: %v, want ErrConflict", err)
+	}
+	if err := l.Delete(ctx, r.ID, upd2.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Get(ctx, r.ID); !errors.Is(err, promoter.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := l.Delete(ctx, r.ID, upd2.Revision); !errors.Is(err, promoter.ErrNotFound) {
+		t.Fatalf("second delete: %v, want ErrNotFound", err)
+	}
+	if list, err := l.List(ctx); err != nil || len(list) != 1 || list[0].ID != older.ID {
+		t.Fatalf("list after delete: %+v %v", list, err)
+	}
+
 	// A corrupt value is an error, not a silently empty record.
 	if _, err := cli.Put(ctx, "/test/promoter/promotions/"+older.ID, `{"id":"`+older.ID+`","unknown":1}`); err != nil {
 		t.Fatal(err)
@@ -191,6 +217,9 @@ func TestEtcdLedgerFenced(t *testing.T) {
 	other.ID = promoter.PromotionID("default", "lake.events", "shop.events", "x", 1)
 	if _, err := l.Create(ctx, other); !fencing.IsFenced(err) {
 		t.Fatalf("create after leadership loss: %v, want a fencing error", err)
+	}
+	if err := l.Delete(ctx, created.ID, created.Revision); !fencing.IsFenced(err) {
+		t.Fatalf("delete after leadership loss: %v, want a fencing error", err)
 	}
 	// Nothing changed.
 	plain := promoter.NewEtcdLedger(cli, "/test/promoter", nil)

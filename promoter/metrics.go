@@ -19,6 +19,7 @@ type metrics struct {
 	running    prometheus.Gauge
 	halted     prometheus.Gauge
 	reconciles *prometheus.CounterVec // policy, result
+	pruned     prometheus.Counter
 }
 
 // Outcomes of thaw_promoter_promotions_total.
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "thaw_promoter_reconciles_total",
 			Help: "Reconciles of a policy, by result (ok, error).",
 		}, []string{"policy", "result"}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "thaw_promoter_ledger_records_pruned_total",
+			Help: "Finished promotion records deleted from the ledger after the retention (ledger_retention).",
+		}),
 	}
 	var errs []error
 	reg1 := func(err error) { errs = append(errs, err) }
@@ -77,6 +82,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.halted, err = promreg.Register(reg, m.halted)
 	reg1(err)
 	m.reconciles, err = promreg.Register(reg, m.reconciles)
+	reg1(err)
+	m.pruned, err = promreg.Register(reg, m.pruned)
 	reg1(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("promoter: register metrics: %w", err)

@@ -68,6 +68,9 @@ func New(cfg Config) (*Promoter, error) {
 	if cfg.LakePollInterval == 0 {
 		cfg.LakePollInterval = 30 * time.Second
 	}
+	if cfg.LedgerRetention == 0 {
+		cfg.LedgerRetention = DefaultLedgerRetention
+	}
 	if cfg.CommitBudget <= 0 {
 		cfg.CommitBudget = 5 * time.Minute
 	}
@@ -521,6 +524,9 @@ func (p *Promoter) Run(ctx context.Context) error {
 	if p.cfg.LakePollInterval >= 0 {
 		wg.Go(func() { p.pollLoop(rctx) })
 	}
+	if p.cfg.LedgerRetention >= 0 {
+		wg.Go(func() { p.pruneLoop(rctx) })
+	}
 	<-rctx.Done()
 	p.ready.Store(false)
 	p.q.close()
@@ -536,18 +542,11 @@ func (p *Promoter) Run(ctx context.Context) error {
 }
 
 func (p *Promoter) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
+	every(ctx, p.cfg.ReconcileInterval, func() {
 		if _, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			p.log.Warn("reconcile", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // LakeCommitted reconciles every policy that promotes the lake table
@@ -648,10 +647,7 @@ func (p *Promoter) Resume(ctx context.Context) error {
 			continue
 		}
 		pol := p.byLake[r.Catalog+"\x00"+r.LakeTable]
-		k := Key{Policy: r.Policy, Partition: r.Partition}
-		if pol != nil {
-			k.Policy = pol.Name()
-		}
+		k := p.recordKey(r)
 		if err := p.q.acquire(ctx, k); err != nil {
 			return err
 		}

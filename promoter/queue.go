@@ -146,6 +146,19 @@ func (q *queue) acquire(ctx context.Context, k Key) error {
 	}
 }
 
+// tryAcquire marks k running if it is not, whatever its policy's limit,
+// and reports whether it did: the exclusion of a short ledger write that
+// is no promotion (PruneLedger). A pending k stays pending.
+func (q *queue) tryAcquire(k Key) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mu.running[k] {
+		return false
+	}
+	q.startLocked(k)
+	return true
+}
+
 // done ends k's run; a dirty k becomes pending again.
 func (q *queue) done(k Key) {
 	q.mu.Lock()

@@ -129,6 +129,11 @@ type Config struct {
 	// LakePollInterval is how often Run polls the current snapshot of each
 	// onLakeCommit policy's table (default 30s; < 0 disables it).
 	LakePollInterval time.Duration
+	// LedgerRetention is how long finished promotion records stay in the
+	// ledger (default DefaultLedgerRetention; < 0 keeps every record). Run
+	// prunes at its start and every hour; see PruneLedger for the records
+	// kept whatever their age.
+	LedgerRetention time.Duration
 	// CommitBudget bounds one Commit call's retries (default 5m).
 	CommitBudget time.Duration
 	// BuildTimeout is the build window asked of Begin (0: the server's

@@ -227,6 +227,7 @@ func (pp *promoterParts) promoterConfig(cfg PromoterConfig, opts PromoterOptions
 		ReconcileInterval: cfg.ReconcileInterval,
 		LakePollInterval:  cfg.LakePollInterval,
 		CommitBudget:      cfg.CommitBudget,
+		LedgerRetention:   cfg.LedgerRetention,
 		TempDir:           pp.tempDir,
 		Hooks:             opts.Hooks,
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/promoter"
 )
 
 // Defaults of the promoter's configuration; docs/promoter.md lists every
@@ -22,6 +23,7 @@ const (
 	DefaultReconcileInterval   = time.Minute
 	DefaultLakePollInterval    = 30 * time.Second
 	DefaultCommitBudget        = 5 * time.Minute
+	DefaultLedgerRetention     = promoter.DefaultLedgerRetention
 	DefaultPromoterTierTablets = 3
 )
 
@@ -70,6 +72,11 @@ type PromoterConfig struct {
 	// LakePollInterval is how often policies with on_lake_commit look for
 	// new lake snapshots (default 30s).
 	LakePollInterval time.Duration `yaml:"lake_poll_interval"`
+	// LedgerRetention is how long finished promotion records stay in the
+	// ledger (default 720h; negative keeps every record). The newest
+	// committed record of each target, and without one its newest
+	// non-retriable failure, stay whatever their age (promoter.PruneLedger).
+	LedgerRetention time.Duration `yaml:"ledger_retention"`
 	// CommitBudget bounds one bulk-load commit with its retries (default
 	// 5m).
 	CommitBudget time.Duration `yaml:"commit_budget"`
@@ -138,6 +145,7 @@ func (c *PromoterConfig) Defaults() {
 		ReconcileInterval: DefaultReconcileInterval,
 		LakePollInterval:  DefaultLakePollInterval,
 		CommitBudget:      DefaultCommitBudget,
+		LedgerRetention:   DefaultLedgerRetention,
 		ShutdownTimeout:   DefaultShutdownTimeout,
 	}
 	c.Tier.Listen = "127.0.0.1:0"
@@ -186,6 +194,9 @@ func (c *PromoterConfig) Validate() error {
 	}
 	if c.ReconcileInterval == 0 {
 		errs = append(errs, errors.New("reconcile_interval must not be 0 (negative disables the periodic reconcile)"))
+	}
+	if c.LedgerRetention == 0 {
+		errs = append(errs, errors.New("ledger_retention must not be 0 (negative keeps every record)"))
 	}
 	for _, f := range []struct {
 		key string

@@ -31,7 +31,8 @@ catalogs:
 		t.Fatal(err)
 	}
 	if !cfg.Tier.IsEmbedded() || cfg.Listen != DefaultPromoterListen || cfg.Prefix != "/thaw/promoter" || cfg.Workers != 2 ||
-		cfg.ReconcileInterval != time.Minute || cfg.LakePollInterval != 30*time.Second || cfg.Tier.Tablets != 3 || cfg.Log.Level != "info" {
+		cfg.ReconcileInterval != time.Minute || cfg.LakePollInterval != 30*time.Second || cfg.Tier.Tablets != 3 || cfg.Log.Level != "info" ||
+		cfg.LedgerRetention != 30*24*time.Hour {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	if cfg.Catalogs["default"].URI != "/data/catalog.db" {
@@ -93,10 +94,11 @@ prefix: thaw/
 workers: 0
 reconcile_interval: 0s
 lake_poll_interval: -1s
+ledger_retention: 0s
 lease_ttl: 100ms
 log: {level: loud}
 `, []string{"catalogs.default:", "rest catalog needs an http(s) uri", "empty catalog name", `listen "nowhere"`, "prefix", "workers 0",
-			"reconcile_interval must not be 0", "lake_poll_interval", "lease_ttl", "log.level"}},
+			"reconcile_interval must not be 0", "lake_poll_interval", "ledger_retention must not be 0", "lease_ttl", "log.level"}},
 		{"both tiers", `
 data_dir: /d
 policies: [p]
