@@ -705,6 +705,11 @@ type CoordinatorConfig struct {
 	// TLS, when present, makes the listener serve HTTPS only and the
 	// advertised address https:// (see ListenerTLS).
 	TLS *ListenerTLS `yaml:"tls"`
+	// InternalTokenFile, when set, holds the tier's internal token (one
+	// per line; the first is sent, every one accepted): the tablet servers'
+	// snapshot reports need it, and the coordinator presents it to them.
+	// Every coordinator and tablet server of a tier must share it.
+	InternalTokenFile string `yaml:"internal_token_file"`
 }
 
 // Defaults implements Config.
@@ -758,6 +763,12 @@ type TabletConfig struct {
 	// TLS, when present, makes the listener serve HTTPS only and the
 	// registered address https:// (see ListenerTLS).
 	TLS *ListenerTLS `yaml:"tls"`
+	// InternalTokenFile, when set, holds the tier's internal token (see
+	// CoordinatorConfig.InternalTokenFile): the coordinator's orders to
+	// this server (assignments, data states, restores, snapshots, replica
+	// status) need it, and this server presents it with its snapshot
+	// reports.
+	InternalTokenFile string `yaml:"internal_token_file"`
 }
 
 // Defaults implements Config.

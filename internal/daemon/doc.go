@@ -39,6 +39,13 @@
 // that etcd answers, a coordinator is elected and (embedded, thaw tablet)
 // the tablet servers are registered.
 //
+// The RPCs internal to the tier (the coordinator's orders to tablet
+// servers, their snapshot reports: internalProcedures) need the tier's
+// internal token in the Thaw-Internal-Token header: random per process in
+// the embedded mode (Embedded.InternalHTTPClient presents it), read from
+// internal_token_file by thaw coordinator and thaw tablet (unguarded
+// without the key).
+//
 // # Lifecycle
 //
 // Every long-running part is a Runnable (Start or Run blocks until its

@@ -163,6 +163,8 @@ type Embedded struct {
 	objects *objstore.Store
 	logs    changelogProvider // nil with the Kafka changelog
 	hc      *http.Client
+	token   *internalToken // random, shared by the components
+	ihc     *http.Client   // hc presenting token: the components' own requests
 	tablets *tabletClients
 	gath    *gatherers
 	addr    string // advertised host:port
@@ -291,7 +293,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	})
 	e.addr = advertised(cfg.Advertise, ln.Addr())
 	e.hc = NewHTTPClient(clientTLS)
-	e.tablets = newTabletClients(e.hc)
+	if e.token, err = newInternalToken(); err != nil {
+		return nil, err
+	}
+	e.ihc = e.token.client(e.hc)
+	e.tablets = newTabletClients(e.ihc)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	e.mux = http.NewServeMux()
@@ -314,7 +320,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	e.httpStop = hstop
 	e.httpDone = make(chan error, 1)
-	srv := newHTTPServer(ln, cfg.TLS.wrap(e.mux), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(e.token.guard(e.mux)), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 	go func() { e.httpDone <- srv.Start(hctx) }()
 	closers = append(closers, func() error { hstop(); return <-e.httpDone })
 
@@ -375,8 +381,16 @@ func (e *Embedded) EtcdEndpoints() []string { return e.etcd.Endpoints() }
 // Objects returns the object store holding snapshots.
 func (e *Embedded) Objects() *objstore.Store { return e.objects }
 
-// HTTPClient returns an h2c-capable HTTP client for the tier's RPCs.
+// HTTPClient returns an h2c-capable HTTP client for the tier's RPCs, as
+// any client of the tier has: the RPCs internal to the tier (the
+// coordinator's orders to tablet servers, their snapshot reports) refuse
+// it as unauthenticated.
 func (e *Embedded) HTTPClient() *http.Client { return e.hc }
+
+// InternalHTTPClient is HTTPClient presenting the embedded tier's internal
+// token (random, made at start), as its own components do: for tests that
+// act as the tier itself.
+func (e *Embedded) InternalHTTPClient() *http.Client { return e.ihc }
 
 // Gatherer returns what /metrics serves.
 func (e *Embedded) Gatherer() prometheus.Gatherer { return e.gath }

@@ -177,6 +177,10 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	if err != nil {
 		return err
 	}
+	token, err := readInternalToken(cfg.InternalTokenFile)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("daemon: listen: %w", err)
@@ -190,7 +194,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, cfg.TLS.coordinatorAddress(addr), cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
-		Tablets:    newTabletClients(NewHTTPClient(clientTLS)).get,
+		Tablets:    newTabletClients(token.client(NewHTTPClient(clientTLS))).get,
 		Objects:    objects,
 		Logger:     log.With("component", "coordinator"),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"coordinator": cfg.ID}, opts.Registry),
@@ -216,7 +220,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := c.Handler()
 	mux.Handle("/", h)
-	srv := newHTTPServer(ln, cfg.TLS.wrap(mux), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(token.guard(mux)), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -282,13 +286,17 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	if err != nil {
 		return err
 	}
+	token, err := readInternalToken(cfg.InternalTokenFile)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
 	hc := NewHTTPClient(clientTLS)
-	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, hc.Transport)}
+	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, token.transport(hc.Transport))}
 	srv, err := tablet.New(tabletConfig(cfg.ID, cfg.TLS.Scheme()+addr, replicaDir, cfg.Tablet), tablet.Deps{
 		Meta:        store,
 		Etcd:        cli,
@@ -319,7 +327,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := srv.Handler()
 	mux.Handle("/", h)
-	hs := newHTTPServer(ln, cfg.TLS.wrap(mux), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	hs := newHTTPServer(ln, cfg.TLS.wrap(token.guard(mux)), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

@@ -83,7 +83,7 @@ func (e *Embedded) StartTablet(ctx context.Context, id string) error {
 		Etcd:        cli,
 		Changelog:   logs,
 		Objects:     e.objects,
-		Coordinator: tierv1connect.NewCoordinatorServiceClient(e.hc, e.Address()),
+		Coordinator: tierv1connect.NewCoordinatorServiceClient(e.ihc, e.Address()),
 		Logger:      e.log.With("component", "tablet"),
 		Registerer:  reg,
 	})

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,22 +64,7 @@ func TestRolesTLS(t *testing.T) {
 		return err
 	})
 	createTable(t, coord, "d", "t", 2, &tierv1.Column{Name: "k", Type: "BIGINT"}, &tierv1.Column{Name: "v", Type: "STRING"})
-	client, err := tierclient.New(ctx, ca, tierclient.WithTLSConfig(trust))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	target := tierclient.Target{Database: "d", Table: "t"}
-	rows := []kv.Row{{int64(1), "one"}, {int64(2), "two"}}
-	retry(t, "upsert over TLS", func() error { return client.Upsert(ctx, target, rows) })
-	got, err := client.Get(ctx, target, []kv.Row{{int64(1), nil}, {int64(2), nil}})
-	if err != nil || len(got) != 2 || !slices.Equal(got[0], rows[0]) || !slices.Equal(got[1], rows[1]) {
-		t.Fatalf("get over TLS: %v, %v", got, err)
-	}
-	retry(t, "the tablet server reports a snapshot to the coordinator over TLS", func() error {
-		_, err := coord.TriggerSnapshot(ctx, connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
-		return err
-	})
+	checkTierWorks(t, newTierClient(t, ca, tierclient.WithTLSConfig(trust)), coord)
 
 	// A client without the CA: refused at once, as untrusted.
 	start := time.Now()

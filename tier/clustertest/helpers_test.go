@@ -310,7 +310,7 @@ func (cl *cluster) locations(ctx context.Context, partition string) (*tierv1.Get
 
 // tablet returns a TabletService client of an embedded tablet server.
 func (cl *cluster) tablet(id string) tierv1connect.TabletServiceClient {
-	return tierv1connect.NewTabletServiceClient(cl.e.HTTPClient(), cl.e.TabletAddress(id))
+	return tierv1connect.NewTabletServiceClient(cl.e.InternalHTTPClient(), cl.e.TabletAddress(id))
 }
 
 // replicated checks that every bucket of the partition has rf replicas on
