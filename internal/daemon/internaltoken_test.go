@@ -1,8 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,9 +17,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
@@ -219,13 +225,22 @@ func newTierClient(t *testing.T, address string, opts ...tierclient.Opt) *tiercl
 // one of the two tokens it accepts): the assignment, the snapshot order
 // and the snapshot report pass; the internal RPCs without a token, or
 // with one the files do not hold, are refused; a role whose file is bad
-// does not start.
+// does not start. Neither token appears in the roles' debug logs, their
+// /metrics, etcd or any file they wrote.
 func TestRolesInternalToken(t *testing.T) {
-	roles := startRoleTest(t, t.TempDir())
+	dir := t.TempDir()
+	roles := startRoleTest(t, dir)
 	cc, tc := roles.coordinator(), roles.tablet("ts-1")
-	cc.InternalTokenFile = writeTokenFile(t, tokenA+"\n"+tokenB+"\n")
-	tc.InternalTokenFile = writeTokenFile(t, tokenB+"\n"+tokenA+"\n")
-	ca, ta := runRoles(t, cc, tc)
+	secrets := t.TempDir() // outside dir: the scan below must not find the token files
+	cc.InternalTokenFile = filepath.Join(secrets, "coordinator-token")
+	tc.InternalTokenFile = filepath.Join(secrets, "tablet-token")
+	for f, text := range map[string]string{cc.InternalTokenFile: tokenA + "\n" + tokenB + "\n", tc.InternalTokenFile: tokenB + "\n" + tokenA + "\n"} {
+		if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs testlog.Buffer
+	ca, ta := runRoles(t, cc, tc, RunOptions{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := t.Context()
 	coord := tierv1connect.NewCoordinatorServiceClient(NewHTTPClient(nil), BaseURL(ca))
 	retry(t, "the tablet server registered", func() error {
@@ -245,6 +260,56 @@ func TestRolesInternalToken(t *testing.T) {
 	wrong := &internalToken{send: strings.Repeat("f", 64)}
 	if got := internalCalls(ctx, wrong.client(NewHTTPClient(nil)), BaseURL(ta), BaseURL(ca)); !slices.Equal(got, want) {
 		t.Fatalf("internal RPCs with a wrong token: %v, want %v", got, want)
+	}
+
+	// The leak scan, and its control.
+	found := func(where string, data []byte) {
+		for _, tok := range []string{tokenA, tokenB} {
+			if bytes.Contains(data, []byte(tok)) || bytes.Contains(data, []byte(base64.StdEncoding.EncodeToString([]byte(tok)))) {
+				t.Errorf("an internal token in %s", where)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(cc.InternalTokenFile); !bytes.Contains(b, []byte(tokenA)) {
+		t.Fatal("control: the scan's token is not the file's")
+	}
+	if !strings.Contains(logs.String(), "debug") && !strings.Contains(logs.String(), "DEBUG") {
+		t.Fatal("control: no debug log was captured")
+	}
+	found("the logs", logs.Bytes())
+	for _, addr := range []string{ca, ta} {
+		_, body := get(t, "http://"+addr+PathMetrics)
+		found(addr+PathMetrics, []byte(body))
+	}
+	kvs, err := clientv3.New(clientv3.Config{Endpoints: roles.endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kvs.Close()
+	all, err := kvs.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil || len(all.Kvs) == 0 {
+		t.Fatalf("etcd: %v keys, %v", len(all.Kvs), err)
+	}
+	for _, kv := range all.Kvs {
+		found("etcd key "+string(kv.Key), append(kv.Key, kv.Value...))
+	}
+	files := 0
+	if err := filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
+		if err != nil || !de.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		found(path, b)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Fatal("control: no file scanned")
 	}
 
 	bad := roles.coordinator()

@@ -54,14 +54,21 @@ func (r roleTest) tablet(id string) TabletConfig {
 
 // runRoles runs thaw coordinator cc and thaw tablet tc until the test
 // ends (a role that returns an error then fails it) and returns their
-// advertised host:port once both listen.
-func runRoles(t *testing.T, cc CoordinatorConfig, tc TabletConfig) (coord, tablet string) {
+// advertised host:port once both listen. Both roles get opts (at most
+// one; OnReady is runRoles' own).
+func runRoles(t *testing.T, cc CoordinatorConfig, tc TabletConfig, opts ...RunOptions) (coord, tablet string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	coordAddr, tabletAddr := make(chan string, 1), make(chan string, 1)
 	done := make(chan error, 2)
-	go func() { done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
-	go func() { done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { tabletAddr <- a }}) }()
+	co, to := RunOptions{}, RunOptions{}
+	if len(opts) > 0 {
+		co, to = opts[0], opts[0]
+	}
+	co.OnReady = func(a string) { coordAddr <- a }
+	to.OnReady = func(a string) { tabletAddr <- a }
+	go func() { done <- RunCoordinator(ctx, cc, co) }()
+	go func() { done <- RunTablet(ctx, tc, to) }()
 	running := 2
 	t.Cleanup(func() {
 		cancel()
