@@ -3,6 +3,7 @@ package daemon
 import (
 	"connectrpc.com/connect"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -119,9 +120,11 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	ctls, err := ClientTLSFiles(cfg.Tier.CAFile, cfg.Tier.CertFile, cfg.Tier.KeyFile)
-	if err != nil {
-		return nil, err
+	var ctls *tls.Config
+	if cfg.Tier.CAFile != "" || cfg.Tier.CertFile != "" || cfg.Tier.KeyFile != "" {
+		if ctls, err = reloadingClientTLS(cfg.Tier.CAFile, "tier.ca_file", cfg.Tier.CertFile, cfg.Tier.KeyFile, log.With("component", "tls")); err != nil {
+			return nil, err
+		}
 	}
 	hc := NewHTTPClient(ctls)
 	var address string

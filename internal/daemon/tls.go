@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,8 +33,8 @@ const (
 // HTTPS only (HTTP/1.1 and HTTP/2, TLS 1.2 or later) and it advertises
 // https:// addresses; CAFile is the PEM bundle the process's own clients
 // trust when they reach other thaw processes (coordinator ↔ tablet
-// servers; default: the system's roots). The key pair is read at start and
-// again when its files change (certReloader); the CA bundles at start.
+// servers; default: the system's roots). The key pair and the CA bundles
+// are read at start and again when their files change (reloader).
 //
 // ClientCAFile turns on mutual TLS: every request but /healthz and
 // /readyz must come with a client certificate that a CA of this bundle
@@ -78,8 +80,9 @@ func (t *ListenerTLS) coordinatorAddress(hostPort string) string {
 
 // load reads the key pair and the CA bundle: the listener's config and
 // the config of the process's clients (nil fields without the section).
-// The listener picks up a renewed key pair by itself (certReloader); log
-// receives the reloads and the failed ones.
+// The listener and the clients pick up renewed key pairs and changed CA
+// bundles by themselves (reloader); log receives the reloads and the
+// failed ones.
 func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err error) {
 	if t == nil {
 		return nil, nil, nil
@@ -88,31 +91,38 @@ func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err er
 	if err != nil {
 		return nil, nil, err
 	}
-	if client, err = ClientTLS(t.CAFile); err != nil {
+	if client, err = reloadingClientTLS(t.CAFile, "tls.ca_file", "", "", log); err != nil {
 		return nil, nil, err
 	}
-	if client == nil {
-		client = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.get}
+	server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get(), nil }}
 	if t.ClientCAFile != "" {
-		if server.ClientCAs, err = readPool(t.ClientCAFile, "tls.client_ca_file"); err != nil {
-			return nil, nil, fmt.Errorf("daemon: %w", err)
+		cas, err := newPoolReloader(t.ClientCAFile, "tls.client_ca_file", log)
+		if err != nil {
+			return nil, nil, err
 		}
-		// Verified when given; requireClientCert refuses requests
-		// without one (but the health probes).
-		server.ClientAuth = tls.VerifyClientCertIfGiven
-		client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.get(nil) }
+		// Asked for, and verified when given against the bundle as it is
+		// now (also on resumed sessions); requireClientCert refuses
+		// requests without one (but the health probes).
+		server.ClientAuth = tls.RequestClientCert
+		server.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return nil
+			}
+			return verifyChain(cas, cs.PeerCertificates, "", x509.ExtKeyUsageClientAuth)
+		}
+		client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.get(), nil }
 	}
 	return server, client, nil
 }
 
 // requireClientCert wraps the handler of a listener with mutual TLS: a
-// request without a verified client certificate gets 401, except the
-// health probes (load balancers and kubelets present none).
+// request without a client certificate gets 401, except the health probes
+// (load balancers and kubelets present none). A certificate it sees was
+// verified in the handshake (load's VerifyConnection fails the handshake
+// otherwise).
 func requireClientCert(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != PathHealthz && r.URL.Path != PathReadyz && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		if r.URL.Path != PathHealthz && r.URL.Path != PathReadyz && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0) {
 			http.Error(w, "a client certificate is required", http.StatusUnauthorized)
 			return
 		}
@@ -142,87 +152,171 @@ func readPool(file, key string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// certCheckInterval is how often, at most, a handshake looks whether the
-// certificate or key file changed.
+// certCheckInterval is how often, at most, a handshake looks whether a
+// certificate, key or CA bundle file changed.
 const certCheckInterval = time.Second
 
-// certReloader serves a listener's key pair and reloads it when its files
-// change (a renewal by cert-manager, certbot or an operator): a handshake
-// at least certCheckInterval after the last look stats both files, and
-// when either changed (modification time or size) loads the pair again. A
-// pair that does not load (a renewal half written, a key that does not
-// match) is logged and the previous one kept, and loading is tried again
-// at the next look, so connections never fail because of a renewal.
-type certReloader struct {
-	certFile, keyFile string
-	log               *slog.Logger
+// reloader serves a value loaded from files — a listener's key pair, a CA
+// bundle — and loads it again when they change (a renewal by cert-manager,
+// certbot or an operator): a handshake at least certCheckInterval after the
+// last look reads the files (a few KiB), and when their contents changed
+// loads the value again. Contents, not modification times and sizes: a
+// renewal in the same clock tick as the previous write, to a file of the
+// same size, is a change too. A value that does not load (a renewal half
+// written, a key that does not match) is logged and the previous one kept,
+// and loading is tried again at the next look, so connections never fail
+// because of a renewal.
+type reloader[T any] struct {
+	files  []string
+	load   func() (T, error)
+	loaded func(T)     // logs a reload
+	failed func(error) // logs a reload that did not load
 
 	mu      sync.Mutex
-	pair    *tls.Certificate
-	stamp   [2]fileStamp // of the files the pair was loaded from
-	failed  [2]fileStamp // of the files a load last failed on
+	val     T
+	digest  [sha256.Size]byte // of the files val was loaded from
+	bad     [sha256.Size]byte // of the files a load last failed on (zero: none)
 	checked time.Time
 }
 
-// fileStamp is what tells a changed file: its modification time and size.
-type fileStamp struct {
-	mod  time.Time
-	size int64
+// newReloader loads the value once; an error there is the caller's to
+// report (nothing to fall back on).
+func newReloader[T any](files []string, load func() (T, error), loaded func(T), failed func(error)) (*reloader[T], error) {
+	r := &reloader[T]{files: files, load: load, loaded: loaded, failed: failed}
+	digest, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	if r.val, err = load(); err != nil {
+		return nil, err
+	}
+	r.digest, r.checked = digest, time.Now()
+	return r, nil
 }
 
-func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
-	stamps, err := r.stamps()
-	if err == nil {
-		err = r.load(stamps)
+// read returns the SHA-256 of the files' contents, each preceded by its
+// length.
+func (r *reloader[T]) read() ([sha256.Size]byte, error) {
+	h := sha256.New()
+	for _, f := range r.files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return [sha256.Size]byte{}, err
+		}
+		_ = binary.Write(h, binary.BigEndian, int64(len(b)))
+		h.Write(b)
 	}
+	return [sha256.Size]byte(h.Sum(nil)), nil
+}
+
+// get returns the value, loaded again first if a look is due and a file
+// changed.
+func (r *reloader[T]) get() T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.checked) < certCheckInterval {
+		return r.val
+	}
+	r.checked = time.Now()
+	digest, err := r.read()
+	if err != nil || digest == r.digest || digest == r.bad {
+		return r.val // a file missing for a moment keeps the value too
+	}
+	v, err := r.load()
+	if err != nil {
+		r.bad = digest
+		r.failed(err)
+		return r.val
+	}
+	r.val, r.digest, r.bad = v, digest, [sha256.Size]byte{}
+	r.loaded(v)
+	return r.val
+}
+
+// newCertReloader serves the key pair of certFile and keyFile.
+func newCertReloader(certFile, keyFile string, log *slog.Logger) (*reloader[*tls.Certificate], error) {
+	r, err := newReloader([]string{certFile, keyFile},
+		func() (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+			return &pair, err
+		},
+		func(pair *tls.Certificate) {
+			log.Info("tls: certificate reloaded", "cert_file", certFile, "not_after", pair.Leaf.NotAfter)
+		},
+		func(err error) {
+			log.Warn("tls: the renewed certificate does not load; serving the previous one", "cert_file", certFile, "key_file", keyFile, "err", err)
+		})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: tls: %w", err)
 	}
 	return r, nil
 }
 
-func (r *certReloader) stamps() ([2]fileStamp, error) {
-	var out [2]fileStamp
-	for i, f := range []string{r.certFile, r.keyFile} {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return out, err
-		}
-		out[i] = fileStamp{fi.ModTime(), fi.Size()}
-	}
-	return out, nil
-}
-
-// load reads the pair; the caller holds mu (or owns r).
-func (r *certReloader) load(stamps [2]fileStamp) error {
-	pair, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+// newPoolReloader serves the CA bundle of file; key names its config key.
+func newPoolReloader(file, key string, log *slog.Logger) (*reloader[*x509.CertPool], error) {
+	r, err := newReloader([]string{file},
+		func() (*x509.CertPool, error) { return readPool(file, key) },
+		func(*x509.CertPool) { log.Info("tls: CA bundle reloaded", "file", file) },
+		func(err error) {
+			log.Warn("tls: the changed CA bundle does not load; trusting the previous one", "file", file, "err", err)
+		})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("daemon: %w", err)
 	}
-	r.pair, r.stamp, r.checked = &pair, stamps, time.Now()
-	return nil
+	return r, nil
 }
 
-// get is tls.Config.GetCertificate.
-func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.checked) < certCheckInterval {
-		return r.pair, nil
+// verifyChain verifies a peer's certificate chain against the bundle
+// roots serves now, for usage (and, for a server's, its name).
+func verifyChain(roots *reloader[*x509.CertPool], certs []*x509.Certificate, name string, usage x509.ExtKeyUsage) error {
+	if len(certs) == 0 {
+		return errors.New("tls: the peer presented no certificate")
 	}
-	r.checked = time.Now()
-	stamps, err := r.stamps()
-	if err != nil || stamps == r.stamp || stamps == r.failed {
-		return r.pair, nil // a file missing for a moment keeps the pair too
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
 	}
-	if err := r.load(stamps); err != nil {
-		r.failed = stamps
-		r.log.Warn("tls: the renewed certificate does not load; serving the previous one", "cert_file", r.certFile, "key_file", r.keyFile, "err", err)
-		return r.pair, nil
+	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots.get(), Intermediates: inter, DNSName: name, KeyUsages: []x509.ExtKeyUsage{usage}})
+	return err
+}
+
+// reloadingRoots makes tc trust the bundle roots serves at each handshake
+// instead of a pool fixed at start: Go's own verification is replaced by
+// verifyChain with the same checks (chain to a root, validity, the server
+// name, server usage) in VerifyConnection, which runs on resumed sessions
+// too.
+func reloadingRoots(tc *tls.Config, roots *reloader[*x509.CertPool]) {
+	tc.RootCAs = nil
+	tc.InsecureSkipVerify = true // verified by VerifyConnection below
+	tc.VerifyConnection = func(cs tls.ConnectionState) error {
+		return verifyChain(roots, cs.PeerCertificates, cs.ServerName, x509.ExtKeyUsageServerAuth)
 	}
-	r.log.Info("tls: certificate reloaded", "cert_file", r.certFile, "not_after", r.pair.Leaf.NotAfter)
-	return r.pair, nil
+}
+
+// reloadingClientTLS is ClientTLSFiles for a long-running process: the CA
+// bundle caFile (caKey names its config key in errors) and the client key
+// pair are read again when their files change (reloader). Unlike
+// ClientTLSFiles it always returns a configuration.
+func reloadingClientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("daemon: tls: a client certificate needs both its certificate and its key")
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		roots, err := newPoolReloader(caFile, caKey, log)
+		if err != nil {
+			return nil, err
+		}
+		reloadingRoots(tc, roots)
+	}
+	if certFile != "" {
+		pair, err := newCertReloader(certFile, keyFile, log)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: tls client certificate: %w", err)
+		}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get(), nil }
+	}
+	return tc, nil
 }
 
 // ClientTLS is the TLS configuration of a client that trusts the PEM

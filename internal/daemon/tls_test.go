@@ -189,21 +189,7 @@ func TestCertReload(t *testing.T) {
 	lt := &ListenerTLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
 	first := testtls.Write(t, lt.CertFile, lt.KeyFile)
 	var logs testlog.Buffer
-	server, _, err := lt.load(slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- newHTTPServer(ln, http.NotFoundHandler(), time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
-	}()
-	defer func() { cancel(); <-done }()
-	url := "https://" + ln.Addr().String()
+	url := "https://" + serveTLS(t, lt, slog.New(slog.NewTextHandler(&logs, nil)))
 	pool := x509.NewCertPool()
 	pool.AddCert(first)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
@@ -325,5 +311,143 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if _, err := ClientTLSFiles(cert, cert, ""); err == nil {
 		t.Fatal("a client certificate without its key was accepted")
+	}
+}
+
+// serveTLS serves 404s over HTTPS with lt (its tls section, mutual TLS
+// included) until the test ends, and returns the listener's host:port.
+func serveTLS(t *testing.T, lt *ListenerTLS, log *slog.Logger) string {
+	t.Helper()
+	server, _, err := lt.load(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() {
+		done <- newHTTPServer(ln, lt.wrap(http.NotFoundHandler()), time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
+}
+
+// TestCAReload: the CA bundles of a running process are read again when
+// they change: the bundle its clients trust (tls.ca_file) and the one its
+// listener accepts client certificates from (tls.client_ca_file), each
+// applied to the next handshake, with Go's checks kept (an untrusted
+// server, a server certificate for another host and an unaccepted client
+// certificate all fail) and HTTP/2 still negotiated. A bundle that does
+// not parse is logged and the previous one kept.
+func TestCAReload(t *testing.T) {
+	dir := t.TempDir()
+	pem := func(name string) (cert, key string) {
+		return filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	}
+	srvCert, srvKey := pem("server")
+	aCert, aKey := pem("client-a")
+	bCert, bKey := pem("client-b")
+	for _, f := range [][2]string{{srvCert, srvKey}, {aCert, aKey}, {bCert, bKey}} {
+		testtls.Write(t, f[0], f[1]) // each self-signed: its own CA
+	}
+	// bundle replaces file with pemText, by a rename.
+	bundle := func(file string, pemText []byte) {
+		t.Helper()
+		if err := os.WriteFile(file+".new", pemText, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".new", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(file string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	clientCAs, trust := filepath.Join(dir, "client-cas.pem"), filepath.Join(dir, "trust.pem")
+	bundle(clientCAs, read(aCert))
+	bundle(trust, read(aCert)) // not the server's: the clients do not trust it yet
+
+	var logs testlog.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	_, port, err := net.SplitHostPort(serveTLS(t, &ListenerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: clientCAs}, log))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Two processes' clients: they present certificate A or B and trust
+	// the bundle trust.
+	client := func(cert, key string) *http.Client {
+		_, ctls, err := (&ListenerTLS{CertFile: cert, KeyFile: key, CAFile: trust, ClientCAFile: clientCAs}).load(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := NewHTTPClient(ctls)
+		hc.Transport.(*http.Transport).DisableKeepAlives = true // a handshake per request
+		return hc
+	}
+	withA, withB := client(aCert, aKey), client(bCert, bKey)
+	call := func(hc *http.Client, host string) error {
+		resp, err := hc.Get(fmt.Sprintf("https://%s:%s/x", host, port))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.ProtoMajor != 2 {
+			return fmt.Errorf("status %d over HTTP/%d", resp.StatusCode, resp.ProtoMajor)
+		}
+		return nil
+	}
+	eventually := func(what string, cond func() error) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for err := cond(); err != nil; err = cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	if err := call(withA, "127.0.0.1"); !tlsfail.Untrusted(err) {
+		t.Fatalf("a server outside the trusted bundle: %v, want an untrusted-certificate error", err)
+	}
+	bundle(trust, read(srvCert))
+	eventually("the client trusts the server once its bundle holds the server's CA", func() error { return call(withA, "127.0.0.1") })
+	if err := call(withA, "localhost"); !tlsfail.Untrusted(err) {
+		t.Fatalf("the server's certificate for another name (127.0.0.1, dialled as localhost): %v, want an untrusted-certificate error", err)
+	}
+	if err := call(withB, "127.0.0.1"); err == nil {
+		t.Fatal("a client certificate outside tls.client_ca_file was accepted")
+	}
+
+	bundle(clientCAs, read(bCert))
+	eventually("client certificate B is accepted once tls.client_ca_file holds its CA", func() error { return call(withB, "127.0.0.1") })
+	if err := call(withA, "127.0.0.1"); err == nil {
+		t.Fatal("client certificate A was accepted after its CA left tls.client_ca_file")
+	}
+	if !strings.Contains(logs.String(), "CA bundle reloaded") {
+		t.Errorf("no reload logged: %s", logs.String())
+	}
+
+	bundle(clientCAs, []byte("not a certificate"))
+	eventually("the bundle that does not parse is logged", func() error {
+		if err := call(withB, "127.0.0.1"); err != nil {
+			t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
+		}
+		if !strings.Contains(logs.String(), "does not load") {
+			return errors.New("not logged yet")
+		}
+		return nil
+	})
+	if err := call(withB, "127.0.0.1"); err != nil {
+		t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
 	}
 }
