@@ -706,9 +706,10 @@ type CoordinatorConfig struct {
 	// advertised address https:// (see ListenerTLS).
 	TLS *ListenerTLS `yaml:"tls"`
 	// InternalTokenFile, when set, holds the tier's internal token (one
-	// per line; the first is sent, every one accepted): the tablet servers'
-	// snapshot reports need it, and the coordinator presents it to them.
-	// Every coordinator and tablet server of a tier must share it.
+	// per line; the first is sent, every one accepted; read again when it
+	// changes): the tablet servers' snapshot reports need it, and the
+	// coordinator presents it to them. Every coordinator and tablet server
+	// of a tier must share it.
 	InternalTokenFile string `yaml:"internal_token_file"`
 }
 

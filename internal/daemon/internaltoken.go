@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -43,28 +44,54 @@ var internalProcedures = []string{
 	tierv1connect.CoordinatorServiceReportSnapshotProcedure,
 }
 
-// internalToken is the shared secret of a tier's processes: the first
-// token is sent, every token is accepted (two during a rotation). Only
-// SHA-256 sums are compared, in constant time; the tokens never enter a
-// log line, metric or error.
+// internalToken is the shared secret of a tier's processes: a tokenSet,
+// fixed (the embedded tier's) or read from internal_token_file and read
+// again when the file changes (reloader), so that a rotation needs no
+// restart.
 type internalToken struct {
+	fixed *tokenSet
+	file  *reloader[*tokenSet]
+}
+
+// tokenSet is what an internal_token_file holds: the first token is sent,
+// every token is accepted (two during a rotation). Only SHA-256 sums are
+// compared, in constant time; the tokens never enter a log line, metric or
+// error.
+type tokenSet struct {
 	send string
 	sums [][sha256.Size]byte
 }
 
-// readInternalToken reads the internal_token_file: one token per line
-// (blank lines and lines starting with # skipped), each at least
-// MinInternalTokenLen visible ASCII characters. The first is the one this
-// process sends. No file: nil (internal RPCs unguarded).
-func readInternalToken(file string) (*internalToken, error) {
+// readInternalToken reads the internal_token_file (see parseTokenFile) and
+// watches it; log receives its reloads and the changes that do not parse.
+// No file: nil (internal RPCs unguarded).
+func readInternalToken(file string, log *slog.Logger) (*internalToken, error) {
 	if file == "" {
 		return nil, nil
 	}
+	if _, err := parseTokenFile(file); err != nil {
+		return nil, err // the error a start needs, naming the line
+	}
+	r, err := newReloader([]string{file}, func() (*tokenSet, error) { return parseTokenFile(file) },
+		func(*tokenSet) { log.Info("internal token file reloaded", "file", file) },
+		func(err error) {
+			log.Warn("the changed internal token file does not load; keeping the previous tokens", "file", file, "err", err)
+		})
+	if err != nil {
+		return nil, fmt.Errorf("internal_token_file: %w", err)
+	}
+	return &internalToken{file: r}, nil
+}
+
+// parseTokenFile reads one token per line (blank lines and lines starting
+// with # skipped), each at least MinInternalTokenLen visible ASCII
+// characters; the first is the one this process sends.
+func parseTokenFile(file string) (*tokenSet, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("internal_token_file: %w", err)
 	}
-	t := &internalToken{}
+	t := &tokenSet{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -96,14 +123,22 @@ func newInternalToken() (*internalToken, error) {
 		return nil, fmt.Errorf("daemon: internal token: %w", err)
 	}
 	s := hex.EncodeToString(b[:])
-	return &internalToken{send: s, sums: [][sha256.Size]byte{sha256.Sum256([]byte(s))}}, nil
+	return &internalToken{fixed: &tokenSet{send: s, sums: [][sha256.Size]byte{sha256.Sum256([]byte(s))}}}, nil
+}
+
+// current is the token set in force.
+func (t *internalToken) current() *tokenSet {
+	if t.file != nil {
+		return t.file.get()
+	}
+	return t.fixed
 }
 
 // accepts reports whether presented is one of the tokens.
 func (t *internalToken) accepts(presented string) bool {
 	sum := sha256.Sum256([]byte(presented))
 	ok := 0
-	for _, s := range t.sums {
+	for _, s := range t.current().sums {
 		ok |= subtle.ConstantTimeCompare(sum[:], s[:])
 	}
 	return presented != "" && ok == 1
@@ -157,16 +192,16 @@ func (t *internalToken) transport(rt http.RoundTripper) http.RoundTripper {
 	if t == nil {
 		return rt
 	}
-	return tokenTransport{inner: rt, token: t.send}
+	return tokenTransport{inner: rt, token: t}
 }
 
 type tokenTransport struct {
 	inner http.RoundTripper
-	token string
+	token *internalToken
 }
 
 func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set(InternalTokenHeader, t.token)
+	r.Header.Set(InternalTokenHeader, t.token.current().send)
 	return t.inner.RoundTrip(r)
 }

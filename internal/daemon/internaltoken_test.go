@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 const (
 	tokenA = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
 	tokenB = "0f9e8d7c6b5a49382716f5e4d3c2b1a00f9e8d7c6b5a49382716f5e4d3c2b1a0"
+	tokenC = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
 )
 
 func writeTokenFile(t *testing.T, text string) string {
@@ -44,15 +46,15 @@ func writeTokenFile(t *testing.T, text string) string {
 // accepted; anything else in the file is an error naming the line, and
 // never the token.
 func TestReadInternalToken(t *testing.T) {
-	if tok, err := readInternalToken(""); tok != nil || err != nil {
+	if tok, err := readInternalToken("", slog.New(slog.DiscardHandler)); tok != nil || err != nil {
 		t.Fatalf("no file: %v %v", tok, err)
 	}
-	tok, err := readInternalToken(writeTokenFile(t, "# rotation: new first\n\n  "+tokenA+"  \n"+tokenB+"\n"))
+	tok, err := readInternalToken(writeTokenFile(t, "# rotation: new first\n\n  "+tokenA+"  \n"+tokenB+"\n"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok.send != tokenA || !tok.accepts(tokenA) || !tok.accepts(tokenB) || tok.accepts(tokenA[1:]) || tok.accepts("") {
-		t.Fatalf("token %q accepts A %t, B %t", tok.send, tok.accepts(tokenA), tok.accepts(tokenB))
+	if tok.current().send != tokenA || !tok.accepts(tokenA) || !tok.accepts(tokenB) || tok.accepts(tokenA[1:]) || tok.accepts("") {
+		t.Fatalf("token %q accepts A %t, B %t", tok.current().send, tok.accepts(tokenA), tok.accepts(tokenB))
 	}
 	short := strings.Repeat("x", MinInternalTokenLen-1)
 	for _, tc := range []struct{ name, text, want string }{
@@ -63,7 +65,7 @@ func TestReadInternalToken(t *testing.T) {
 		{"second line bad", tokenA + "\n\tnot-a-token-but-quite-long-enough-é-x\n", "line 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tok, err := readInternalToken(writeTokenFile(t, tc.text))
+			tok, err := readInternalToken(writeTokenFile(t, tc.text), slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || tok != nil {
 				t.Fatalf("got %v, %v; want an error with %q", tok, err, tc.want)
 			}
@@ -72,7 +74,7 @@ func TestReadInternalToken(t *testing.T) {
 			}
 		})
 	}
-	if _, err := readInternalToken(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "internal_token_file") {
+	if _, err := readInternalToken(filepath.Join(t.TempDir(), "missing"), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "internal_token_file") {
 		t.Fatalf("missing file: %v", err)
 	}
 }
@@ -80,7 +82,7 @@ func TestReadInternalToken(t *testing.T) {
 // TestInternalTokenGuard: internal procedures, under any prefix, need an
 // accepted token; every other path passes without one.
 func TestInternalTokenGuard(t *testing.T) {
-	tok, err := readInternalToken(writeTokenFile(t, tokenA+"\n"+tokenB+"\n"))
+	tok, err := readInternalToken(writeTokenFile(t, tokenA+"\n"+tokenB+"\n"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +226,9 @@ func newTierClient(t *testing.T, address string, opts ...tierclient.Opt) *tiercl
 // internal_token_file, in the middle of a rotation (each sends a different
 // one of the two tokens it accepts): the assignment, the snapshot order
 // and the snapshot report pass; the internal RPCs without a token, or
-// with one the files do not hold, are refused; a role whose file is bad
-// does not start. Neither token appears in the roles' debug logs, their
+// with one the files do not hold, are refused; a rotation to a third token
+// by rewriting the files needs no restart; a role whose file is bad does
+// not start. No token appears in the roles' debug logs, their
 // /metrics, etcd or any file they wrote.
 func TestRolesInternalToken(t *testing.T) {
 	dir := t.TempDir()
@@ -257,20 +260,59 @@ func TestRolesInternalToken(t *testing.T) {
 	if got := internalCalls(ctx, NewHTTPClient(nil), BaseURL(ta), BaseURL(ca)); !slices.Equal(got, want) {
 		t.Fatalf("internal RPCs without a token: %v, want %v", got, want)
 	}
-	wrong := &internalToken{send: strings.Repeat("f", 64)}
+	wrong := &internalToken{fixed: &tokenSet{send: strings.Repeat("f", 64)}}
 	if got := internalCalls(ctx, wrong.client(NewHTTPClient(nil)), BaseURL(ta), BaseURL(ca)); !slices.Equal(got, want) {
 		t.Fatalf("internal RPCs with a wrong token: %v, want %v", got, want)
 	}
 
+	// A rotation to a third token, without restarts: both files are
+	// rewritten; the roles read them again, token A stops working and the
+	// tier keeps working. A change that does not parse is logged and
+	// changes nothing.
+	for _, f := range []string{cc.InternalTokenFile, tc.InternalTokenFile} {
+		if err := os.WriteFile(f, []byte(tokenC+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withA := &internalToken{fixed: &tokenSet{send: tokenA}}
+	retry(t, "token A refused after the rotation", func() error {
+		if got := internalCalls(ctx, withA.client(NewHTTPClient(nil)), BaseURL(ta), BaseURL(ca)); !slices.Equal(got, want) {
+			return fmt.Errorf("with token A: %v", got)
+		}
+		return nil
+	})
+	retry(t, "a snapshot ordered and reported with token C", func() error {
+		_, err := coord.TriggerSnapshot(ctx, connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
+		return err
+	})
+	if err := os.WriteFile(tc.InternalTokenFile, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withC := &internalToken{fixed: &tokenSet{send: tokenC}}
+	retry(t, "the change that does not parse logged", func() error {
+		for i, c := range internalCalls(ctx, withC.client(NewHTTPClient(nil)), BaseURL(ta), BaseURL(ca)) {
+			if c == connect.CodeUnauthenticated {
+				t.Fatalf("%s with token C after a bad change of the file: unauthenticated", internalProcedures[i])
+			}
+		}
+		if !strings.Contains(logs.String(), "does not load") {
+			return errors.New("not logged yet")
+		}
+		return nil
+	})
+	if !strings.Contains(logs.String(), "internal token file reloaded") {
+		t.Error("no reload logged")
+	}
+
 	// The leak scan, and its control.
 	found := func(where string, data []byte) {
-		for _, tok := range []string{tokenA, tokenB} {
+		for _, tok := range []string{tokenA, tokenB, tokenC} {
 			if bytes.Contains(data, []byte(tok)) || bytes.Contains(data, []byte(base64.StdEncoding.EncodeToString([]byte(tok)))) {
 				t.Errorf("an internal token in %s", where)
 			}
 		}
 	}
-	if b, _ := os.ReadFile(cc.InternalTokenFile); !bytes.Contains(b, []byte(tokenA)) {
+	if b, _ := os.ReadFile(cc.InternalTokenFile); !bytes.Contains(b, []byte(tokenC)) {
 		t.Fatal("control: the scan's token is not the file's")
 	}
 	if !strings.Contains(logs.String(), "debug") && !strings.Contains(logs.String(), "DEBUG") {

@@ -177,7 +177,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	if err != nil {
 		return err
 	}
-	token, err := readInternalToken(cfg.InternalTokenFile)
+	token, err := readInternalToken(cfg.InternalTokenFile, log.With("component", "internal-token"))
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
@@ -286,7 +286,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	if err != nil {
 		return err
 	}
-	token, err := readInternalToken(cfg.InternalTokenFile)
+	token, err := readInternalToken(cfg.InternalTokenFile, log.With("component", "internal-token"))
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
