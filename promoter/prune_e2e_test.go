@@ -76,12 +76,8 @@ func TestPruneLedger(t *testing.T) {
 	}
 	ids := func() []string {
 		t.Helper()
-		recs, err := p.Promotions(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var out []string
-		for _, r := range recs {
+		for _, r := range mustList(t, p) {
 			out = append(out, r.ID)
 		}
 		slices.Sort(out)
@@ -111,9 +107,21 @@ func TestPruneLedger(t *testing.T) {
 		t.Fatalf("the refused prune changed the ledger: %v", got)
 	}
 
+	// A key being promoted is left alone; the next pass gets it.
+	held := committed[0]
+	release := promoter.HoldKey(p, promoter.Key{Policy: pol.Name(), Partition: held.Partition})
 	n, err := p.PruneLedger(ctx)
-	if err != nil || n != len(attempts) {
-		t.Fatalf("prune: %d, %v; want %d", n, err, len(attempts))
+	if err != nil || n != len(attempts)-3 {
+		t.Fatalf("prune with %s running: %d, %v; want %d", held.Partition, n, err, len(attempts)-3)
+	}
+	for _, r := range mustList(t, p) {
+		if r.Partition != held.Partition && r.Phase != promoter.PhaseCommitted {
+			t.Fatalf("record %s of %s (%s) not pruned", r.ID, r.Partition, r.Phase)
+		}
+	}
+	release()
+	if n, err = p.PruneLedger(ctx); err != nil || n != 3 {
+		t.Fatalf("prune after the key was released: %d, %v; want 3", n, err)
 	}
 	var want []string
 	for _, c := range committed {
@@ -156,4 +164,14 @@ func TestPruneLedger(t *testing.T) {
 	if got := ids(); !slices.Equal(got, want) {
 		t.Fatalf("after Run %v, want %v", got, want)
 	}
+}
+
+// mustList returns the ledger's records.
+func mustList(t *testing.T, p *promoter.Promoter) []promoter.Record {
+	t.Helper()
+	recs, err := p.Promotions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
