@@ -33,8 +33,9 @@ const (
 // HTTPS only (HTTP/1.1 and HTTP/2, TLS 1.2 or later) and it advertises
 // https:// addresses; CAFile is the PEM bundle the process's own clients
 // trust when they reach other thaw processes (coordinator ↔ tablet
-// servers; default: the system's roots). The key pair and the CA bundles
-// are read at start and again when their files change (reloader).
+// servers; default: the system's roots). The key pair and ClientCAFile are
+// read at start and again when their files change (reloader); CAFile at
+// start (see reloadingClientTLS).
 //
 // ClientCAFile turns on mutual TLS: every request but /healthz and
 // /readyz must come with a client certificate that a CA of this bundle
@@ -80,9 +81,8 @@ func (t *ListenerTLS) coordinatorAddress(hostPort string) string {
 
 // load reads the key pair and the CA bundle: the listener's config and
 // the config of the process's clients (nil fields without the section).
-// The listener and the clients pick up renewed key pairs and changed CA
-// bundles by themselves (reloader); log receives the reloads and the
-// failed ones.
+// The listener picks up a renewed key pair and a changed client CA bundle
+// by itself (reloader); log receives the reloads and the failed ones.
 func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err error) {
 	if t == nil {
 		return nil, nil, nil
@@ -108,7 +108,7 @@ func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err er
 			if len(cs.PeerCertificates) == 0 {
 				return nil
 			}
-			return verifyChain(cas, cs.PeerCertificates, "", x509.ExtKeyUsageClientAuth)
+			return verifyClient(cas, cs.PeerCertificates)
 		}
 		client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.get(), nil }
 	}
@@ -266,9 +266,10 @@ func newPoolReloader(file, key string, log *slog.Logger) (*reloader[*x509.CertPo
 	return r, nil
 }
 
-// verifyChain verifies a peer's certificate chain against the bundle
-// roots serves now, for usage (and, for a server's, its name).
-func verifyChain(roots *reloader[*x509.CertPool], certs []*x509.Certificate, name string, usage x509.ExtKeyUsage) error {
+// verifyClient verifies a client's certificate chain against the bundle
+// roots serves now, as Go's own server verification does with a fixed
+// ClientCAs (chain to a root, validity, clientAuth usage; no name).
+func verifyClient(roots *reloader[*x509.CertPool], certs []*x509.Certificate) error {
 	if len(certs) == 0 {
 		return errors.New("tls: the peer presented no certificate")
 	}
@@ -276,26 +277,16 @@ func verifyChain(roots *reloader[*x509.CertPool], certs []*x509.Certificate, nam
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots.get(), Intermediates: inter, DNSName: name, KeyUsages: []x509.ExtKeyUsage{usage}})
+	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots.get(), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return err
 }
 
-// reloadingRoots makes tc trust the bundle roots serves at each handshake
-// instead of a pool fixed at start: Go's own verification is replaced by
-// verifyChain with the same checks (chain to a root, validity, the server
-// name, server usage) in VerifyConnection, which runs on resumed sessions
-// too.
-func reloadingRoots(tc *tls.Config, roots *reloader[*x509.CertPool]) {
-	tc.RootCAs = nil
-	tc.InsecureSkipVerify = true // verified by VerifyConnection below
-	tc.VerifyConnection = func(cs tls.ConnectionState) error {
-		return verifyChain(roots, cs.PeerCertificates, cs.ServerName, x509.ExtKeyUsageServerAuth)
-	}
-}
-
-// reloadingClientTLS is ClientTLSFiles for a long-running process: the CA
-// bundle caFile (caKey names its config key in errors) and the client key
-// pair are read again when their files change (reloader). Unlike
+// reloadingClientTLS is ClientTLSFiles for a long-running process: the
+// client key pair is read again when its files change (reloader). The CA
+// bundle caFile (caKey names its config key in errors) is read once: Go
+// verifies the server's name only against a pool fixed in the config
+// (VerifyConnection cannot see the name of a server dialled by IP
+// address), so a changed client trust bundle needs a restart. Unlike
 // ClientTLSFiles it always returns a configuration.
 func reloadingClientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
 	if (certFile == "") != (keyFile == "") {
@@ -303,11 +294,11 @@ func reloadingClientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logge
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		roots, err := newPoolReloader(caFile, caKey, log)
+		pool, err := readPool(caFile, caKey)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("daemon: %w", err)
 		}
-		reloadingRoots(tc, roots)
+		tc.RootCAs = pool
 	}
 	if certFile != "" {
 		pair, err := newCertReloader(certFile, keyFile, log)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -189,7 +191,7 @@ func TestCertReload(t *testing.T) {
 	lt := &ListenerTLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
 	first := testtls.Write(t, lt.CertFile, lt.KeyFile)
 	var logs testlog.Buffer
-	url := "https://" + serveTLS(t, lt, slog.New(slog.NewTextHandler(&logs, nil)))
+	url := "https://" + serveTLS(t, "127.0.0.1", lt, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	pool := x509.NewCertPool()
 	pool.AddCert(first)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}
@@ -314,34 +316,37 @@ func TestMutualTLS(t *testing.T) {
 	}
 }
 
-// serveTLS serves 404s over HTTPS with lt (its tls section, mutual TLS
-// included) until the test ends, and returns the listener's host:port.
-func serveTLS(t *testing.T, lt *ListenerTLS, log *slog.Logger) string {
+// serveTLS serves h (nil: 404s) over HTTPS with lt (its tls section,
+// mutual TLS included) on a free port of ip until the test ends, and
+// returns the listener's host:port.
+func serveTLS(t *testing.T, ip string, lt *ListenerTLS, h http.Handler, log *slog.Logger) string {
 	t.Helper()
 	server, _, err := lt.load(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() {
-		done <- newHTTPServer(ln, lt.wrap(http.NotFoundHandler()), time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
+		if h == nil {
+			h = http.NotFoundHandler()
+		}
+		done <- newHTTPServer(ln, lt.wrap(h), time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return ln.Addr().String()
 }
 
-// TestCAReload: the CA bundles of a running process are read again when
-// they change: the bundle its clients trust (tls.ca_file) and the one its
-// listener accepts client certificates from (tls.client_ca_file), each
-// applied to the next handshake, with Go's checks kept (an untrusted
-// server, a server certificate for another host and an unaccepted client
-// certificate all fail) and HTTP/2 still negotiated. A bundle that does
-// not parse is logged and the previous one kept.
+// TestCAReload: the bundle a running listener accepts client certificates
+// from (tls.client_ca_file) is read again when it changes and applies to
+// the next handshake, with Go's checks kept (an unaccepted client
+// certificate fails, and so does a server certificate for another host)
+// and HTTP/2 still negotiated. A bundle that does not parse is logged and
+// the previous one kept.
 func TestCAReload(t *testing.T) {
 	dir := t.TempDir()
 	pem := func(name string) (cert, key string) {
@@ -373,11 +378,11 @@ func TestCAReload(t *testing.T) {
 	}
 	clientCAs, trust := filepath.Join(dir, "client-cas.pem"), filepath.Join(dir, "trust.pem")
 	bundle(clientCAs, read(aCert))
-	bundle(trust, read(aCert)) // not the server's: the clients do not trust it yet
+	bundle(trust, read(srvCert))
 
 	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	_, port, err := net.SplitHostPort(serveTLS(t, &ListenerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: clientCAs}, log))
+	_, port, err := net.SplitHostPort(serveTLS(t, "127.0.0.1", &ListenerTLS{CertFile: srvCert, KeyFile: srvKey, ClientCAFile: clientCAs}, nil, log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,11 +421,9 @@ func TestCAReload(t *testing.T) {
 		}
 	}
 
-	if err := call(withA, "127.0.0.1"); !tlsfail.Untrusted(err) {
-		t.Fatalf("a server outside the trusted bundle: %v, want an untrusted-certificate error", err)
+	if err := call(withA, "127.0.0.1"); err != nil {
+		t.Fatalf("client certificate A: %v", err)
 	}
-	bundle(trust, read(srvCert))
-	eventually("the client trusts the server once its bundle holds the server's CA", func() error { return call(withA, "127.0.0.1") })
 	if err := call(withA, "localhost"); !tlsfail.Untrusted(err) {
 		t.Fatalf("the server's certificate for another name (127.0.0.1, dialled as localhost): %v, want an untrusted-certificate error", err)
 	}
@@ -450,4 +453,103 @@ func TestCAReload(t *testing.T) {
 	if err := call(withB, "127.0.0.1"); err != nil {
 		t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
 	}
+}
+
+// TestClientChecksServerIP: the tier's own clients check that the
+// server's certificate names the IP address they dialled, not only that a
+// trusted CA signed it: a certificate for 127.0.0.1 served at 127.0.0.2
+// is refused.
+func TestClientChecksServerIP(t *testing.T) {
+	dir := t.TempDir()
+	lt := &ListenerTLS{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
+	testtls.Write(t, lt.CertFile, lt.KeyFile) // for 127.0.0.1, its own CA
+	lt.CAFile = lt.CertFile
+	log := slog.New(slog.DiscardHandler)
+	_, ctls, err := lt.load(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := NewHTTPClient(ctls)
+	for ip, trusted := range map[string]bool{"127.0.0.1": true, "127.0.0.2": false} {
+		resp, err := hc.Get("https://" + serveTLS(t, ip, lt, nil, log) + "/x")
+		if err == nil {
+			resp.Body.Close()
+		}
+		if trusted && err != nil || !trusted && !tlsfail.Untrusted(err) {
+			t.Errorf("%s: %v (want trusted %t)", ip, err, trusted)
+		}
+	}
+}
+
+// TestClientCertReload: a long-running client (the promoter's
+// tier.cert_file and tier.key_file) presents its renewed client
+// certificate without a restart; a key pair that does not load fails at
+// start.
+func TestClientCertReload(t *testing.T) {
+	dir := t.TempDir()
+	srv := &ListenerTLS{CertFile: filepath.Join(dir, "srv.pem"), KeyFile: filepath.Join(dir, "srv-key.pem"), ClientCAFile: filepath.Join(dir, "client-cas.pem")}
+	srvCert := testtls.Write(t, srv.CertFile, srv.KeyFile)
+	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	first := testtls.Write(t, cert, key)
+	second := testtls.Write(t, filepath.Join(dir, "next.pem"), filepath.Join(dir, "next-key.pem"))
+	var cas []byte
+	for _, f := range []string{cert, filepath.Join(dir, "next.pem")} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cas = append(cas, b...)
+	}
+	if err := os.WriteFile(srv.ClientCAFile, cas, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The server answers with the serial of the client certificate presented.
+	addr := serveTLS(t, "127.0.0.1", srv, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.TLS.PeerCertificates[0].SerialNumber)
+	}), slog.New(slog.DiscardHandler))
+
+	trust := filepath.Join(dir, "trust.pem")
+	if err := os.WriteFile(trust, pemOf(t, srvCert), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctls, err := reloadingClientTLS(trust, "tier.ca_file", cert, key, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := NewHTTPClient(ctls)
+	hc.Transport.(*http.Transport).DisableKeepAlives = true
+	presented := func() string {
+		t.Helper()
+		resp, err := hc.Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := presented(); got != first.SerialNumber.String() {
+		t.Fatalf("presented %s, want %s", got, first.SerialNumber)
+	}
+	for src, dst := range map[string]string{filepath.Join(dir, "next.pem"): cert, filepath.Join(dir, "next-key.pem"): key} {
+		if err := os.Rename(src, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got := presented(); got != second.SerialNumber.String(); got = presented() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still presenting %s after the renewal to %s", got, second.SerialNumber)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := reloadingClientTLS(trust, "tier.ca_file", cert, trust, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a client key pair that does not load was accepted")
+	}
+}
+
+// pemOf is the PEM encoding of c.
+func pemOf(t *testing.T, c *x509.Certificate) []byte {
+	t.Helper()
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
 }
