@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -124,6 +125,15 @@ func newInternalToken() (*internalToken, error) {
 	}
 	s := hex.EncodeToString(b[:])
 	return &internalToken{fixed: &tokenSet{send: s, sums: [][sha256.Size]byte{sha256.Sum256([]byte(s))}}}, nil
+}
+
+// warnUnguarded warns when a role listening beyond the loopback interface
+// runs without an internal token: anyone who reaches it can make the
+// internal RPCs.
+func warnUnguarded(log *slog.Logger, t *internalToken, listener net.Addr) {
+	if a, ok := listener.(*net.TCPAddr); ok && t == nil && !a.IP.IsLoopback() {
+		log.Warn("internal RPCs are unauthenticated: set internal_token_file on every coordinator and tablet server (docs/tier.md, Internal RPCs)", "listen", listener.String())
+	}
 }
 
 // current is the token set in force.

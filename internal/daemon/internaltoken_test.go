@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -365,5 +366,31 @@ func TestRolesInternalToken(t *testing.T) {
 	badTablet.InternalTokenFile = filepath.Join(t.TempDir(), "missing")
 	if err := RunTablet(sctx, badTablet, RunOptions{}); err == nil || !strings.Contains(err.Error(), "internal_token_file") {
 		t.Fatalf("a tablet server with a missing token file: %v", err)
+	}
+}
+
+// TestWarnUnguarded: a role listening beyond loopback without an internal
+// token says so at start; on loopback, or with a token, it does not.
+func TestWarnUnguarded(t *testing.T) {
+	tok, err := newInternalToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ip   string
+		tok  *internalToken
+		warn bool
+	}{
+		{"0.0.0.0", nil, true},
+		{"10.1.2.3", nil, true},
+		{"127.0.0.1", nil, false},
+		{"::1", nil, false},
+		{"0.0.0.0", tok, false},
+	} {
+		var logs testlog.Buffer
+		warnUnguarded(slog.New(slog.NewTextHandler(&logs, nil)), tc.tok, &net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 7070})
+		if got := strings.Contains(logs.String(), "internal RPCs are unauthenticated"); got != tc.warn {
+			t.Errorf("%s with token %t: warned %t", tc.ip, tc.tok != nil, got)
+		}
 	}
 }

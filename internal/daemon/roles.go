@@ -231,6 +231,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	g.Go(func() error { return srv.Start(gctx) })
 	g.Go(func() error { return c.Run(gctx) })
 	log.Info("thaw coordinator started", "id", cfg.ID, "address", addr)
+	warnUnguarded(log, token, ln.Addr())
 	if opts.OnReady != nil {
 		opts.OnReady(addr)
 	}
@@ -338,6 +339,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	g.Go(func() error { return hs.Start(gctx) })
 	g.Go(func() error { return srv.Run(gctx) })
 	log.Info("thaw tablet started", "id", cfg.ID, "address", addr)
+	warnUnguarded(log, token, ln.Addr())
 	if opts.OnReady != nil {
 		opts.OnReady(addr)
 	}
