@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/internal/periodic"
 	"github.com/thawdb/thaw/policies"
 )
 
@@ -542,7 +543,7 @@ func (p *Promoter) Run(ctx context.Context) error {
 }
 
 func (p *Promoter) reconcileLoop(ctx context.Context) {
-	every(ctx, p.cfg.ReconcileInterval, func() {
+	periodic.Every(ctx, 0, p.cfg.ReconcileInterval, func() {
 		if _, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			p.log.Warn("reconcile", "err", err)
 		}
@@ -585,9 +586,7 @@ func (p *Promoter) pollLoop(ctx context.Context) {
 		return
 	}
 	seen := map[string]int64{}
-	t := time.NewTicker(p.cfg.LakePollInterval)
-	defer t.Stop()
-	for {
+	periodic.Every(ctx, 0, p.cfg.LakePollInterval, func() {
 		for _, pol := range watched {
 			src := pol.Source()
 			info, err := p.cfg.Lakes[src.Catalog].Describe(ctx, src.Table)
@@ -610,12 +609,7 @@ func (p *Promoter) pollLoop(ctx context.Context) {
 				p.log.Warn("reconcile on lake commit", "policy", pol.Name(), "err", err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // Resume settles every non-terminal record of the ledger, oldest first,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/periodic"
 )
 
 // DefaultLedgerRetention is how long finished promotion records stay in the
@@ -35,7 +36,7 @@ const ledgerPruneInterval = time.Hour
 // Every other finished record (aborted attempts, retriable failures,
 // failures and commits superseded by a newer commit) changes no plan's
 // action, so deleting it changes nothing but the history that `thaw
-// promoter status` lists. A record is deleted only while its key is not
+// status` lists. A record is deleted only while its key is not
 // running (compare-and-swap on its revision, fenced like every ledger
 // write); a record that changed since it was listed, or whose key is busy,
 // is left for the next pass. When the ledger holds a record this promoter
@@ -81,25 +82,11 @@ func (p *Promoter) PruneLedger(ctx context.Context) (int, error) {
 
 // pruneLoop prunes the ledger at once and then every ledgerPruneInterval.
 func (p *Promoter) pruneLoop(ctx context.Context) {
-	every(ctx, ledgerPruneInterval, func() {
+	periodic.Every(ctx, 0, ledgerPruneInterval, func() {
 		if _, err := p.PruneLedger(ctx); err != nil && ctx.Err() == nil && !halts(err) {
 			p.log.Warn("prune ledger", "err", err)
 		}
 	})
-}
-
-// every runs f at once and then every d until ctx is done.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // recordKey is the queue key whose holder may write r: its policy (by the

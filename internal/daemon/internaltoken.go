@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -70,16 +71,13 @@ func readInternalToken(file string, log *slog.Logger) (*internalToken, error) {
 	if file == "" {
 		return nil, nil
 	}
-	if _, err := parseTokenFile(file); err != nil {
-		return nil, err // the error a start needs, naming the line
-	}
 	r, err := newReloader([]string{file}, func() (*tokenSet, error) { return parseTokenFile(file) },
 		func(*tokenSet) { log.Info("internal token file reloaded", "file", file) },
 		func(err error) {
 			log.Warn("the changed internal token file does not load; keeping the previous tokens", "file", file, "err", err)
 		})
 	if err != nil {
-		return nil, fmt.Errorf("internal_token_file: %w", err)
+		return nil, err // parseTokenFile's, naming the file and line
 	}
 	return &internalToken{file: r}, nil
 }
@@ -125,6 +123,18 @@ func newInternalToken() (*internalToken, error) {
 	}
 	s := hex.EncodeToString(b[:])
 	return &internalToken{fixed: &tokenSet{send: s, sums: [][sha256.Size]byte{sha256.Sum256([]byte(s))}}}, nil
+}
+
+// loadSecrets reads what guards a role's listener and its own requests:
+// the tls section (nil: plain HTTP) and the internal token file ("": none).
+func loadSecrets(lt *ListenerTLS, tokenFile string, log *slog.Logger) (server, client *tls.Config, token *internalToken, err error) {
+	if server, client, err = lt.load(log.With("component", "tls")); err != nil {
+		return nil, nil, nil, err
+	}
+	if token, err = readInternalToken(tokenFile, log.With("component", "internal-token")); err != nil {
+		return nil, nil, nil, fmt.Errorf("daemon: %w", err)
+	}
+	return server, client, token, nil
 }
 
 // warnUnguarded warns when a role listening beyond the loopback interface

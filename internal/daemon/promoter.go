@@ -122,7 +122,7 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 	}
 	var ctls *tls.Config
 	if cfg.Tier.CAFile != "" || cfg.Tier.CertFile != "" || cfg.Tier.KeyFile != "" {
-		if ctls, err = reloadingClientTLS(cfg.Tier.CAFile, "tier.ca_file", cfg.Tier.CertFile, cfg.Tier.KeyFile, log.With("component", "tls")); err != nil {
+		if ctls, err = clientTLS(cfg.Tier.CAFile, "tier.ca_file", cfg.Tier.CertFile, cfg.Tier.KeyFile, log.With("component", "tls")); err != nil {
 			return nil, err
 		}
 	}

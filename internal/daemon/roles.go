@@ -173,13 +173,9 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		return fmt.Errorf("daemon: open object store: %w", err)
 	}
 	defer func() { err = errors.Join(err, objects.Close()) }()
-	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
+	serverTLS, clientTLS, token, err := loadSecrets(cfg.TLS, cfg.InternalTokenFile, log)
 	if err != nil {
 		return err
-	}
-	token, err := readInternalToken(cfg.InternalTokenFile, log.With("component", "internal-token"))
-	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -283,13 +279,9 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return err
 	}
 	defer func() { err = errors.Join(err, logs.Close()) }()
-	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
+	serverTLS, clientTLS, token, err := loadSecrets(cfg.TLS, cfg.InternalTokenFile, log)
 	if err != nil {
 		return err
-	}
-	token, err := readInternalToken(cfg.InternalTokenFile, log.With("component", "internal-token"))
-	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -35,7 +35,7 @@ const (
 // trust when they reach other thaw processes (coordinator ↔ tablet
 // servers; default: the system's roots). The key pair and ClientCAFile are
 // read at start and again when their files change (reloader); CAFile at
-// start (see reloadingClientTLS).
+// start (see clientTLS).
 //
 // ClientCAFile turns on mutual TLS: every request but /healthz and
 // /readyz must come with a client certificate that a CA of this bundle
@@ -89,9 +89,9 @@ func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err er
 	}
 	r, err := newCertReloader(t.CertFile, t.KeyFile, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("daemon: tls: %w", err)
 	}
-	if client, err = reloadingClientTLS(t.CAFile, "tls.ca_file", "", "", log); err != nil {
+	if client, err = clientTLS(t.CAFile, "tls.ca_file", "", "", log); err != nil {
 		return nil, nil, err
 	}
 	server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get(), nil }}
@@ -179,18 +179,19 @@ type reloader[T any] struct {
 	checked time.Time
 }
 
-// newReloader loads the value once; an error there is the caller's to
-// report (nothing to fall back on).
+// newReloader loads the value once; an error there (load's own, which
+// names the file) is the caller's to report (nothing to fall back on).
 func newReloader[T any](files []string, load func() (T, error), loaded func(T), failed func(error)) (*reloader[T], error) {
 	r := &reloader[T]{files: files, load: load, loaded: loaded, failed: failed}
+	val, err := load()
+	if err != nil {
+		return nil, err
+	}
 	digest, err := r.read()
 	if err != nil {
 		return nil, err
 	}
-	if r.val, err = load(); err != nil {
-		return nil, err
-	}
-	r.digest, r.checked = digest, time.Now()
+	r.val, r.digest, r.checked = val, digest, time.Now()
 	return r, nil
 }
 
@@ -235,7 +236,7 @@ func (r *reloader[T]) get() T {
 
 // newCertReloader serves the key pair of certFile and keyFile.
 func newCertReloader(certFile, keyFile string, log *slog.Logger) (*reloader[*tls.Certificate], error) {
-	r, err := newReloader([]string{certFile, keyFile},
+	return newReloader([]string{certFile, keyFile},
 		func() (*tls.Certificate, error) {
 			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 			return &pair, err
@@ -246,10 +247,6 @@ func newCertReloader(certFile, keyFile string, log *slog.Logger) (*reloader[*tls
 		func(err error) {
 			log.Warn("tls: the renewed certificate does not load; serving the previous one", "cert_file", certFile, "key_file", keyFile, "err", err)
 		})
-	if err != nil {
-		return nil, fmt.Errorf("daemon: tls: %w", err)
-	}
-	return r, nil
 }
 
 // newPoolReloader serves the CA bundle of file; key names its config key.
@@ -281,14 +278,14 @@ func verifyClient(roots *reloader[*x509.CertPool], certs []*x509.Certificate) er
 	return err
 }
 
-// reloadingClientTLS is ClientTLSFiles for a long-running process: the
-// client key pair is read again when its files change (reloader). The CA
+// clientTLS is the configuration of the process's own clients (and,
+// through ClientTLSFiles, of client commands): the client key pair is read
+// again when its files change (reloader; log receives the reloads). The CA
 // bundle caFile (caKey names its config key in errors) is read once: Go
 // verifies the server's name only against a pool fixed in the config
 // (VerifyConnection cannot see the name of a server dialled by IP
-// address), so a changed client trust bundle needs a restart. Unlike
-// ClientTLSFiles it always returns a configuration.
-func reloadingClientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
+// address), so a changed client trust bundle needs a restart.
+func clientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("daemon: tls: a client certificate needs both its certificate and its key")
 	}
@@ -312,37 +309,17 @@ func reloadingClientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logge
 
 // ClientTLS is the TLS configuration of a client that trusts the PEM
 // bundle caFile, or nil (the system's roots) when caFile is "".
-func ClientTLS(caFile string) (*tls.Config, error) {
-	if caFile == "" {
-		return nil, nil
-	}
-	pool, err := readPool(caFile, "tls ca_file")
-	if err != nil {
-		return nil, fmt.Errorf("daemon: %w", err)
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
-}
+func ClientTLS(caFile string) (*tls.Config, error) { return ClientTLSFiles(caFile, "", "") }
 
 // ClientTLSFiles is ClientTLS presenting the client certificate of
 // certFile and keyFile when both are set (for a tier that requires client
-// certificates); one without the other is an error.
+// certificates); one without the other is an error. Nil when all three
+// are "".
 func ClientTLSFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
-	tc, err := ClientTLS(caFile)
-	if err != nil || (certFile == "" && keyFile == "") {
-		return tc, err
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
 	}
-	if certFile == "" || keyFile == "" {
-		return nil, errors.New("daemon: tls: a client certificate needs both its certificate and its key")
-	}
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: tls client certificate: %w", err)
-	}
-	if tc == nil {
-		tc = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	tc.Certificates = []tls.Certificate{pair}
-	return tc, nil
+	return clientTLS(caFile, "tls ca_file", certFile, keyFile, slog.New(slog.DiscardHandler))
 }
 
 // ClientTLSFromEnv is ClientTLSFiles of $THAW_TLS_CA, $THAW_TLS_CERT and

@@ -512,7 +512,7 @@ func TestClientCertReload(t *testing.T) {
 	if err := os.WriteFile(trust, pemOf(t, srvCert), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctls, err := reloadingClientTLS(trust, "tier.ca_file", cert, key, slog.New(slog.DiscardHandler))
+	ctls, err := clientTLS(trust, "tier.ca_file", cert, key, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func TestClientCertReload(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := reloadingClientTLS(trust, "tier.ca_file", cert, trust, slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := clientTLS(trust, "tier.ca_file", cert, trust, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("a client key pair that does not load was accepted")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thawdb/thaw/internal/periodic"
 	"github.com/thawdb/thaw/objstore"
 )
 
@@ -18,20 +19,13 @@ func (c *Coordinator) cleanDroppedLoop(ctx context.Context, t *term) error {
 	if c.cfg.DroppedDataCleanInterval < 0 {
 		return nil
 	}
-	tk := time.NewTimer(0)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tk.C:
-		}
+	periodic.Every(ctx, 0, c.cfg.DroppedDataCleanInterval, func() {
 		if err := c.cleanDropped(ctx, t); err != nil && ctx.Err() == nil {
 			c.log.Warn("coordinator could not delete all data of dropped targets; trying again at the next pass",
 				"err", err, "interval", c.cfg.DroppedDataCleanInterval)
 		}
-		tk.Reset(c.cfg.DroppedDataCleanInterval)
-	}
+	})
+	return nil
 }
 
 // cleanDropped makes one pass over the dropped targets' records

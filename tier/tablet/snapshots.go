@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/periodic"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet/replica"
 )
@@ -23,29 +24,13 @@ func (s *Server) snapshotLoop(ctx context.Context, e *replicaEntry) {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(e.rid.String()))
 	first := interval/2 + time.Duration(h.Sum64()%uint64(max(interval/2, 1)))
-	every(ctx, first, interval, func() {
+	periodic.Every(ctx, first, interval, func() {
 		if epoch, ok := s.leading(e.key); ok && e.state.get().state == meta.Active && s.changed(e) {
 			if _, err := s.takeSnapshot(ctx, e, epoch, "periodic"); err != nil && ctx.Err() == nil {
 				s.log.Warn("tablet periodic snapshot failed", append(logAttrs(e.key), "epoch", epoch, "err", err)...)
 			}
 		}
 	})
-}
-
-// every calls fn after first, then interval after each call returned,
-// until ctx is done.
-func every(ctx context.Context, first, interval time.Duration, fn func()) {
-	t := time.NewTimer(first)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fn()
-		t.Reset(interval)
-	}
 }
 
 // leading reports whether this server leads the bucket, and its epoch.

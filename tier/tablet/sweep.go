@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/thawdb/thaw/internal/periodic"
 	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/meta"
 )
@@ -18,7 +19,7 @@ func (s *Server) sweepLogs(ctx context.Context) {
 	if s.cfg.ChangelogSweepInterval < 0 {
 		return
 	}
-	every(ctx, 0, s.cfg.ChangelogSweepInterval, func() {
+	periodic.Every(ctx, 0, s.cfg.ChangelogSweepInterval, func() {
 		if err := s.sweepOnce(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("changelog sweep failed; trying again at the next", "err", err, "interval", s.cfg.ChangelogSweepInterval)
 		}
