@@ -167,11 +167,13 @@ func TestNoCredentialLeaks(t *testing.T) {
 		RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(logs, daemon.LogConfig{Level: "debug", Format: "json"})},
 		// The embedded tier authenticates its bulk-load callers and
 		// authorizes DDL: the target tables are created (createIfMissing)
-		// and the promotions commit only with the token of THAW_TOKEN.
+		// and the promotions commit only with the token of THAW_TOKEN. It
+		// authorizes data access too: its policy in etcd, which the scan
+		// below covers, holds the token's SHA-256, never the token.
 		Embedded: func(ec *daemon.EmbeddedConfig) {
 			ec.Coordinator.Callers = []daemon.CallerOptions{{Name: "promoter", TokenSHA256: hex.EncodeToString(tokenSum[:]),
-				Tables: []string{"quickstart.*"}, DDL: []string{"quickstart.*"}}}
-			ec.Coordinator.AuthorizeDDL = true
+				Tables: []string{"quickstart.*"}, DDL: []string{"quickstart.*"}, Read: []string{"quickstart.*"}}}
+			ec.Coordinator.AuthorizeDDL, ec.Coordinator.AuthorizeData = true, true
 			ec.ObjectStore = vgw.StoreURL("snapshots", "tier")
 		},
 		Hooks: promoter.Hooks{AfterPhase: func(ctx context.Context, r promoter.Record) error {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -289,10 +290,16 @@ type CoordinatorOptions struct {
 	// partitions need a caller whose ddl patterns cover the target
 	// (coordinator.Config.AuthorizeDDL; needs callers).
 	AuthorizeDDL bool `yaml:"authorize_ddl"`
+	// AuthorizeData makes the tablet servers' reads and writes need a
+	// caller whose read or write patterns cover the table
+	// (coordinator.Config.AuthorizeData; needs a caller with read or
+	// write patterns). The leading coordinator publishes the policy in
+	// etcd; every tablet server follows it.
+	AuthorizeData bool `yaml:"authorize_data"`
 }
 
-// CallerOptions are one caller of the BulkLoadService (the
-// `coordinator.callers:` list).
+// CallerOptions are one caller of the tier (the `coordinator.callers:`
+// list).
 type CallerOptions struct {
 	Name        string   `yaml:"name"`
 	TokenSHA256 string   `yaml:"token_sha256"`
@@ -300,6 +307,10 @@ type CallerOptions struct {
 	// DDL are the tables the caller may create and drop with
 	// authorize_ddl (coordinator.Caller.DDL).
 	DDL []string `yaml:"ddl"`
+	// Read and Write are the tables whose rows the caller may read and
+	// write with authorize_data (coordinator.Caller.Read, .Write).
+	Read  []string `yaml:"read"`
+	Write []string `yaml:"write"`
 }
 
 // BulkLoadOptions tune bulk-load transactions; see docs/bulkload.md for
@@ -336,11 +347,12 @@ func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string
 	b := c.BulkLoad
 	var callers []coordinator.Caller
 	for _, cl := range c.Callers {
-		callers = append(callers, coordinator.Caller{Name: cl.Name, TokenSHA256: cl.TokenSHA256, Tables: cl.Tables, DDL: cl.DDL})
+		callers = append(callers, coordinator.Caller{Name: cl.Name, TokenSHA256: cl.TokenSHA256, Tables: cl.Tables, DDL: cl.DDL, Read: cl.Read, Write: cl.Write})
 	}
 	return coordinator.Config{
 		Callers:                  callers,
 		AuthorizeDDL:             c.AuthorizeDDL,
+		AuthorizeData:            c.AuthorizeData,
 		ID:                       id,
 		AdvertiseAddress:         addr,
 		Prefix:                   prefix,
@@ -397,6 +409,9 @@ func (c CoordinatorOptions) validate() error {
 	}
 	if c.AuthorizeDDL && len(c.Callers) == 0 {
 		errs = append(errs, errors.New("coordinator.authorize_ddl needs coordinator.callers"))
+	}
+	if c.AuthorizeData && !slices.ContainsFunc(c.Callers, func(cl CallerOptions) bool { return len(cl.Read)+len(cl.Write) > 0 }) {
+		errs = append(errs, errors.New("coordinator.authorize_data needs a caller in coordinator.callers with read or write patterns"))
 	}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("coordinator.lease_ttl %v is shorter than 1s", c.LeaseTTL))

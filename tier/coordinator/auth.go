@@ -2,17 +2,17 @@ package coordinator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/tier/access"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -31,9 +31,14 @@ type Caller struct {
 	Tables []string
 	// DDL are the tables the caller may create and drop, with their
 	// partitions, when Config.AuthorizeDDL is on: patterns as Tables; a
-	// database itself needs "DATABASE.*" or "*". A caller has Tables, DDL
-	// or both.
+	// database itself needs "DATABASE.*" or "*".
 	DDL []string
+	// Read and Write are the tables whose rows the caller may read
+	// (Lookup, PrefixLookup, Scan) and write (Write) on the tablet
+	// servers when Config.AuthorizeData is on: patterns as Tables. Write
+	// does not imply Read. A caller has at least one of Tables, DDL, Read
+	// and Write.
+	Read, Write []string
 }
 
 // callerKey is the context key of the authenticated *Caller.
@@ -54,23 +59,23 @@ func newAuthn(callers []Caller) (*authn, error) {
 	var errs []error
 	for i := range callers {
 		c := callers[i]
-		c.Tables, c.DDL = slices.Clone(c.Tables), slices.Clone(c.DDL)
-		if c.Name == "" || len(c.Name) > 63 || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != "" {
-			errs = append(errs, fmt.Errorf("caller %d: name %q is not 1..63 characters [a-z0-9._-]", i, c.Name))
+		c.Tables, c.DDL, c.Read, c.Write = slices.Clone(c.Tables), slices.Clone(c.DDL), slices.Clone(c.Read), slices.Clone(c.Write)
+		if err := access.CheckName(c.Name); err != nil {
+			errs = append(errs, fmt.Errorf("caller %d: %w", i, err))
 		} else if names[c.Name] {
 			errs = append(errs, fmt.Errorf("caller %s: named twice", c.Name))
 		}
 		names[c.Name] = true
-		if len(c.TokenSHA256) != 64 || strings.Trim(c.TokenSHA256, "0123456789abcdef") != "" {
-			errs = append(errs, fmt.Errorf("caller %s: token sha256 is not 64 lowercase hex digits", c.Name))
+		if err := access.CheckTokenSHA256(c.TokenSHA256); err != nil {
+			errs = append(errs, fmt.Errorf("caller %s: %w", c.Name, err))
 		} else if a.byHash[c.TokenSHA256] != nil {
 			errs = append(errs, fmt.Errorf("caller %s: token sha256 also of caller %s", c.Name, a.byHash[c.TokenSHA256].Name))
 		}
-		if len(c.Tables) == 0 && len(c.DDL) == 0 {
-			errs = append(errs, fmt.Errorf("caller %s: no tables and no ddl", c.Name))
+		if len(c.Tables) == 0 && len(c.DDL) == 0 && len(c.Read) == 0 && len(c.Write) == 0 {
+			errs = append(errs, fmt.Errorf("caller %s: no tables, ddl, read or write patterns", c.Name))
 		}
-		for _, p := range slices.Concat(c.Tables, c.DDL) {
-			if err := checkTablePattern(p); err != nil {
+		for _, p := range slices.Concat(c.Tables, c.DDL, c.Read, c.Write) {
+			if err := access.CheckPattern(p); err != nil {
 				errs = append(errs, fmt.Errorf("caller %s: %w", c.Name, err))
 			}
 		}
@@ -86,26 +91,6 @@ func newAuthn(callers []Caller) (*authn, error) {
 func ValidateCallers(callers []Caller) error {
 	_, err := newAuthn(callers)
 	return err
-}
-
-// checkTablePattern checks "*", "DATABASE.*" or "DATABASE.TABLE".
-func checkTablePattern(p string) error {
-	if p == "*" {
-		return nil
-	}
-	db, table, ok := strings.Cut(p, ".")
-	if !ok || db == "" || table == "" || strings.Contains(db, "*") || (table != "*" && strings.Contains(table, "*")) || strings.Contains(table, ".") {
-		return fmt.Errorf("table pattern %q is not *, DATABASE.* or DATABASE.TABLE", p)
-	}
-	return nil
-}
-
-func matchTable(p string, t bulkload.Target) bool {
-	if p == "*" {
-		return true
-	}
-	db, table, _ := strings.Cut(p, ".")
-	return db == t.Database && (table == "*" || table == t.Table)
 }
 
 // WrapUnary authenticates a BulkLoadService call by its bearer token.
@@ -138,16 +123,12 @@ func (a *authn) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.Strea
 // authenticate finds the caller of an Authorization header. Its errors
 // never quote the token.
 func (a *authn) authenticate(auth []string) (*Caller, error) {
-	tok, ok := "", len(auth) == 1
-	if ok {
-		tok, ok = strings.CutPrefix(auth[0], "Bearer ")
-	}
+	tok, ok := access.Bearer(auth)
 	if !ok {
 		return nil, tierpb.NewError(tierpb.ReasonUnauthenticated,
 			"coordinator: this coordinator requires a caller's bearer token (an Authorization: Bearer header; thaw takes it from THAW_TOKEN)", nil)
 	}
-	sum := sha256.Sum256([]byte(tok))
-	c := a.byHash[hex.EncodeToString(sum[:])]
+	c := a.byHash[access.TokenSHA256(tok)]
 	if c == nil {
 		return nil, tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: the bearer token is not a caller's", nil)
 	}
@@ -164,10 +145,8 @@ func (c *Coordinator) allowed(ctx context.Context, t bulkload.Target) error {
 	if caller == nil {
 		return tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: no authenticated caller", nil)
 	}
-	for _, p := range caller.Tables {
-		if matchTable(p, t) {
-			return nil
-		}
+	if access.MatchAny(caller.Tables, t.Database, t.Table) {
+		return nil
 	}
 	return tierpb.NewError(tierpb.ReasonPermissionDenied,
 		fmt.Sprintf("coordinator: bulk load: caller %s may not bulk load %s", caller.Name, t), nil)
@@ -184,14 +163,37 @@ func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
 	if err != nil {
 		return err
 	}
-	what := db + "." + table
-	for _, p := range caller.DDL {
-		if table == "" && (p == "*" || p == db+".*") || table != "" && matchTable(p, bulkload.Target{Database: db, Table: table}) {
-			return nil
-		}
+	if table == "" && access.MatchDatabase(caller.DDL, db) || table != "" && access.MatchAny(caller.DDL, db, table) {
+		return nil
 	}
+	what := db + "." + table
 	if table == "" {
 		what = "database " + db
 	}
 	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: caller %s may not create or drop %s (its ddl patterns: %v)", caller.Name, what, caller.DDL), nil)
+}
+
+// publishDataAccess publishes the data-access policy of the configuration
+// (Config.AuthorizeData) for the tablet servers at the start of a term,
+// before the term does anything else, retrying until it is stored or the
+// term ends (a term that ends first leaves the policy to the next leader).
+func (c *Coordinator) publishDataAccess(ctx context.Context, t *term) {
+	d := c.cfg.dataAccess()
+	b := newBackoff(100*time.Millisecond, 5*time.Second)
+	for {
+		wrote, err := c.store.PutDataAccess(ctx, t.guard, d)
+		if err == nil {
+			if wrote {
+				c.log.Info("coordinator published the data access policy", "enforce", d.Enforce, "callers", len(d.Callers))
+			}
+			return
+		}
+		if ctx.Err() != nil || errors.Is(err, fencing.ErrNotLeader) {
+			return
+		}
+		c.log.Warn("coordinator could not publish the data access policy; retrying", "err", err)
+		if !b.wait(ctx) {
+			return
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -34,7 +36,7 @@ func TestCallersValidate(t *testing.T) {
 		{"twice", []Caller{good, {Name: "etl", TokenSHA256: hashOf("t2"), Tables: []string{"*"}}}, "named twice"},
 		{"same token", []Caller{good, {Name: "other", TokenSHA256: hashOf("t1"), Tables: []string{"*"}}}, "also of caller etl"},
 		{"upper hex", []Caller{{Name: "a", TokenSHA256: strings.ToUpper(hashOf("t")), Tables: []string{"*"}}}, "lowercase hex"},
-		{"no tables", []Caller{{Name: "a", TokenSHA256: hashOf("t")}}, "no tables and no ddl"},
+		{"no tables", []Caller{{Name: "a", TokenSHA256: hashOf("t")}}, "no tables, ddl, read or write"},
 		{"bad ddl pattern", []Caller{{Name: "a", TokenSHA256: hashOf("t"), DDL: []string{"shop"}}}, "table pattern"},
 		{"partial wildcard", []Caller{{Name: "a", TokenSHA256: hashOf("t"), Tables: []string{"shop.it*"}}}, "table pattern"},
 		{"database wildcard", []Caller{{Name: "a", TokenSHA256: hashOf("t"), Tables: []string{"*.items"}}}, "table pattern"},
@@ -195,5 +197,46 @@ func TestAuthorizeDDL(t *testing.T) {
 	}
 	if err := dropTable(adminTok, "other"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPublishDataAccess: each leader publishes the data-access policy of
+// its own configuration (token hashes, never tokens; only the callers with
+// read or write patterns) before it acts, and a later leader's replaces
+// it.
+func TestPublishDataAccess(t *testing.T) {
+	e := newEnv(t)
+	const appTok, loaderTok = "app-token-0123456789", "loader-token-0123456789"
+	n1 := e.startNode("c-1", func(c *Config) {
+		c.AuthorizeData = true
+		c.Callers = []Caller{
+			{Name: "loader", TokenSHA256: hashOf(loaderTok), Tables: []string{"*"}},
+			{Name: "app", TokenSHA256: hashOf(appTok), Read: []string{"shop.*"}, Write: []string{"shop.items"}},
+		}
+	})
+	e.awaitLeader(n1)
+	got, err := e.store.GetDataAccess(t.Context())
+	if err != nil {
+		t.Fatalf("the policy when c-1 leads: %v", err)
+	}
+	want := meta.DataAccess{Version: 1, Enforce: true, Callers: []meta.DataCaller{
+		{Name: "app", TokenSHA256: hashOf(appTok), Read: []string{"shop.*"}, Write: []string{"shop.items"}},
+	}}
+	if !reflect.DeepEqual(got.Value, want) {
+		t.Fatalf("published %+v, want %+v", got.Value, want)
+	}
+	for k, v := range e.dump() {
+		if strings.Contains(v, appTok) || strings.Contains(v, loaderTok) {
+			t.Fatalf("a token in etcd under %s", k)
+		}
+	}
+
+	n2 := e.startNode("c-2", nil)
+	n1.cancel()
+	<-n1.done
+	n1.done <- nil
+	e.awaitLeader(n2)
+	if got, err := e.store.GetDataAccess(t.Context()); err != nil || got.Value.Enforce || len(got.Value.Callers) != 0 {
+		t.Fatalf("the policy when c-2 (no callers) leads: %+v, %v", got, err)
 	}
 }

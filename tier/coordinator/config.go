@@ -70,14 +70,37 @@ type Config struct {
 	// caller allowed to bulk load the target (List shows only such
 	// transactions). Empty: no authentication (every caller may do
 	// everything). The CoordinatorService authenticates only its DDL, and
-	// only with AuthorizeDDL; the tablets do not authenticate (mutual TLS
-	// on the listeners covers every service).
+	// only with AuthorizeDDL; the tablet servers' reads and writes only
+	// with AuthorizeData. Mutual TLS on the listeners covers every
+	// service.
 	Callers []Caller
 	// AuthorizeDDL extends Callers to the CoordinatorService's DDL:
 	// creating and dropping databases, tables and partitions then needs
 	// the bearer token of a caller whose DDL patterns cover the target.
 	// Reads and the tablet servers' calls stay open. Needs Callers.
 	AuthorizeDDL bool
+	// AuthorizeData extends Callers to the tablet servers' reads and
+	// writes: a Lookup, PrefixLookup or Scan then needs the bearer token
+	// of a caller whose Read patterns cover the table, a Write one whose
+	// Write patterns do. The leading coordinator publishes the policy
+	// (meta.DataAccess: callers' names, token hashes and Read and Write
+	// patterns, or that nothing is enforced) at the start of every term;
+	// the tablet servers follow it. Needs a caller with Read or Write.
+	AuthorizeData bool
+}
+
+// dataAccess is the data-access policy cfg publishes.
+func (cfg Config) dataAccess() meta.DataAccess {
+	d := meta.DataAccess{Version: meta.RecordVersion, Enforce: cfg.AuthorizeData}
+	if !cfg.AuthorizeData {
+		return d
+	}
+	for _, c := range cfg.Callers {
+		if len(c.Read) > 0 || len(c.Write) > 0 {
+			d.Callers = append(d.Callers, meta.DataCaller{Name: c.Name, TokenSHA256: c.TokenSHA256, Read: c.Read, Write: c.Write})
+		}
+	}
+	return d
 }
 
 // Deps are the parts a Coordinator uses; all but Logger and Registerer are
@@ -230,6 +253,9 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	}
 	if cfg.AuthorizeDDL && len(cfg.Callers) == 0 {
 		errs = append(errs, errors.New("authorize ddl needs callers"))
+	}
+	if cfg.AuthorizeData && len(cfg.dataAccess().Callers) == 0 {
+		errs = append(errs, errors.New("authorize data needs a caller with read or write patterns"))
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
 		errs = append(errs, err)

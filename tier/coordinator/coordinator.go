@@ -227,6 +227,7 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	tctx, cancel := context.WithCancel(l.Context())
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
+	c.publishDataAccess(tctx, t)
 	c.term.Store(t)
 	g, gctx := errgroup.WithContext(tctx)
 	g.Go(func() error { return t.rec.run(gctx) })

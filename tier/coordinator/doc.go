@@ -133,7 +133,12 @@
 // nothing is authenticated. With Config.AuthorizeDDL the CoordinatorService's
 // DDL RPCs (create and drop of databases, tables, partitions) need a
 // caller's token whose Caller.DDL patterns cover the target; its reads and
-// the tablet servers' calls (ReportSnapshot) stay open.
+// the tablet servers' calls (ReportSnapshot) stay open. With
+// Config.AuthorizeData each leader publishes, at the start of its term and
+// before anything else, the data-access policy (meta.DataAccess: the
+// callers' names, token hashes and Caller.Read / Caller.Write patterns)
+// that the tablet servers enforce on reads and writes; without it, it
+// publishes that nothing is enforced.
 //
 // # Upload gateway
 //

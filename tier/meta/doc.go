@@ -26,6 +26,7 @@
 //	{p}/snapshots/{tableId}[/p{partitionId}]/{bucket}/{snapshotId:020d}  BucketSnapshot
 //	{p}/bulkload/txn/{tableId}[/p{partitionId}]/{txnId}   bulkload.Record (bulk-load transaction)
 //	{p}/dropped/{tableId}[/p{partitionId}]                DroppedData (object-store data still to delete)
+//	{p}/access/data                                       DataAccess (the tablet servers' data-access policy)
 //
 // Sequence values are the next id as 20 decimal digits, so that etcd can
 // compare them as strings; every id starts at 1 and 0 means "none" (a

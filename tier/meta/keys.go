@@ -53,6 +53,8 @@ func (k keys) snapshot(t Target, bucket int, id int64) string {
 
 func (k keys) bulkLoads() string { return k.p + "/bulkload/txn/" }
 
+func (k keys) dataAccess() string { return k.p + "/access/data" }
+
 func (k keys) droppedAll() string      { return k.p + "/dropped/" }
 func (k keys) dropped(t Target) string { return k.droppedAll() + t.path() }
 

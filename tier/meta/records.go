@@ -368,7 +368,7 @@ func (s BucketSnapshot) Validate() error {
 
 // Record is the set of records this package stores.
 type Record interface {
-	DatabaseRecord | TableRecord | PartitionRecord | Assignment | ServerRecord | BucketSnapshot | DroppedData
+	DatabaseRecord | TableRecord | PartitionRecord | Assignment | ServerRecord | BucketSnapshot | DroppedData | DataAccess
 	Validate() error
 }
 

@@ -112,6 +112,19 @@
 // ScanIdleTimeout without a page, or when the replica closes, and its token
 // then fails with SCAN_EXPIRED.
 //
+// # Data access
+//
+// Before a Write, Lookup, PrefixLookup or Scan touches anything, the
+// server checks it against the data-access policy the leading coordinator
+// publishes in etcd (meta.DataAccess, which the server watches): when
+// enforced, the request's bearer token must be a caller's (else
+// UNAUTHENTICATED) whose Write or Read patterns cover the target's table
+// (else PERMISSION_DENIED). Until the server has read the policy, and
+// while the stored policy does not parse, reads and writes are UNAVAILABLE:
+// it never serves them openly by mistake. No stored policy, or one not
+// enforced, lets every request through. The internal RPCs are guarded by
+// the internal token instead (internal/daemon).
+//
 // # Data state
 //
 // Each target's data state (ACTIVE, or LOADING with a bulk-load id) comes

@@ -25,7 +25,7 @@ func (h *service) Scan(ctx context.Context, req *connect.Request[tierv1.ScanRequ
 	s := h.s
 	defer func() { s.m.reads.WithLabelValues("scan", resultOf(err)).Inc() }()
 	m := req.Msg
-	r, rep, release, err := s.readReplica(ctx, m.GetTarget(), m.GetBucket(), m.LeaderEpoch, "scan")
+	r, rep, release, err := s.readReplica(ctx, req.Header(), m.GetTarget(), m.GetBucket(), m.LeaderEpoch, "scan")
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type Server struct {
 	up         chan struct{}    // closed when the loop starts
 	down       chan struct{}    // closed when the loop has stopped
 	ran        atomic.Bool
+	access     atomic.Pointer[dataPolicy] // nil until read (watchDataAccess)
 	scans      scanTable
 
 	// mu guards what the loop publishes for the handlers. The loop is the
@@ -132,6 +133,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.observeCoordinator(ctx) })
 	wg.Go(func() { s.watchRecords(ctx, s.deps.Meta.Prefix()+"/tables/", recordTables) })
 	wg.Go(func() { s.watchRecords(ctx, s.deps.Meta.Prefix()+"/partitions/", recordPartitions) })
+	wg.Go(func() { s.watchDataAccess(ctx) })
 	wg.Go(func() { s.scans.expire(ctx, s.cfg.ScanIdleTimeout) })
 	wg.Go(func() { s.sweepLogs(ctx) })
 

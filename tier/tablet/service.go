@@ -3,6 +3,7 @@ package tablet
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"connectrpc.com/connect"
 
@@ -126,9 +127,10 @@ func admit(tv *targetView, what string) (release func(), err error) {
 	return nil, errUnavailable("%s: the data state of %s is not known yet", what, tv.id)
 }
 
-// readReplica resolves a read request, picks its replica and admits it.
-func (s *Server) readReplica(ctx context.Context, id *tierv1.TargetId, bucket int32, leaderEpoch *int32, what string) (resolved, *replica.Replica, func(), error) {
-	r, err := s.resolve(id, bucket)
+// readReplica authorizes and resolves a read request (resolveData), picks
+// its replica and admits it.
+func (s *Server) readReplica(ctx context.Context, h http.Header, id *tierv1.TargetId, bucket int32, leaderEpoch *int32, what string) (resolved, *replica.Replica, func(), error) {
+	r, err := s.resolveData(h, readOp, id, bucket)
 	if err != nil {
 		return r, nil, nil, err
 	}
@@ -148,7 +150,7 @@ func (h *service) Lookup(ctx context.Context, req *connect.Request[tierv1.Lookup
 	s := h.s
 	defer func() { s.m.reads.WithLabelValues("lookup", resultOf(err)).Inc() }()
 	m := req.Msg
-	_, rep, release, err := s.readReplica(ctx, m.GetTarget(), m.GetBucket(), m.LeaderEpoch, "lookup")
+	_, rep, release, err := s.readReplica(ctx, req.Header(), m.GetTarget(), m.GetBucket(), m.LeaderEpoch, "lookup")
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +182,7 @@ func (h *service) PrefixLookup(ctx context.Context, req *connect.Request[tierv1.
 	s := h.s
 	defer func() { s.m.reads.WithLabelValues("prefix_lookup", resultOf(err)).Inc() }()
 	m := req.Msg
-	_, rep, release, err := s.readReplica(ctx, m.GetTarget(), m.GetBucket(), m.LeaderEpoch, "prefix lookup")
+	_, rep, release, err := s.readReplica(ctx, req.Header(), m.GetTarget(), m.GetBucket(), m.LeaderEpoch, "prefix lookup")
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func (h *service) Write(ctx context.Context, req *connect.Request[tierv1.WriteRe
 	s := h.s
 	defer func() { s.m.writes.WithLabelValues(resultOf(err)).Inc() }()
 	m := req.Msg
-	r, err := s.resolve(m.GetTarget(), m.GetBucket())
+	r, err := s.resolveData(req.Header(), writeOp, m.GetTarget(), m.GetBucket())
 	if err != nil {
 		return nil, err
 	}
