@@ -40,6 +40,7 @@ func commands() []command {
 		{name: "partition", summary: "create, drop or list partitions of a tier table", run: runPartition},
 		{name: "put", summary: "upsert JSON rows into a tier table", run: runPut},
 		{name: "get", summary: "look up rows of a tier table by primary key", run: runGet},
+		{name: "delete", summary: "delete rows of a tier table by primary key", run: runDelete},
 		{name: "scan", summary: "print the rows of a tier table or partition", run: runScan},
 		{name: "bulkload", summary: "bulk-load transactions step by step (begin, build, commit, abort, list, status)", run: runBulkload},
 		{name: "load", summary: "load Parquet files into an empty table or partition in one bulk-load transaction", run: runLoad},

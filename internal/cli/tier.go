@@ -1490,45 +1490,66 @@ func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 		map[string]any{"table": name.String(), "partition": df.partition, "rows": len(rows)})
 }
 
-func runGet(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := tierFlagSet("thaw get", "DATABASE.TABLE [KEY-JSON ...]", stdout)
-	var df dataFlags
-	df.register(fs)
+// keyCall is a parsed thaw get or thaw delete: the table, its keys and
+// the flags, and a connected client (close it).
+type keyCall struct {
+	df   dataFlags
+	name tableName
+	c    *tierclient.Client
+	info *tierclient.TableInfo
+	keys []kv.Row
+}
+
+// keyCommand parses the flags and keys of thaw get and thaw delete and
+// connects. The caller runs under ctx bounded by --timeout (call cancel,
+// which is never nil).
+func keyCommand(ctx context.Context, stdout io.Writer, args []string, cmd string) (context.Context, context.CancelFunc, *keyCall, error) {
+	k := &keyCall{}
+	fs := tierFlagSet("thaw "+cmd, "DATABASE.TABLE [KEY-JSON ...]", stdout)
+	k.df.register(fs)
 	input := fs.String("input", "", "read keys from this file, one per line (- or none: stdin)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return err
+		return ctx, func() {}, nil, err
 	}
 	if len(pos) == 0 {
-		return usageError("thaw get needs DATABASE.TABLE KEY-JSON ... (a key is an object of the primary-key columns or an array of their values)")
+		return ctx, func() {}, nil, usageError("thaw %s needs DATABASE.TABLE KEY-JSON ... (a key is an object of the primary-key columns or an array of their values)", cmd)
 	}
-	name, err := parseTableName(pos[0])
-	if err != nil {
-		return err
+	if k.name, err = parseTableName(pos[0]); err != nil {
+		return ctx, func() {}, nil, err
 	}
-	if err := df.check(); err != nil {
-		return err
+	if err := k.df.check(); err != nil {
+		return ctx, func() {}, nil, err
 	}
 	raw, err := readRowArgs(pos[1:], *input)
 	if err != nil {
-		return err
+		return ctx, func() {}, nil, err
 	}
 	if len(raw) == 0 {
-		return usageError("thaw get: no keys")
+		return ctx, func() {}, nil, usageError("thaw %s: no keys", cmd)
 	}
-	ctx, cancel := context.WithTimeout(ctx, df.timeout)
+	ctx, cancel := context.WithTimeout(ctx, k.df.timeout)
+	if k.c, k.info, err = openTable(ctx, k.df.server, k.name); err != nil {
+		return ctx, cancel, nil, err
+	}
+	k.keys = make([]kv.Row, len(raw))
+	for i, r := range raw {
+		if k.keys[i], err = keyRowFromJSON(k.info.KV, r, i+1); err != nil {
+			k.c.Close()
+			return ctx, cancel, nil, fmt.Errorf("%s %s: key %w", cmd, k.name, err)
+		}
+	}
+	return ctx, cancel, k, nil
+}
+
+func runGet(ctx context.Context, stdout io.Writer, args []string) error {
+	ctx, cancel, k, err := keyCommand(ctx, stdout, args, "get")
 	defer cancel()
-	c, info, err := openTable(ctx, df.server, name)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	keys := make([]kv.Row, len(raw))
-	for i, r := range raw {
-		if keys[i], err = keyRowFromJSON(info.KV, r, i+1); err != nil {
-			return fmt.Errorf("get %s: key %w", name, err)
-		}
-	}
+	defer k.c.Close()
+	c, info, name, keys, df := k.c, k.info, k.name, k.keys, k.df
 	rows, err := c.Get(ctx, df.target(name), keys)
 	if err != nil {
 		return wrapTier("get "+df.target(name).String(), err)
@@ -1562,6 +1583,22 @@ func runGet(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	_, err = fmt.Fprintf(stdout, "(%d of %d keys found)\n", found, len(rows))
 	return err
+}
+
+// runDelete deletes rows by primary key (a missing key is not an error).
+func runDelete(ctx context.Context, stdout io.Writer, args []string) error {
+	ctx, cancel, k, err := keyCommand(ctx, stdout, args, "delete")
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	defer k.c.Close()
+	t := k.df.target(k.name)
+	if err := k.c.Delete(ctx, t, k.keys); err != nil {
+		return wrapTier("delete "+t.String(), err)
+	}
+	return printDone(stdout, k.df.clientFlags, fmt.Sprintf("deleted %d keys from %s", len(k.keys), t),
+		map[string]any{"table": k.name.String(), "partition": k.df.partition, "keys": len(k.keys)})
 }
 
 // errScanLimit stops a scan at --limit.

@@ -67,6 +67,7 @@ func TestCLIDataAccess(t *testing.T) {
 	ok(appTok, "wrote 2 rows to shop.items", "put", "shop.items", `{"id":1,"name":"apple"}`, `{"id":2,"name":"pear"}`)
 	ok(adminTok, "wrote 1 rows to shop.costs", "put", "shop.costs", `{"id":1,"cost":3}`)
 
+	fails(biTok, "caller bi may not write shop.items", "delete", "shop.items", `{"id":1}`)
 	ok(biTok, "apple", "get", "shop.items", `{"id":1}`)
 	fails("", "THAW_TOKEN", "get", "shop.items", `{"id":1}`)
 	fails(biTok, "caller bi may not read shop.costs", "get", "shop.costs", `{"id":1}`)

@@ -151,6 +151,8 @@ func TestCLI(t *testing.T) {
 	fails(1, "NOT_FOUND", "partition", "drop", "shop.orders", "2030-01-01")
 	fails(2, `--column "id": want "NAME TYPE [NOT NULL]"`, "table", "create", "shop.t2", "--column", "id", "--primary-key", "id")
 	fails(2, "primary key", "table", "create", "shop.t2", "--column", "id BIGINT")
+	fails(1, `delete shop.orders: key row 2: missing primary-key column "id"`, "delete", "shop.orders", `{"dt":"2024-01-01","id":1}`, `{"dt":"2024-01-01"}`)
+	fails(2, "thaw delete: no keys", "delete", "shop.orders", "--input", os.DevNull)
 	if again := ok(`"fig"`, "scan", "shop.orders", "--output", "json"); again != scanJSON {
 		t.Errorf("rows changed by bad input:\nbefore %s\nafter  %s", scanJSON, again)
 	}
@@ -159,8 +161,18 @@ func TestCLI(t *testing.T) {
 		t.Errorf("no server: code %d, stderr %q", code, errOut)
 	}
 
-	ok("dropped partition 2024-01-02 of shop.orders", "partition", "drop", "shop.orders", "2024-01-02")
+	// Delete by primary key; a missing key is no error.
+	ok("deleted 2 keys from shop.orders", "delete", "shop.orders", `{"dt":"2024-01-01","id":3}`, `["2024-01-01",99]`)
+	if out := ok("(1 of 2 keys found)", "get", "shop.orders", `["2024-01-01",3]`, `["2024-01-01",1]`); !strings.Contains(out, "apple") {
+		t.Errorf("get after the delete: %q", out)
+	}
+	ok(`"keys": 1`, "delete", "shop.orders", "--partition", "2024-01-02", `["2024-01-02",4]`, "--output", "json")
 	if n := strings.Count(ok("", "scan", "shop.orders", "--output", "json"), "\n"); n != 2 {
+		t.Errorf("after deleting two rows: %d rows", n)
+	}
+
+	ok("dropped partition 2024-01-02 of shop.orders", "partition", "drop", "shop.orders", "2024-01-02")
+	if n := strings.Count(ok("", "scan", "shop.orders", "--output", "json"), "\n"); n != 1 {
 		t.Errorf("after dropping a partition: %d rows", n)
 	}
 	ok("dropped table crm.users", "table", "drop", "crm.users")

@@ -2,6 +2,7 @@ package tablet
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,20 +14,24 @@ import (
 )
 
 // dataPolicy is the server's copy of the data-access policy
-// (meta.DataAccess). Until the first read of it the server has none and
-// refuses reads and writes as UNAVAILABLE; a record it cannot read makes
-// it refuse them too (err), never serve them openly.
+// (meta.DataAccess). Until the server has read one it refuses reads and
+// writes as UNAVAILABLE, and so while none is stored (no coordinator has
+// led yet: the first publishes one before it does anything else) or the
+// stored one does not parse (err): it never serves them openly by mistake.
 type dataPolicy struct {
 	enforce bool
 	byHash  map[string]*meta.DataCaller
-	err     error // the stored record is unreadable
+	err     error // none stored, or unreadable
 }
 
+// errNoDataPolicy: no coordinator has published a data-access policy.
+var errNoDataPolicy = errors.New("no coordinator has published the data access policy yet")
+
 // newDataPolicy returns the policy of a stored record; nil data: none
-// stored (nothing enforced).
+// stored.
 func newDataPolicy(data []byte) *dataPolicy {
 	if data == nil {
-		return &dataPolicy{}
+		return &dataPolicy{err: errNoDataPolicy}
 	}
 	d, err := meta.Unmarshal[meta.DataAccess](data)
 	if err != nil {
@@ -81,11 +86,13 @@ func (s *Server) watchDataAccess(ctx context.Context) {
 	}
 }
 
-// setDataPolicy installs the policy of a stored record (nil: none).
+// setDataPolicy installs the policy of a stored record (nil: none stored).
 func (s *Server) setDataPolicy(data []byte) {
 	p := newDataPolicy(data)
 	old := s.access.Swap(p)
 	switch {
+	case errors.Is(p.err, errNoDataPolicy):
+		s.log.Info("tablet refuses reads and writes until a coordinator publishes the data access policy")
 	case p.err != nil:
 		s.log.Error("tablet refuses reads and writes: the data access policy is unreadable", "err", p.err)
 	case old == nil || old.err != nil || old.enforce != p.enforce || len(old.byHash) != len(p.byHash):
@@ -119,6 +126,8 @@ func (s *Server) resolveData(h http.Header, op dataOp, id *tierv1.TargetId, buck
 	switch {
 	case p == nil:
 		return resolved{}, errUnavailable("%s: the data access policy is not read yet", op)
+	case errors.Is(p.err, errNoDataPolicy):
+		return resolved{}, errUnavailable("%s: %v", op, p.err)
 	case p.err != nil:
 		return resolved{}, errUnavailable("%s: the data access policy is unreadable (see the tablet server's log)", op)
 	}

@@ -14,11 +14,11 @@ import (
 )
 
 // TestDataAccess: a tablet server follows the data-access policy in etcd
-// as it changes: open without one, then reads and writes only for callers
-// whose patterns cover the table (refusals write nothing), a refusal of
-// everything while the record is unreadable, and open again once the
-// policy is deleted. A server started under an enforced policy never
-// serves an unauthenticated call.
+// as it changes: open when not enforced, then reads and writes only for
+// callers whose patterns cover the table (refusals write nothing), a
+// refusal of everything while the record is unreadable or missing, and
+// open again once not enforced. A server started under an enforced policy
+// never serves an unauthenticated call.
 func TestDataAccess(t *testing.T) {
 	c := newCluster(t)
 	ts := c.startServer("ts-1")
@@ -81,8 +81,8 @@ func TestDataAccess(t *testing.T) {
 		}
 	}
 
-	// No policy stored: open.
-	await("a write before any policy", "", func() error { return writeAs("", row{"acme", 1, "open"}) })
+	// Not enforced (as the cluster starts): open.
+	await("a write, not enforced", "", func() error { return writeAs("", row{"acme", 1, "open"}) })
 
 	policy(meta.DataAccess{Enforce: true, Callers: []meta.DataCaller{
 		{Name: "app", TokenSHA256: access.TokenSHA256(appTok), Read: []string{"db.*"}, Write: []string{"db.orders"}},
@@ -154,13 +154,17 @@ func TestDataAccess(t *testing.T) {
 		t.Fatalf("a lookup without a token under an unreadable policy: %v", err)
 	}
 
-	// Not enforced: open again; deleted: open.
+	// Not enforced: open again. No policy stored (a tier whose
+	// coordinator has never led): nothing is served.
 	policy(meta.DataAccess{})
 	await("a write without a token, not enforced", "", func() error { return writeAs("", row{"acme", 3, "open"}) })
-	policy(meta.DataAccess{Enforce: true, Callers: []meta.DataCaller{{Name: "app", TokenSHA256: access.TokenSHA256(appTok), Write: []string{"*"}}}})
-	await("a lookup without a token, enforced again", tierpb.ReasonUnauthenticated, func() error { return lookupAs("") })
 	if _, err := c.cli.Delete(t.Context(), c.store.DataAccessKey()); err != nil {
 		t.Fatal(err)
 	}
-	await("a lookup without a token, no policy", "", func() error { return lookupAs("") })
+	await("a lookup without a token, no policy", tierpb.ReasonUnavailable, func() error { return lookupAs("") })
+	if err := writeAs(appTok, row{"acme", 4, "app"}); tierpb.ReasonOf(err) != tierpb.ReasonUnavailable || !strings.Contains(err.Error(), "no coordinator has published") {
+		t.Fatalf("a write by the app, no policy: %v", err)
+	}
+	policy(meta.DataAccess{})
+	await("a lookup without a token, not enforced again", "", func() error { return lookupAs("") })
 }

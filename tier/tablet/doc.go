@@ -119,10 +119,10 @@
 // publishes in etcd (meta.DataAccess, which the server watches): when
 // enforced, the request's bearer token must be a caller's (else
 // UNAUTHENTICATED) whose Write or Read patterns cover the target's table
-// (else PERMISSION_DENIED). Until the server has read the policy, and
-// while the stored policy does not parse, reads and writes are UNAVAILABLE:
-// it never serves them openly by mistake. No stored policy, or one not
-// enforced, lets every request through. The internal RPCs are guarded by
+// (else PERMISSION_DENIED). Until the server has read a policy, while none
+// is stored (no coordinator has led yet) and while the stored one does not
+// parse, reads and writes are UNAVAILABLE: it never serves them openly by
+// mistake. A policy not enforced lets every request through. The internal RPCs are guarded by
 // the internal token instead (internal/daemon).
 //
 // # Data state

@@ -119,6 +119,11 @@ func newCluster(t *testing.T) *cluster {
 	if _, err := store.CreateDatabase(t.Context(), c.guard, c.db); err != nil {
 		t.Fatal(err)
 	}
+	// What a coordinator publishes at the start of its term: reads and
+	// writes open to everyone.
+	if _, err := store.PutDataAccess(t.Context(), c.guard, meta.DataAccess{}); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
