@@ -120,6 +120,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 	}
 	client, err := tierclient.New(ctx, addr,
 		tierclient.WithTLSConfig(trust),
+		tierclient.WithConnectOptions(daemon.BearerFromEnv()...), // for a tier that authorizes data access
 		tierclient.WithLogger(logger),
 		tierclient.WithProtocol(cfg.protocol),
 		tierclient.WithMaxBatchRows(cfg.batchRows),

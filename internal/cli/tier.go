@@ -23,7 +23,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/coordlist"
@@ -249,12 +248,9 @@ func dialLeader[C any](server string, newClient func(connect.HTTPClient, string,
 	if err != nil {
 		return &leaderConn[C]{err: usageError("%v", err)}
 	}
-	var opts []connect.ClientOption
-	if tok := os.Getenv(daemon.EnvToken); tok != "" {
-		// A coordinator that authenticates bulk-load callers wants it; the
-		// CoordinatorService ignores it.
-		opts = append(opts, connect.WithInterceptors(bulkloadclient.Bearer(tok)))
-	}
+	// A coordinator that authenticates bulk-load callers or authorizes DDL
+	// wants THAW_TOKEN.
+	opts := daemon.BearerFromEnv()
 	return &leaderConn[C]{coords: coordlist.New(seeds, func(url string) C { return newClient(hc, url, opts...) })}
 }
 
@@ -1420,11 +1416,9 @@ func openTable(ctx context.Context, server string, name tableName, opts ...tierc
 	if err != nil {
 		return nil, nil, usageError("%v", err)
 	}
-	base := []tierclient.Opt{tierclient.WithTLSConfig(tc)}
-	if tok := os.Getenv(daemon.EnvToken); tok != "" {
-		// A coordinator that authorizes DDL wants it for new partitions.
-		base = append(base, tierclient.WithConnectOptions(connect.WithInterceptors(bulkloadclient.Bearer(tok))))
-	}
+	// A tier that authorizes DDL (new partitions) or data access wants
+	// THAW_TOKEN.
+	base := []tierclient.Opt{tierclient.WithTLSConfig(tc), tierclient.WithConnectOptions(daemon.BearerFromEnv()...)}
 	c, err := tierclient.New(ctx, server, append(base, opts...)...)
 	if err != nil {
 		return nil, nil, wrapTier("connect to "+server, err)

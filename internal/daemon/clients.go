@@ -3,9 +3,13 @@ package daemon
 import (
 	"crypto/tls"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 
+	"connectrpc.com/connect"
+
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 )
 
@@ -66,4 +70,14 @@ func (c *tabletClients) get(address string) tierv1connect.TabletServiceClient {
 		c.m[address] = cl
 	}
 	return cl
+}
+
+// BearerFromEnv returns the connect client option that sends the bearer
+// token of THAW_TOKEN with every call, none when it is unset.
+func BearerFromEnv() []connect.ClientOption {
+	tok := os.Getenv(EnvToken)
+	if tok == "" {
+		return nil
+	}
+	return []connect.ClientOption{connect.WithInterceptors(bulkloadclient.Bearer(tok))}
 }

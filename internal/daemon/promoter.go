@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"connectrpc.com/connect"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -159,11 +158,10 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 		pp.closers = append(pp.closers, func() error { return ignoreCanceled(cli.Close()) })
 		address = cfg.Tier.Address
 	}
-	topts := []tierclient.Opt{tierclient.WithHTTPClient(hc), tierclient.WithLogger(log.With("component", "tierclient"))}
-	if tok := os.Getenv(EnvToken); tok != "" {
-		// For a coordinator that authorizes DDL (createIfMissing).
-		topts = append(topts, tierclient.WithConnectOptions(connect.WithInterceptors(bulkloadclient.Bearer(tok))))
-	}
+	// The token is for a tier that authorizes DDL (createIfMissing) and
+	// reads (a target checked empty).
+	topts := []tierclient.Opt{tierclient.WithHTTPClient(hc), tierclient.WithLogger(log.With("component", "tierclient")),
+		tierclient.WithConnectOptions(BearerFromEnv()...)}
 	pp.tier, err = tierclient.New(ctx, address, topts...)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: tier at %s: %w", address, err)

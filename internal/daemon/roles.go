@@ -37,9 +37,10 @@ import (
 const EnvEtcdPassword = "THAW_ETCD_PASSWORD"
 
 // EnvToken is the environment variable holding a caller's bearer token
-// for the BulkLoadService of a coordinator that authenticates its callers
-// (coordinator.callers): thaw load, thaw bulkload and thaw promoter send
-// it. Never in a config file.
+// for a tier that authenticates its callers (coordinator.callers: bulk
+// loads, and DDL and reads and writes with authorize_ddl and
+// authorize_data): the client commands, the benchmarks and thaw promoter
+// send it. Never in a config file.
 const EnvToken = "THAW_TOKEN"
 
 // EnvUploadKey is the environment variable holding the upload gateway's
