@@ -365,11 +365,4 @@ var errNoContext = errors.New("bulkloadclient: nil build context")
 // Bearer returns a connect client interceptor that sends token as
 // "Authorization: Bearer token" (what WithBearerToken installs), for
 // other connect clients of the coordinator.
-func Bearer(token string) connect.Interceptor {
-	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("Authorization", "Bearer "+token)
-			return next(ctx, req)
-		}
-	})
-}
+func Bearer(token string) connect.Interceptor { return tierpb.Bearer(token) }

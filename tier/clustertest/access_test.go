@@ -3,12 +3,15 @@ package clustertest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/access"
+	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -76,6 +79,35 @@ func TestCLIDataAccess(t *testing.T) {
 	// Only the allowed write landed.
 	if out := ok(biTok, "pear", "scan", "shop.items", "--output", "json"); strings.Count(out, `"id"`) != 2 || strings.Contains(out, "anonymous") || strings.Contains(out, `"bi"`) {
 		t.Fatalf("shop.items after the refused writes: %s", out)
+	}
+
+	// The SDK: tierclient.WithBearerToken.
+	newClient := func(tok string) (*tierclient.Client, error) {
+		return tierclient.New(ctx, cl.e.Address(), tierclient.WithBearerToken(tok),
+			tierclient.WithRetryPolicy(tierclient.RetryPolicy{Timeout: 10 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}))
+	}
+	if _, err := newClient("short"); err == nil || strings.Contains(err.Error(), "short") {
+		t.Fatalf("a malformed token: %v", err)
+	}
+	app, err := newClient(appTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	items := tierclient.Target{Database: "shop", Table: "items"}
+	if err := app.Upsert(ctx, items, []kv.Row{{int64(3), "fig"}}); err != nil {
+		t.Fatalf("the SDK writes as the app: %v", err)
+	}
+	bi, err := newClient(biTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bi.Close()
+	if err := bi.Delete(ctx, items, []kv.Row{{int64(3), nil}}); tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied || tierclient.IsRetriable(err) {
+		t.Fatalf("the SDK deletes as bi: %v", err)
+	}
+	if rows, err := bi.Get(ctx, items, []kv.Row{{int64(3), nil}}); err != nil || len(rows) != 1 || rows[0] == nil || rows[0][1] != "fig" {
+		t.Fatalf("the SDK reads as bi: %v, %v", rows, err)
 	}
 
 	// Every tablet server follows the policy, leaders and followers alike.

@@ -84,6 +84,9 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	if o.protocol == ProtocolGRPC {
 		c.connOpts = append(c.connOpts, connect.WithGRPC())
 	}
+	if o.bearer != "" {
+		c.connOpts = append(c.connOpts, connect.WithInterceptors(tierpb.Bearer(o.bearer)))
+	}
 	c.connOpts = append(c.connOpts, o.connectOpts...)
 	c.mu.tablets = make(map[string]tierv1connect.TabletServiceClient)
 	c.mu.tables = make(map[tablePath]*TableInfo)

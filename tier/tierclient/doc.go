@@ -102,7 +102,10 @@
 // https:// address; the client then speaks TLS (HTTP/1.1, or HTTP/2 by
 // ALPN for the HTTP/2 protocols) and trusts WithTLSConfig's RootCAs (default:
 // the system's roots). A certificate it does not trust fails the call at
-// once (not retried).
+// once (not retried). A tier that authorizes its callers
+// (coordinator.callers with authorize_ddl or authorize_data) wants their
+// token: WithBearerToken sends it with every call; UNAUTHENTICATED and
+// PERMISSION_DENIED are not retried.
 //
 // # Concurrency
 //

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/thawdb/thaw/bulkload"
 )
 
 // Protocol is the wire protocol and transport of the client's RPCs. Every
@@ -99,6 +101,7 @@ type options struct {
 	tlsConfig        *tls.Config
 	protocol         Protocol
 	connectOpts      []connect.ClientOption
+	bearer           string
 	logger           *slog.Logger
 	maxBatchRows     int
 	maxBatchBytes    int
@@ -164,6 +167,11 @@ func (o *options) validate() error {
 	if o.scanPageRows < 1 {
 		bad("scan page rows %d: must be at least 1", o.scanPageRows)
 	}
+	if o.bearer != "" {
+		if err := bulkload.ValidateBearerToken(o.bearer); err != nil {
+			errs = append(errs, fmt.Errorf("tierclient: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -190,6 +198,13 @@ func WithProtocol(p Protocol) Opt { return func(o *options) { o.protocol = p } }
 func WithConnectOptions(opts ...connect.ClientOption) Opt {
 	return func(o *options) { o.connectOpts = append(o.connectOpts, opts...) }
 }
+
+// WithBearerToken makes every call carry "Authorization: Bearer token": a
+// caller's token (16..1024 printable ASCII characters without spaces) for
+// a tier that authorizes DDL or reads and writes (coordinator.callers with
+// authorize_ddl or authorize_data; docs/tier.md, "Data access"). The
+// client never logs it.
+func WithBearerToken(token string) Opt { return func(o *options) { o.bearer = token } }
 
 // WithLogger sets the logger (default: discard). Retries log at debug,
 // requests given up at warn.
