@@ -52,23 +52,33 @@ func LoadConfig(path string, cfg Config) error {
 // leaves the defaults.
 func DecodeConfig(r io.Reader, name string, cfg Config) error {
 	cfg.Defaults()
+	if err := decodeStrict(r, cfg); err != nil {
+		return fmt.Errorf("daemon: config %s: %w", name, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes the one YAML document in r into v: unknown keys,
+// duplicate keys and a second document are errors (with line numbers); an
+// empty document leaves v as it is.
+func decodeStrict(r io.Reader, v any) error {
 	dec := yaml.NewDecoder(r)
 	dec.KnownFields(true)
-	err := dec.Decode(cfg)
+	err := dec.Decode(v)
 	switch {
 	case errors.Is(err, io.EOF):
 		return nil
 	case err != nil:
-		return fmt.Errorf("daemon: config %s: %w", name, err)
+		return err
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 		return nil
 	case err != nil:
-		return fmt.Errorf("daemon: config %s: after the document: %w", name, err)
+		return fmt.Errorf("after the document: %w", err)
 	default:
-		return fmt.Errorf("daemon: config %s: more than one YAML document (line %d)", name, extra.Line)
+		return fmt.Errorf("more than one YAML document (line %d)", extra.Line)
 	}
 }
 
@@ -286,6 +296,11 @@ type CoordinatorOptions struct {
 	// known by the SHA-256 of its bearer token (coordinator.Config.Callers;
 	// clients send the token from THAW_TOKEN).
 	Callers []CallerOptions `yaml:"callers"`
+	// CallersFile, instead of Callers, names a YAML file holding them
+	// (`callers: [...]`, the same shape), read at start and again when it
+	// changes: callers, their tokens and grants change without a restart.
+	// It must name at least one caller.
+	CallersFile string `yaml:"callers_file"`
 	// AuthorizeDDL makes creating and dropping databases, tables and
 	// partitions need a caller whose ddl patterns cover the target
 	// (coordinator.Config.AuthorizeDDL; needs callers).
@@ -345,12 +360,8 @@ type BulkLoadOptions struct {
 // coordinator id, advertised at addr, under the etcd prefix.
 func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string, replication int) coordinator.Config {
 	b := c.BulkLoad
-	var callers []coordinator.Caller
-	for _, cl := range c.Callers {
-		callers = append(callers, coordinator.Caller{Name: cl.Name, TokenSHA256: cl.TokenSHA256, Tables: cl.Tables, DDL: cl.DDL, Read: cl.Read, Write: cl.Write})
-	}
 	return coordinator.Config{
-		Callers:                  callers,
+		Callers:                  toCallers(c.Callers),
 		AuthorizeDDL:             c.AuthorizeDDL,
 		AuthorizeData:            c.AuthorizeData,
 		ID:                       id,
@@ -407,10 +418,14 @@ func (c CoordinatorOptions) validate() error {
 	if err := coordinator.ValidateCallers(c.coordinatorConfig("c", "a", "/p", "file:///r", 1).Callers); err != nil {
 		errs = append(errs, fmt.Errorf("coordinator.callers: %w", err))
 	}
-	if c.AuthorizeDDL && len(c.Callers) == 0 {
+	if c.CallersFile != "" && len(c.Callers) > 0 {
+		errs = append(errs, errCallersTwice)
+	}
+	// With a callers file these are checked when it is read.
+	if c.AuthorizeDDL && len(c.Callers) == 0 && c.CallersFile == "" {
 		errs = append(errs, errors.New("coordinator.authorize_ddl needs coordinator.callers"))
 	}
-	if c.AuthorizeData && !slices.ContainsFunc(c.Callers, func(cl CallerOptions) bool { return len(cl.Read)+len(cl.Write) > 0 }) {
+	if c.AuthorizeData && !slices.ContainsFunc(c.Callers, func(cl CallerOptions) bool { return len(cl.Read)+len(cl.Write) > 0 }) && c.CallersFile == "" {
 		errs = append(errs, errors.New("coordinator.authorize_data needs a caller in coordinator.callers with read or write patterns"))
 	}
 	if c.LeaseTTL < time.Second {

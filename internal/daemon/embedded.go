@@ -164,6 +164,7 @@ type Embedded struct {
 	logs    changelogProvider // nil with the Kafka changelog
 	hc      *http.Client
 	token   *internalToken // random, shared by the components
+	callers *callersFile   // coordinator.callers_file; nil: none
 	ihc     *http.Client   // hc presenting token: the components' own requests
 	tablets *tabletClients
 	gath    *gatherers
@@ -299,6 +300,12 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	e.ihc = e.token.client(e.hc)
 	e.tablets = newTabletClients(e.ihc)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if f := cfg.Coordinator.CallersFile; f != "" {
+		if e.callers, err = readCallersFile(f, cfg.Coordinator.AuthorizeData, log, e.setCallers); err != nil {
+			return nil, err
+		}
+		go e.callers.watch(e.ctx)
+	}
 
 	e.mux = http.NewServeMux()
 	healthz, readyz := healthHandlers(e.draining.Load, []readiness{
@@ -489,7 +496,11 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 		return errors.Join(err, cli.Close())
 	}
 	o := e.cfg.Coordinator
-	c, err := coordinator.New(o.coordinatorConfig(id, e.cfg.TLS.coordinatorAddress(e.addr), e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1))), coordinator.Deps{
+	ccfg := o.coordinatorConfig(id, e.cfg.TLS.coordinatorAddress(e.addr), e.cfg.Prefix, e.objects.Base(), min(o.DefaultReplicationFactor, max(e.cfg.TabletServers, 1)))
+	if e.callers != nil {
+		ccfg.Callers = e.callers.callers()
+	}
+	c, err := coordinator.New(ccfg, coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    e.tablets.get,
@@ -529,6 +540,20 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 	e.mu.coords[id] = comp
 	e.log.Info("coordinator started", "coordinator", id)
 	return nil
+}
+
+// setCallers hands reloaded callers (coordinator.callers_file) to every
+// running coordinator.
+func (e *Embedded) setCallers(cs []coordinator.Caller) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range e.coordOrder {
+		if comp := e.mu.coords[id]; comp.coord != nil && comp.running() {
+			if err := comp.coord.SetCallers(cs); err != nil {
+				e.log.Error("a coordinator refused the reloaded callers; keeping the previous ones", "coordinator", id, "err", err)
+			}
+		}
+	}
 }
 
 // KillCoordinator stops coordinator id as a crash would: its etcd client
@@ -620,21 +645,29 @@ func (e *Embedded) checkTablets(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	var missing []string
+	var errs []error
 	for id, c := range e.mu.tablets {
-		if c.running() && !live[id] {
+		switch {
+		case !c.running():
+		case !live[id]:
 			missing = append(missing, id)
+		case c.tablet != nil:
+			if err := c.tablet.DataAccessReady(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			}
 		}
 	}
 	e.mu.Unlock()
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		return fmt.Errorf("not registered: %v", missing)
+		errs = append(errs, fmt.Errorf("not registered: %v", missing))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Ready returns nil once etcd answers, a coordinator is elected and every
-// running tablet server is registered: what /readyz reports.
+// running tablet server is registered and has read the data-access policy:
+// what /readyz reports.
 func (e *Embedded) Ready(ctx context.Context) error {
 	return errors.Join(e.checkEtcd(ctx), e.checkCoordinator(ctx), e.checkTablets(ctx))
 }

@@ -247,13 +247,7 @@ func TestRolesInternalToken(t *testing.T) {
 	ca, ta := runRoles(t, cc, tc, RunOptions{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := t.Context()
 	coord := tierv1connect.NewCoordinatorServiceClient(NewHTTPClient(nil), BaseURL(ca))
-	retry(t, "the tablet server registered", func() error {
-		s, err := coord.ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{}))
-		if err == nil && len(s.Msg.GetServers()) != 1 {
-			err = errors.New(s.Msg.String())
-		}
-		return err
-	})
+	awaitOneServer(t, coord)
 	createTable(t, coord, "d", "t", 2, &tierv1.Column{Name: "k", Type: "BIGINT"}, &tierv1.Column{Name: "v", Type: "STRING"})
 	checkTierWorks(t, newTierClient(t, BaseURL(ca)), coord)
 

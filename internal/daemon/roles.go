@@ -188,7 +188,21 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	if err != nil {
 		return errors.Join(err, ln.Close())
 	}
-	c, err := coordinator.New(o.coordinatorConfig(cfg.ID, cfg.TLS.coordinatorAddress(addr), cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor), coordinator.Deps{
+	ccfg := o.coordinatorConfig(cfg.ID, cfg.TLS.coordinatorAddress(addr), cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor)
+	var c *coordinator.Coordinator
+	var callers *callersFile
+	if o.CallersFile != "" {
+		callers, err = readCallersFile(o.CallersFile, o.AuthorizeData, log, func(cs []coordinator.Caller) {
+			if err := c.SetCallers(cs); err != nil {
+				log.Error("the coordinator refused the reloaded callers; keeping the previous ones", "err", err)
+			}
+		})
+		if err != nil {
+			return errors.Join(err, ln.Close())
+		}
+		ccfg.Callers = callers.callers()
+	}
+	c, err = coordinator.New(ccfg, coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    newTabletClients(token.client(NewHTTPClient(clientTLS))).get,
@@ -227,6 +241,9 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	})
 	g.Go(func() error { return srv.Start(gctx) })
 	g.Go(func() error { return c.Run(gctx) })
+	if callers != nil {
+		g.Go(func() error { callers.watch(gctx); return nil })
+	}
 	log.Info("thaw coordinator started", "id", cfg.ID, "address", addr)
 	warnUnguarded(log, token, ln.Addr())
 	if opts.OnReady != nil {
@@ -314,6 +331,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 			}
 			return err
 		}},
+		{"data_access", func(context.Context) error { return srv.DataAccessReady() }},
 	})
 	mux := http.NewServeMux()
 	mux.Handle(PathHealthz, healthz)

@@ -96,6 +96,18 @@ func runRoles(t *testing.T, cc CoordinatorConfig, tc TabletConfig, opts ...RunOp
 	return coord, tablet
 }
 
+// awaitOneServer waits until the coordinator lists one tablet server.
+func awaitOneServer(t *testing.T, coord tierv1connect.CoordinatorServiceClient) {
+	t.Helper()
+	retry(t, "the tablet server registered", func() error {
+		s, err := coord.ListServers(t.Context(), connect.NewRequest(&tierv1.ListServersRequest{}))
+		if err == nil && len(s.Msg.GetServers()) != 1 {
+			err = errors.New(s.Msg.String())
+		}
+		return err
+	})
+}
+
 // createTable creates database db and its table name, replication factor
 // 1, keyed by the first column.
 func createTable(t *testing.T, coord tierv1connect.CoordinatorServiceClient, db, name string, buckets int32, cols ...*tierv1.Column) {

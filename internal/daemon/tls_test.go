@@ -271,13 +271,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	coord := tierv1connect.NewCoordinatorServiceClient(NewHTTPClient(withCert), ca)
-	retry(t, "the tablet server registered", func() error {
-		s, err := coord.ListServers(ctx, connect.NewRequest(&tierv1.ListServersRequest{}))
-		if err == nil && len(s.Msg.GetServers()) != 1 {
-			err = errors.New(s.Msg.String())
-		}
-		return err
-	})
+	awaitOneServer(t, coord)
 	createTable(t, coord, "d", "t", 1, &tierv1.Column{Name: "k", Type: "BIGINT"})
 	client, err := tierclient.New(ctx, ca, tierclient.WithTLSConfig(withCert))
 	if err != nil {

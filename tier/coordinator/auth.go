@@ -13,6 +13,7 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/tier/access"
+	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -44,9 +45,10 @@ type Caller struct {
 // callerKey is the context key of the authenticated *Caller.
 type callerKey struct{}
 
-// authn authenticates BulkLoadService callers; nil: authentication off.
+// authn authenticates callers; nil: authentication off.
 type authn struct {
-	byHash map[string]*Caller
+	callers []Caller // in configuration order
+	byHash  map[string]*Caller
 }
 
 // newAuthn checks callers and returns their authenticator, nil for none.
@@ -54,7 +56,7 @@ func newAuthn(callers []Caller) (*authn, error) {
 	if len(callers) == 0 {
 		return nil, nil
 	}
-	a := &authn{byHash: make(map[string]*Caller, len(callers))}
+	a := &authn{callers: make([]Caller, 0, len(callers)), byHash: make(map[string]*Caller, len(callers))}
 	names := map[string]bool{}
 	var errs []error
 	for i := range callers {
@@ -79,7 +81,8 @@ func newAuthn(callers []Caller) (*authn, error) {
 				errs = append(errs, fmt.Errorf("caller %s: %w", c.Name, err))
 			}
 		}
-		a.byHash[c.TokenSHA256] = &c
+		a.callers = append(a.callers, c)
+		a.byHash[c.TokenSHA256] = &a.callers[len(a.callers)-1]
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -93,10 +96,14 @@ func ValidateCallers(callers []Caller) error {
 	return err
 }
 
+// authInterceptor authenticates BulkLoadService calls by their bearer
+// token against the coordinator's current callers.
+type authInterceptor struct{ c *Coordinator }
+
 // WrapUnary authenticates a BulkLoadService call by its bearer token.
-func (a *authn) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+func (i authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		c, err := a.authenticate(req.Header().Values("Authorization"))
+		c, err := i.c.auth.Load().authenticate(req.Header().Values("Authorization"))
 		if err != nil {
 			return nil, err
 		}
@@ -109,12 +116,12 @@ func withCaller(ctx context.Context, c *Caller) context.Context {
 }
 
 // WrapStreamingClient is not used: the coordinator makes no calls with it.
-func (a *authn) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+func (authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return next
 }
 
 // WrapStreamingHandler refuses streams: the BulkLoadService has none.
-func (a *authn) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+func (authInterceptor) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error {
 		return tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: streaming calls are not served", nil)
 	}
@@ -138,7 +145,7 @@ func (a *authn) authenticate(auth []string) (*Caller, error) {
 // allowed checks that the authenticated caller of ctx may bulk load t;
 // with authentication off, everyone may.
 func (c *Coordinator) allowed(ctx context.Context, t bulkload.Target) error {
-	if c.auth == nil {
+	if c.auth.Load() == nil {
 		return nil
 	}
 	caller, _ := ctx.Value(callerKey{}).(*Caller)
@@ -156,10 +163,11 @@ func (c *Coordinator) allowed(ctx context.Context, t bulkload.Target) error {
 // carries the bearer token of a caller whose DDL patterns cover table of
 // db (table "": the database itself, which needs "db.*" or "*").
 func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
-	if !c.cfg.AuthorizeDDL || c.auth == nil {
+	a := c.auth.Load()
+	if !c.cfg.AuthorizeDDL || a == nil {
 		return nil
 	}
-	caller, err := c.auth.authenticate(h.Values("Authorization"))
+	caller, err := a.authenticate(h.Values("Authorization"))
 	if err != nil {
 		return err
 	}
@@ -173,14 +181,70 @@ func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
 	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: caller %s may not create or drop %s (its ddl patterns: %v)", caller.Name, what, caller.DDL), nil)
 }
 
-// publishDataAccess publishes the data-access policy of the configuration
-// (Config.AuthorizeData) for the tablet servers at the start of a term,
-// before the term does anything else, retrying until it is stored or the
-// term ends (a term that ends first leaves the policy to the next leader).
+// SetCallers replaces the callers (Config.Callers) without a restart: calls
+// are authenticated and authorized against the new ones from now on, and a
+// leading coordinator publishes the data-access policy they imply for the
+// tablet servers. callers are checked as Config.Callers are; an error
+// changes nothing. A coordinator configured without callers cannot be
+// given some (its services were set up without authentication), nor can
+// the callers be emptied.
+func (c *Coordinator) SetCallers(callers []Caller) error {
+	if len(callers) == 0 {
+		return errors.New("coordinator: set callers: no callers (authentication cannot be turned off without a restart)")
+	}
+	if c.auth.Load() == nil {
+		return errors.New("coordinator: set callers: this coordinator was started without callers (authentication cannot be turned on without a restart)")
+	}
+	a, err := newAuthn(callers)
+	if err != nil {
+		return fmt.Errorf("coordinator: set callers: %w", err)
+	}
+	if c.cfg.AuthorizeData && len(dataCallers(a.callers)) == 0 {
+		return errors.New("coordinator: set callers: authorize data needs a caller with read or write patterns")
+	}
+	c.auth.Store(a)
+	c.log.Info("coordinator callers replaced", "callers", len(a.callers))
+	if t := c.current(); t != nil {
+		go c.publishDataAccess(t.l.Context(), t)
+	}
+	return nil
+}
+
+// dataAccess is the data-access policy of the current callers and
+// Config.AuthorizeData.
+func (c *Coordinator) dataAccess() meta.DataAccess {
+	d := meta.DataAccess{Version: meta.RecordVersion, Enforce: c.cfg.AuthorizeData}
+	if a := c.auth.Load(); d.Enforce && a != nil {
+		d.Callers = dataCallers(a.callers)
+	}
+	return d
+}
+
+// dataCallers returns the callers with Read or Write patterns as the
+// data-access policy names them.
+func dataCallers(callers []Caller) []meta.DataCaller {
+	var out []meta.DataCaller
+	for _, c := range callers {
+		if len(c.Read) > 0 || len(c.Write) > 0 {
+			out = append(out, meta.DataCaller{Name: c.Name, TokenSHA256: c.TokenSHA256, Read: c.Read, Write: c.Write})
+		}
+	}
+	return out
+}
+
+// publishDataAccess publishes the data-access policy of the current
+// callers (Config.AuthorizeData) for the tablet servers: at the start of a
+// term, before the term does anything else, and after SetCallers. It
+// retries until the policy is stored or the term ends (a term that ends
+// first leaves the policy to the next leader). Publications are
+// serialized and each writes the callers current when it writes, so the
+// last one stored is the newest.
 func (c *Coordinator) publishDataAccess(ctx context.Context, t *term) {
-	d := c.cfg.dataAccess()
+	c.publishMu.Lock()
+	defer c.publishMu.Unlock()
 	b := newBackoff(100*time.Millisecond, 5*time.Second)
 	for {
+		d := c.dataAccess()
 		wrote, err := c.store.PutDataAccess(ctx, t.guard, d)
 		if err == nil {
 			if wrote {

@@ -58,7 +58,8 @@ func TestCallerAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Coordinator{auth: a}
+	c := &Coordinator{}
+	c.auth.Store(a)
 	for _, tc := range []struct {
 		tok    string
 		target bulkload.Target
@@ -238,5 +239,73 @@ func TestPublishDataAccess(t *testing.T) {
 	e.awaitLeader(n2)
 	if got, err := e.store.GetDataAccess(t.Context()); err != nil || got.Value.Enforce || len(got.Value.Callers) != 0 {
 		t.Fatalf("the policy when c-2 (no callers) leads: %+v, %v", got, err)
+	}
+}
+
+// TestSetCallers: replaced callers take effect at once, for DDL and for
+// the data-access policy the leader publishes again; a bad replacement
+// changes nothing; a coordinator started without callers gets none.
+func TestSetCallers(t *testing.T) {
+	e := newEnv(t)
+	const oldTok, newTok = "old-admin-token-0123", "new-admin-token-0123"
+	n := e.startNode("c-1", func(c *Config) {
+		c.AuthorizeDDL, c.AuthorizeData = true, true
+		c.Callers = []Caller{{Name: "admin", TokenSHA256: hashOf(oldTok), DDL: []string{"*"}, Read: []string{"*"}}}
+	})
+	e.awaitLeader(n)
+	createDB := func(tok, db string) error {
+		r := req(&tierv1.CreateDatabaseRequest{Database: db})
+		r.Header().Set("Authorization", "Bearer "+tok)
+		_, err := n.client.CreateDatabase(t.Context(), r)
+		return err
+	}
+	if err := createDB(oldTok, "a"); err != nil {
+		t.Fatal(err)
+	}
+	published := func() meta.DataAccess {
+		t.Helper()
+		v, err := e.store.GetDataAccess(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Value
+	}
+	before := published()
+
+	for name, callers := range map[string][]Caller{
+		"none":               nil,
+		"a bad hash":         {{Name: "admin", TokenSHA256: "abc", DDL: []string{"*"}, Read: []string{"*"}}},
+		"no data caller":     {{Name: "admin", TokenSHA256: hashOf(newTok), DDL: []string{"*"}}},
+		"a bad pattern":      {{Name: "admin", TokenSHA256: hashOf(newTok), Read: []string{"shop"}}},
+		"two of one name":    {{Name: "a", TokenSHA256: hashOf(newTok), Read: []string{"*"}}, {Name: "a", TokenSHA256: hashOf(oldTok), Read: []string{"*"}}},
+		"two of one token":   {{Name: "a", TokenSHA256: hashOf(newTok), Read: []string{"*"}}, {Name: "b", TokenSHA256: hashOf(newTok), Read: []string{"*"}}},
+		"no patterns at all": {{Name: "a", TokenSHA256: hashOf(newTok)}},
+	} {
+		if err := n.c.SetCallers(callers); err == nil {
+			t.Errorf("SetCallers(%s) accepted", name)
+		}
+	}
+	if err := createDB(oldTok, "b"); err != nil {
+		t.Fatalf("the old token after refused replacements: %v", err)
+	}
+	if got := published(); !reflect.DeepEqual(got, before) {
+		t.Fatalf("the policy after refused replacements: %+v, want %+v", got, before)
+	}
+
+	if err := n.c.SetCallers([]Caller{{Name: "admin", TokenSHA256: hashOf(newTok), DDL: []string{"*"}, Read: []string{"shop.*"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := createDB(oldTok, "c"); tierpb.ReasonOf(err) != tierpb.ReasonUnauthenticated {
+		t.Fatalf("the replaced token: %v, want UNAUTHENTICATED", err)
+	}
+	if err := createDB(newTok, "c"); err != nil {
+		t.Fatalf("the new token: %v", err)
+	}
+	want := meta.DataAccess{Version: 1, Enforce: true, Callers: []meta.DataCaller{{Name: "admin", TokenSHA256: hashOf(newTok), Read: []string{"shop.*"}}}}
+	eventually(t, 10*time.Second, "the new policy published", func() bool { return reflect.DeepEqual(published(), want) })
+
+	open := e.startNode("c-2", nil)
+	if err := open.c.SetCallers([]Caller{{Name: "admin", TokenSHA256: hashOf(newTok), DDL: []string{"*"}}}); err == nil {
+		t.Fatal("a coordinator started without callers was given some")
 	}
 }

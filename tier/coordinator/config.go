@@ -85,22 +85,9 @@ type Config struct {
 	// Write patterns do. The leading coordinator publishes the policy
 	// (meta.DataAccess: callers' names, token hashes and Read and Write
 	// patterns, or that nothing is enforced) at the start of every term;
-	// the tablet servers follow it. Needs a caller with Read or Write.
+	// the tablet servers follow it, and again after SetCallers. Needs a
+	// caller with Read or Write.
 	AuthorizeData bool
-}
-
-// dataAccess is the data-access policy cfg publishes.
-func (cfg Config) dataAccess() meta.DataAccess {
-	d := meta.DataAccess{Version: meta.RecordVersion, Enforce: cfg.AuthorizeData}
-	if !cfg.AuthorizeData {
-		return d
-	}
-	for _, c := range cfg.Callers {
-		if len(c.Read) > 0 || len(c.Write) > 0 {
-			d.Callers = append(d.Callers, meta.DataCaller{Name: c.Name, TokenSHA256: c.TokenSHA256, Read: c.Read, Write: c.Write})
-		}
-	}
-	return d
 }
 
 // Deps are the parts a Coordinator uses; all but Logger and Registerer are
@@ -254,7 +241,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	if cfg.AuthorizeDDL && len(cfg.Callers) == 0 {
 		errs = append(errs, errors.New("authorize ddl needs callers"))
 	}
-	if cfg.AuthorizeData && len(cfg.dataAccess().Callers) == 0 {
+	if cfg.AuthorizeData && len(dataCallers(cfg.Callers)) == 0 {
 		errs = append(errs, errors.New("authorize data needs a caller with read or write patterns"))
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {

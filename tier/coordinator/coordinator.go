@@ -43,7 +43,11 @@ type Coordinator struct {
 	clock       Clock
 	hook        func(step string) error
 	uploads     *uploadGateway
-	auth        *authn // nil: callers are not authenticated
+	// auth authenticates callers (nil: no callers configured, nothing
+	// authenticated); SetCallers replaces it. publishMu serializes
+	// publications of the data-access policy it implies.
+	auth      atomic.Pointer[authn]
+	publishMu sync.Mutex
 
 	// term is the current leadership term, nil on standby. Written only by
 	// Run's goroutine; read by RPC handlers.
@@ -114,7 +118,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: config: %w", err)
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		cfg:         cfg,
 		cli:         deps.Etcd,
 		store:       deps.Meta,
@@ -127,8 +131,9 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 		clock:       clock,
 		hook:        deps.BulkLoadHook,
 		uploads:     uploads,
-		auth:        auth,
-	}, nil
+	}
+	c.auth.Store(auth)
+	return c, nil
 }
 
 // Handler returns the path ("/") and handler of the coordinator's
@@ -138,8 +143,8 @@ func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handl
 	mux := http.NewServeMux()
 	mux.Handle(tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...))
 	bulkOpts := opts
-	if c.auth != nil {
-		bulkOpts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(c.auth))
+	if c.auth.Load() != nil {
+		bulkOpts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(authInterceptor{c}))
 	}
 	mux.Handle(tierv1connect.NewBulkLoadServiceHandler(&bulkService{c: c}, bulkOpts...))
 	mux.HandleFunc(uploadcap.Path, c.serveUpload)

@@ -44,6 +44,22 @@ func newDataPolicy(data []byte) *dataPolicy {
 	return p
 }
 
+// DataAccessReady returns nil once the server has read a data-access
+// policy it can serve by, else why it refuses reads and writes (for a
+// readiness check).
+func (s *Server) DataAccessReady() error {
+	p := s.access.Load()
+	switch {
+	case p == nil:
+		return errors.New("the data access policy is not read yet")
+	case errors.Is(p.err, errNoDataPolicy):
+		return p.err
+	case p.err != nil:
+		return errors.New("the stored data access policy is unreadable")
+	}
+	return nil
+}
+
 // watchDataAccess keeps the server's data-access policy current: it reads
 // the record, then follows its changes; a broken or compacted watch reads
 // again. It returns when ctx is done.
