@@ -205,6 +205,27 @@ type EtcdConfig struct {
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// Username for etcd authentication (optional).
 	Username string `yaml:"username"`
+	// TLS reaches https:// endpoints: CAFile is the PEM bundle the
+	// client trusts (default: the system's roots), CertFile and KeyFile
+	// the client certificate for a cluster that requires one (renewals
+	// are picked up without a restart).
+	TLS EtcdTLS `yaml:"tls"`
+}
+
+// EtcdTLS is the `etcd.tls:` section.
+type EtcdTLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// set reports whether any file is named.
+func (t EtcdTLS) set() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// secure reports whether the endpoints are reached over TLS: all https://
+// or any etcd.tls file named.
+func (c EtcdConfig) secure() bool {
+	return c.TLS.set() || len(c.Endpoints) > 0 && strings.HasPrefix(c.Endpoints[0], "https://")
 }
 
 func (c *EtcdConfig) defaults() {
@@ -216,10 +237,17 @@ func (c EtcdConfig) validate() error {
 	if len(c.Endpoints) == 0 {
 		errs = append(errs, errors.New("etcd.endpoints: at least one endpoint is required"))
 	}
+	secure := c.secure()
 	for _, e := range c.Endpoints {
-		if strings.TrimSpace(e) == "" {
+		switch {
+		case strings.TrimSpace(e) == "":
 			errs = append(errs, errors.New("etcd.endpoints: empty endpoint"))
+		case secure && !strings.HasPrefix(e, "https://"):
+			errs = append(errs, fmt.Errorf("etcd.endpoints: %q: with etcd.tls (or another https:// endpoint) every endpoint is https://", e))
 		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("etcd.tls: cert_file and key_file go together"))
 	}
 	errs = append(errs, validatePrefix("etcd.prefix", c.Prefix))
 	if c.DialTimeout <= 0 {

@@ -229,6 +229,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	e := &Embedded{cfg: cfg, log: log, failed: make(chan struct{}), gath: newGatherers(cfg.Registry)}
 	e.mu.coords = make(map[string]*component)
 	e.mu.tablets = make(map[string]*component)
+	if f := cfg.Coordinator.CallersFile; f != "" {
+		if e.callers, err = readCallersFile(f, cfg.Coordinator.AuthorizeData, log, e.setCallers); err != nil {
+			return nil, err
+		}
+	}
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -300,10 +305,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	e.ihc = e.token.client(e.hc)
 	e.tablets = newTabletClients(e.ihc)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if f := cfg.Coordinator.CallersFile; f != "" {
-		if e.callers, err = readCallersFile(f, cfg.Coordinator.AuthorizeData, log, e.setCallers); err != nil {
-			return nil, err
-		}
+	if e.callers != nil {
 		go e.callers.watch(e.ctx)
 	}
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -142,9 +143,19 @@ func RunServer(ctx context.Context, cfg ServerConfig, opts RunOptions) error {
 }
 
 // connectEtcd connects to the external etcd of cfg.
+// Over TLS (etcd.tls, https:// endpoints) the client certificate is read
+// again when its files change.
 func connectEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.Client, error) {
+	var tc *tls.Config
+	if cfg.secure() {
+		var err error
+		if tc, err = clientTLS(cfg.TLS.CAFile, "etcd.tls.ca_file", cfg.TLS.CertFile, cfg.TLS.KeyFile, log.With("component", "etcd-tls")); err != nil {
+			return nil, err
+		}
+	}
 	return meta.Connect(ctx, cfg.Endpoints, meta.ClientOptions{
 		DialTimeout: cfg.DialTimeout,
+		TLS:         tc,
 		Username:    cfg.Username,
 		Password:    os.Getenv(EnvEtcdPassword),
 		Logger:      log.With("component", "etcd"),

@@ -239,6 +239,10 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	g.Go(func() error { return c.watchServers(gctx, t) })
 	g.Go(func() error { return t.bulk.run(gctx) })
 	g.Go(func() error { return c.cleanDroppedLoop(gctx, t) })
+	// A SetCallers between the publication above and the term's store saw
+	// no term to publish in: publish what is current now (a comparison
+	// that writes nothing when it is unchanged).
+	g.Go(func() error { c.publishDataAccess(gctx, t); return nil })
 	err := g.Wait()
 
 	c.term.CompareAndSwap(t, nil)

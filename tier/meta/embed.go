@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -26,9 +28,16 @@ type EmbeddedConfig struct {
 	Dir string
 	// ClientURL is where clients connect: "host:port" or
 	// "http://host:port"; default "127.0.0.1:0" (a random free port, see
-	// Endpoints). Plain HTTP only: bind it to loopback unless the network
-	// is trusted.
+	// Endpoints). Plain HTTP unless CertFile is set: bind it to loopback
+	// unless the network is trusted.
 	ClientURL string
+	// CertFile and KeyFile, when set, make etcd serve its clients over TLS
+	// with this key pair (Endpoints are https://); ClientCAFile then also
+	// makes it require client certificates signed by a CA of that PEM
+	// bundle. ClientTLS is how Client connects (trusting CertFile's
+	// issuer, presenting a client certificate if required).
+	CertFile, KeyFile, ClientCAFile string
+	ClientTLS                       *tls.Config
 	// Logger receives etcd's warnings and errors; nil discards them.
 	Logger *slog.Logger
 	// CompactionRetention is how much history etcd keeps (periodic
@@ -42,8 +51,10 @@ type EmbeddedConfig struct {
 
 // Embedded is a running single-member etcd.
 type Embedded struct {
-	e   *embed.Etcd
-	log *slog.Logger
+	e         *embed.Etcd
+	log       *slog.Logger
+	scheme    string      // of Endpoints
+	clientTLS *tls.Config // Client's
 }
 
 // StartEmbedded starts etcd and returns once it serves clients, or fails
@@ -55,6 +66,12 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	clientURL, err := parseListenURL(cfg.ClientURL)
 	if err != nil {
 		return nil, err
+	}
+	if (cfg.CertFile == "") != (cfg.KeyFile == "") || (cfg.ClientCAFile != "" && cfg.CertFile == "") {
+		return nil, fmt.Errorf("%w: embedded etcd: TLS needs a certificate and its key (and a client CA bundle only with them)", ErrInvalid)
+	}
+	if cfg.CertFile != "" {
+		clientURL.Scheme = "https"
 	}
 	if cfg.CompactionRetention == 0 {
 		cfg.CompactionRetention = time.Hour
@@ -77,13 +94,18 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if cfg.CertFile != "" {
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
+			TrustedCAFile: cfg.ClientCAFile, ClientCertAuth: cfg.ClientCAFile != ""}
+		ec.AdvertiseClientUrls = ec.ListenClientUrls
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-		return &Embedded{e: e, log: log}, nil
+		return &Embedded{e: e, log: log, scheme: clientURL.Scheme, clientTLS: cfg.ClientTLS}, nil
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
@@ -116,7 +138,7 @@ func parseListenURL(s string) (url.URL, error) {
 func (m *Embedded) Endpoints() []string {
 	eps := make([]string, len(m.e.Clients))
 	for i, l := range m.e.Clients {
-		eps[i] = "http://" + l.Addr().String()
+		eps[i] = m.scheme + "://" + l.Addr().String()
 	}
 	return eps
 }
@@ -124,7 +146,7 @@ func (m *Embedded) Endpoints() []string {
 // Client connects a new client to the embedded etcd; the caller closes it,
 // before Close.
 func (m *Embedded) Client(ctx context.Context) (*clientv3.Client, error) {
-	return Connect(ctx, m.Endpoints(), ClientOptions{Logger: m.log})
+	return Connect(ctx, m.Endpoints(), ClientOptions{Logger: m.log, TLS: m.clientTLS})
 }
 
 // Close stops etcd, waiting for it to shut down, and returns the error it
@@ -150,8 +172,12 @@ type ClientOptions struct {
 }
 
 // Connect returns a client of the etcd cluster at endpoints once one of
-// them has answered a read, or fails when ctx is done first. The client
-// lives until closed, not until ctx is done.
+// them has answered a read, or fails when ctx is done first (logging a
+// warning every DialTimeout meanwhile). The client lives until closed,
+// not until ctx is done. Over TLS it first shakes hands with each
+// endpoint: when every one fails in a way no retry mends (etcd's
+// certificate does not verify, etcd refuses the client's), it fails at
+// once with that reason (ErrTLS) instead of waiting.
 func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clientv3.Client, error) {
 	if len(endpoints) == 0 || slices.Contains(endpoints, "") {
 		return nil, fmt.Errorf("%w: connect etcd: endpoints %q", ErrInvalid, endpoints)
@@ -162,6 +188,11 @@ func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clie
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.TLS != nil {
+		if err := probeTLS(ctx, endpoints, opts.TLS, opts.DialTimeout); err != nil {
+			return nil, fmt.Errorf("meta: connect etcd %v: %w", endpoints, err)
+		}
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
@@ -176,10 +207,86 @@ func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clie
 	}
 	// The read etcdctl's health check makes: any answer, even "permission
 	// denied", proves a member with a quorum serves us.
-	if _, err := cli.Get(ctx, "health"); err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
-		return nil, errors.Join(fmt.Errorf("meta: connect etcd %v: %w", endpoints, err), cli.Close())
+	for {
+		actx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+		_, err := cli.Get(actx, "health")
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
+			return cli, nil
+		}
+		if ctx.Err() != nil {
+			return nil, errors.Join(fmt.Errorf("meta: connect etcd %v: %w", endpoints, context.Cause(ctx)), cli.Close())
+		}
+		log.Warn("etcd does not answer yet; still trying", "endpoints", endpoints, "err", err)
 	}
-	return cli, nil
+}
+
+// ErrTLS: a TLS handshake with etcd failed in a way no retry mends.
+var ErrTLS = errors.New("TLS handshake with etcd failed")
+
+// probeTLS shakes hands with each https:// endpoint (bounded by timeout)
+// and returns ErrTLS when every one failed for a reason that retrying
+// cannot mend: the server's certificate does not verify, or the server
+// rejected the client's certificate (or the lack of one). Network
+// failures are left to the client's own retries.
+func probeTLS(ctx context.Context, endpoints []string, tc *tls.Config, timeout time.Duration) error {
+	var errs []error
+	for _, ep := range endpoints {
+		u, err := url.Parse(ep)
+		if err != nil || u.Scheme != "https" {
+			return nil
+		}
+		err = handshake(ctx, u.Host, tc, timeout)
+		if err == nil || !permanentTLS(err) {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", u.Host, err))
+	}
+	return fmt.Errorf("%w: %w", ErrTLS, errors.Join(errs...))
+}
+
+// handshake completes a TLS handshake with addr and waits briefly for the
+// server's verdict on the client's certificate (under TLS 1.3 a rejection
+// arrives as an alert after the client's side is done).
+func handshake(ctx context.Context, addr string, tc *tls.Config, timeout time.Duration) error {
+	c := tc.Clone()
+	c.NextProtos = []string{"h2"}
+	if c.ServerName == "" {
+		c.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d := tls.Dialer{Config: c}
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// The client speaks first in HTTP/2; the server's alert, if any,
+	// arrives within this read.
+	_ = conn.SetReadDeadline(time.Now().Add(min(timeout, 500*time.Millisecond)))
+	_, err = conn.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	return err
+}
+
+// permanentTLS reports whether a handshake error is a verdict on the
+// certificates: ours did not verify theirs, or theirs rejected ours (a
+// "remote error" alert about a certificate, or access denied).
+func permanentTLS(err error) bool {
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &verify) {
+		return true
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	msg := op.Err.Error()
+	return strings.Contains(msg, "certificate") || strings.Contains(msg, "access denied")
 }
 
 // zapLogger bridges etcd's zap logging to slog, warnings and errors only.

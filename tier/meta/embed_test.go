@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/tier/meta"
 )
 
@@ -155,5 +157,28 @@ func TestEmbeddedOpensDataOfDefaultName(t *testing.T) {
 	}
 	if len(members.Members) != 1 || members.Members[0].Name != "thaw" {
 		t.Fatalf("members %v, want one named thaw", members.Members)
+	}
+}
+
+// TestConnectWaitsAndSays: an etcd that does not answer is waited for
+// until ctx is done, with a warning every dial timeout, and the error
+// names the endpoints.
+func TestConnectWaitsAndSays(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var logs testlog.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	_, err = meta.Connect(ctx, []string{"http://" + addr}, meta.ClientOptions{DialTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("connect to nothing: %v", err)
+	}
+	if n := strings.Count(logs.String(), "etcd does not answer yet"); n < 2 {
+		t.Fatalf("%d warnings while waiting:\n%s", n, logs.String())
 	}
 }

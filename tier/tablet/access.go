@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 // led yet: the first publishes one before it does anything else) or the
 // stored one does not parse (err): it never serves them openly by mistake.
 type dataPolicy struct {
+	raw     []byte // the stored record
 	enforce bool
 	byHash  map[string]*meta.DataCaller
 	err     error // none stored, or unreadable
@@ -35,9 +37,9 @@ func newDataPolicy(data []byte) *dataPolicy {
 	}
 	d, err := meta.Unmarshal[meta.DataAccess](data)
 	if err != nil {
-		return &dataPolicy{err: err}
+		return &dataPolicy{raw: data, err: err}
 	}
-	p := &dataPolicy{enforce: d.Enforce, byHash: make(map[string]*meta.DataCaller, len(d.Callers))}
+	p := &dataPolicy{raw: data, enforce: d.Enforce, byHash: make(map[string]*meta.DataCaller, len(d.Callers))}
 	for i := range d.Callers {
 		p.byHash[d.Callers[i].TokenSHA256] = &d.Callers[i]
 	}
@@ -111,7 +113,7 @@ func (s *Server) setDataPolicy(data []byte) {
 		s.log.Info("tablet refuses reads and writes until a coordinator publishes the data access policy")
 	case p.err != nil:
 		s.log.Error("tablet refuses reads and writes: the data access policy is unreadable", "err", p.err)
-	case old == nil || old.err != nil || old.enforce != p.enforce || len(old.byHash) != len(p.byHash):
+	case old == nil || old.err != nil || !bytes.Equal(old.raw, p.raw):
 		s.log.Info("tablet follows the data access policy", "enforce", p.enforce, "callers", len(p.byHash))
 	}
 }
