@@ -18,15 +18,18 @@ import (
 // TestCLIDataAccess: with coordinator.authorize_data the tablet servers
 // serve reads and writes only to callers whose patterns cover the table,
 // with the token of THAW_TOKEN; every tablet server refuses a call without
-// one; a refused write writes nothing and no output quotes a token.
+// one; the coordinator shows a table's metadata only to callers with a
+// grant on it, and lists only to callers; a refused write writes nothing
+// and no output quotes a token.
 func TestCLIDataAccess(t *testing.T) {
-	const adminTok, appTok, biTok = "admin-token-3f9c0e1d", "app-token-8b2a4c6d", "bi-token-5e7f9a1b"
+	const adminTok, appTok, biTok, loaderTok = "admin-token-3f9c0e1d", "app-token-8b2a4c6d", "bi-token-5e7f9a1b", "loader-token-7c3e5a9d"
 	cl := startCluster(t, func(c *daemon.EmbeddedConfig) {
 		c.Coordinator.AuthorizeDDL, c.Coordinator.AuthorizeData = true, true
 		c.Coordinator.Callers = []daemon.CallerOptions{
 			{Name: "admin", TokenSHA256: access.TokenSHA256(adminTok), DDL: []string{"*"}, Read: []string{"*"}, Write: []string{"*"}},
 			{Name: "app", TokenSHA256: access.TokenSHA256(appTok), Read: []string{"shop.*"}, Write: []string{"shop.items"}},
 			{Name: "bi", TokenSHA256: access.TokenSHA256(biTok), Read: []string{"shop.items"}},
+			{Name: "loader", TokenSHA256: access.TokenSHA256(loaderTok), Write: []string{"shop.costs"}},
 		}
 	})
 	ctx := t.Context()
@@ -35,7 +38,7 @@ func TestCLIDataAccess(t *testing.T) {
 		t.Helper()
 		t.Setenv(daemon.EnvToken, tok)
 		code, out, errOut := thaw(t, ctx, append(args, server)...)
-		for _, secret := range []string{adminTok, appTok, biTok} {
+		for _, secret := range []string{adminTok, appTok, biTok, loaderTok} {
 			if strings.Contains(out+errOut, secret) {
 				t.Fatalf("thaw %s printed a token", strings.Join(args, " "))
 			}
@@ -73,8 +76,14 @@ func TestCLIDataAccess(t *testing.T) {
 	fails(biTok, "caller bi may not write shop.items", "delete", "shop.items", `{"id":1}`)
 	ok(biTok, "apple", "get", "shop.items", `{"id":1}`)
 	fails("", "THAW_TOKEN", "get", "shop.items", `{"id":1}`)
-	fails(biTok, "caller bi may not read shop.costs", "get", "shop.costs", `{"id":1}`)
-	fails(biTok, "caller bi may not read shop.costs", "scan", "shop.costs")
+	// A caller without a grant on a table does not even see its schema;
+	// one that may write it but not read it is refused by the tablets.
+	fails(biTok, "caller bi has no grant on shop.costs", "get", "shop.costs", `{"id":1}`)
+	fails(biTok, "caller bi has no grant on shop.costs", "table", "describe", "shop.costs")
+	fails(loaderTok, "caller loader may not read shop.costs", "get", "shop.costs", `{"id":1}`)
+	fails(loaderTok, "caller loader may not read shop.costs", "scan", "shop.costs")
+	fails("", "THAW_TOKEN", "table", "list")
+	ok(biTok, "shop.items", "table", "list")
 	ok(appTok, `"cost":3`, "scan", "shop.costs", "--output", "json")
 	// Only the allowed write landed.
 	if out := ok(biTok, "pear", "scan", "shop.items", "--output", "json"); strings.Count(out, `"id"`) != 2 || strings.Contains(out, "anonymous") || strings.Contains(out, `"bi"`) {
@@ -111,9 +120,37 @@ func TestCLIDataAccess(t *testing.T) {
 	}
 
 	// Every tablet server follows the policy, leaders and followers alike.
-	loc, err := cl.coord.GetTargetLocations(ctx, connect.NewRequest(&tierv1.GetTargetLocationsRequest{Target: &tierv1.TargetPath{Database: "shop", Table: "items"}}))
+	locReq := func(tok string) *connect.Request[tierv1.GetTargetLocationsRequest] {
+		r := connect.NewRequest(&tierv1.GetTargetLocationsRequest{Target: &tierv1.TargetPath{Database: "shop", Table: "items"}})
+		r.Header().Set("Authorization", "Bearer "+tok)
+		return r
+	}
+	if _, err := cl.coord.GetTargetLocations(ctx, locReq("not-a-caller-token-0")); tierpb.ReasonOf(err) != tierpb.ReasonUnauthenticated {
+		t.Fatalf("locations with an unknown token: %v", err)
+	}
+	if _, err := cl.coord.GetTargetLocations(ctx, locReq(loaderTok)); tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied {
+		t.Fatalf("locations of shop.items for the loader of shop.costs: %v", err)
+	}
+	loc, err := cl.coord.GetTargetLocations(ctx, locReq(biTok))
 	if err != nil {
 		t.Fatal(err)
+	}
+	snap := func(tok string) error {
+		r := connect.NewRequest(&tierv1.TriggerSnapshotRequest{Target: &tierv1.TargetPath{Database: "shop", Table: "items"}})
+		if tok != "" {
+			r.Header().Set("Authorization", "Bearer "+tok)
+		}
+		_, err := cl.coord.TriggerSnapshot(ctx, r)
+		return err
+	}
+	if err := snap(""); tierpb.ReasonOf(err) != tierpb.ReasonUnauthenticated {
+		t.Fatalf("a snapshot ordered without a token: %v", err)
+	}
+	if err := snap(biTok); tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied {
+		t.Fatalf("a snapshot ordered by a reader: %v", err)
+	}
+	if err := snap(appTok); err != nil {
+		t.Fatalf("a snapshot ordered by the writer: %v", err)
 	}
 	for _, id := range []string{"ts-1", "ts-2", "ts-3"} {
 		_, err := cl.tablet(id).Lookup(ctx, connect.NewRequest(&tierv1.LookupRequest{Target: loc.Msg.GetTargetId(), Bucket: 0, Keys: [][]byte{{1}}}))

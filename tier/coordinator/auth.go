@@ -181,6 +181,31 @@ func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
 	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: caller %s may not create or drop %s (its ddl patterns: %v)", caller.Name, what, caller.DDL), nil)
 }
 
+// authorizeMeta checks, with Config.AuthorizeData on, that a metadata
+// read (listing databases or tables; table "") carries a caller's bearer
+// token, and that a read of one table's metadata (its schema, partitions,
+// bucket locations) comes from a caller that may do something with the
+// table: one of its Tables, DDL, Read or Write patterns covers it. With
+// write, the caller needs DDL or Write (TriggerSnapshot).
+func (c *Coordinator) authorizeMeta(h http.Header, op, db, table string, write bool) error {
+	a := c.auth.Load()
+	if !c.cfg.AuthorizeData || a == nil {
+		return nil
+	}
+	caller, err := a.authenticate(h.Values("Authorization"))
+	if err != nil || table == "" {
+		return err
+	}
+	covers := access.MatchAny(caller.DDL, db, table) || access.MatchAny(caller.Write, db, table)
+	if !write {
+		covers = covers || access.MatchAny(caller.Tables, db, table) || access.MatchAny(caller.Read, db, table)
+	}
+	if covers {
+		return nil
+	}
+	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: %s: caller %s has no grant on %s.%s", op, caller.Name, db, table), nil)
+}
+
 // SetCallers replaces the callers (Config.Callers) without a restart: calls
 // are authenticated and authorized against the new ones from now on, and a
 // leading coordinator publishes the data-access policy they imply for the

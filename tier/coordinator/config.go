@@ -82,7 +82,10 @@ type Config struct {
 	// AuthorizeData extends Callers to the tablet servers' reads and
 	// writes: a Lookup, PrefixLookup or Scan then needs the bearer token
 	// of a caller whose Read patterns cover the table, a Write one whose
-	// Write patterns do. The leading coordinator publishes the policy
+	// Write patterns do. The CoordinatorService's metadata reads then
+	// need a caller too (one with some grant on the table for GetTable,
+	// ListPartitions and GetTargetLocations; DDL or Write for
+	// TriggerSnapshot); GetLeader and ListServers stay open. The leading coordinator publishes the policy
 	// (meta.DataAccess: callers' names, token hashes and Read and Write
 	// patterns, or that nothing is enforced) at the start of every term;
 	// the tablet servers follow it, and again after SetCallers. Needs a

@@ -137,8 +137,9 @@
 // Config.AuthorizeData each leader publishes, at the start of its term and
 // before anything else, the data-access policy (meta.DataAccess: the
 // callers' names, token hashes and Caller.Read / Caller.Write patterns)
-// that the tablet servers enforce on reads and writes; without it, it
-// publishes that nothing is enforced. SetCallers replaces the callers of a
+// that the tablet servers enforce on reads and writes, and the
+// CoordinatorService's metadata reads need a caller too (authorizeMeta);
+// without it, it publishes that nothing is enforced. SetCallers replaces the callers of a
 // running coordinator (the daemon's coordinator.callers_file): every check
 // uses the new ones at once, and a leader publishes the policy again.
 //

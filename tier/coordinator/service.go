@@ -119,7 +119,10 @@ func (s *service) dropDatabase(ctx context.Context, m *tierv1.DropDatabaseReques
 	return s.c.rpcError(ctx, "drop database "+db, err)
 }
 
-func (s *service) ListDatabases(ctx context.Context, _ *connect.Request[tierv1.ListDatabasesRequest]) (*connect.Response[tierv1.ListDatabasesResponse], error) {
+func (s *service) ListDatabases(ctx context.Context, req *connect.Request[tierv1.ListDatabasesRequest]) (*connect.Response[tierv1.ListDatabasesResponse], error) {
+	if err := s.c.authorizeMeta(req.Header(), "list databases", "", "", false); err != nil {
+		return nil, err
+	}
 	if _, err := s.c.leading(ctx); err != nil {
 		return nil, err
 	}
@@ -228,6 +231,9 @@ func (s *service) dropTable(ctx context.Context, m *tierv1.DropTableRequest) err
 }
 
 func (s *service) GetTable(ctx context.Context, req *connect.Request[tierv1.GetTableRequest]) (*connect.Response[tierv1.GetTableResponse], error) {
+	if err := s.c.authorizeMeta(req.Header(), "get table", req.Msg.GetPath().GetDatabase(), req.Msg.GetPath().GetTable(), false); err != nil {
+		return nil, err
+	}
 	if _, err := s.c.leading(ctx); err != nil {
 		return nil, err
 	}
@@ -255,6 +261,9 @@ func (c *Coordinator) liveTable(ctx context.Context, p *tierv1.TablePath) (meta.
 }
 
 func (s *service) ListTables(ctx context.Context, req *connect.Request[tierv1.ListTablesRequest]) (*connect.Response[tierv1.ListTablesResponse], error) {
+	if err := s.c.authorizeMeta(req.Header(), "list tables", req.Msg.GetDatabase(), "", false); err != nil {
+		return nil, err
+	}
 	if _, err := s.c.leading(ctx); err != nil {
 		return nil, err
 	}
@@ -420,6 +429,9 @@ func (s *service) dropPartition(ctx context.Context, m *tierv1.DropPartitionRequ
 }
 
 func (s *service) ListPartitions(ctx context.Context, req *connect.Request[tierv1.ListPartitionsRequest]) (*connect.Response[tierv1.ListPartitionsResponse], error) {
+	if err := s.c.authorizeMeta(req.Header(), "list partitions", req.Msg.GetPath().GetDatabase(), req.Msg.GetPath().GetTable(), false); err != nil {
+		return nil, err
+	}
 	if _, err := s.c.leading(ctx); err != nil {
 		return nil, err
 	}
@@ -486,6 +498,9 @@ func (c *Coordinator) resolveTarget(ctx context.Context, p *tierv1.TargetPath) (
 }
 
 func (s *service) GetTargetLocations(ctx context.Context, req *connect.Request[tierv1.GetTargetLocationsRequest]) (*connect.Response[tierv1.GetTargetLocationsResponse], error) {
+	if err := s.c.authorizeMeta(req.Header(), "get target locations", req.Msg.GetTarget().GetDatabase(), req.Msg.GetTarget().GetTable(), false); err != nil {
+		return nil, err
+	}
 	if _, err := s.c.leading(ctx); err != nil {
 		return nil, err
 	}
@@ -526,6 +541,9 @@ func (s *service) ListServers(ctx context.Context, _ *connect.Request[tierv1.Lis
 }
 
 func (s *service) TriggerSnapshot(ctx context.Context, req *connect.Request[tierv1.TriggerSnapshotRequest]) (*connect.Response[tierv1.TriggerSnapshotResponse], error) {
+	if err := s.c.authorizeMeta(req.Header(), "trigger snapshot", req.Msg.GetTarget().GetDatabase(), req.Msg.GetTarget().GetTable(), true); err != nil {
+		return nil, err
+	}
 	t, err := s.c.leading(ctx)
 	if err != nil {
 		return nil, err
