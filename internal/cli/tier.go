@@ -54,6 +54,7 @@ func runServer(ctx context.Context, stdout io.Writer, args []string) error {
 	listen := fs.String("listen", "", "HOST:PORT of the one HTTP listener (default "+daemon.DefaultListen+"); overrides listen")
 	advertise := fs.String("advertise", "", "HOST:PORT clients reach the listener at; overrides advertise")
 	tablets := fs.Int("tablets", 0, "number of tablet servers (default 3); overrides tablets")
+	check := checkFlag(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -73,10 +74,31 @@ func runServer(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("server config: %w", err)
 	}
+	if *check {
+		return checked(stdout, "thaw server", *config, cfg.CheckFiles())
+	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunServer(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
 		fmt.Fprintf(stdout, "thaw server: serving on %s%s (data in %s, %d tablet servers)\n", cfg.TLS.Scheme(), addr, cfg.DataDir, cfg.Tablets)
 	}})
+}
+
+// checkFlag registers --check: validate the config and read every file it
+// names, then exit without starting.
+func checkFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("check", false, "check the config and read every file it names (certificates, token and callers files), then exit without starting")
+}
+
+// checked reports the result of --check.
+func checked(stdout io.Writer, cmd, config string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s --check: %w", cmd, err)
+	}
+	if config == "" {
+		config = "the defaults"
+	}
+	_, err = fmt.Fprintf(stdout, "%s: %s is valid and every file it names loads\n", cmd, config)
+	return err
 }
 
 // runCoordinator is `thaw coordinator`: one coordinator against an
@@ -87,6 +109,7 @@ func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error 
 	id := fs.String("id", "", "coordinator id; overrides id")
 	listen := fs.String("listen", "", "HOST:PORT to listen on; overrides listen")
 	advertise := fs.String("advertise", "", "HOST:PORT others reach it at; overrides advertise")
+	check := checkFlag(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -103,6 +126,9 @@ func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error 
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("coordinator config: %w", err)
 	}
+	if *check {
+		return checked(stdout, "thaw coordinator", *config, cfg.CheckFiles())
+	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunCoordinator(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
 		fmt.Fprintf(stdout, "thaw coordinator %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
@@ -117,6 +143,7 @@ func runTablet(ctx context.Context, stdout io.Writer, args []string) error {
 	listen := fs.String("listen", "", "HOST:PORT to listen on; overrides listen")
 	advertise := fs.String("advertise", "", "HOST:PORT others reach it at; overrides advertise")
 	dataDir := fs.String("data-dir", "", "data directory; overrides data_dir")
+	check := checkFlag(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -133,6 +160,9 @@ func runTablet(ctx context.Context, stdout io.Writer, args []string) error {
 	setIf(&cfg.DataDir, *dataDir)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("tablet config: %w", err)
+	}
+	if *check {
+		return checked(stdout, "thaw tablet", *config, cfg.CheckFiles())
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunTablet(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// CheckFiles reads every file the thaw server config names — the
+// listener's key pair and CA bundles, coordinator.callers_file — as a
+// start would, and reports what does not load (`thaw server --check`).
+// It starts nothing.
+func (c ServerConfig) CheckFiles() error {
+	log := slog.New(slog.DiscardHandler)
+	_, _, err := c.TLS.load(log)
+	return errors.Join(err, checkCallersFile(c.Coordinator))
+}
+
+// CheckFiles is ServerConfig.CheckFiles for thaw coordinator: also the
+// internal token file and etcd's TLS files.
+func (c CoordinatorConfig) CheckFiles() error {
+	log := slog.New(slog.DiscardHandler)
+	_, _, _, err := loadSecrets(c.TLS, c.InternalTokenFile, log)
+	return errors.Join(err, checkCallersFile(c.Coordinator), checkEtcdTLS(c.Etcd))
+}
+
+// CheckFiles is ServerConfig.CheckFiles for thaw tablet: the listener's
+// TLS files, the internal token file and etcd's TLS files.
+func (c TabletConfig) CheckFiles() error {
+	log := slog.New(slog.DiscardHandler)
+	_, _, _, err := loadSecrets(c.TLS, c.InternalTokenFile, log)
+	return errors.Join(err, checkEtcdTLS(c.Etcd))
+}
+
+func checkCallersFile(o CoordinatorOptions) error {
+	if o.CallersFile == "" {
+		return nil
+	}
+	_, err := parseCallersFile(o.CallersFile, o.AuthorizeData)
+	return err
+}
+
+func checkEtcdTLS(c EtcdConfig) error {
+	if !c.secure() {
+		return nil
+	}
+	if _, err := clientTLS(c.TLS.CAFile, "etcd.tls.ca_file", c.TLS.CertFile, c.TLS.KeyFile, slog.New(slog.DiscardHandler)); err != nil {
+		return fmt.Errorf("etcd.tls: %w", err)
+	}
+	return nil
+}
