@@ -1,16 +1,20 @@
 package cli
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/testtls"
 	"github.com/thawdb/thaw/tier/access"
 )
 
-// TestCheckFlag: thaw server, coordinator and tablet --check read every
+// TestCheckFlag: thaw server, coordinator, tablet and promoter --check read every
 // file their config names and say which does not load, without starting
 // anything (no listener, no etcd: the endpoints below do not exist).
 func TestCheckFlag(t *testing.T) {
@@ -30,6 +34,8 @@ func TestCheckFlag(t *testing.T) {
 	missing := filepath.Join(dir, "missing.pem")
 	tlsSection := "tls: {cert_file: " + cert + ", key_file: " + key + ", ca_file: " + cert + "}\n"
 	etcd := "etcd: {endpoints: ['https://127.0.0.1:1'], tls: {ca_file: " + cert + "}}\n"
+	// The catalog and policies are thaw plan's to check: --check reads no lake.
+	promoterBase := "data_dir: " + dir + "/p\npolicies: [" + dir + "/policies]\ncatalogs: {default: {type: sql, uri: " + dir + "/catalog.db, warehouse: file://" + dir + "/wh}}\n"
 
 	for _, tc := range []struct {
 		name, cmd, config, want string
@@ -41,6 +47,8 @@ func TestCheckFlag(t *testing.T) {
 		{"coordinator missing token file", "coordinator", "id: c1\nobject_store: file://" + dir + "/r\n" + etcd + "internal_token_file: " + missing + "\n", "missing.pem"},
 		{"coordinator callers file without data callers", "coordinator", "id: c1\nobject_store: file://" + dir + "/r\n" + etcd + "coordinator: {callers_file: " + write("ddl-only.yaml", "callers:\n  - {name: a, token_sha256: "+access.TokenSHA256("token-0123456789abcdef")+", ddl: ['*']}\n") + ", authorize_data: true}\n", "authorize_data needs a caller with read or write"},
 		{"tablet ok", "tablet", "id: ts-1\ndata_dir: " + dir + "/t\nobject_store: file://" + dir + "/r\n" + etcd + "internal_token_file: " + token + "\n", "is valid"},
+		{"promoter ok", "promoter", promoterBase + "tls: {cert_file: " + cert + ", key_file: " + key + "}\napi_callers_file: " + write("api.yaml", "callers:\n  - {name: ops, token_sha256: "+access.TokenSHA256("token-0123456789abcdef")+", role: promote}\n") + "\n", "is valid"},
+		{"promoter bad api callers", "promoter", promoterBase + "api_callers_file: " + write("bad-api.yaml", "callers:\n  - {name: ops, token_sha256: abc, role: root}\n") + "\n", `role "root"`},
 		{"tablet missing etcd CA", "tablet", "id: ts-1\ndata_dir: " + dir + "/t\nobject_store: file://" + dir + "/r\netcd: {endpoints: ['https://127.0.0.1:1'], tls: {ca_file: " + missing + "}}\n", "etcd.tls"},
 	} {
 		config := write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.config)
@@ -51,5 +59,29 @@ func TestCheckFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("--check created the data directory: %v", err)
+	}
+}
+
+// TestPromoterClientToken: the promoter commands send THAW_PROMOTER_TOKEN
+// (not THAW_TOKEN, the tier's) as a bearer token.
+func TestPromoterClientToken(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"policies":[]}`))
+	}))
+	defer srv.Close()
+	t.Setenv(daemon.EnvToken, "tier-token-0123456789")
+	for _, tok := range []string{"", "promoter-token-0123456789"} {
+		t.Setenv(daemon.EnvPromoterToken, tok)
+		c, err := promoterClient(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Policies(t.Context())
+	}
+	if want := []string{"", "Bearer promoter-token-0123456789"}; !slices.Equal(seen, want) {
+		t.Fatalf("Authorization headers %q, want %q", seen, want)
 	}
 }

@@ -45,6 +45,7 @@ func runPromoter(ctx context.Context, stdout io.Writer, args []string) error {
 	config := fs.String("config", "", "YAML config file (required; see docs/promoter.md)")
 	listen := fs.String("listen", "", "HOST:PORT of the API listener (default "+daemon.DefaultPromoterListen+"); overrides listen")
 	dataDir := fs.String("data-dir", "", "data directory (embedded tier, spill files); overrides data_dir")
+	check := checkFlag(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -56,6 +57,9 @@ func runPromoter(ctx context.Context, stdout io.Writer, args []string) error {
 	setIf(&cfg.DataDir, *dataDir)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("promoter config: %w", err)
+	}
+	if *check {
+		return checked(stdout, "thaw promoter", *config, cfg.CheckFiles())
 	}
 	log := daemon.NewLogger(promoterLogOutput, cfg.Log)
 	tier := "tier at " + cfg.Tier.Address
@@ -580,5 +584,21 @@ func promoterClient(addr string) (*promoterhttp.Client, error) {
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
-	return promoterhttp.NewClient(addr, &http.Client{Timeout: time.Minute, Transport: daemon.NewHTTPClient(tc).Transport})
+	var rt http.RoundTripper = daemon.NewHTTPClient(tc).Transport
+	if tok := os.Getenv(daemon.EnvPromoterToken); tok != "" {
+		rt = bearerTransport{rt, tok}
+	}
+	return promoterhttp.NewClient(addr, &http.Client{Timeout: time.Minute, Transport: rt})
+}
+
+// bearerTransport sends a bearer token with every request.
+type bearerTransport struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.next.RoundTrip(r)
 }

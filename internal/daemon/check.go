@@ -49,3 +49,25 @@ func checkEtcdTLS(c EtcdConfig) error {
 	}
 	return nil
 }
+
+// CheckFiles is ServerConfig.CheckFiles for thaw promoter: the listener's
+// TLS files, api_callers_file, the tier client's TLS files and the
+// external tier's etcd TLS files. Policies and catalogs are checked by
+// thaw plan, which reads the lake.
+func (c PromoterConfig) CheckFiles() error {
+	log := slog.New(slog.DiscardHandler)
+	_, _, err := c.TLS.load(log)
+	errs := []error{err}
+	if c.APICallersFile != "" {
+		_, err := parseAPICallers(c.APICallersFile)
+		errs = append(errs, err)
+	}
+	if t := c.Tier; t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" {
+		_, err := clientTLS(t.CAFile, "tier.ca_file", t.CertFile, t.KeyFile, log)
+		errs = append(errs, err)
+	}
+	if !c.Tier.IsEmbedded() {
+		errs = append(errs, checkEtcdTLS(c.Tier.Etcd))
+	}
+	return errors.Join(errs...)
+}

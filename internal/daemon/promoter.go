@@ -337,6 +337,10 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	if err != nil {
 		return nil, errors.Join(err, d.pp.close())
 	}
+	apiCallers, err := readAPICallers(cfg.APICallersFile, d.log.With("component", "api"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("daemon: %w", err), d.pp.close())
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("daemon: listen: %w", err), d.pp.close())
@@ -365,7 +369,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	mux.Handle(PathHealthz, healthz)
 	mux.Handle(PathReadyz, readyz)
 	mux.Handle(PathMetrics, metricsHandler(metrics))
-	mux.Handle("/v1/", http.HandlerFunc(d.serveAPI))
+	mux.Handle("/v1/", apiCallers.guard(http.HandlerFunc(d.serveAPI)))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		promoterhttp.WriteError(w, http.StatusNotFound, promoterhttp.CodeNotFound, "no route "+r.URL.Path)
 	}))

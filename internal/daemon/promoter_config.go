@@ -85,6 +85,12 @@ type PromoterConfig struct {
 	// TLS, when present, makes the API listener serve HTTPS only
 	// (cert_file and key_file; the tier's CA bundle is tier.ca_file).
 	TLS *ListenerTLS `yaml:"tls"`
+	// APICallersFile, when set, names a YAML file of the API's callers
+	// (`callers: [{name, token_sha256, role: read|promote}]`), read at
+	// start and again when it changes: every /v1/ request then needs the
+	// bearer token of one of them (reads: read or promote; requesting
+	// promotions: promote). Unset: the API is open.
+	APICallersFile string `yaml:"api_callers_file"`
 	// Kafka, if set, makes the leading promoter consume control events
 	// from a Kafka topic.
 	Kafka *KafkaConfig `yaml:"kafka"`

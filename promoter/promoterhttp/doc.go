@@ -32,6 +32,8 @@
 // Every error answer is JSON {"error": message, "code": code}:
 //
 //	400 invalid       the request is malformed
+//	401 unauthenticated  no caller's bearer token (an API guarded by the daemon's api_callers_file)
+//	403 permission_denied  the caller's role does not allow the request
 //	403 not_allowed   the policy does not allow on-request promotion
 //	404 not_found     no such promotion, policy or route
 //	405 invalid       wrong method (the Allow header lists the right ones)

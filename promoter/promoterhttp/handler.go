@@ -27,6 +27,11 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeUnreadable  = "unreadable"
 	CodeInternal    = "internal"
+	// Answers of an API guarded by callers' tokens (the daemon's
+	// api_callers_file): no or an unknown token (401), a caller whose role
+	// does not allow the request (403).
+	CodeUnauthenticated  = "unauthenticated"
+	CodePermissionDenied = "permission_denied"
 )
 
 // MaxRequestBytes bounds a request body.

@@ -84,3 +84,33 @@ func Bearer(authorization []string) (token string, ok bool) {
 	token, ok = strings.CutPrefix(authorization[0], "Bearer ")
 	return token, ok && token != ""
 }
+
+// Identities checks a list of callers' names and token hashes as it is
+// walked: each valid, each once. The zero value is ready.
+type Identities struct {
+	names  map[string]bool
+	hashes map[string]string // token SHA-256 → caller name
+}
+
+// Add checks the i-th caller's name and token hash against the earlier
+// ones and returns one error per problem.
+func (ids *Identities) Add(i int, name, tokenSHA256 string) []error {
+	if ids.names == nil {
+		ids.names, ids.hashes = map[string]bool{}, map[string]string{}
+	}
+	var errs []error
+	if err := CheckName(name); err != nil {
+		errs = append(errs, fmt.Errorf("caller %d: %w", i, err))
+	} else if ids.names[name] {
+		errs = append(errs, fmt.Errorf("caller %s: named twice", name))
+	}
+	ids.names[name] = true
+	if err := CheckTokenSHA256(tokenSHA256); err != nil {
+		errs = append(errs, fmt.Errorf("caller %s: %w", name, err))
+	} else if other, dup := ids.hashes[tokenSHA256]; dup {
+		errs = append(errs, fmt.Errorf("caller %s: token sha256 also of caller %s", name, other))
+	} else {
+		ids.hashes[tokenSHA256] = name
+	}
+	return errs
+}

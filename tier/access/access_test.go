@@ -1,6 +1,9 @@
 package access
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestPatterns(t *testing.T) {
 	for _, p := range []string{"*", "shop.*", "shop.items", "a-b.c_d"} {
@@ -59,5 +62,30 @@ func TestBearer(t *testing.T) {
 	}
 	if CheckName("etl-1.prod_x") != nil || CheckName("ETL") == nil || CheckName("") == nil {
 		t.Error("CheckName")
+	}
+}
+
+func TestIdentities(t *testing.T) {
+	var ids Identities
+	h1, h2 := TokenSHA256("one-0123456789abcdef"), TokenSHA256("two-0123456789abcdef")
+	for i, tc := range []struct {
+		name, hash string
+		want       []string
+	}{
+		{"a", h1, nil},
+		{"b", h2, nil},
+		{"a", TokenSHA256("three-0123456789abc"), []string{"caller a: named twice"}},
+		{"c", h1, []string{"caller c: token sha256 also of caller a"}},
+		{"D", "abc", []string{`caller 4: name "D"`, "caller D: token sha256 is not 64 lowercase hex digits"}},
+	} {
+		errs := ids.Add(i, tc.name, tc.hash)
+		if len(errs) != len(tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.name, errs, tc.want)
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(errs[i].Error(), w) {
+				t.Errorf("%s: %v, want %q", tc.name, errs[i], w)
+			}
+		}
 	}
 }

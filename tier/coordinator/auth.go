@@ -57,22 +57,12 @@ func newAuthn(callers []Caller) (*authn, error) {
 		return nil, nil
 	}
 	a := &authn{callers: make([]Caller, 0, len(callers)), byHash: make(map[string]*Caller, len(callers))}
-	names := map[string]bool{}
+	var ids access.Identities
 	var errs []error
 	for i := range callers {
 		c := callers[i]
 		c.Tables, c.DDL, c.Read, c.Write = slices.Clone(c.Tables), slices.Clone(c.DDL), slices.Clone(c.Read), slices.Clone(c.Write)
-		if err := access.CheckName(c.Name); err != nil {
-			errs = append(errs, fmt.Errorf("caller %d: %w", i, err))
-		} else if names[c.Name] {
-			errs = append(errs, fmt.Errorf("caller %s: named twice", c.Name))
-		}
-		names[c.Name] = true
-		if err := access.CheckTokenSHA256(c.TokenSHA256); err != nil {
-			errs = append(errs, fmt.Errorf("caller %s: %w", c.Name, err))
-		} else if a.byHash[c.TokenSHA256] != nil {
-			errs = append(errs, fmt.Errorf("caller %s: token sha256 also of caller %s", c.Name, a.byHash[c.TokenSHA256].Name))
-		}
+		errs = append(errs, ids.Add(i, c.Name, c.TokenSHA256)...)
 		if len(c.Tables) == 0 && len(c.DDL) == 0 && len(c.Read) == 0 && len(c.Write) == 0 {
 			errs = append(errs, fmt.Errorf("caller %s: no tables, ddl, read or write patterns", c.Name))
 		}

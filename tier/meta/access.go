@@ -41,20 +41,10 @@ func (d DataAccess) Validate() error {
 	if d.Enforce && len(d.Callers) == 0 {
 		return fmt.Errorf("%w: data access: enforced without callers", ErrInvalid)
 	}
-	names, hashes := map[string]bool{}, map[string]bool{}
+	var ids access.Identities
 	var errs []error
 	for i, c := range d.Callers {
-		if err := access.CheckName(c.Name); err != nil {
-			errs = append(errs, fmt.Errorf("caller %d: %w", i, err))
-		} else if names[c.Name] {
-			errs = append(errs, fmt.Errorf("caller %s: named twice", c.Name))
-		}
-		if err := access.CheckTokenSHA256(c.TokenSHA256); err != nil {
-			errs = append(errs, fmt.Errorf("caller %s: %w", c.Name, err))
-		} else if hashes[c.TokenSHA256] {
-			errs = append(errs, fmt.Errorf("caller %s: token sha256 of another caller", c.Name))
-		}
-		names[c.Name], hashes[c.TokenSHA256] = true, true
+		errs = append(errs, ids.Add(i, c.Name, c.TokenSHA256)...)
 		if len(c.Read) == 0 && len(c.Write) == 0 {
 			errs = append(errs, fmt.Errorf("caller %s: no read or write patterns", c.Name))
 		}
