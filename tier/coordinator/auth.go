@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -95,7 +96,7 @@ func (i authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		c, err := i.c.auth.Load().authenticate(req.Header().Values("Authorization"))
 		if err != nil {
-			return nil, err
+			return nil, i.c.refused(err)
 		}
 		return next(withCaller(ctx, c), req)
 	}
@@ -140,13 +141,19 @@ func (c *Coordinator) allowed(ctx context.Context, t bulkload.Target) error {
 	}
 	caller, _ := ctx.Value(callerKey{}).(*Caller)
 	if caller == nil {
-		return tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: no authenticated caller", nil)
+		return c.refused(tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: no authenticated caller", nil))
 	}
 	if access.MatchAny(caller.Tables, t.Database, t.Table) {
 		return nil
 	}
-	return tierpb.NewError(tierpb.ReasonPermissionDenied,
-		fmt.Sprintf("coordinator: bulk load: caller %s may not bulk load %s", caller.Name, t), nil)
+	return c.refused(tierpb.NewError(tierpb.ReasonPermissionDenied,
+		fmt.Sprintf("coordinator: bulk load: caller %s may not bulk load %s", caller.Name, t), nil))
+}
+
+// refused counts a call refused for its caller and returns err.
+func (c *Coordinator) refused(err error) error {
+	c.m.refused.WithLabelValues(strings.ToLower(string(tierpb.ReasonOf(err)))).Inc()
+	return err
 }
 
 // authorizeDDL checks, with Config.AuthorizeDDL on, that the request
@@ -159,7 +166,7 @@ func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
 	}
 	caller, err := a.authenticate(h.Values("Authorization"))
 	if err != nil {
-		return err
+		return c.refused(err)
 	}
 	if table == "" && access.MatchDatabase(caller.DDL, db) || table != "" && access.MatchAny(caller.DDL, db, table) {
 		return nil
@@ -168,7 +175,7 @@ func (c *Coordinator) authorizeDDL(h http.Header, db, table string) error {
 	if table == "" {
 		what = "database " + db
 	}
-	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: caller %s may not create or drop %s (its ddl patterns: %v)", caller.Name, what, caller.DDL), nil)
+	return c.refused(tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: caller %s may not create or drop %s (its ddl patterns: %v)", caller.Name, what, caller.DDL), nil))
 }
 
 // authorizeMeta checks, with Config.AuthorizeData on, that a metadata
@@ -183,8 +190,11 @@ func (c *Coordinator) authorizeMeta(h http.Header, op, db, table string, write b
 		return nil
 	}
 	caller, err := a.authenticate(h.Values("Authorization"))
-	if err != nil || table == "" {
-		return err
+	if err != nil {
+		return c.refused(err)
+	}
+	if table == "" {
+		return nil
 	}
 	covers := access.MatchAny(caller.DDL, db, table) || access.MatchAny(caller.Write, db, table)
 	if !write {
@@ -193,7 +203,7 @@ func (c *Coordinator) authorizeMeta(h http.Header, op, db, table string, write b
 	if covers {
 		return nil
 	}
-	return tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: %s: caller %s has no grant on %s.%s", op, caller.Name, db, table), nil)
+	return c.refused(tierpb.NewError(tierpb.ReasonPermissionDenied, fmt.Sprintf("coordinator: %s: caller %s has no grant on %s.%s", op, caller.Name, db, table), nil))
 }
 
 // SetCallers replaces the callers (Config.Callers) without a restart: calls

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -58,7 +61,7 @@ func TestCallerAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Coordinator{}
+	c := &Coordinator{m: newMetrics(prometheus.NewRegistry())}
 	c.auth.Store(a)
 	for _, tc := range []struct {
 		tok    string
@@ -84,6 +87,9 @@ func TestCallerAuthorization(t *testing.T) {
 		if err != nil && tierpb.ReasonOf(err) != tierpb.ReasonPermissionDenied {
 			t.Errorf("%s on %s: reason %s", tc.tok, tc.target, tierpb.ReasonOf(err))
 		}
+	}
+	if n := testutil.ToFloat64(c.m.refused.WithLabelValues("permission_denied")); n != 3 {
+		t.Errorf("thaw_coordinator_refused_calls_total{reason=permission_denied} = %v, want 3", n)
 	}
 	for name, h := range map[string][]string{
 		"none": nil, "two": {"Bearer token-one", "Bearer token-all"}, "basic": {"Basic dG9rZW4tb25l"},
@@ -198,6 +204,13 @@ func TestAuthorizeDDL(t *testing.T) {
 	}
 	if err := dropTable(adminTok, "other"); err != nil {
 		t.Fatal(err)
+	}
+	// Two calls without a token and one with an unknown token; five
+	// refused by the patterns.
+	for reason, want := range map[string]float64{"unauthenticated": 3, "permission_denied": 5} {
+		if got, _, err := metricvalue.Value(n.reg, "thaw_coordinator_refused_calls_total", map[string]string{"reason": reason}); err != nil || got != want {
+			t.Errorf("refused calls (%s): %v, %v; want %v", reason, got, err, want)
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ type metrics struct {
 	filesLeaked         prometheus.Counter
 	droppedFilesDeleted prometheus.Counter
 	droppedPending      prometheus.Gauge
+	refused             *prometheus.CounterVec // reason
 	bulk                *bulkMetrics
 }
 
@@ -95,5 +96,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "thaw_coordinator_dropped_targets_pending",
 			Help: "Dropped tables and partitions whose object-store data is not yet known to be all deleted, at the leader's last pass.",
 		}),
+		refused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "thaw_coordinator_refused_calls_total",
+			Help: "Calls refused for their caller: reason unauthenticated (no or an unknown bearer token) or permission_denied (the caller's patterns do not allow it).",
+		}, []string{"reason"}),
 	}
 }
