@@ -224,8 +224,8 @@ func (c *Coordinator) SetCallers(callers []Caller) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: set callers: %w", err)
 	}
-	if c.cfg.AuthorizeData && len(dataCallers(a.callers)) == 0 {
-		return errors.New("coordinator: set callers: authorize data needs a caller with read or write patterns")
+	if err := checkDataCallers(c.cfg.AuthorizeData, a.callers); err != nil {
+		return fmt.Errorf("coordinator: set callers: %w", err)
 	}
 	c.auth.Store(a)
 	c.log.Info("coordinator callers replaced", "callers", len(a.callers))
@@ -243,6 +243,24 @@ func (c *Coordinator) dataAccess() meta.DataAccess {
 		d.Callers = dataCallers(a.callers)
 	}
 	return d
+}
+
+// checkDataCallers checks that the data-access policy of callers can be
+// published: with authorizeData at least one caller with Read or Write
+// patterns, and a record within meta.MaxRecordBytes (several thousand
+// callers).
+func checkDataCallers(authorizeData bool, callers []Caller) error {
+	if !authorizeData {
+		return nil
+	}
+	d := meta.DataAccess{Version: meta.RecordVersion, Enforce: true, Callers: dataCallers(callers)}
+	if len(d.Callers) == 0 {
+		return errors.New("authorize data needs a caller with read or write patterns")
+	}
+	if _, err := meta.Marshal(d); err != nil {
+		return fmt.Errorf("the data access policy of these callers cannot be published: %w", err)
+	}
+	return nil
 }
 
 // dataCallers returns the callers with Read or Write patterns as the
@@ -278,6 +296,11 @@ func (c *Coordinator) publishDataAccess(ctx context.Context, t *term) {
 			return
 		}
 		if ctx.Err() != nil || errors.Is(err, fencing.ErrNotLeader) {
+			return
+		}
+		if errors.Is(err, meta.ErrInvalid) || errors.Is(err, meta.ErrTooLarge) {
+			// Checked with the callers (checkDataCallers): not reached.
+			c.log.Error("coordinator cannot publish the data access policy", "err", err)
 			return
 		}
 		c.log.Warn("coordinator could not publish the data access policy; retrying", "err", err)

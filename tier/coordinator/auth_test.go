@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -320,5 +321,28 @@ func TestSetCallers(t *testing.T) {
 	open := e.startNode("c-2", nil)
 	if err := open.c.SetCallers([]Caller{{Name: "admin", TokenSHA256: hashOf(newTok), DDL: []string{"*"}}}); err == nil {
 		t.Fatal("a coordinator started without callers was given some")
+	}
+}
+
+// TestDataCallersFit: callers whose data-access policy would not fit one
+// etcd record are refused up front (config and SetCallers), not when a
+// term tries to publish them.
+func TestDataCallersFit(t *testing.T) {
+	var many []Caller
+	for i := range 12000 {
+		many = append(many, Caller{Name: fmt.Sprintf("c%d", i), TokenSHA256: hashOf(fmt.Sprint(i)), Read: []string{"shop.*"}})
+	}
+	if err := checkDataCallers(true, many); err == nil || !strings.Contains(err.Error(), "cannot be published") {
+		t.Fatalf("12000 callers: %v", err)
+	}
+	if err := checkDataCallers(true, many[:100]); err != nil {
+		t.Fatalf("100 callers: %v", err)
+	}
+	if err := checkDataCallers(false, many); err != nil {
+		t.Fatalf("12000 callers without authorize data: %v", err)
+	}
+	e := newEnv(t)
+	if _, err := (Config{ID: "c", AdvertiseAddress: "a", RemoteDataDir: e.remote, Callers: many, AuthorizeData: true}).withDefaults(e.store); err == nil || !strings.Contains(err.Error(), "cannot be published") {
+		t.Fatalf("a config of 12000 data callers: %v", err)
 	}
 }

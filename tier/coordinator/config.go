@@ -244,8 +244,8 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	if cfg.AuthorizeDDL && len(cfg.Callers) == 0 {
 		errs = append(errs, errors.New("authorize ddl needs callers"))
 	}
-	if cfg.AuthorizeData && len(dataCallers(cfg.Callers)) == 0 {
-		errs = append(errs, errors.New("authorize data needs a caller with read or write patterns"))
+	if err := checkDataCallers(cfg.AuthorizeData, cfg.Callers); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
 		errs = append(errs, err)
