@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/thawdb/thaw/internal/periodic"
@@ -74,8 +73,8 @@ func parseCallersFile(path string, authorizeData bool) ([]coordinator.Caller, er
 	if err := coordinator.ValidateCallers(callers); err != nil {
 		return nil, fmt.Errorf("coordinator.callers_file %s: %w", path, err)
 	}
-	if authorizeData && !slices.ContainsFunc(callers, func(c coordinator.Caller) bool { return len(c.Read)+len(c.Write) > 0 }) {
-		return nil, fmt.Errorf("coordinator.callers_file %s: coordinator.authorize_data needs a caller with read or write patterns", path)
+	if err := coordinator.CheckDataCallers(authorizeData, callers); err != nil {
+		return nil, fmt.Errorf("coordinator.callers_file %s: coordinator.%w", path, err)
 	}
 	return callers, nil
 }

@@ -224,7 +224,7 @@ func (c *Coordinator) SetCallers(callers []Caller) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: set callers: %w", err)
 	}
-	if err := checkDataCallers(c.cfg.AuthorizeData, a.callers); err != nil {
+	if err := CheckDataCallers(c.cfg.AuthorizeData, a.callers); err != nil {
 		return fmt.Errorf("coordinator: set callers: %w", err)
 	}
 	c.auth.Store(a)
@@ -245,17 +245,17 @@ func (c *Coordinator) dataAccess() meta.DataAccess {
 	return d
 }
 
-// checkDataCallers checks that the data-access policy of callers can be
+// CheckDataCallers checks that the data-access policy of callers can be
 // published: with authorizeData at least one caller with Read or Write
 // patterns, and a record within meta.MaxRecordBytes (several thousand
 // callers).
-func checkDataCallers(authorizeData bool, callers []Caller) error {
+func CheckDataCallers(authorizeData bool, callers []Caller) error {
 	if !authorizeData {
 		return nil
 	}
 	d := meta.DataAccess{Version: meta.RecordVersion, Enforce: true, Callers: dataCallers(callers)}
 	if len(d.Callers) == 0 {
-		return errors.New("authorize data needs a caller with read or write patterns")
+		return errors.New("authorize_data needs a caller with read or write patterns")
 	}
 	if _, err := meta.Marshal(d); err != nil {
 		return fmt.Errorf("the data access policy of these callers cannot be published: %w", err)
@@ -299,7 +299,7 @@ func (c *Coordinator) publishDataAccess(ctx context.Context, t *term) {
 			return
 		}
 		if errors.Is(err, meta.ErrInvalid) || errors.Is(err, meta.ErrTooLarge) {
-			// Checked with the callers (checkDataCallers): not reached.
+			// Checked with the callers (CheckDataCallers): not reached.
 			c.log.Error("coordinator cannot publish the data access policy", "err", err)
 			return
 		}

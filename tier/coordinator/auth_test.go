@@ -332,13 +332,13 @@ func TestDataCallersFit(t *testing.T) {
 	for i := range 12000 {
 		many = append(many, Caller{Name: fmt.Sprintf("c%d", i), TokenSHA256: hashOf(fmt.Sprint(i)), Read: []string{"shop.*"}})
 	}
-	if err := checkDataCallers(true, many); err == nil || !strings.Contains(err.Error(), "cannot be published") {
+	if err := CheckDataCallers(true, many); err == nil || !strings.Contains(err.Error(), "cannot be published") {
 		t.Fatalf("12000 callers: %v", err)
 	}
-	if err := checkDataCallers(true, many[:100]); err != nil {
+	if err := CheckDataCallers(true, many[:100]); err != nil {
 		t.Fatalf("100 callers: %v", err)
 	}
-	if err := checkDataCallers(false, many); err != nil {
+	if err := CheckDataCallers(false, many); err != nil {
 		t.Fatalf("12000 callers without authorize data: %v", err)
 	}
 	e := newEnv(t)

@@ -244,7 +244,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	if cfg.AuthorizeDDL && len(cfg.Callers) == 0 {
 		errs = append(errs, errors.New("authorize ddl needs callers"))
 	}
-	if err := checkDataCallers(cfg.AuthorizeData, cfg.Callers); err != nil {
+	if err := CheckDataCallers(cfg.AuthorizeData, cfg.Callers); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
