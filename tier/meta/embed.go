@@ -207,18 +207,31 @@ func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clie
 	}
 	// The read etcdctl's health check makes: any answer, even "permission
 	// denied", proves a member with a quorum serves us.
+	// Only silence is waited out; any other answer (wrong credentials,
+	// say) fails at once.
 	for {
 		actx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 		_, err := cli.Get(actx, "health")
+		timedOut := actx.Err() != nil
 		cancel()
-		if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
+		switch {
+		case err == nil || errors.Is(err, rpctypes.ErrPermissionDenied):
 			return cli, nil
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			return nil, errors.Join(fmt.Errorf("meta: connect etcd %v: %w", endpoints, context.Cause(ctx)), cli.Close())
+		case !timedOut && !transient(err):
+			return nil, errors.Join(fmt.Errorf("meta: connect etcd %v: %w", endpoints, err), cli.Close())
 		}
 		log.Warn("etcd does not answer yet; still trying", "endpoints", endpoints, "err", err)
 	}
+}
+
+// transient reports whether an etcd error that came back before its
+// deadline may pass: no leader or a leader change, an election timeout.
+func transient(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrLeaderChanged) ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
 // ErrTLS: a TLS handshake with etcd failed in a way no retry mends.

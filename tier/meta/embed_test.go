@@ -182,3 +182,40 @@ func TestConnectWaitsAndSays(t *testing.T) {
 		t.Fatalf("%d warnings while waiting:\n%s", n, logs.String())
 	}
 }
+
+// TestConnectWrongPassword: an etcd that answers "authentication failed"
+// fails Connect at once; only silence is waited out.
+func TestConnectWrongPassword(t *testing.T) {
+	m, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cli, err := m.Client(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() error{
+		func() error { _, err := cli.RoleAdd(t.Context(), "root"); return err },
+		func() error { _, err := cli.UserAdd(t.Context(), "root", "right-password"); return err },
+		func() error { _, err := cli.UserGrantRole(t.Context(), "root", "root"); return err },
+		func() error { _, err := cli.AuthEnable(t.Context()); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = meta.Connect(ctx, m.Endpoints(), meta.ClientOptions{Username: "root", Password: "wrong-password", DialTimeout: time.Second})
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("a wrong password: %v after %v", err, time.Since(start))
+	}
+	good, err := meta.Connect(ctx, m.Endpoints(), meta.ClientOptions{Username: "root", Password: "right-password"})
+	if err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	good.Close()
+}
