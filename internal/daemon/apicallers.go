@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/thawdb/thaw/promoter/promoterhttp"
 	"github.com/thawdb/thaw/tier/access"
@@ -23,11 +21,6 @@ const (
 	RoleRead    = "read"
 	RolePromote = "promote"
 )
-
-// apiCallersDoc is what an api_callers_file holds.
-type apiCallersDoc struct {
-	Callers []APICaller `yaml:"callers"`
-}
 
 // APICaller is one caller of the promoter's HTTP API.
 type APICaller struct {
@@ -62,21 +55,14 @@ func readAPICallers(path string, log *slog.Logger) (*apiCallers, error) {
 // parseAPICallers decodes an api_callers_file strictly and checks it: at
 // least one caller, names and token hashes each once, a known role.
 func parseAPICallers(path string) (map[string]APICaller, error) {
-	b, err := os.ReadFile(path)
+	callers, err := readCallersDoc[APICaller]("api_callers_file", path)
 	if err != nil {
-		return nil, fmt.Errorf("api_callers_file: %w", err)
-	}
-	var doc apiCallersDoc
-	if err := decodeStrict(bytes.NewReader(b), &doc); err != nil {
-		return nil, fmt.Errorf("api_callers_file %s: %w", path, err)
-	}
-	if len(doc.Callers) == 0 {
-		return nil, fmt.Errorf("api_callers_file %s names no caller", path)
+		return nil, err
 	}
 	byHash := map[string]APICaller{}
 	var ids access.Identities
 	var errs []error
-	for i, c := range doc.Callers {
+	for i, c := range callers {
 		errs = append(errs, ids.Add(i, c.Name, c.TokenSHA256)...)
 		if c.Role != RoleRead && c.Role != RolePromote {
 			errs = append(errs, fmt.Errorf("caller %s: role %q is not %s or %s", c.Name, c.Role, RoleRead, RolePromote))

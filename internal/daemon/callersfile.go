@@ -16,12 +16,6 @@ import (
 // callersFileCheck is how often a callers file is looked at for changes.
 const callersFileCheck = time.Second
 
-// callersFileDoc is what a coordinator.callers_file holds: the callers in
-// the shape of coordinator.callers.
-type callersFileDoc struct {
-	Callers []CallerOptions `yaml:"callers"`
-}
-
 // callersFile is coordinator.callers_file: the tier's callers, read at
 // start and again when the file changes (reloader), so that a caller's
 // token or grants change without a restart.
@@ -56,20 +50,33 @@ func readCallersFile(path string, authorizeData bool, log *slog.Logger, apply fu
 	return &callersFile{r: r, apply: apply, last: r.get()}, nil
 }
 
-// parseCallersFile decodes a callers file strictly and checks it.
-func parseCallersFile(path string, authorizeData bool) ([]coordinator.Caller, error) {
+// readCallersDoc reads the `callers:` list of a callers file (key names
+// its config key in errors) strictly; the list must not be empty (an
+// emptied file must not turn authentication off).
+func readCallersDoc[C any](key, path string) ([]C, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator.callers_file: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	var doc callersFileDoc
+	var doc struct {
+		Callers []C `yaml:"callers"`
+	}
 	if err := decodeStrict(bytes.NewReader(b), &doc); err != nil {
-		return nil, fmt.Errorf("coordinator.callers_file %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", key, path, err)
 	}
 	if len(doc.Callers) == 0 {
-		return nil, fmt.Errorf("coordinator.callers_file %s names no caller", path)
+		return nil, fmt.Errorf("%s %s names no caller", key, path)
 	}
-	callers := toCallers(doc.Callers)
+	return doc.Callers, nil
+}
+
+// parseCallersFile decodes a callers file strictly and checks it.
+func parseCallersFile(path string, authorizeData bool) ([]coordinator.Caller, error) {
+	opts, err := readCallersDoc[CallerOptions]("coordinator.callers_file", path)
+	if err != nil {
+		return nil, err
+	}
+	callers := toCallers(opts)
 	if err := coordinator.ValidateCallers(callers); err != nil {
 		return nil, fmt.Errorf("coordinator.callers_file %s: %w", path, err)
 	}

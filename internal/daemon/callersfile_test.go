@@ -173,19 +173,8 @@ func TestEmbeddedCallersFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte(callers(tokA)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(ctx, EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1, Coordinators: 2,
+	e := startTier(t, ctx, EmbeddedConfig{DataDir: t.TempDir(), TabletServers: 1, Coordinators: 2,
 		Coordinator: CoordinatorOptions{CallersFile: file, AuthorizeDDL: true, LeaseTTL: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
 	createDB := func(tok, db string) error {
 		r := connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: db})
