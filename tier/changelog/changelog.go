@@ -68,8 +68,10 @@ type Provider interface {
 	// if it does not exist.
 	Open(ctx context.Context, id BucketLogID) (Log, error)
 	// Delete removes the log of id and its records, for a dropped table or
-	// partition. Deleting a log that does not exist succeeds.
-	Delete(ctx context.Context, id BucketLogID) error
+	// partition, and reports whether this call removed it. Deleting a log
+	// that does not exist (never created, or already deleted by another
+	// caller) succeeds with false.
+	Delete(ctx context.Context, id BucketLogID) (bool, error)
 	// List returns the ids of the logs the provider holds (open or not),
 	// sorted (CompareIDs), so that logs whose table or partition is gone
 	// can be found and deleted. Names that are not a log's are left out.

@@ -192,17 +192,17 @@ func waitGone(ctx context.Context, s *sharedLog) error {
 // Delete implements Provider. A log with open handles is ErrInUse. The
 // directory is renamed to a tombstone first, so a crash never leaves half a
 // log under the id.
-func (p *LocalProvider) Delete(ctx context.Context, id BucketLogID) error {
+func (p *LocalProvider) Delete(ctx context.Context, id BucketLogID) (bool, error) {
 	if err := id.Validate(); err != nil {
-		return err
+		return false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	dir := filepath.Join(p.root, id.dirName())
 	tomb := filepath.Join(p.root, fmt.Sprintf("%s%s-%d", tombstonePrefix, id.dirName(), p.seq.Add(1)))
 	if err := p.lockIdle(ctx, id); err != nil {
-		return err
+		return false, err
 	}
 	err := os.Rename(dir, tomb)
 	if err == nil {
@@ -211,14 +211,14 @@ func (p *LocalProvider) Delete(ctx context.Context, id BucketLogID) error {
 	p.mu.Unlock()
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("changelog: delete %v: %w", id, err)
+		return false, fmt.Errorf("changelog: delete %v: %w", id, err)
 	}
 	if err := os.RemoveAll(tomb); err != nil {
-		return fmt.Errorf("changelog: delete %v: %w", id, err)
+		return false, fmt.Errorf("changelog: delete %v: %w", id, err)
 	}
-	return nil
+	return true, nil
 }
 
 // List implements Provider: the root's log directories, whether open or

@@ -131,8 +131,8 @@ func TestProviderList(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("List = %v, %v; want %v", got, err, want)
 	}
-	if err := p.Delete(t.Context(), ids[0]); err != nil {
-		t.Fatal(err)
+	if deleted, err := p.Delete(t.Context(), ids[0]); err != nil || !deleted {
+		t.Fatalf("Delete = %v, %v; want true", deleted, err)
 	}
 	if got, err := p.List(t.Context()); err != nil || !slices.Equal(got, want[:3]) {
 		t.Fatalf("after a delete: List = %v, %v; want %v", got, err, want[:3])
@@ -262,20 +262,20 @@ func TestProviderDelete(t *testing.T) {
 	if _, err := l.Append(t.Context(), [][]byte{{1}, {2}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Delete(t.Context(), id); !errors.Is(err, ErrInUse) {
-		t.Fatalf("delete of an open log: %v, want ErrInUse", err)
+	if deleted, err := p.Delete(t.Context(), id); !errors.Is(err, ErrInUse) || deleted {
+		t.Fatalf("delete of an open log: %v, %v; want false, ErrInUse", deleted, err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Delete(t.Context(), id); err != nil {
-		t.Fatal(err)
+	if deleted, err := p.Delete(t.Context(), id); err != nil || !deleted {
+		t.Fatalf("delete of a closed log: %v, %v; want true", deleted, err)
 	}
 	if _, err := os.Stat(filepath.Join(root, id.dirName())); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("log directory still there: %v", err)
 	}
-	if err := p.Delete(t.Context(), id); err != nil {
-		t.Fatalf("delete of a missing log: %v", err)
+	if deleted, err := p.Delete(t.Context(), id); err != nil || deleted {
+		t.Fatalf("delete of a missing log: %v, %v; want false (nothing deleted), no error", deleted, err)
 	}
 	l = openID(t, p, id)
 	checkOffsets(t, l, 0, 0)
@@ -327,7 +327,7 @@ func TestProviderClose(t *testing.T) {
 	if _, err := p.Open(t.Context(), BucketLogID{TableID: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("open after close: %v", err)
 	}
-	if err := p.Delete(t.Context(), BucketLogID{TableID: 1}); !errors.Is(err, ErrClosed) {
+	if _, err := p.Delete(t.Context(), BucketLogID{TableID: 1}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("delete after close: %v", err)
 	}
 }
@@ -484,7 +484,10 @@ func TestProviderOpenWaitsForClosingLog(t *testing.T) {
 			opened <- l
 		}()
 		deleted := make(chan error, 1)
-		go func() { deleted <- p.Delete(t.Context(), BucketLogID{TableID: 6}) }()
+		go func() {
+			_, err := p.Delete(t.Context(), BucketLogID{TableID: 6})
+			deleted <- err
+		}()
 		synctest.Wait()
 		select {
 		case <-opened:

@@ -80,8 +80,11 @@ func TestSweepDeletesOrphanedChangelogs(t *testing.T) {
 			}
 			swept += v
 		}
-		if swept < buckets {
-			t.Errorf("thaw_tablet_changelogs_swept_total sums to %v, want at least %d", swept, buckets)
+		// Every server sweeps the same logs at start (one local log serves
+		// the host; the Kafka topics serve all), so most Deletes find the
+		// log already gone; only the one that removed it counts.
+		if swept != buckets {
+			t.Errorf("thaw_tablet_changelogs_swept_total sums to %v, want %d (one per log)", swept, buckets)
 		}
 	})
 }

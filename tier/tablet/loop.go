@@ -356,10 +356,12 @@ func (l *loop) deleteDroppedLog(e *replicaEntry) {
 		id := e.rid.LogID()
 		b := backoff{min: l.s.cfg.RetryMin, max: l.s.cfg.RetryMax}
 		for {
-			err := l.s.deps.Changelog.Delete(l.ctx, id)
+			deleted, err := l.s.deps.Changelog.Delete(l.ctx, id)
 			switch {
 			case err == nil:
-				l.log.Info("changelog of a dropped target deleted", logAttrs(e.key)...)
+				if deleted {
+					l.log.Info("changelog of a dropped target deleted", logAttrs(e.key)...)
+				}
 				return
 			case l.ctx.Err() != nil:
 				return

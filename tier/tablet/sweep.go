@@ -27,9 +27,12 @@ func (s *Server) sweepLogs(ctx context.Context) {
 }
 
 // sweepOnce lists the provider's logs, asks the metadata which of their
-// targets are dropped, and deletes those logs. A log still open here (a replica of the dropped target still
-// closing) is left for the replica's own deletion. Logs whose ids the
-// metadata never allocated are left alone (meta.Store.DroppedTargets).
+// targets are dropped, and deletes those logs. A log still open here (a
+// replica of the dropped target still closing) is left for the replica's
+// own deletion. thaw_tablet_changelogs_swept_total counts only the logs
+// this server's Delete removed, so that the sum over servers is the number
+// of logs swept. Logs whose ids the metadata never allocated are left
+// alone (meta.Store.DroppedTargets).
 func (s *Server) sweepOnce(ctx context.Context) error {
 	ids, err := s.deps.Changelog.List(ctx)
 	if err != nil {
@@ -60,10 +63,14 @@ func (s *Server) sweepOnce(ctx context.Context) error {
 	var errs []error
 	for _, t := range dropped {
 		for _, id := range byTarget[t] {
-			switch err := s.deps.Changelog.Delete(ctx, id); {
-			case err == nil:
+			switch deleted, err := s.deps.Changelog.Delete(ctx, id); {
+			case err == nil && deleted:
 				s.m.logsSwept.Inc()
 				s.log.Info("changelog of a dropped target deleted by the sweep", "log", id.String())
+			case err == nil:
+				// Another tablet server of this host (sharing the local log)
+				// or of the cluster (the Kafka changelog) deleted it between
+				// List and Delete: not this sweep's deletion.
 			case errors.Is(err, changelog.ErrInUse):
 			default:
 				errs = append(errs, err)

@@ -324,8 +324,8 @@ func TestCloseAndDelete(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
-	if err := p.Delete(t.Context(), id); !errors.Is(err, changelog.ErrInUse) {
-		t.Fatalf("delete of an open log: %v", err)
+	if deleted, err := p.Delete(t.Context(), id); !errors.Is(err, changelog.ErrInUse) || deleted {
+		t.Fatalf("delete of an open log: %v, %v; want false, ErrInUse", deleted, err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -336,11 +336,11 @@ func TestCloseAndDelete(t *testing.T) {
 	if _, err := l.Append(t.Context(), [][]byte{{1}}); !errors.Is(err, changelog.ErrClosed) {
 		t.Fatalf("append after close: %v", err)
 	}
-	if err := p.Delete(t.Context(), id); err != nil {
-		t.Fatal(err)
+	if deleted, err := p.Delete(t.Context(), id); err != nil || !deleted {
+		t.Fatalf("delete of a closed log: %v, %v; want true", deleted, err)
 	}
-	if err := p.Delete(t.Context(), id); err != nil {
-		t.Fatalf("delete of a deleted log: %v", err)
+	if deleted, err := p.Delete(t.Context(), id); err != nil || deleted {
+		t.Fatalf("delete of a deleted log: %v, %v; want false (nothing deleted), no error", deleted, err)
 	}
 	offsets(t, open(t, p, id), 0, 0)
 }
@@ -571,12 +571,12 @@ func TestList(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("List = %v, %v; want %v", got, err, want)
 	}
-	if err := p.Delete(t.Context(), ids[0]); !errors.Is(err, changelog.ErrInUse) {
+	if _, err := p.Delete(t.Context(), ids[0]); !errors.Is(err, changelog.ErrInUse) {
 		t.Fatalf("delete of an open log: %v", err)
 	}
 	other := provider(t, addrs) // another host: its Delete does not wait for p's handles
-	if err := other.Delete(t.Context(), ids[0]); err != nil {
-		t.Fatal(err)
+	if deleted, err := other.Delete(t.Context(), ids[0]); err != nil || !deleted {
+		t.Fatalf("Delete = %v, %v; want true", deleted, err)
 	}
 	if got, err := other.List(t.Context()); err != nil || !slices.Equal(got, want[:2]) {
 		t.Fatalf("after a delete: List = %v, %v; want %v", got, err, want[:2])

@@ -220,19 +220,20 @@ func (p *Provider) release(id changelog.BucketLogID) {
 }
 
 // Delete deletes id's topic. Handles open in this process make it
-// changelog.ErrInUse; handles of other processes see their log vanish.
-func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) error {
+// changelog.ErrInUse; handles of other processes see their log vanish. A
+// topic the brokers do not know (UNKNOWN_TOPIC_OR_PARTITION) is false.
+func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, error) {
 	if err := id.Validate(); err != nil {
-		return err
+		return false, err
 	}
 	p.mu.Lock()
 	closed, n := p.mu.closed, p.mu.open[id]
 	p.mu.Unlock()
 	switch {
 	case closed:
-		return changelog.ErrClosed
+		return false, changelog.ErrClosed
 	case n > 0:
-		return fmt.Errorf("%w: %v has %d open handles", changelog.ErrInUse, id, n)
+		return false, fmt.Errorf("%w: %v has %d open handles", changelog.ErrInUse, id, n)
 	}
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.TimeoutMillis = 30_000
@@ -242,14 +243,18 @@ func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) error {
 	req.TopicNames = append(req.TopicNames, p.Topic(id))
 	resp, err := req.RequestWith(ctx, p.cl)
 	if err != nil {
-		return fmt.Errorf("kafkalog: delete %v: %w", id, err)
+		return false, fmt.Errorf("kafkalog: delete %v: %w", id, err)
 	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return fmt.Errorf("kafkalog: delete %v: %w", id, err)
-		}
+	if len(resp.Topics) != 1 {
+		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for %d topics, want 1", id, len(resp.Topics))
 	}
-	return nil
+	switch err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("kafkalog: delete %v: %w", id, err)
+	}
+	return true, nil
 }
 
 func (p *Provider) closed() bool {
