@@ -66,7 +66,7 @@ func (s *Server) validateBatch(tv *targetView, bucket int32, in []*tierv1.Mutati
 	}
 	size := 0
 	for _, m := range in {
-		size += 1 + uvarintLen(len(m.GetKey())) + len(m.GetKey()) + len(m.GetValue())
+		size += replica.RecordLen(len(m.GetKey()), len(m.GetValue()))
 	}
 	if size > s.cfg.MaxBatchBytes {
 		return nil, 0, errTooLarge(s.cfg.MaxBatchBytes, "write: %d bytes, the limit is %d", size, s.cfg.MaxBatchBytes)
@@ -155,9 +155,4 @@ func checkMutation(tv *targetView, bucket int32, m *tierv1.Mutation) *mutationEr
 		return badMutation("the row belongs to bucket " + strconv.Itoa(b) + ", not " + strconv.Itoa(int(bucket)))
 	}
 	return nil
-}
-
-func uvarintLen(n int) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], uint64(n))
 }

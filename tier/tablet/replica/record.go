@@ -38,8 +38,13 @@ type KV struct {
 }
 
 // encodedLen is the size of m's changelog record.
-func encodedLen(m Mutation) int {
-	return 1 + uvarintLen(uint64(len(m.Key))) + len(m.Key) + len(m.Value)
+func encodedLen(m Mutation) int { return RecordLen(len(m.Key), len(m.Value)) }
+
+// RecordLen is the size of the changelog record of a mutation with a key
+// of keyLen bytes and a value of valueLen (0 for a delete): what a batch
+// of mutations costs the changelog, before the log's own framing.
+func RecordLen(keyLen, valueLen int) int {
+	return 1 + uvarintLen(uint64(keyLen)) + keyLen + valueLen
 }
 
 // appendRecord appends m in the changelog record format
