@@ -2,6 +2,7 @@ package kafkalog
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -95,4 +96,72 @@ func TestBrokerFaults(t *testing.T) {
 		t.Fatalf("offsets under an authorization failure: %v", err)
 	}
 	offsets(t, fresh, 0, 8)
+}
+
+// answerDeletes makes the next DeleteTopics request get the response that
+// answer builds from the request, without the broker deleting anything.
+func answerDeletes(c *kfake.Cluster, answer func(*kmsg.DeleteTopicsRequest, *kmsg.DeleteTopicsResponse)) {
+	c.ControlKey(kmsg.DeleteTopics.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		req := r.(*kmsg.DeleteTopicsRequest)
+		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		answer(req, resp)
+		return resp, nil, true
+	})
+}
+
+// TestDeleteAnswers: Delete believes the broker only when it answers for
+// the one topic it asked about: an answer for no topic, for two or for
+// another topic is an error, a broker-side error code is returned, and none of them is taken
+// for a deletion; the topic is still there afterwards.
+func TestDeleteAnswers(t *testing.T) {
+	c := faultCluster(t)
+	p := provider(t, c.ListenAddrs())
+	id := changelog.BucketLogID{TableID: 12}
+	l := open(t, p, id)
+	want := appendN(t, l, 0, 3)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	topic := func(name string, code int16) kmsg.DeleteTopicsResponseTopic {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), code
+		return rt
+	}
+	for _, tc := range []struct {
+		name   string
+		answer func(*kmsg.DeleteTopicsRequest, *kmsg.DeleteTopicsResponse)
+		want   string      // in the error
+		code   *kerr.Error // the error wraps it, when set
+	}{
+		{"no topics", func(*kmsg.DeleteTopicsRequest, *kmsg.DeleteTopicsResponse) {}, "answered for 0 topics", nil},
+		{"two topics", func(_ *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
+			resp.Topics = append(resp.Topics, topic(p.Topic(id), 0), topic("other", 0))
+		}, "answered for 2 topics", nil},
+		{"another topic", func(_ *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
+			resp.Topics = append(resp.Topics, topic("other", 0))
+		}, `answered for topic "other"`, nil},
+		{"broker error", func(_ *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
+			resp.Topics = append(resp.Topics, topic(p.Topic(id), kerr.TopicAuthorizationFailed.Code))
+		}, "", kerr.TopicAuthorizationFailed},
+	} {
+		answerDeletes(c, tc.answer)
+		deleted, err := p.Delete(t.Context(), id)
+		switch {
+		case err == nil || deleted:
+			t.Fatalf("%s: delete returned %v, %v; want false and an error", tc.name, deleted, err)
+		case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+			t.Fatalf("%s: %v; want it to say %q", tc.name, err, tc.want)
+		case tc.code != nil && !errors.Is(err, tc.code):
+			t.Fatalf("%s: %v; want it to wrap %v", tc.name, err, tc.code)
+		}
+		r := open(t, p, id)
+		readAll(t, r, 0, 1<<20, want)     // untouched
+		if err := r.Close(); err != nil { // an open handle would stop the next Delete in this process
+			t.Fatal(err)
+		}
+	}
+	if deleted, err := p.Delete(t.Context(), id); err != nil || !deleted {
+		t.Fatalf("delete once the broker answers properly: %v, %v; want true", deleted, err)
+	}
 }

@@ -248,6 +248,10 @@ func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, 
 	if len(resp.Topics) != 1 {
 		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for %d topics, want 1", id, len(resp.Topics))
 	}
+	// From version 6 the answer may name the topic by ID alone.
+	if name := resp.Topics[0].Topic; name != nil && *name != p.Topic(id) {
+		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for topic %q, want %q", id, *name, p.Topic(id))
+	}
 	switch err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return false, nil
