@@ -99,21 +99,22 @@ func TestBrokerFaults(t *testing.T) {
 }
 
 // answerDeletes makes the next DeleteTopics request get the response that
-// answer builds from the request, without the broker deleting anything.
-func answerDeletes(c *kfake.Cluster, answer func(*kmsg.DeleteTopicsRequest, *kmsg.DeleteTopicsResponse)) {
+// answer fills in, without the broker deleting anything.
+func answerDeletes(c *kfake.Cluster, answer func(*kmsg.DeleteTopicsResponse)) {
 	c.ControlKey(kmsg.DeleteTopics.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.DropControl()
 		req := r.(*kmsg.DeleteTopicsRequest)
 		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-		answer(req, resp)
+		answer(resp)
 		return resp, nil, true
 	})
 }
 
 // TestDeleteAnswers: Delete believes the broker only when it answers for
 // the one topic it asked about: an answer for no topic, for two or for
-// another topic is an error, a broker-side error code is returned, and none of them is taken
-// for a deletion; the topic is still there afterwards.
+// another topic is an error, a broker-side error code is returned, and
+// none of them is taken for a deletion; the topic is still there
+// afterwards.
 func TestDeleteAnswers(t *testing.T) {
 	c := faultCluster(t)
 	p := provider(t, c.ListenAddrs())
@@ -130,18 +131,18 @@ func TestDeleteAnswers(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		answer func(*kmsg.DeleteTopicsRequest, *kmsg.DeleteTopicsResponse)
+		answer func(*kmsg.DeleteTopicsResponse)
 		want   string      // in the error
 		code   *kerr.Error // the error wraps it, when set
 	}{
-		{"no topics", func(*kmsg.DeleteTopicsRequest, *kmsg.DeleteTopicsResponse) {}, "answered for 0 topics", nil},
-		{"two topics", func(_ *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
+		{"no topics", func(*kmsg.DeleteTopicsResponse) {}, "answered for 0 topics", nil},
+		{"two topics", func(resp *kmsg.DeleteTopicsResponse) {
 			resp.Topics = append(resp.Topics, topic(p.Topic(id), 0), topic("other", 0))
 		}, "answered for 2 topics", nil},
-		{"another topic", func(_ *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
+		{"another topic", func(resp *kmsg.DeleteTopicsResponse) {
 			resp.Topics = append(resp.Topics, topic("other", 0))
 		}, `answered for topic "other"`, nil},
-		{"broker error", func(_ *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
+		{"broker error", func(resp *kmsg.DeleteTopicsResponse) {
 			resp.Topics = append(resp.Topics, topic(p.Topic(id), kerr.TopicAuthorizationFailed.Code))
 		}, "", kerr.TopicAuthorizationFailed},
 	} {

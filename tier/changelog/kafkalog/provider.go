@@ -221,7 +221,9 @@ func (p *Provider) release(id changelog.BucketLogID) {
 
 // Delete deletes id's topic. Handles open in this process make it
 // changelog.ErrInUse; handles of other processes see their log vanish. A
-// topic the brokers do not know (UNKNOWN_TOPIC_OR_PARTITION) is false.
+// topic the brokers do not know (UNKNOWN_TOPIC_OR_PARTITION) is false. An
+// answer that is not for exactly that one topic is an error, not taken for
+// a deletion.
 func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, error) {
 	if err := id.Validate(); err != nil {
 		return false, err
