@@ -237,12 +237,13 @@ func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, 
 	case n > 0:
 		return false, fmt.Errorf("%w: %v has %d open handles", changelog.ErrInUse, id, n)
 	}
+	topic := p.Topic(id)
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.TimeoutMillis = 30_000
 	t := kmsg.NewDeleteTopicsRequestTopic()
-	t.Topic = kmsg.StringPtr(p.Topic(id))
+	t.Topic = kmsg.StringPtr(topic)
 	req.Topics = append(req.Topics, t)
-	req.TopicNames = append(req.TopicNames, p.Topic(id))
+	req.TopicNames = append(req.TopicNames, topic)
 	resp, err := req.RequestWith(ctx, p.cl)
 	if err != nil {
 		return false, fmt.Errorf("kafkalog: delete %v: %w", id, err)
@@ -251,8 +252,8 @@ func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, 
 		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for %d topics, want 1", id, len(resp.Topics))
 	}
 	// From version 6 the answer may name the topic by ID alone.
-	if name := resp.Topics[0].Topic; name != nil && *name != p.Topic(id) {
-		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for topic %q, want %q", id, *name, p.Topic(id))
+	if name := resp.Topics[0].Topic; name != nil && *name != topic {
+		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for topic %q, want %q", id, *name, topic)
 	}
 	switch err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
