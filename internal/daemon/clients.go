@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -29,6 +33,58 @@ func NewHTTPClient(tc *tls.Config) *http.Client {
 		tr.TLSClientConfig = tc.Clone()
 	}
 	return &http.Client{Transport: tr}
+}
+
+// newHTTPClient is NewHTTPClient for a process's own clients: with a CA
+// bundle file, every new TLS connection verifies the server against the
+// bundle as it is at the handshake (c.roots), so a changed bundle applies
+// without a restart; names are checked as before (the dialled host, an IP
+// address against the certificate's IP addresses). Requests through an
+// HTTP proxy (HTTPS_PROXY) still use the bundle as read at start.
+func newHTTPClient(c *clientConfig) *http.Client {
+	hc := NewHTTPClient(c.TLS())
+	if c == nil || c.roots == nil {
+		return hc
+	}
+	tr := hc.Transport.(*http.Transport)
+	tr.DialTLSContext = dialTLS(c.tls, c.roots.get, tr.TLSHandshakeTimeout)
+	return hc
+}
+
+// dialTLS returns an http.Transport's DialTLSContext: it dials addr and
+// runs the TLS handshake with tc, trusting roots() and naming the dialled
+// host unless tc names a server, offering HTTP/2 and HTTP/1.1, within
+// handshakeTimeout (0: no limit beyond ctx).
+func dialTLS(tc *tls.Config, roots func() *x509.CertPool, handshakeTimeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // as http.DefaultTransport
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := tc.Clone()
+		cfg.RootCAs = roots()
+		if cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		hctx := ctx
+		if handshakeTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, handshakeTimeout)
+			defer cancel()
+		}
+		tconn := tls.Client(conn, cfg)
+		if err := tconn.HandshakeContext(hctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tconn, nil
+	}
 }
 
 // NewCLIHTTPClient is NewHTTPClient trusting $THAW_TLS_CA.

@@ -298,7 +298,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		return nil
 	})
 	e.addr = advertised(cfg.Advertise, ln.Addr())
-	e.hc = NewHTTPClient(clientTLS)
+	e.hc = newHTTPClient(clientTLS)
 	if e.token, err = newInternalToken(); err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ func newInternalToken() (*internalToken, error) {
 
 // loadSecrets reads what guards a role's listener and its own requests:
 // the tls section (nil: plain HTTP) and the internal token file ("": none).
-func loadSecrets(lt *ListenerTLS, tokenFile string, log *slog.Logger) (server, client *tls.Config, token *internalToken, err error) {
+func loadSecrets(lt *ListenerTLS, tokenFile string, log *slog.Logger) (server *tls.Config, client *clientConfig, token *internalToken, err error) {
 	if server, client, err = lt.load(log.With("component", "tls")); err != nil {
 		return nil, nil, nil, err
 	}

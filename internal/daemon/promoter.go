@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -119,13 +118,13 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	var ctls *tls.Config
+	var ctls *clientConfig
 	if cfg.Tier.CAFile != "" || cfg.Tier.CertFile != "" || cfg.Tier.KeyFile != "" {
 		if ctls, err = clientTLS(cfg.Tier.CAFile, "tier.ca_file", cfg.Tier.CertFile, cfg.Tier.KeyFile, log.With("component", "tls")); err != nil {
 			return nil, err
 		}
 	}
-	hc := NewHTTPClient(ctls)
+	hc := newHTTPClient(ctls)
 	var address string
 	if cfg.Tier.IsEmbedded() {
 		ec := EmbeddedConfig{

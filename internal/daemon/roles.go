@@ -148,10 +148,11 @@ func RunServer(ctx context.Context, cfg ServerConfig, opts RunOptions) error {
 func connectEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.Client, error) {
 	var tc *tls.Config
 	if cfg.secure() {
-		var err error
-		if tc, err = clientTLS(cfg.TLS.CAFile, "etcd.tls.ca_file", cfg.TLS.CertFile, cfg.TLS.KeyFile, log.With("component", "etcd-tls")); err != nil {
+		c, err := clientTLS(cfg.TLS.CAFile, "etcd.tls.ca_file", cfg.TLS.CertFile, cfg.TLS.KeyFile, log.With("component", "etcd-tls"))
+		if err != nil {
 			return nil, err
 		}
+		tc = c.TLS()
 	}
 	return meta.Connect(ctx, cfg.Endpoints, meta.ClientOptions{
 		DialTimeout: cfg.DialTimeout,
@@ -216,7 +217,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	c, err = coordinator.New(ccfg, coordinator.Deps{
 		Etcd:       cli,
 		Meta:       store,
-		Tablets:    newTabletClients(token.client(NewHTTPClient(clientTLS))).get,
+		Tablets:    newTabletClients(token.client(newHTTPClient(clientTLS))).get,
 		Objects:    objects,
 		Logger:     log.With("component", "coordinator"),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"coordinator": cfg.ID}, opts.Registry),
@@ -317,7 +318,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return fmt.Errorf("daemon: listen: %w", err)
 	}
 	addr := advertised(cfg.Advertise, ln.Addr())
-	hc := NewHTTPClient(clientTLS)
+	hc := newHTTPClient(clientTLS)
 	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, token.transport(hc.Transport))}
 	srv, err := tablet.New(tabletConfig(cfg.ID, cfg.TLS.Scheme()+addr, replicaDir, cfg.Tablet), tablet.Deps{
 		Meta:        store,

@@ -33,9 +33,9 @@ const (
 // HTTPS only (HTTP/1.1 and HTTP/2, TLS 1.2 or later) and it advertises
 // https:// addresses; CAFile is the PEM bundle the process's own clients
 // trust when they reach other thaw processes (coordinator ↔ tablet
-// servers; default: the system's roots). The key pair and ClientCAFile are
-// read at start and again when their files change (reloader); CAFile at
-// start (see clientTLS).
+// servers; default: the system's roots). The key pair, ClientCAFile and
+// CAFile are read at start and again when their files change (reloader;
+// see clientTLS for which clients follow a changed CAFile).
 //
 // ClientCAFile turns on mutual TLS: every request but /healthz and
 // /readyz must come with a client certificate that a CA of this bundle
@@ -83,7 +83,7 @@ func (t *ListenerTLS) coordinatorAddress(hostPort string) string {
 // the config of the process's clients (nil fields without the section).
 // The listener picks up a renewed key pair and a changed client CA bundle
 // by itself (reloader); log receives the reloads and the failed ones.
-func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err error) {
+func (t *ListenerTLS) load(log *slog.Logger) (server *tls.Config, client *clientConfig, err error) {
 	if t == nil {
 		return nil, nil, nil
 	}
@@ -110,7 +110,7 @@ func (t *ListenerTLS) load(log *slog.Logger) (server, client *tls.Config, err er
 			}
 			return verifyClient(cas, cs.PeerCertificates)
 		}
-		client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.get(), nil }
+		client.tls.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.get(), nil }
 	}
 	return server, client, nil
 }
@@ -278,33 +278,53 @@ func verifyClient(roots *reloader[*x509.CertPool], certs []*x509.Certificate) er
 	return err
 }
 
+// clientConfig is the TLS configuration of a process's own clients.
+type clientConfig struct {
+	// tls is the configuration with the CA bundle as read at start in
+	// RootCAs (nil RootCAs: the system's roots), for clients that take a
+	// fixed configuration: etcd's, client commands'.
+	tls *tls.Config
+	// roots serves the CA bundle as it is now, read again when its file
+	// changes; nil without a bundle file.
+	roots *reloader[*x509.CertPool]
+}
+
+// TLS is the fixed configuration (nil for a nil c).
+func (c *clientConfig) TLS() *tls.Config {
+	if c == nil {
+		return nil
+	}
+	return c.tls
+}
+
 // clientTLS is the configuration of the process's own clients (and,
-// through ClientTLSFiles, of client commands): the client key pair is read
-// again when its files change (reloader; log receives the reloads). The CA
-// bundle caFile (caKey names its config key in errors) is read once: Go
-// verifies the server's name only against a pool fixed in the config
-// (VerifyConnection cannot see the name of a server dialled by IP
-// address), so a changed client trust bundle needs a restart.
-func clientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
+// through ClientTLSFiles, of client commands). The client key pair and the
+// CA bundle caFile (caKey names its config key in errors) are read again
+// when their files change (reloader; log receives the reloads): the key
+// pair by every client, the bundle by the tier's RPC clients
+// (newHTTPClient), which verify each new connection's server against the
+// bundle as it is at the handshake. Clients that take a fixed *tls.Config
+// (etcd's) trust the bundle as read at start.
+func clientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*clientConfig, error) {
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("daemon: tls: a client certificate needs both its certificate and its key")
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	c := &clientConfig{tls: &tls.Config{MinVersion: tls.VersionTLS12}}
 	if caFile != "" {
-		pool, err := readPool(caFile, caKey)
+		roots, err := newPoolReloader(caFile, caKey, log)
 		if err != nil {
-			return nil, fmt.Errorf("daemon: %w", err)
+			return nil, err
 		}
-		tc.RootCAs = pool
+		c.roots, c.tls.RootCAs = roots, roots.get()
 	}
 	if certFile != "" {
 		pair, err := newCertReloader(certFile, keyFile, log)
 		if err != nil {
 			return nil, fmt.Errorf("daemon: tls client certificate: %w", err)
 		}
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get(), nil }
+		c.tls.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get(), nil }
 	}
-	return tc, nil
+	return c, nil
 }
 
 // ClientTLS is the TLS configuration of a client that trusts the PEM
@@ -319,7 +339,8 @@ func ClientTLSFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if caFile == "" && certFile == "" && keyFile == "" {
 		return nil, nil
 	}
-	return clientTLS(caFile, "tls ca_file", certFile, keyFile, slog.New(slog.DiscardHandler))
+	c, err := clientTLS(caFile, "tls ca_file", certFile, keyFile, slog.New(slog.DiscardHandler))
+	return c.TLS(), err
 }
 
 // ClientTLSFromEnv is ClientTLSFiles of $THAW_TLS_CA, $THAW_TLS_CERT and

@@ -352,16 +352,7 @@ func TestCAReload(t *testing.T) {
 	for _, f := range [][2]string{{srvCert, srvKey}, {aCert, aKey}, {bCert, bKey}} {
 		testtls.Write(t, f[0], f[1]) // each self-signed: its own CA
 	}
-	// bundle replaces file with pemText, by a rename.
-	bundle := func(file string, pemText []byte) {
-		t.Helper()
-		if err := os.WriteFile(file+".new", pemText, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(file+".new", file); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bundle := func(file string, pemText []byte) { t.Helper(); replaceBundle(t, file, pemText) }
 	read := func(file string) []byte {
 		t.Helper()
 		b, err := os.ReadFile(file)
@@ -388,32 +379,13 @@ func TestCAReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hc := NewHTTPClient(ctls)
+		hc := newHTTPClient(ctls)
 		hc.Transport.(*http.Transport).DisableKeepAlives = true // a handshake per request
 		return hc
 	}
 	withA, withB := client(aCert, aKey), client(bCert, bKey)
-	call := func(hc *http.Client, host string) error {
-		resp, err := hc.Get(fmt.Sprintf("https://%s:%s/x", host, port))
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound || resp.ProtoMajor != 2 {
-			return fmt.Errorf("status %d over HTTP/%d", resp.StatusCode, resp.ProtoMajor)
-		}
-		return nil
-	}
-	eventually := func(what string, cond func() error) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for err := cond(); err != nil; err = cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	call := func(hc *http.Client, host string) error { return getOverH2(hc, host, port) }
+	eventually := func(what string, cond func() error) { t.Helper(); within10s(t, what, cond) }
 
 	if err := call(withA, "127.0.0.1"); err != nil {
 		t.Fatalf("client certificate A: %v", err)
@@ -434,19 +406,7 @@ func TestCAReload(t *testing.T) {
 		t.Errorf("no reload logged: %s", logs.String())
 	}
 
-	bundle(clientCAs, []byte("not a certificate"))
-	eventually("the bundle that does not parse is logged", func() error {
-		if err := call(withB, "127.0.0.1"); err != nil {
-			t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
-		}
-		if !strings.Contains(logs.String(), "does not load") {
-			return errors.New("not logged yet")
-		}
-		return nil
-	})
-	if err := call(withB, "127.0.0.1"); err != nil {
-		t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
-	}
+	brokenBundleKept(t, &logs, func() { bundle(clientCAs, []byte("not a certificate")) }, func() error { return call(withB, "127.0.0.1") })
 }
 
 // TestClientChecksServerIP: the tier's own clients check that the
@@ -463,7 +423,7 @@ func TestClientChecksServerIP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := NewHTTPClient(ctls)
+	hc := newHTTPClient(ctls)
 	for ip, trusted := range map[string]bool{"127.0.0.1": true, "127.0.0.2": false} {
 		resp, err := hc.Get("https://" + serveTLS(t, ip, lt, nil, log) + "/x")
 		if err == nil {
@@ -510,7 +470,7 @@ func TestClientCertReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := NewHTTPClient(ctls)
+	hc := newHTTPClient(ctls)
 	hc.Transport.(*http.Transport).DisableKeepAlives = true
 	presented := func() string {
 		t.Helper()
@@ -539,6 +499,121 @@ func TestClientCertReload(t *testing.T) {
 	}
 	if _, err := clientTLS(trust, "tier.ca_file", cert, trust, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("a client key pair that does not load was accepted")
+	}
+}
+
+// TestClientTrustReload: a long-running client of the tier (the promoter's
+// tier.ca_file, a role's tls.ca_file) follows a changed CA bundle without a
+// restart: after the server's certificate is renewed by another CA, the
+// same client fails with an untrusted-certificate error until the bundle
+// holds that CA, then succeeds over HTTP/2, the name still checked. A
+// bundle that does not parse is logged and the previous one kept. The
+// fixed configuration (etcd's client) keeps the bundle read at start.
+func TestClientTrustReload(t *testing.T) {
+	dir := t.TempDir()
+	srv := &ListenerTLS{CertFile: filepath.Join(dir, "srv.pem"), KeyFile: filepath.Join(dir, "srv-key.pem")}
+	first := testtls.Write(t, srv.CertFile, srv.KeyFile) // for 127.0.0.1, its own CA
+	addr := serveTLS(t, "127.0.0.1", srv, nil, slog.New(slog.DiscardHandler))
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust := filepath.Join(dir, "trust.pem")
+	setTrust := func(pemText []byte) { t.Helper(); replaceBundle(t, trust, pemText) }
+	setTrust(pemOf(t, first))
+
+	var logs testlog.Buffer
+	c, err := clientTLS(trust, "tier.ca_file", "", "", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, fixed := newHTTPClient(c), NewHTTPClient(c.TLS())
+	for _, h := range []*http.Client{hc, fixed} {
+		h.Transport.(*http.Transport).DisableKeepAlives = true // a handshake per request
+	}
+	call := func(h *http.Client, host string) error { return getOverH2(h, host, port) }
+	eventually := func(what string, cond func() error) { t.Helper(); within10s(t, what, cond) }
+	if err := call(hc, "127.0.0.1"); err != nil {
+		t.Fatalf("the first certificate: %v", err)
+	}
+
+	// The server's certificate is renewed by another CA (its own).
+	second := testtls.Write(t, srv.CertFile, srv.KeyFile)
+	eventually("the renewed certificate is refused while the bundle holds only the first CA", func() error {
+		if err := call(hc, "127.0.0.1"); !tlsfail.Untrusted(err) {
+			return fmt.Errorf("%v, want an untrusted-certificate error", err)
+		}
+		return nil
+	})
+	setTrust(append(pemOf(t, first), pemOf(t, second)...))
+	eventually("the same client trusts the renewed certificate once the bundle holds its CA", func() error { return call(hc, "127.0.0.1") })
+	if err := call(hc, "localhost"); !tlsfail.Untrusted(err) {
+		t.Fatalf("the certificate for 127.0.0.1 dialled as localhost: %v, want an untrusted-certificate error", err)
+	}
+	if err := call(fixed, "127.0.0.1"); !tlsfail.Untrusted(err) {
+		t.Fatalf("the fixed configuration: %v, want the bundle read at start (an untrusted-certificate error)", err)
+	}
+	if !strings.Contains(logs.String(), "CA bundle reloaded") {
+		t.Errorf("no reload logged: %s", logs.String())
+	}
+
+	brokenBundleKept(t, &logs, func() { setTrust([]byte("not a certificate")) }, func() error { return call(hc, "127.0.0.1") })
+}
+
+// replaceBundle replaces file with pemText, by a rename.
+func replaceBundle(t *testing.T, file string, pemText []byte) {
+	t.Helper()
+	if err := os.WriteFile(file+".new", pemText, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// brokenBundleKept breaks a CA bundle (breakIt) and checks that the
+// reloader logs it and call keeps succeeding with the previous bundle.
+func brokenBundleKept(t *testing.T, logs *testlog.Buffer, breakIt func(), call func() error) {
+	t.Helper()
+	breakIt()
+	within10s(t, "the bundle that does not parse is logged", func() error {
+		if err := call(); err != nil {
+			t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
+		}
+		if !strings.Contains(logs.String(), "does not load") {
+			return errors.New("not logged yet")
+		}
+		return nil
+	})
+	if err := call(); err != nil {
+		t.Fatalf("after a bundle that does not parse, the previous one: %v", err)
+	}
+}
+
+// getOverH2 gets /x from the test listener at host:port over https and
+// wants its 404 over HTTP/2.
+func getOverH2(hc *http.Client, host, port string) error {
+	resp, err := hc.Get(fmt.Sprintf("https://%s:%s/x", host, port))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.ProtoMajor != 2 {
+		return fmt.Errorf("status %d over HTTP/%d", resp.StatusCode, resp.ProtoMajor)
+	}
+	return nil
+}
+
+// within10s polls cond every 100 ms until it returns nil, and fails the
+// test with what and cond's last error after 10 s.
+func within10s(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for err := cond(); err != nil; err = cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
