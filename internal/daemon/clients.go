@@ -47,16 +47,16 @@ func newHTTPClient(c *clientConfig) *http.Client {
 		return hc
 	}
 	tr := hc.Transport.(*http.Transport)
-	tr.DialTLSContext = dialTLS(c.tls, c.roots.get, tr.TLSHandshakeTimeout)
+	tr.DialTLSContext = dialTLS(tr.DialContext, c.tls, c.roots.get, tr.TLSHandshakeTimeout)
 	return hc
 }
 
-// dialTLS returns an http.Transport's DialTLSContext: it dials addr and
-// runs the TLS handshake with tc, trusting roots() and naming the dialled
-// host unless tc names a server, offering HTTP/2 and HTTP/1.1, within
-// handshakeTimeout (0: no limit beyond ctx).
-func dialTLS(tc *tls.Config, roots func() *x509.CertPool, handshakeTimeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // as http.DefaultTransport
+// dialTLS returns an http.Transport's DialTLSContext: it dials addr with
+// dial (the transport's own DialContext) and runs the TLS handshake with
+// tc, trusting roots() and naming the dialled host unless tc names a
+// server, offering HTTP/2 and HTTP/1.1, within handshakeTimeout (0: no
+// limit beyond ctx).
+func dialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), tc *tls.Config, roots func() *x509.CertPool, handshakeTimeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -68,7 +68,7 @@ func dialTLS(tc *tls.Config, roots func() *x509.CertPool, handshakeTimeout time.
 			cfg.ServerName = host
 		}
 		cfg.NextProtos = []string{"h2", "http/1.1"}
-		conn, err := d.DialContext(ctx, network, addr)
+		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
