@@ -47,16 +47,17 @@ func newHTTPClient(c *clientConfig) *http.Client {
 		return hc
 	}
 	tr := hc.Transport.(*http.Transport)
-	tr.DialTLSContext = dialTLS(tr.DialContext, c.tls, c.roots.get, tr.TLSHandshakeTimeout)
+	tr.DialTLSContext = dialTLS(tr.DialContext, c.tls, c.roots.get, []string{"h2", "http/1.1"}, tr.TLSHandshakeTimeout)
 	return hc
 }
 
-// dialTLS returns an http.Transport's DialTLSContext: it dials addr with
-// dial (the transport's own DialContext) and runs the TLS handshake with
-// tc, trusting roots() and naming the dialled host unless tc names a
-// server, offering HTTP/2 and HTTP/1.1, within handshakeTimeout (0: no
-// limit beyond ctx).
-func dialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), tc *tls.Config, roots func() *x509.CertPool, handshakeTimeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// dialTLS returns a TLS dialer (an http.Transport's DialTLSContext, a
+// Kafka client's dialer): it dials addr with dial (the transport's own
+// DialContext, a net.Dialer's) and runs the TLS handshake with tc,
+// trusting roots() as it is now (nil: the system's roots) and naming the
+// dialled host unless tc names a server, offering protos by ALPN (nil:
+// tc's), within handshakeTimeout (0: no limit beyond ctx).
+func dialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), tc *tls.Config, roots func() *x509.CertPool, protos []string, handshakeTimeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -67,7 +68,9 @@ func dialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, err
 		if cfg.ServerName == "" {
 			cfg.ServerName = host
 		}
-		cfg.NextProtos = []string{"h2", "http/1.1"}
+		if protos != nil {
+			cfg.NextProtos = protos
+		}
 		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err

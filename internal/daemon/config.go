@@ -207,8 +207,8 @@ type EtcdConfig struct {
 	Username string `yaml:"username"`
 	// TLS reaches https:// endpoints: CAFile is the PEM bundle the
 	// client trusts (default: the system's roots), CertFile and KeyFile
-	// the client certificate for a cluster that requires one (renewals
-	// are picked up without a restart).
+	// the client certificate for a cluster that requires one (changed
+	// files are picked up without a restart, by the next connection).
 	TLS EtcdTLS `yaml:"tls"`
 }
 
@@ -646,12 +646,12 @@ func (k *KafkaChangelogOptions) validate(maxBatch ByteSize) error {
 // load is config with the TLS material read and the SASL password taken
 // from the environment.
 func (k *KafkaChangelogOptions) load(maxBatch ByteSize, log *slog.Logger, getenv func(string) string) (kafkalog.Config, error) {
-	tc, s, err := kafkaConnection("changelog.kafka", k.TLS, k.SASL, getenv)
+	dial, s, err := kafkaConnection("changelog.kafka", k.TLS, k.SASL, getenv, log.With("component", "kafka-tls"))
 	if err != nil {
 		return kafkalog.Config{}, err
 	}
 	cfg := k.config(maxBatch, log)
-	cfg.ClientOptions = kafka.ConnOptions(k.Brokers, "thaw-tablet", tc, s, log)
+	cfg.ClientOptions = kafka.ConnOptions(k.Brokers, "thaw-tablet", nil, dial, s, log)
 	return cfg, nil
 }
 

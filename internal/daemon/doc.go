@@ -45,8 +45,8 @@
 // the embedded mode (Embedded.InternalHTTPClient presents it), read from
 // internal_token_file by thaw coordinator and thaw tablet (unguarded
 // without the key). Files that change without a restart (TLS key pairs,
-// client CAs and the CA bundles of the tier's RPC clients, the internal
-// token file, coordinator.callers_file) are
+// client CAs and the CA bundles of the tier's RPC clients and of the etcd
+// and Kafka clients, the internal token file, coordinator.callers_file) are
 // served by one reloader: a change is noticed by its contents' SHA-256, at
 // most once a second, and one that does not load is logged and ignored.
 //

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testproxy"
 	"github.com/thawdb/thaw/internal/testtls"
 	"github.com/thawdb/thaw/tier/meta"
 )
@@ -67,4 +70,60 @@ func TestEtcdTLS(t *testing.T) {
 	awaitOneServer(t, coord)
 	createTable(t, coord, "d", "t", 2, &tierv1.Column{Name: "k", Type: "BIGINT"}, &tierv1.Column{Name: "v", Type: "STRING"})
 	checkTierWorks(t, newTierClient(t, BaseURL(ca)), coord)
+}
+
+// TestEtcdTrustReload: the etcd client of thaw coordinator and thaw
+// tablet follows a changed etcd.tls.ca_file. etcd's certificate is renewed
+// by another CA and the client's connections are cut: the same client is
+// refused until the bundle holds the new CA, then reads again.
+func TestEtcdTrustReload(t *testing.T) {
+	dir := t.TempDir()
+	etcdCert, etcdKey := filepath.Join(dir, "etcd.pem"), filepath.Join(dir, "etcd-key.pem")
+	first := testtls.Write(t, etcdCert, etcdKey) // for 127.0.0.1, its own CA
+	trust := filepath.Join(dir, "trust.pem")
+	replaceBundle(t, trust, pemOf(t, first))
+	own, err := ClientTLS(trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true,
+		CertFile: etcdCert, KeyFile: etcdKey, ClientTLS: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	p := testproxy.New(t, etcd.Endpoints()[0])
+
+	var logs testlog.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cli, err := connectEtcd(ctx, EtcdConfig{Endpoints: []string{"https://" + p.Addr()}, DialTimeout: time.Second, TLS: EtcdTLS{CAFile: trust}},
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	get := func() error {
+		gctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cli.Get(gctx, "k")
+		return err
+	}
+	if err := get(); err != nil {
+		t.Fatalf("the first certificate: %v", err)
+	}
+
+	second := testtls.Write(t, etcdCert, etcdKey) // etcd reads it at every handshake
+	p.Cut()
+	within10s(t, "the renewed certificate is refused while the bundle holds only the first CA", func() error {
+		if get() == nil {
+			return errors.New("the client still reads")
+		}
+		return nil
+	})
+	replaceBundle(t, trust, append(pemOf(t, first), pemOf(t, second)...))
+	within10s(t, "the same client trusts the renewed certificate once the bundle holds its CA", get)
+	if !strings.Contains(logs.String(), "CA bundle reloaded") {
+		t.Errorf("no reload logged: %s", logs.String())
+	}
 }

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -11,16 +13,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testtls"
+	"github.com/thawdb/thaw/internal/tlsfail"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/tierclient"
+	"github.com/thawdb/thaw/triggers/kafka"
 )
 
 // TestRunTabletsOnKafka runs `thaw coordinator` and three `thaw tablet`
@@ -235,5 +242,95 @@ func TestKafkaChangelogTLS(t *testing.T) {
 	defer l.Close()
 	if first, err := l.Append(t.Context(), [][]byte{[]byte("r")}); err != nil || first != 0 {
 		t.Fatalf("append: %d, %v", first, err)
+	}
+}
+
+// TestKafkaTLSReload: the Kafka clients' TLS files are followed without a
+// restart. A broker certificate renewed by another CA is refused by the
+// dialer the daemon built at start until ca_file holds that CA, then
+// trusted by the same dialer (a franz-go client through it reaches the
+// broker); a renewed client key pair is presented on the next connection.
+func TestKafkaTLSReload(t *testing.T) {
+	dir := t.TempDir()
+	brokerCert, brokerKey := filepath.Join(dir, "broker.pem"), filepath.Join(dir, "broker-key.pem")
+	clientCert, clientKey := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	first := testtls.Write(t, brokerCert, brokerKey) // for 127.0.0.1, its own CA
+	ownFirst := testtls.Write(t, clientCert, clientKey)
+	quiet := slog.New(slog.DiscardHandler)
+	broker, err := newCertReloader(brokerCert, brokerKey, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var presented atomic.Pointer[x509.Certificate]
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return broker.get(), nil },
+		ClientAuth:     tls.RequireAnyClientCert,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			presented.Store(cs.PeerCertificates[0])
+			return nil
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	trust := filepath.Join(dir, "trust.pem")
+	replaceBundle(t, trust, pemOf(t, first))
+
+	var logs testlog.Buffer
+	dial, _, err := kafkaConnection("kafka", &KafkaTLSConfig{CAFile: trust, CertFile: clientCert, KeyFile: clientKey}, nil, os.Getenv, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		c, err := dial(ctx, "tcp", k.ListenAddrs()[0])
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	ping := func() error {
+		cl, err := kgo.NewClient(kafka.ConnOptions(k.ListenAddrs(), "test", nil, dial, nil, quiet)...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return cl.Ping(ctx)
+	}
+	if err := ping(); err != nil {
+		t.Fatalf("the first certificates: %v", err)
+	}
+	if !presented.Load().Equal(ownFirst) {
+		t.Fatal("the broker did not see the client certificate")
+	}
+
+	second := testtls.Write(t, brokerCert, brokerKey)
+	within10s(t, "the renewed broker certificate is refused while ca_file holds only the first CA", func() error {
+		if err := handshake(); !tlsfail.Untrusted(err) {
+			return fmt.Errorf("%v, want an untrusted-certificate error", err)
+		}
+		return nil
+	})
+	replaceBundle(t, trust, append(pemOf(t, first), pemOf(t, second)...))
+	within10s(t, "the same dialer trusts the renewed certificate once ca_file holds its CA", ping)
+
+	ownSecond := testtls.Write(t, clientCert, clientKey)
+	within10s(t, "the renewed client certificate is presented", func() error {
+		if err := handshake(); err != nil {
+			return err
+		}
+		if !presented.Load().Equal(ownSecond) {
+			return errors.New("the broker saw the previous client certificate")
+		}
+		return nil
+	})
+	for _, want := range []string{"CA bundle reloaded", "certificate reloaded"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("%q not logged: %s", want, logs.String())
+		}
 	}
 }

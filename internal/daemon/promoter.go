@@ -318,7 +318,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	// thaw plan, which does not connect), so that a mistake stops the
 	// start, not the first leadership term.
 	if cfg.Kafka != nil {
-		if d.kafka, d.statusTo, err = cfg.Kafka.load(os.Getenv); err != nil {
+		if d.kafka, d.statusTo, err = cfg.Kafka.load(os.Getenv, d.log.With("component", "kafka-tls")); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}

@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"time"
 
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/triggers/kafka"
@@ -125,8 +128,8 @@ func (c *KafkaConfig) resolvePaths(dir string) {
 // and the publisher's (nil without a status topic) with their TLS material
 // read and the password taken from the environment: errors here stop the
 // promoter at start, not at its first leadership term.
-func (c KafkaConfig) load(getenv func(string) string) (*kafka.Config, *kafka.PublisherConfig, error) {
-	tc, s, err := c.connection(getenv)
+func (c KafkaConfig) load(getenv func(string) string, log *slog.Logger) (*kafka.Config, *kafka.PublisherConfig, error) {
+	dial, s, err := c.connection(getenv, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,25 +137,33 @@ func (c KafkaConfig) load(getenv func(string) string) (*kafka.Config, *kafka.Pub
 	var pub *kafka.PublisherConfig
 	if c.Topic != "" {
 		k := c.trigger()
-		k.TLS, k.SASL = tc, s
+		k.Dial, k.SASL = dial, s
 		trig = &k
 	}
 	if c.StatusTopic != "" {
 		k := c.publisher()
-		k.TLS, k.SASL = tc, s
+		k.Dial, k.SASL = dial, s
 		pub = &k
 	}
 	return trig, pub, nil
 }
 
 // connection reads the TLS material and the SASL password.
-func (c KafkaConfig) connection(getenv func(string) string) (*tls.Config, *kafka.SASL, error) {
-	return kafkaConnection("kafka", c.TLS, c.SASL, getenv)
+func (c KafkaConfig) connection(getenv func(string) string, log *slog.Logger) (kafka.Dialer, *kafka.SASL, error) {
+	return kafkaConnection("kafka", c.TLS, c.SASL, getenv, log)
 }
 
+// kafkaDialTimeout bounds a Kafka connection's dial and, apart, its TLS
+// handshake (franz-go's default dial timeout).
+const kafkaDialTimeout = 10 * time.Second
+
 // kafkaConnection reads the TLS material of t and the SASL password of s
-// (EnvKafkaPassword); section names the YAML section in errors.
-func kafkaConnection(section string, t *KafkaTLSConfig, sc *KafkaSASLConfig, getenv func(string) string) (*tls.Config, *kafka.SASL, error) {
+// (EnvKafkaPassword); section names the YAML section in errors. With t,
+// the brokers are reached through the returned dialer: each new
+// connection trusts the CA bundle and presents the client key pair as
+// their files are then (reloader; log receives the reloads), so renewed
+// files apply without a restart. Nil without t (plaintext).
+func kafkaConnection(section string, t *KafkaTLSConfig, sc *KafkaSASLConfig, getenv func(string) string, log *slog.Logger) (kafka.Dialer, *kafka.SASL, error) {
 	var s *kafka.SASL
 	if sc != nil {
 		s = &kafka.SASL{Mechanism: sc.Mechanism, User: sc.User, Password: getenv(EnvKafkaPassword)}
@@ -160,24 +171,26 @@ func kafkaConnection(section string, t *KafkaTLSConfig, sc *KafkaSASLConfig, get
 			return nil, nil, fmt.Errorf("%s.sasl: %s is not set", section, EnvKafkaPassword)
 		}
 	}
-	if t != nil {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-		if t.CAFile != "" {
-			var err error
-			if tc.RootCAs, err = readPool(t.CAFile, section+".tls.ca_file"); err != nil {
-				return nil, nil, err
-			}
-		}
-		if t.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s.tls: client certificate: %w", section, err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		return tc, s, nil
+	if t == nil {
+		return nil, s, nil
 	}
-	return nil, s, nil
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	roots := func() *x509.CertPool { return nil } // the system's
+	if t.CAFile != "" {
+		r, err := newPoolReloader(t.CAFile, section+".tls.ca_file", log)
+		if err != nil {
+			return nil, nil, err
+		}
+		roots = r.get
+	}
+	if t.CertFile != "" {
+		pair, err := newCertReloader(t.CertFile, t.KeyFile, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s.tls: client certificate: %w", section, err)
+		}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get(), nil }
+	}
+	return dialTLS((&net.Dialer{Timeout: kafkaDialTimeout}).DialContext, tc, roots, nil, kafkaDialTimeout), s, nil
 }
 
 // statusSink publishes the promoter's status events through a

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -365,23 +366,23 @@ func TestPromoterKafkaConfig(t *testing.T) {
 			if status { // the publisher's connection is read the same way
 				k.Topic, k.StatusTopic = "", "s"
 			}
-			_, _, err := k.load(env(tc.pw))
+			_, _, err := k.load(env(tc.pw), slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%+v: got %v, want %q", k, err, tc.want)
 			}
 		}
 	}
-	k, pub, err := KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", StatusTopic: "s", SASL: sasl, TLS: &KafkaTLSConfig{}}.load(env("pw"))
+	k, pub, err := KafkaConfig{Brokers: []string{"k:9092"}, Topic: "t", StatusTopic: "s", SASL: sasl, TLS: &KafkaTLSConfig{}}.load(env("pw"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k == nil || k.SASL == nil || k.SASL.Password != "pw" || k.TLS == nil || k.TLS.RootCAs != nil || k.Topic != "t" {
+	if k == nil || k.SASL == nil || k.SASL.Password != "pw" || k.TLS != nil || k.Dial == nil || k.Validate() != nil || k.Topic != "t" {
 		t.Fatalf("loaded %+v", k)
 	}
-	if pub == nil || pub.SASL == nil || pub.SASL.Password != "pw" || pub.TLS == nil || pub.Topic != "s" || len(pub.Brokers) != 1 {
+	if pub == nil || pub.SASL == nil || pub.SASL.Password != "pw" || pub.TLS != nil || pub.Dial == nil || pub.Validate() != nil || pub.Topic != "s" || len(pub.Brokers) != 1 {
 		t.Fatalf("loaded %+v", pub)
 	}
-	if k, pub, err := (KafkaConfig{Brokers: []string{"k:9092"}, StatusTopic: "s"}).load(env("")); err != nil || k != nil || pub == nil {
+	if k, pub, err := (KafkaConfig{Brokers: []string{"k:9092"}, StatusTopic: "s"}).load(env(""), slog.New(slog.DiscardHandler)); err != nil || k != nil || pub == nil {
 		t.Fatalf("status topic only: trigger %+v, publisher %+v, %v", k, pub, err)
 	}
 	// From a config file: decoded strictly, paths resolved, validated.

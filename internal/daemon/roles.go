@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -143,20 +144,26 @@ func RunServer(ctx context.Context, cfg ServerConfig, opts RunOptions) error {
 }
 
 // connectEtcd connects to the external etcd of cfg.
-// Over TLS (etcd.tls, https:// endpoints) the client certificate is read
-// again when its files change.
+// Over TLS (etcd.tls, https:// endpoints) the client certificate and the
+// CA bundle are read again when their files change: each new connection
+// to etcd presents and trusts them as they are then.
 func connectEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.Client, error) {
 	var tc *tls.Config
+	var roots func() *x509.CertPool
 	if cfg.secure() {
 		c, err := clientTLS(cfg.TLS.CAFile, "etcd.tls.ca_file", cfg.TLS.CertFile, cfg.TLS.KeyFile, log.With("component", "etcd-tls"))
 		if err != nil {
 			return nil, err
 		}
 		tc = c.TLS()
+		if c.roots != nil {
+			roots = c.roots.get
+		}
 	}
 	return meta.Connect(ctx, cfg.Endpoints, meta.ClientOptions{
 		DialTimeout: cfg.DialTimeout,
 		TLS:         tc,
+		Roots:       roots,
 		Username:    cfg.Username,
 		Password:    os.Getenv(EnvEtcdPassword),
 		Logger:      log.With("component", "etcd"),

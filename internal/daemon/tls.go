@@ -282,7 +282,8 @@ func verifyClient(roots *reloader[*x509.CertPool], certs []*x509.Certificate) er
 type clientConfig struct {
 	// tls is the configuration with the CA bundle as read at start in
 	// RootCAs (nil RootCAs: the system's roots), for clients that take a
-	// fixed configuration: etcd's, client commands'.
+	// fixed configuration (client commands') and as the base of those
+	// that follow roots (the tier's RPC clients, etcd's).
 	tls *tls.Config
 	// roots serves the CA bundle as it is now, read again when its file
 	// changes; nil without a bundle file.
@@ -302,9 +303,10 @@ func (c *clientConfig) TLS() *tls.Config {
 // CA bundle caFile (caKey names its config key in errors) are read again
 // when their files change (reloader; log receives the reloads): the key
 // pair by every client, the bundle by the tier's RPC clients
-// (newHTTPClient), which verify each new connection's server against the
-// bundle as it is at the handshake. Clients that take a fixed *tls.Config
-// (etcd's) trust the bundle as read at start.
+// (newHTTPClient) and etcd's (connectEtcd), which verify each new
+// connection's server against the bundle as it is at the handshake.
+// Client commands, which take the fixed configuration, trust the bundle
+// as read at start.
 func clientTLS(caFile, caKey, certFile, keyFile string, log *slog.Logger) (*clientConfig, error) {
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("daemon: tls: a client certificate needs both its certificate and its key")

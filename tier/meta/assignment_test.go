@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/testproxy"
 	"github.com/thawdb/thaw/tier/meta"
 )
 
@@ -129,15 +130,15 @@ func TestWatchAssignmentsRelistsAfterCompaction(t *testing.T) {
 	e.createDB("d")
 	a := e.createTable("d", "a", 2, false).Value.Target()
 
-	p := newProxy(t, endpoints[0])
-	watcher, err := meta.New(newClient(t, []string{p.endpoint()}), e.prefix)
+	p := testproxy.New(t, endpoints[0])
+	watcher, err := meta.New(newClient(t, []string{"http://" + p.Addr()}), e.prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ch := watcher.WatchAssignments(ctx)
 	expectUpdate(t, ch, true, []meta.Target{a}, nil)
 
-	p.pause(true)
+	p.Pause(true)
 	if err := e.s.DropTable(ctx, e.g, "d", "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestWatchAssignmentsRelistsAfterCompaction(t *testing.T) {
 		t.Fatalf("update while cut off: %+v", u)
 	case <-time.After(200 * time.Millisecond):
 	}
-	p.pause(false)
+	p.Pause(false)
 	u := expectUpdate(t, ch, true, []meta.Target{b}, nil)
 	if u.Rev < resp.Header.Revision {
 		t.Fatalf("reset at %d, before the compaction at %d", u.Rev, resp.Header.Revision)

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
 )
 
 // EmbeddedConfig configures a single-member etcd run inside the process.
@@ -165,8 +167,14 @@ func (m *Embedded) Close() error {
 
 // ClientOptions configures Connect.
 type ClientOptions struct {
-	DialTimeout        time.Duration // default 5s
-	TLS                *tls.Config   // nil: plain HTTP
+	DialTimeout time.Duration // default 5s
+	TLS         *tls.Config   // nil: plain HTTP
+	// Roots, with TLS, is the CA bundle as it is now: each new connection
+	// (the first, and every reconnection) verifies etcd against what it
+	// returns at the handshake instead of TLS.RootCAs, so a bundle that
+	// changes while the client runs applies without a new client. Nil:
+	// TLS.RootCAs.
+	Roots              func() *x509.CertPool
 	Username, Password string
 	Logger             *slog.Logger // the client's warnings and errors; nil discards them
 }
@@ -189,15 +197,21 @@ func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clie
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var dialOpts []grpc.DialOption
 	if opts.TLS != nil {
-		if err := probeTLS(ctx, endpoints, opts.TLS, opts.DialTimeout); err != nil {
+		if err := probeTLS(ctx, endpoints, withRoots(opts.TLS, opts.Roots), opts.DialTimeout); err != nil {
 			return nil, fmt.Errorf("meta: connect etcd %v: %w", endpoints, err)
+		}
+		if opts.Roots != nil {
+			// Given after the client's own credentials, so they win.
+			dialOpts = append(dialOpts, grpc.WithTransportCredentials(&rootsCreds{tls: opts.TLS.Clone(), roots: opts.Roots}))
 		}
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: opts.DialTimeout,
 		TLS:         opts.TLS,
+		DialOptions: dialOpts,
 		Username:    opts.Username,
 		Password:    opts.Password,
 		Logger:      zapLogger(log),

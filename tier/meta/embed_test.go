@@ -2,11 +2,16 @@ package meta_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +20,8 @@ import (
 
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/internal/testproxy"
+	"github.com/thawdb/thaw/internal/testtls"
 	"github.com/thawdb/thaw/tier/meta"
 )
 
@@ -218,4 +225,90 @@ func TestConnectWrongPassword(t *testing.T) {
 		t.Fatalf("the right password: %v", err)
 	}
 	good.Close()
+}
+
+// TestConnectFollowsRoots: a client given Roots verifies etcd on every
+// new connection against the bundle as it is then. etcd's certificate is
+// renewed by another CA and the client's connections are cut: the same
+// client is refused while its bundle holds only the first CA and works
+// again, without a new client, once the bundle holds the second.
+func TestConnectFollowsRoots(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "etcd.pem"), filepath.Join(dir, "etcd-key.pem")
+	first := testtls.Write(t, cert, key) // for 127.0.0.1, its own CA
+	poolOf := func(certs ...*x509.Certificate) *x509.CertPool {
+		p := x509.NewCertPool()
+		for _, c := range certs {
+			p.AddCert(c)
+		}
+		return p
+	}
+	m, err := meta.StartEmbedded(t.Context(), meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true,
+		CertFile: cert, KeyFile: key, ClientTLS: &tls.Config{RootCAs: poolOf(first)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p := testproxy.New(t, m.Endpoints()[0])
+	eps := []string{"https://" + p.Addr()}
+
+	var roots atomic.Pointer[x509.CertPool]
+	roots.Store(poolOf(first))
+	opts := meta.ClientOptions{TLS: &tls.Config{RootCAs: poolOf(first)}, Roots: roots.Load, DialTimeout: time.Second}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cli, err := meta.Connect(ctx, eps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	get := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := cli.Get(ctx, "k")
+		return err
+	}
+	if err := get(); err != nil {
+		t.Fatalf("the first certificate: %v", err)
+	}
+
+	// etcd reads its key pair at every handshake.
+	second := testtls.Write(t, cert, key)
+	p.Cut()
+	within(t, 20*time.Second, "the renewed certificate is refused while the bundle holds only the first CA", func() error {
+		if get() == nil {
+			return errors.New("the client still reads")
+		}
+		// The reason, which the client's errors do not carry: a new
+		// client of the same options fails at once on the certificate.
+		if _, err := meta.Connect(ctx, eps, opts); !errors.Is(err, meta.ErrTLS) || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+			return fmt.Errorf("a new client: %v, want an untrusted-certificate error", err)
+		}
+		return nil
+	})
+	roots.Store(poolOf(first, second))
+	within(t, 20*time.Second, "the same client trusts the renewed certificate once the bundle holds its CA", get)
+
+	// A client of the bundle read once is still refused.
+	fixed := opts
+	fixed.Roots = nil
+	if _, err := meta.Connect(ctx, eps, fixed); !errors.Is(err, meta.ErrTLS) {
+		t.Fatalf("a client without Roots: %v, want %v", err, meta.ErrTLS)
+	}
+}
+
+// within fails the test unless cond returns nil within d.
+func within(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v after %v", what, err, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

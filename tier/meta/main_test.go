@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,85 +211,6 @@ func recv[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 		t.Fatalf("%s: nothing within %v", what, d)
 	}
 	panic("unreachable")
-}
-
-// proxy forwards TCP connections to target until paused; paused, it cuts
-// every connection and refuses new ones, as a network partition would.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     struct {
-		sync.Mutex
-		paused bool
-		conns  []net.Conn
-	}
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: strings.TrimPrefix(target, "http://")}
-	t.Cleanup(func() { ln.Close(); p.pause(true) })
-	go p.serve()
-	return p
-}
-
-func (p *proxy) endpoint() string { return "http://" + p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		paused := p.mu.paused
-		var up net.Conn
-		if !paused {
-			up, err = net.Dial("tcp", p.target)
-			paused = err != nil
-		}
-		if paused {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.mu.conns = append(p.mu.conns, c, up)
-		p.mu.Unlock()
-		go pipe(c, up)
-		go pipe(up, c)
-	}
-}
-
-func pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	dst.Close()
-	src.Close()
-}
-
-func (p *proxy) pause(paused bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.mu.paused = paused
-	if paused {
-		for _, c := range p.mu.conns {
-			c.Close()
-		}
-		p.mu.conns = nil
-	}
 }
 
 // closed fails the test unless ch is closed within d.

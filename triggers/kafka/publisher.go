@@ -23,6 +23,7 @@ type PublisherConfig struct {
 	// ClientID names the client to the brokers (default "thaw-promoter").
 	ClientID string
 	TLS      *tls.Config // nil: plaintext
+	Dial     Dialer      // see Config.Dial
 	SASL     *SASL       // nil: no authentication
 	// MaxBuffered bounds the events waiting for the brokers (default
 	// 10,000): while none answers, events wait in memory; beyond this,
@@ -42,7 +43,7 @@ type PublisherConfig struct {
 // Validate checks the form of every setting but the SASL password
 // (NewPublisher checks that too): what a configuration file gives.
 func (c PublisherConfig) Validate() error {
-	errs := checkConn(c.Brokers, c.SASL)
+	errs := append(checkConn(c.Brokers, c.SASL), checkDial(c.TLS, c.Dial)...)
 	if err := CheckTopic(c.Topic); err != nil {
 		errs = append(errs, err)
 	}
@@ -121,7 +122,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
-	opts := append(ConnOptions(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
+	opts := append(ConnOptions(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.Dial, cfg.SASL, log),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.MaxBufferedRecords(cfg.MaxBuffered),
 		kgo.RequiredAcks(kgo.AllISRAcks()),

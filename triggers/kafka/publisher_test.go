@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -203,6 +204,7 @@ func TestNewPublisherRejects(t *testing.T) {
 		{func(c *PublisherConfig) { c.MaxBuffered = -1 }, "max buffered -1"},
 		{func(c *PublisherConfig) { c.SASL = &SASL{Mechanism: "GSSAPI", User: "u", Password: "p"} }, `mechanism "GSSAPI"`},
 		{func(c *PublisherConfig) { c.SASL = &SASL{Mechanism: SASLPlain, User: "u"} }, "password is empty"},
+		{func(c *PublisherConfig) { c.TLS, c.Dial = &tls.Config{}, (&tls.Dialer{}).DialContext }, "tls and dial: set one"},
 	} {
 		c := ok
 		tc.edit(&c)

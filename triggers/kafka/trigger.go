@@ -67,7 +67,11 @@ type Config struct {
 	// StartEarliest (default) or StartLatest.
 	Start string
 	TLS   *tls.Config // nil: plaintext
-	SASL  *SASL       // nil: no authentication
+	// Dial, when set, opens the connections to the brokers in place of
+	// the default dialer (10 s timeout, TLS as TLS says): a dialer that
+	// does the TLS handshake itself, with TLS nil.
+	Dial Dialer
+	SASL *SASL // nil: no authentication
 	// Handle acts on each event (required).
 	Handle Handler
 	Logger *slog.Logger
@@ -134,7 +138,7 @@ func New(cfg Config) (*Trigger, error) {
 	if cfg.Start == StartLatest {
 		start = kgo.NewOffset().AtEnd()
 	}
-	t.opts = append(ConnOptions(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.SASL, log),
+	t.opts = append(ConnOptions(cfg.Brokers, cfg.ClientID, cfg.TLS, cfg.Dial, cfg.SASL, log),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(start),
@@ -147,13 +151,22 @@ func New(cfg Config) (*Trigger, error) {
 	return t, nil
 }
 
+// Dialer opens a connection to a broker at host ("HOST:PORT"), doing the
+// TLS handshake itself if the brokers speak TLS; its signature is
+// net.Dialer's and tls.Dialer's DialContext.
+type Dialer func(ctx context.Context, network, host string) (net.Conn, error)
+
 // ConnOptions are the franz-go client options of a connection as this
-// package configures them (brokers, client id, TLS, SASL, logging): the
-// trigger's and the publisher's, and the daemon's for the tier's Kafka
-// changelog, which is configured the same way.
-func ConnOptions(brokers []string, clientID string, tc *tls.Config, s *SASL, log *slog.Logger) []kgo.Opt {
+// package configures them (brokers, client id, TLS or a dialer, SASL,
+// logging): the trigger's and the publisher's, and the daemon's for the
+// tier's Kafka changelog, which is configured the same way. Give tc or
+// dial, not both (Validate says so).
+func ConnOptions(brokers []string, clientID string, tc *tls.Config, dial Dialer, s *SASL, log *slog.Logger) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID), kgo.WithLogger(kgoLogger{log})}
-	if tc != nil {
+	switch {
+	case dial != nil:
+		opts = append(opts, kgo.Dialer(dial))
+	case tc != nil:
 		opts = append(opts, kgo.DialTLSConfig(tc.Clone()))
 	}
 	if s != nil {
@@ -176,7 +189,7 @@ func mechanism(s SASL) sasl.Mechanism {
 // Validate checks the form of every setting except Handle and the SASL
 // password (New checks those too): what a configuration file gives.
 func (c Config) Validate() error {
-	errs := checkConn(c.Brokers, c.SASL)
+	errs := append(checkConn(c.Brokers, c.SASL), checkDial(c.TLS, c.Dial)...)
 	if err := CheckTopic(c.Topic); err != nil {
 		errs = append(errs, err)
 	}
@@ -239,6 +252,15 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: sasl: the password is empty", ErrConfig)
 	case c.Handle == nil:
 		return fmt.Errorf("%w: no handler", ErrConfig)
+	}
+	return nil
+}
+
+// checkDial refuses TLS and a dialer together: the dialer does the
+// handshake.
+func checkDial(tc *tls.Config, dial Dialer) []error {
+	if tc != nil && dial != nil {
+		return []error{errors.New("tls and dial: set one (a dialer does the TLS handshake itself)")}
 	}
 	return nil
 }

@@ -349,9 +349,20 @@ func TestRunTLS(t *testing.T) {
 	rec := newRecorder(nil)
 	cfg = testConfig(brokers, rec.handle, nil, nil)
 	cfg.TLS = trusting
-	start(t, cfg)
+	stop = start(t, cfg)
 	if got := rec.waitFor(t, 1); got[0].Policy != "p" {
 		t.Fatalf("got %+v", got)
+	}
+	stop()
+
+	// A dialer doing the handshake itself, in another group: the event
+	// again.
+	dialed := newRecorder(nil)
+	cfg = testConfig(brokers, dialed.handle, nil, nil)
+	cfg.Group, cfg.Dial = "dialer", (&tls.Dialer{Config: trusting}).DialContext
+	start(t, cfg)
+	if got := dialed.waitFor(t, 1); got[0].Policy != "p" {
+		t.Fatalf("through the dialer: got %+v", got)
 	}
 }
 
@@ -387,6 +398,7 @@ func TestNewRejects(t *testing.T) {
 		{func(c *Config) { c.SASL = &SASL{Mechanism: SASLPlain, Password: "p"} }, "sasl.user: required"},
 		{func(c *Config) { c.SASL = &SASL{Mechanism: SASLPlain, User: "u"} }, "password is empty"},
 		{func(c *Config) { c.Handle = nil }, "no handler"},
+		{func(c *Config) { c.TLS, c.Dial = &tls.Config{}, (&tls.Dialer{}).DialContext }, "tls and dial: set one"},
 	} {
 		c := ok
 		tc.edit(&c)
