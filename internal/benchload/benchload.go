@@ -212,6 +212,12 @@ func (r result) rowsPerSec(rows int64) float64 { return float64(rows) / r.elapse
 // bench creates the two tables and measures both paths against the tier
 // at addr.
 func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir string) (measurement, error) {
+	// Each run's peak RSS is its own (the memory an earlier run freed may
+	// still be resident: glibc keeps the C memory Pebble freed).
+	peakSince := "the run began"
+	if !benchutil.ResetPeakRSS() {
+		peakSince = "the process began"
+	}
 	var m measurement
 	client, err := tierclient.New(ctx, addr,
 		tierclient.WithLogger(slog.New(slog.DiscardHandler)),
@@ -309,7 +315,7 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where, dir s
 		return m, fmt.Errorf("bench load: bulk path: verify: %w", err)
 	}
 
-	fmt.Fprintf(stdout, "\npeak RSS (VmHWM, whole process: client, builder, etcd, coordinator and tablet servers): %s\n", benchutil.FmtRSS(benchutil.PeakRSS()))
+	fmt.Fprintf(stdout, "\npeak RSS (VmHWM since %s, whole process: client, builder, etcd, coordinator and tablet servers): %s\n", peakSince, benchutil.FmtRSS(benchutil.PeakRSS()))
 	if rb.cpu > 0 {
 		// What the two paths cost, apart from how long they take.
 		m.cpuRatio = ra.cpu.Seconds() / rb.cpu.Seconds()
