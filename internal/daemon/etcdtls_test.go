@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -97,8 +98,8 @@ func TestEtcdTrustReload(t *testing.T) {
 	var logs testlog.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cli, err := connectEtcd(ctx, EtcdConfig{Endpoints: []string{"https://" + p.Addr()}, DialTimeout: time.Second, TLS: EtcdTLS{CAFile: trust}},
-		slog.New(slog.NewTextHandler(&logs, nil)))
+	cfg := EtcdConfig{Endpoints: []string{"https://" + p.Addr()}, DialTimeout: time.Second, TLS: EtcdTLS{CAFile: trust}}
+	cli, err := connectEtcd(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +119,11 @@ func TestEtcdTrustReload(t *testing.T) {
 	within10s(t, "the renewed certificate is refused while the bundle holds only the first CA", func() error {
 		if get() == nil {
 			return errors.New("the client still reads")
+		}
+		// The reason, which the client's errors do not carry: a role
+		// starting now fails at once on the certificate.
+		if _, err := connectEtcd(ctx, cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, meta.ErrTLS) || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+			return fmt.Errorf("a new client: %v, want an untrusted-certificate error", err)
 		}
 		return nil
 	})

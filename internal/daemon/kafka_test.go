@@ -304,7 +304,7 @@ func TestKafkaTLSReload(t *testing.T) {
 	if err := ping(); err != nil {
 		t.Fatalf("the first certificates: %v", err)
 	}
-	if !presented.Load().Equal(ownFirst) {
+	if got := presented.Load(); got == nil || !got.Equal(ownFirst) {
 		t.Fatal("the broker did not see the client certificate")
 	}
 
@@ -323,7 +323,7 @@ func TestKafkaTLSReload(t *testing.T) {
 		if err := handshake(); err != nil {
 			return err
 		}
-		if !presented.Load().Equal(ownSecond) {
+		if got := presented.Load(); got == nil || !got.Equal(ownSecond) {
 			return errors.New("the broker saw the previous client certificate")
 		}
 		return nil

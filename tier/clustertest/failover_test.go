@@ -81,11 +81,14 @@ func TestCoordinatorFailover(t *testing.T) {
 		t.Fatalf("the old leader's database: %v", err)
 	}
 	// A tablet request with the old epoch is rejected by every server once
-	// it has seen the new leader.
-	loc, err := cl.locations(ctx, dayOne)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// it has seen the new leader. GetLeader names the elected coordinator
+	// while its term is still starting; until it is active, it answers
+	// unavailable (retry).
+	var loc *tierv1.GetTargetLocationsResponse
+	eventually(t, other+" serves locations", func(ctx context.Context) error {
+		loc, err = cl.locations(ctx, dayOne)
+		return err
+	})
 	for _, b := range loc.GetBuckets() {
 		eventually(t, "old epoch rejected by "+b.GetLeaderId(), func(ctx context.Context) error {
 			_, err := cl.tablet(b.GetLeaderId()).TakeSnapshot(ctx, connect.NewRequest(&tierv1.TakeSnapshotRequest{
