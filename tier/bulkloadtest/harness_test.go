@@ -788,6 +788,11 @@ type readResult struct {
 	errs     []error
 }
 
+// String shows the counts and the errors' texts.
+func (r readResult) String() string {
+	return fmt.Sprintf("{loading:%d found:%d missing:%d wrong:%d replicas:%d errs:[%v]}", r.loading, r.found, r.missing, r.wrong, r.replicas, errors.Join(r.errs...))
+}
+
 // readAll looks up every row on every replica of its bucket, without a
 // leader epoch (any ready replica answers).
 func (h *harness) readAll(ctx context.Context, tp *tierv1.TargetPath, tb *kv.Table, rows []kv.Row) (readResult, error) {
