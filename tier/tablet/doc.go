@@ -73,14 +73,17 @@
 //     NOT_LEADER (metadata leader_id, leader_address, leader_epoch) when
 //     another server leads it or it is not hosted here; STALE_EPOCH
 //     (metadata epoch and the leader) for an older epoch; UNAVAILABLE for a
-//     newer one this server has not seen yet; UNAVAILABLE while the replica
-//     restores;
-//  3. the target is ACTIVE, else TARGET_LOADING (metadata data_state,
-//     bulk_load_id);
-//  4. the batch is not empty (INVALID_ARGUMENT) and within
+//     newer one this server has not seen yet;
+//  3. the target is not LOADING, else TARGET_LOADING (metadata data_state,
+//     bulk_load_id), whether or not the replica is ready;
+//  4. the replica is ready (else UNAVAILABLE while it restores or after its
+//     restore failed) and the target is ACTIVE (checked again under the
+//     fence a bulk load's Begin waits on: TARGET_LOADING, or UNAVAILABLE
+//     while this server has not read the target's data state yet);
+//  5. the batch is not empty (INVALID_ARGUMENT) and within
 //     MaxBatchMutations and MaxBatchBytes of changelog record bytes, else
 //     BATCH_TOO_LARGE (metadata limit);
-//  5. every mutation decodes with the table's current schema: an upsert's
+//  6. every mutation decodes with the table's current schema: an upsert's
 //     value has the table's schema id (else SCHEMA_MISMATCH, metadata
 //     schema_id) and decodes (kv.Table.DecodeValue), its key is exactly
 //     EncodeKey of the decoded row, the row's bucket is the request's and,
@@ -102,7 +105,8 @@
 // only by the leader at that epoch when it carries one (checked as for
 // Write), which then sees every write acknowledged before; a replica that
 // has just become the leader first catches up with the changelog. Reads of
-// a target that is not ACTIVE fail with TARGET_LOADING. A Lookup reads its
+// a target a bulk load holds fail with TARGET_LOADING, on a replica that is
+// not ready too (in the order of Write's checks 1–4). A Lookup reads its
 // keys, and a PrefixLookup all its prefixes, from one consistent view; a
 // PrefixLookup's rows together are bounded by MaxBatchMutations rows and
 // MaxBatchBytes bytes (else BATCH_TOO_LARGE). Scan pages are consistent and

@@ -315,6 +315,63 @@ func TestLoadingTarget(t *testing.T) {
 	}
 }
 
+// A target a bulk load holds answers TARGET_LOADING on a replica that is
+// not ready too (here one whose restore failed), for reads and writes
+// alike: the fence is the target's, and a client told UNAVAILABLE would
+// look for another replica that cannot serve either. Routing still comes
+// first: a write with a stale leader epoch is STALE_EPOCH.
+func TestLoadingTargetReplicaNotReady(t *testing.T) {
+	c := newCluster(t)
+	ts := c.startServer("ts-1")
+	tb := c.createTable("t", []string{"ts-1"})
+	waitReady(t, ts, tb, 0, leader, 1)
+	_, err := ts.client.RestoreSnapshot(t.Context(), connect.NewRequest(&tierv1.RestoreSnapshotRequest{
+		CoordinatorEpoch: int64(c.lead.Epoch()), Target: tb.id, SnapshotId: 5, MetadataPath: c.objects.Base() + "/nowhere/_METADATA",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, _ := tb.encode(t, row{"a", 1, ""})
+	lookup := func() error {
+		_, err := ts.client.Lookup(t.Context(), connect.NewRequest(&tierv1.LookupRequest{Target: tb.id, Keys: [][]byte{k}}))
+		return err
+	}
+	eventually(t, "the failed replica refuses reads", func() error {
+		if err := lookup(); tierpb.ReasonOf(err) != tierpb.ReasonUnavailable {
+			return fmt.Errorf("lookup: %v", err)
+		}
+		return nil
+	})
+
+	c.setState(tb, "LOADING", "bulk-9")
+	eventually(t, "lookup fenced", func() error {
+		if err := lookup(); tierpb.ReasonOf(err) != tierpb.ReasonTargetLoading {
+			return fmt.Errorf("lookup: %v", err)
+		}
+		return nil
+	})
+	for what, call := range map[string]func() error{
+		"write": func() error {
+			_, err := write(t.Context(), ts, tb, 0, 1, tb.upsert(t, row{"a", 2, "y"})...)
+			return err
+		},
+		"scan": func() error {
+			_, err := ts.client.Scan(t.Context(), connect.NewRequest(&tierv1.ScanRequest{Target: tb.id}))
+			return err
+		},
+		"prefix lookup": func() error {
+			_, err := ts.client.PrefixLookup(t.Context(), connect.NewRequest(&tierv1.PrefixLookupRequest{Target: tb.id, Prefixes: [][]byte{prefix("a")}}))
+			return err
+		},
+	} {
+		if md := wantReason(t, call(), tierpb.ReasonTargetLoading); md[tierpb.KeyBulkLoadID] != "bulk-9" {
+			t.Fatalf("%s: metadata %v", what, md)
+		}
+	}
+	_, err = write(t.Context(), ts, tb, 0, 0, tb.upsert(t, row{"a", 3, "z"})...)
+	wantReason(t, err, tierpb.ReasonStaleEpoch)
+}
+
 // An empty target confirms empty; a replica with a row or with changelog
 // records does not.
 func TestSetDataStateEmpty(t *testing.T) {

@@ -67,10 +67,12 @@ func (s *Server) resolve(id *tierv1.TargetId, bucket int32) (resolved, error) {
 // the bucket's leader at exactly that epoch: NOT_LEADER (with the leader's
 // id, address and epoch when known) on another replica, STALE_EPOCH for an
 // older epoch, UNAVAILABLE for a newer one this server has not seen yet.
-// Without one, any replica here serves. A replica that is not ready is
-// UNAVAILABLE. A leader's first use after it took over catches up with the
-// changelog, so it sees every write its predecessor acknowledged.
-func (s *Server) replicaFor(ctx context.Context, r resolved, leaderEpoch *int32) (*replica.Replica, error) {
+// Without one, any replica here serves. Then the target's data state: a
+// target a bulk load holds is TARGET_LOADING whether or not this replica
+// is ready (admit checks it again under the fence). A replica that is not
+// ready is UNAVAILABLE. A leader's first use after it took over catches up
+// with the changelog, so it sees every write its predecessor acknowledged.
+func (s *Server) replicaFor(ctx context.Context, r resolved, leaderEpoch *int32, what string) (*replica.Replica, error) {
 	t, b := r.key.target, r.key.bucket
 	if r.e == nil {
 		if r.routed && r.route.leader != "" && r.route.leader != s.cfg.ID {
@@ -90,6 +92,9 @@ func (s *Server) replicaFor(ctx context.Context, r resolved, leaderEpoch *int32)
 		case *leaderEpoch > r.route.epoch:
 			return nil, errUnavailable("%s bucket %d: leader epoch %d is newer than %d known here", t, b, *leaderEpoch, r.route.epoch)
 		}
+	}
+	if ds := r.tv.state.get(); ds.state == meta.Loading {
+		return nil, errTargetLoading(r.tv, ds, what)
 	}
 	rep := r.e.rep.Load()
 	if rep == nil {
@@ -121,10 +126,16 @@ func admit(tv *targetView, what string) (release func(), err error) {
 		return st.fence.RUnlock, nil
 	case meta.Loading:
 		st.fence.RUnlock()
-		return nil, errLoading(ds, "%s: %s is loading (bulk load %s)", what, tv.id, ds.bulkLoadID)
+		return nil, errTargetLoading(tv, ds, what)
 	}
 	st.fence.RUnlock()
 	return nil, errUnavailable("%s: the data state of %s is not known yet", what, tv.id)
+}
+
+// errTargetLoading is TARGET_LOADING for a request on a target a bulk load
+// holds.
+func errTargetLoading(tv *targetView, ds dataState, what string) error {
+	return errLoading(ds, "%s: %s is loading (bulk load %s)", what, tv.id, ds.bulkLoadID)
 }
 
 // readReplica authorizes and resolves a read request (resolveData), picks
@@ -134,7 +145,7 @@ func (s *Server) readReplica(ctx context.Context, h http.Header, id *tierv1.Targ
 	if err != nil {
 		return r, nil, nil, err
 	}
-	rep, err := s.replicaFor(ctx, r, leaderEpoch)
+	rep, err := s.replicaFor(ctx, r, leaderEpoch, what)
 	if err != nil {
 		return r, nil, nil, err
 	}

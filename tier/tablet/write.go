@@ -25,7 +25,7 @@ func (h *service) Write(ctx context.Context, req *connect.Request[tierv1.WriteRe
 		return nil, err
 	}
 	epoch := m.GetLeaderEpoch()
-	rep, err := s.replicaFor(ctx, r, &epoch)
+	rep, err := s.replicaFor(ctx, r, &epoch, "write")
 	if err != nil {
 		return nil, err
 	}
