@@ -111,8 +111,8 @@ func answerDeletes(c *kfake.Cluster, answer func(*kmsg.DeleteTopicsResponse)) {
 }
 
 // TestDeleteAnswers: Delete believes the broker only when it answers for
-// the one topic it asked about: an answer for no topic, for two or for
-// another topic is an error, a broker-side error code is returned, and
+// the one topic it asked about: an answer for no topic, for two, for
+// another topic or naming none (a topic ID alone) is an error, a broker-side error code is returned, and
 // none of them is taken for a deletion; the topic is still there
 // afterwards.
 func TestDeleteAnswers(t *testing.T) {
@@ -142,6 +142,11 @@ func TestDeleteAnswers(t *testing.T) {
 		{"another topic", func(resp *kmsg.DeleteTopicsResponse) {
 			resp.Topics = append(resp.Topics, topic("other", 0))
 		}, `answered for topic "other"`, nil},
+		{"by topic ID only", func(resp *kmsg.DeleteTopicsResponse) {
+			rt := topic("", 0)
+			rt.Topic, rt.TopicID = nil, [16]byte{1}
+			resp.Topics = append(resp.Topics, rt)
+		}, "answered without a topic name", nil},
 		{"broker error", func(resp *kmsg.DeleteTopicsResponse) {
 			resp.Topics = append(resp.Topics, topic(p.Topic(id), kerr.TopicAuthorizationFailed.Code))
 		}, "", kerr.TopicAuthorizationFailed},

@@ -222,8 +222,8 @@ func (p *Provider) release(id changelog.BucketLogID) {
 // Delete deletes id's topic. Handles open in this process make it
 // changelog.ErrInUse; handles of other processes see their log vanish. A
 // topic the brokers do not know (UNKNOWN_TOPIC_OR_PARTITION) is false. An
-// answer that is not for exactly that one topic is an error, not taken for
-// a deletion.
+// answer that is not for exactly that one topic, named, is an error, not
+// taken for a deletion.
 func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, error) {
 	if err := id.Validate(); err != nil {
 		return false, err
@@ -251,8 +251,12 @@ func (p *Provider) Delete(ctx context.Context, id changelog.BucketLogID) (bool, 
 	if len(resp.Topics) != 1 {
 		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for %d topics, want 1", id, len(resp.Topics))
 	}
-	// From version 6 the answer may name the topic by ID alone.
-	if name := resp.Topics[0].Topic; name != nil && *name != topic {
+	// The request names the topic, so the answer names it too (a broker
+	// leaves the name out, from version 6, only for a request by topic ID).
+	switch name := resp.Topics[0].Topic; {
+	case name == nil:
+		return false, fmt.Errorf("kafkalog: delete %v: the broker answered without a topic name, want %q", id, topic)
+	case *name != topic:
 		return false, fmt.Errorf("kafkalog: delete %v: the broker answered for topic %q, want %q", id, *name, topic)
 	}
 	switch err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); {
