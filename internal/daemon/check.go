@@ -1,19 +1,22 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/thawdb/thaw/tier/meta"
 )
 
 // CheckFiles reads every file the thaw server config names — the
-// listener's key pair and CA bundles, coordinator.callers_file — as a
-// start would, and reports what does not load (`thaw server --check`).
-// It starts nothing.
+// listener's key pair and CA bundles, coordinator.callers_file, the
+// embedded etcd's key pair and client CA bundle — as a start would, and
+// reports what does not load (`thaw server --check`). It starts nothing.
 func (c ServerConfig) CheckFiles() error {
 	log := slog.New(slog.DiscardHandler)
 	_, _, err := c.TLS.load(log)
-	return errors.Join(err, checkCallersFile(c.Coordinator))
+	return errors.Join(err, checkCallersFile(c.Coordinator), c.Etcd.TLS.check("etcd.tls"))
 }
 
 // CheckFiles is ServerConfig.CheckFiles for thaw coordinator: also the
@@ -70,4 +73,20 @@ func (c PromoterConfig) CheckFiles() error {
 		errs = append(errs, checkEtcdTLS(c.Tier.Etcd))
 	}
 	return errors.Join(errs...)
+}
+
+// check loads the files as a start would.
+func (t EmbeddedEtcdTLS) check(section string) error {
+	if t.CertFile == "" {
+		return nil
+	}
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		return fmt.Errorf("%s: %w", section, err)
+	}
+	if t.ClientCAFile != "" {
+		if err := meta.CheckOwnClientCert(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
+			return fmt.Errorf("%s: %w", section, err)
+		}
+	}
+	return nil
 }

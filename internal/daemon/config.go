@@ -266,6 +266,31 @@ type EmbeddedEtcdConfig struct {
 	Prefix string `yaml:"prefix"`
 	// CompactionRetention is how much history etcd keeps (default 1h).
 	CompactionRetention time.Duration `yaml:"compaction_retention"`
+	// TLS makes etcd serve its clients over TLS (EmbeddedEtcdTLS).
+	TLS EmbeddedEtcdTLS `yaml:"tls"`
+}
+
+// EmbeddedEtcdTLS is thaw server's `etcd.tls:` section: etcd serves
+// https:// with the key pair of CertFile and KeyFile (read at each
+// handshake, so a renewal applies without a restart), and with
+// ClientCAFile it requires client certificates signed by a CA of that PEM
+// bundle. The server's own clients trust exactly that certificate and,
+// with ClientCAFile, present it, so it must then also allow client
+// authentication and be signed by a CA of the bundle (checked at start).
+type EmbeddedEtcdTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+func (t EmbeddedEtcdTLS) validate(section string) error {
+	switch {
+	case (t.CertFile == "") != (t.KeyFile == ""):
+		return fmt.Errorf("%s: cert_file and key_file go together", section)
+	case t.ClientCAFile != "" && t.CertFile == "":
+		return fmt.Errorf("%s: client_ca_file needs cert_file and key_file", section)
+	}
+	return nil
 }
 
 func (c *EmbeddedEtcdConfig) defaults() {
@@ -277,7 +302,7 @@ func (c EmbeddedEtcdConfig) validate() error {
 	if err := validateHostPort("etcd.listen", c.Listen); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, validatePrefix("etcd.prefix", c.Prefix))
+	errs = append(errs, validatePrefix("etcd.prefix", c.Prefix), c.TLS.validate("etcd.tls"))
 	if c.CompactionRetention <= 0 {
 		errs = append(errs, fmt.Errorf("etcd.compaction_retention %v must be positive", c.CompactionRetention))
 	}

@@ -25,6 +25,10 @@ advertise: db1.example:7070
 tablets: 5
 etcd:
   prefix: /prod
+  tls:
+    cert_file: /etc/thaw/etcd.pem
+    key_file: /etc/thaw/etcd-key.pem
+    client_ca_file: /etc/thaw/clients.pem
 coordinator:
   lease_ttl: 3s
   snapshot_retention: 5
@@ -62,6 +66,7 @@ log:
 		{"tablets", cfg.Tablets, 5},
 		{"etcd.prefix", cfg.Etcd.Prefix, "/prod"},
 		{"etcd.listen (default)", cfg.Etcd.Listen, def.Etcd.Listen},
+		{"etcd.tls", cfg.Etcd.TLS, EmbeddedEtcdTLS{CertFile: "/etc/thaw/etcd.pem", KeyFile: "/etc/thaw/etcd-key.pem", ClientCAFile: "/etc/thaw/clients.pem"}},
 		{"coordinator.lease_ttl", cfg.Coordinator.LeaseTTL, 3 * time.Second},
 		{"coordinator.snapshot_retention", cfg.Coordinator.SnapshotRetention, 5},
 		{"coordinator.fanout (default)", cfg.Coordinator.Fanout, 8},

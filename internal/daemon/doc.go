@@ -5,7 +5,9 @@
 // # Roles
 //
 //   - RunServer (`thaw server`): the embedded tier in one process, through
-//     StartEmbedded: etcd on {data_dir}/etcd, one coordinator, N tablet
+//     StartEmbedded: etcd on {data_dir}/etcd (over TLS with etcd.tls,
+//     EmbeddedEtcdTLS; a warning when it serves plain HTTP beyond
+//     loopback), one coordinator, N tablet
 //     servers ts-1..ts-N sharing one changelog.LocalProvider on
 //     {data_dir}/changelog, replicas under {data_dir}/tablets/{id}, and a
 //     file:// object store on {data_dir}/remote unless configured.

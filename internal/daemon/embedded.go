@@ -58,6 +58,10 @@ type EmbeddedConfig struct {
 	Prefix string
 	// EtcdCompactionRetention is etcd's history retention (default 1h).
 	EtcdCompactionRetention time.Duration
+	// EtcdTLS makes etcd serve its clients over TLS (the `etcd.tls:`
+	// section of thaw server; zero: plain HTTP, and a warning at start
+	// when EtcdListen is beyond the loopback interface).
+	EtcdTLS EmbeddedEtcdTLS
 	// EtcdUnsafeNoFsync turns etcd's fsync off: for tests only.
 	EtcdUnsafeNoFsync bool
 	// ShutdownTimeout bounds Close's graceful phases (default 30s).
@@ -114,6 +118,7 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	errs := []error{
 		validateHostPort("listen", c.Listen),
 		validateHostPort("etcd listen", c.EtcdListen),
+		c.EtcdTLS.validate("etcd TLS"),
 		validatePrefix("prefix", c.Prefix),
 		c.Coordinator.validate(), c.Tablet.validate(), c.Changelog.validate(),
 		validateBatchBytes(c.Tablet, c.Changelog),
@@ -131,6 +136,21 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 		return c, fmt.Errorf("daemon: embedded: %w", err)
 	}
 	return c, nil
+}
+
+// warnPlainEtcd warns when the embedded etcd serves plain HTTP beyond the
+// loopback interface: etcd has no authentication of its own here, so
+// anyone who reaches it can read and change the tier's metadata.
+func warnPlainEtcd(log *slog.Logger, t EmbeddedEtcdTLS, addrs []net.Addr) {
+	if t.CertFile != "" {
+		return
+	}
+	for _, a := range addrs {
+		if ta, ok := a.(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+			log.Warn("the embedded etcd serves plain HTTP beyond the loopback interface: whoever reaches it can read and change the tier's metadata; set etcd.tls or bind etcd.listen to loopback (docs/tier.md)",
+				"listen", a.String())
+		}
+	}
 }
 
 func setDefault[T comparable](p *T, v T) {
@@ -253,12 +273,16 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		Logger:              slog.New(quietHandler{Handler: log.Handler(), quiet: &e.draining}).With("component", "etcd"),
 		CompactionRetention: cfg.EtcdCompactionRetention,
 		UnsafeNoFsync:       cfg.EtcdUnsafeNoFsync,
+		CertFile:            cfg.EtcdTLS.CertFile,
+		KeyFile:             cfg.EtcdTLS.KeyFile,
+		ClientCAFile:        cfg.EtcdTLS.ClientCAFile,
 	})
 	if err != nil {
 		return nil, err
 	}
 	closers = append(closers, e.etcd.Close)
 	log.Info("embedded etcd serving", "endpoints", e.etcd.Endpoints())
+	warnPlainEtcd(log, cfg.EtcdTLS, e.etcd.Addrs())
 	if e.cli, err = e.etcd.Client(ctx); err != nil {
 		return nil, err
 	}

@@ -2,13 +2,21 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
@@ -131,5 +139,118 @@ func TestEtcdTrustReload(t *testing.T) {
 	within10s(t, "the same client trusts the renewed certificate once the bundle holds its CA", get)
 	if !strings.Contains(logs.String(), "CA bundle reloaded") {
 		t.Errorf("no reload logged: %s", logs.String())
+	}
+}
+
+// TestServerEtcdTLS: thaw server's embedded etcd serves TLS and requires
+// client certificates (etcd.tls); the tier's own clients reach it and the
+// tier works, an outside client without a certificate is refused, one
+// with a certificate of the client CA bundle (the promoter's
+// tier.etcd.tls) reads the tier's metadata. --check and the start refuse
+// a key pair the server's own clients cannot present, saying why.
+func TestServerEtcdTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	etcdCert, etcdKey := filepath.Join(dir, "etcd.pem"), filepath.Join(dir, "etcd-key.pem")
+	clientCert, clientKey := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	etcdCA := testtls.Write(t, etcdCert, etcdKey) // self-signed, server and client authentication
+	clientCA := testtls.Write(t, clientCert, clientKey)
+	bundle := filepath.Join(dir, "clients.pem")
+	var pemBytes []byte
+	for _, c := range []*x509.Certificate{etcdCA, clientCA} {
+		pemBytes = append(pemBytes, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	if err := os.WriteFile(bundle, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := EmbeddedEtcdTLS{CertFile: etcdCert, KeyFile: etcdKey, ClientCAFile: bundle}
+
+	var sc ServerConfig
+	sc.Defaults()
+	sc.DataDir, sc.Etcd.TLS = dir, good
+	if err := errors.Join(sc.Validate(), sc.CheckFiles()); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	serverOnly, serverOnlyKey := testtls.Files(t) // server authentication only
+	for name, tc := range map[string]struct {
+		tls  EmbeddedEtcdTLS
+		want string
+	}{
+		"no key":                       {EmbeddedEtcdTLS{CertFile: etcdCert}, "cert_file and key_file go together"},
+		"client CA without a key pair": {EmbeddedEtcdTLS{ClientCAFile: bundle}, "client_ca_file needs cert_file and key_file"},
+		"not for client authentication": {EmbeddedEtcdTLS{CertFile: serverOnly, KeyFile: serverOnlyKey, ClientCAFile: serverOnly},
+			"cannot authenticate the embedded etcd's own clients"},
+		"key of another pair": {EmbeddedEtcdTLS{CertFile: etcdCert, KeyFile: clientKey}, "private key does not match public key"},
+	} {
+		sc.Etcd.TLS = tc.tls
+		if err := errors.Join(sc.Validate(), sc.CheckFiles()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: check: %v, want it to say %q", name, err, tc.want)
+		}
+		if e, err := StartEmbedded(ctx, EmbeddedConfig{DataDir: filepath.Join(dir, "bad"), EtcdUnsafeNoFsync: true, TabletServers: 1, EtcdTLS: tc.tls}); err == nil {
+			e.Close()
+			t.Errorf("%s: the tier started", name)
+		}
+	}
+
+	var logs testlog.Buffer
+	e := startTier(t, ctx, EmbeddedConfig{DataDir: filepath.Join(dir, "tier"), TabletServers: 1, EtcdTLS: good,
+		EtcdListen: "0.0.0.0:0", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	eps := e.EtcdEndpoints()
+	if !strings.HasPrefix(eps[0], "https://") {
+		t.Fatalf("etcd endpoints %v", eps)
+	}
+	if strings.Contains(logs.String(), "plain HTTP") {
+		t.Fatalf("warned of plain HTTP over TLS: %s", logs.String())
+	}
+	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
+	createTable(t, coord, "d", "t", 2, &tierv1.Column{Name: "k", Type: "BIGINT"}, &tierv1.Column{Name: "v", Type: "STRING"})
+	checkTierWorks(t, newTierClient(t, e.Address()), coord)
+
+	// Outside clients reach it at the address its certificate names.
+	u, err := url.Parse(eps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := []string{"https://127.0.0.1:" + u.Port()}
+	trust := x509.NewCertPool()
+	trust.AddCert(etcdCA)
+	if _, err := meta.Connect(ctx, outside, meta.ClientOptions{TLS: &tls.Config{RootCAs: trust}, DialTimeout: time.Second}); !errors.Is(err, meta.ErrTLS) {
+		t.Fatalf("an outside client without a certificate: %v, want refused", err)
+	}
+	own, err := ClientTLSFiles(etcdCert, clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := meta.Connect(ctx, outside, meta.ClientOptions{TLS: own})
+	if err != nil {
+		t.Fatalf("an outside client of the bundle: %v", err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, DefaultPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count == 0 {
+		t.Fatalf("the tier's metadata through an outside client: %v, %v", resp, err)
+	}
+}
+
+// TestWarnPlainEtcd: thaw server warns when its embedded etcd serves
+// plain HTTP beyond the loopback interface, not on loopback or over TLS.
+func TestWarnPlainEtcd(t *testing.T) {
+	for _, tc := range []struct {
+		ip   string
+		tls  EmbeddedEtcdTLS
+		warn bool
+	}{
+		{"0.0.0.0", EmbeddedEtcdTLS{}, true},
+		{"10.1.2.3", EmbeddedEtcdTLS{}, true},
+		{"127.0.0.1", EmbeddedEtcdTLS{}, false},
+		{"::1", EmbeddedEtcdTLS{}, false},
+		{"0.0.0.0", EmbeddedEtcdTLS{CertFile: "c.pem", KeyFile: "k.pem"}, false},
+	} {
+		var logs testlog.Buffer
+		warnPlainEtcd(slog.New(slog.NewTextHandler(&logs, nil)), tc.tls, []net.Addr{&net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 2379}})
+		if got := strings.Contains(logs.String(), "serves plain HTTP beyond the loopback interface"); got != tc.warn {
+			t.Errorf("%s with TLS %t: warned %t", tc.ip, tc.tls.CertFile != "", got)
+		}
 	}
 }

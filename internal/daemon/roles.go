@@ -101,6 +101,7 @@ func (c ServerConfig) Embedded() EmbeddedConfig {
 		EtcdListen:              c.Etcd.Listen,
 		Prefix:                  c.Etcd.Prefix,
 		EtcdCompactionRetention: c.Etcd.CompactionRetention,
+		EtcdTLS:                 c.Etcd.TLS,
 		ShutdownTimeout:         c.ShutdownTimeout,
 		Coordinator:             c.Coordinator,
 		Tablet:                  c.Tablet,

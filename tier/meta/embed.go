@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,8 +11,10 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -34,10 +37,16 @@ type EmbeddedConfig struct {
 	// unless the network is trusted.
 	ClientURL string
 	// CertFile and KeyFile, when set, make etcd serve its clients over TLS
-	// with this key pair (Endpoints are https://); ClientCAFile then also
-	// makes it require client certificates signed by a CA of that PEM
-	// bundle. ClientTLS is how Client connects (trusting CertFile's
-	// issuer, presenting a client certificate if required).
+	// with this key pair (Endpoints are https://; etcd reads the files at
+	// each handshake); ClientCAFile then also makes it require client
+	// certificates signed by a CA of that PEM bundle. ClientTLS is how
+	// Client connects (trusting CertFile's issuer, presenting a client
+	// certificate if required). With ClientTLS nil, Client trusts exactly
+	// the certificate CertFile holds at each handshake, whatever signed it
+	// and whatever address it names, and with ClientCAFile it presents
+	// that same key pair as its client certificate (which must then allow
+	// client authentication and be signed by a CA of ClientCAFile: see
+	// CheckOwnClientCert).
 	CertFile, KeyFile, ClientCAFile string
 	ClientTLS                       *tls.Config
 	// Logger receives etcd's warnings and errors; nil discards them.
@@ -57,6 +66,9 @@ type Embedded struct {
 	log       *slog.Logger
 	scheme    string      // of Endpoints
 	clientTLS *tls.Config // Client's
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartEmbedded starts etcd and returns once it serves clients, or fails
@@ -71,6 +83,17 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if (cfg.CertFile == "") != (cfg.KeyFile == "") || (cfg.ClientCAFile != "" && cfg.CertFile == "") {
 		return nil, fmt.Errorf("%w: embedded etcd: TLS needs a certificate and its key (and a client CA bundle only with them)", ErrInvalid)
+	}
+	if cfg.CertFile != "" {
+		// etcd would start anyway and fail every handshake.
+		if _, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
+			return nil, fmt.Errorf("%w: embedded etcd: key pair: %w", ErrInvalid, err)
+		}
+	}
+	if cfg.ClientTLS == nil && cfg.ClientCAFile != "" {
+		if err := CheckOwnClientCert(cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("meta: embedded etcd: %w", err)
+		}
 	}
 	if cfg.CertFile != "" {
 		clientURL.Scheme = "https"
@@ -105,9 +128,13 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
 	}
+	clientTLS := cfg.ClientTLS
+	if clientTLS == nil && cfg.CertFile != "" {
+		clientTLS = ownClientTLS(cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile != "")
+	}
 	select {
 	case <-e.Server.ReadyNotify():
-		return &Embedded{e: e, log: log, scheme: clientURL.Scheme, clientTLS: cfg.ClientTLS}, nil
+		return &Embedded{e: e, log: log, scheme: clientURL.Scheme, clientTLS: clientTLS}, nil
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
@@ -115,6 +142,74 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, context.Cause(ctx))
 	}
+}
+
+// ownClientTLS is the TLS of an embedded etcd's own clients: the server
+// must present exactly the certificate certFile holds now (read at each
+// handshake, so a renewed pair applies as it does to etcd), and with
+// present the client presents the same pair.
+func ownClientTLS(certFile, keyFile string, present bool) *tls.Config {
+	c := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// VerifyConnection does the verification: pinning the one
+		// certificate etcd serves needs no chain and no name.
+		InsecureSkipVerify: true, //nolint:gosec // see VerifyConnection
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return fmt.Errorf("meta: embedded etcd's own certificate: %w", err)
+			}
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, pair.Certificate[0]) {
+				return fmt.Errorf("meta: the server is not the embedded etcd: it did not present the certificate of %s", certFile)
+			}
+			return nil
+		},
+	}
+	if present {
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("meta: embedded etcd's own certificate: %w", err)
+			}
+			return &pair, nil
+		}
+	}
+	return c
+}
+
+// CheckOwnClientCert reports why the key pair of certFile and keyFile
+// cannot serve an embedded etcd that requires client certificates signed
+// by a CA of clientCAFile as the certificate of its own clients (nil if
+// it can): it must be signed by such a CA and allow client
+// authentication.
+func CheckOwnClientCert(certFile, keyFile, clientCAFile string) error {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("%w: %s and %s: %w", ErrInvalid, certFile, keyFile, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, certFile, err)
+	}
+	b, err := os.ReadFile(clientCAFile)
+	if err != nil {
+		return fmt.Errorf("%w: client CA bundle: %w", ErrInvalid, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return fmt.Errorf("%w: client CA bundle %s holds no PEM certificate", ErrInvalid, clientCAFile)
+	}
+	inter := x509.NewCertPool()
+	for _, der := range pair.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("%w: %s cannot authenticate the embedded etcd's own clients (it must be signed by a CA of %s and allow client authentication): %w",
+			ErrInvalid, certFile, clientCAFile, err)
+	}
+	return nil
 }
 
 // memberName is the name of the embedded member.
@@ -145,6 +240,15 @@ func (m *Embedded) Endpoints() []string {
 	return eps
 }
 
+// Addrs returns the addresses etcd listens on for clients.
+func (m *Embedded) Addrs() []net.Addr {
+	out := make([]net.Addr, len(m.e.Clients))
+	for i, l := range m.e.Clients {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
 // Client connects a new client to the embedded etcd; the caller closes it,
 // before Close.
 func (m *Embedded) Client(ctx context.Context) (*clientv3.Client, error) {
@@ -152,17 +256,19 @@ func (m *Embedded) Client(ctx context.Context) (*clientv3.Client, error) {
 }
 
 // Close stops etcd, waiting for it to shut down, and returns the error it
-// stopped with, if any.
+// stopped with, if any. Later calls return the same.
 func (m *Embedded) Close() error {
-	m.e.Close()
-	select {
-	case err, ok := <-m.e.Err():
-		if ok && err != nil {
-			return fmt.Errorf("meta: embedded etcd: %w", err)
+	m.closeOnce.Do(func() {
+		m.e.Close()
+		select {
+		case err, ok := <-m.e.Err():
+			if ok && err != nil {
+				m.closeErr = fmt.Errorf("meta: embedded etcd: %w", err)
+			}
+		default:
 		}
-	default:
-	}
-	return nil
+	})
+	return m.closeErr
 }
 
 // ClientOptions configures Connect.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -310,5 +312,113 @@ func within(t *testing.T, d time.Duration, what string, cond func() error) {
 			t.Fatalf("%s: %v after %v", what, err, d)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestEmbeddedOwnTLS: an embedded etcd serving TLS and requiring client
+// certificates, given no ClientTLS: its own clients trust exactly its
+// certificate and present it, also after the pair is renewed; a client
+// without a certificate is refused, one with a certificate of the client
+// CA bundle is served. A key pair that cannot authenticate the own
+// clients stops the start, saying why.
+func TestEmbeddedOwnTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "etcd.pem"), filepath.Join(dir, "etcd-key.pem")
+	other, otherKey := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	next, nextKey := filepath.Join(dir, "next.pem"), filepath.Join(dir, "next-key.pem")
+	etcdCA := testtls.Write(t, cert, key) // self-signed, server and client authentication
+	clientCA := testtls.Write(t, other, otherKey)
+	renewed := testtls.Write(t, next, nextKey)
+	bundle := filepath.Join(dir, "clients.pem")
+	writePEM(t, bundle, etcdCA, clientCA, renewed)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	m, err := meta.StartEmbedded(ctx, meta.EmbeddedConfig{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true,
+		CertFile: cert, KeyFile: key, ClientCAFile: bundle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	eps := m.Endpoints()
+	if !strings.HasPrefix(eps[0], "https://") {
+		t.Fatalf("endpoints %v", eps)
+	}
+	own := func(want string) error {
+		cli, err := m.Client(ctx)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		if _, err := cli.Put(ctx, "k", want); err != nil {
+			return err
+		}
+		got, err := cli.Get(ctx, "k")
+		if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != want {
+			return fmt.Errorf("get: %v, %v", got, err)
+		}
+		return nil
+	}
+	if err := own("v1"); err != nil {
+		t.Fatal(err)
+	}
+	trust := x509.NewCertPool()
+	trust.AddCert(etcdCA)
+	if _, err := meta.Connect(ctx, eps, meta.ClientOptions{TLS: &tls.Config{RootCAs: trust}, DialTimeout: time.Second}); !errors.Is(err, meta.ErrTLS) ||
+		!strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("a client without a certificate: %v, want refused", err)
+	}
+	pair, err := tls.LoadX509KeyPair(other, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := meta.Connect(ctx, eps, meta.ClientOptions{TLS: &tls.Config{RootCAs: trust, Certificates: []tls.Certificate{pair}}})
+	if err != nil {
+		t.Fatalf("a client of the bundle: %v", err)
+	}
+	if got, err := cli.Get(ctx, "k"); err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v1" {
+		t.Fatalf("a client of the bundle reads %v, %v", got, err)
+	}
+	cli.Close()
+
+	// A renewed pair (signed by a CA of the bundle) replaces the files:
+	// etcd and its own clients both read them at the next handshake, so a
+	// new own client pins and presents the new certificate.
+	for from, to := range map[string]string{next: cert, nextKey: key} {
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := own("v2"); err != nil {
+		t.Fatalf("after renewal: %v", err)
+	}
+
+	// Key pairs the own clients cannot present.
+	serverOnly, serverOnlyKey := testtls.Files(t) // server authentication only
+	for name, tc := range map[string]struct{ cert, key, ca, want string }{
+		"not client authentication": {serverOnly, serverOnlyKey, serverOnly, "cannot authenticate the embedded etcd's own clients"},
+		"not signed by the bundle":  {cert, key, other, "cannot authenticate the embedded etcd's own clients"},
+		"no bundle":                 {cert, key, filepath.Join(dir, "missing.pem"), "client CA bundle"},
+	} {
+		m, err := meta.StartEmbedded(ctx, meta.EmbeddedConfig{Dir: filepath.Join(dir, "bad"), UnsafeNoFsync: true,
+			CertFile: tc.cert, KeyFile: tc.key, ClientCAFile: tc.ca})
+		if err == nil {
+			m.Close()
+		}
+		if !errors.Is(err, meta.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want ErrInvalid saying %q", name, err, tc.want)
+		}
+	}
+}
+
+// writePEM writes certs as one PEM bundle.
+func writePEM(t *testing.T, path string, certs ...*x509.Certificate) {
+	t.Helper()
+	var b []byte
+	for _, c := range certs {
+		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
