@@ -1,11 +1,16 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -39,16 +44,105 @@ func NewHTTPClient(tc *tls.Config) *http.Client {
 // bundle file, every new TLS connection verifies the server against the
 // bundle as it is at the handshake (c.roots), so a changed bundle applies
 // without a restart; names are checked as before (the dialled host, an IP
-// address against the certificate's IP addresses). Requests through an
-// HTTP proxy (HTTPS_PROXY) still use the bundle as read at start.
+// address against the certificate's IP addresses). That holds through an
+// HTTP proxy too (HTTPS_PROXY, NO_PROXY: http.ProxyFromEnvironment): the
+// client opens the proxy's CONNECT tunnel itself and shakes hands with the
+// server inside it (tunnel).
 func newHTTPClient(c *clientConfig) *http.Client {
+	return newHTTPClientVia(c, http.ProxyFromEnvironment)
+}
+
+// newHTTPClientVia is newHTTPClient with the proxy of each request chosen
+// by proxy (nil URL: none).
+func newHTTPClientVia(c *clientConfig, proxy func(*http.Request) (*url.URL, error)) *http.Client {
 	hc := NewHTTPClient(c.TLS())
+	tr := hc.Transport.(*http.Transport)
+	tr.Proxy = proxy
 	if c == nil || c.roots == nil {
 		return hc
 	}
-	tr := hc.Transport.(*http.Transport)
-	tr.DialTLSContext = dialTLS(tr.DialContext, c.tls, c.roots.get, []string{"h2", "http/1.1"}, tr.TLSHandshakeTimeout)
+	// An https:// request through a proxy would get the transport's own
+	// TLS, with the bundle read at start: DialTLSContext tunnels instead.
+	tr.Proxy = func(req *http.Request) (*url.URL, error) {
+		if req.URL.Scheme == "https" {
+			return nil, nil
+		}
+		return proxy(req)
+	}
+	direct := tr.DialContext
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		pu, err := proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}})
+		if err != nil {
+			return nil, fmt.Errorf("daemon: proxy for %s: %w", addr, err)
+		}
+		if pu == nil {
+			return direct(ctx, network, addr)
+		}
+		return tunnel(ctx, direct, pu, addr)
+	}
+	tr.DialTLSContext = dialTLS(dial, c.tls, c.roots.get, []string{"h2", "http/1.1"}, tr.TLSHandshakeTimeout)
 	return hc
+}
+
+// tunnel asks the proxy at pu (http:// or https://, the latter verified
+// against the system's roots; with pu's user and password as Basic proxy
+// authorization) for a CONNECT tunnel to addr and returns the connection,
+// ready for the TLS handshake with addr.
+func tunnel(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), pu *url.URL, addr string) (net.Conn, error) {
+	paddr := pu.Host
+	if pu.Port() == "" {
+		port := "80"
+		if pu.Scheme == "https" {
+			port = "443"
+		}
+		paddr = net.JoinHostPort(pu.Hostname(), port)
+	}
+	raw, err := dial(ctx, "tcp", paddr)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: proxy %s: %w", pu.Redacted(), err)
+	}
+	fail := func(err error) (net.Conn, error) {
+		raw.Close()
+		return nil, fmt.Errorf("daemon: proxy %s: tunnel to %s: %w", pu.Redacted(), addr, err)
+	}
+	// The exchange with the proxy ends when ctx does.
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
+	conn := raw
+	switch pu.Scheme {
+	case "http":
+	case "https":
+		tc := tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS12, ServerName: pu.Hostname()})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			stop()
+			return fail(err)
+		}
+		conn = tc
+	default:
+		stop()
+		return fail(fmt.Errorf("proxy scheme %q: want http or https", pu.Scheme))
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: make(http.Header)}
+	if u := pu.User; u != nil {
+		pass, _ := u.Password()
+		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pass)))
+	}
+	br := bufio.NewReader(conn)
+	var resp *http.Response
+	if err = req.Write(conn); err == nil {
+		resp, err = http.ReadResponse(br, req)
+	}
+	if !stop() && err == nil {
+		err = context.Cause(ctx)
+	}
+	switch {
+	case err != nil:
+		return fail(err)
+	case resp.StatusCode != http.StatusOK:
+		return fail(fmt.Errorf("the proxy answered %s", resp.Status))
+	case br.Buffered() > 0:
+		return fail(errors.New("the proxy sent data before the server's TLS handshake"))
+	}
+	return conn, nil
 }
 
 // dialTLS returns a TLS dialer (an http.Transport's DialTLSContext, a

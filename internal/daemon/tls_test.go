@@ -510,17 +510,8 @@ func TestClientCertReload(t *testing.T) {
 // bundle that does not parse is logged and the previous one kept. The
 // fixed configuration (etcd's client) keeps the bundle read at start.
 func TestClientTrustReload(t *testing.T) {
-	dir := t.TempDir()
-	srv := &ListenerTLS{CertFile: filepath.Join(dir, "srv.pem"), KeyFile: filepath.Join(dir, "srv-key.pem")}
-	first := testtls.Write(t, srv.CertFile, srv.KeyFile) // for 127.0.0.1, its own CA
-	addr := serveTLS(t, "127.0.0.1", srv, nil, slog.New(slog.DiscardHandler))
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trust := filepath.Join(dir, "trust.pem")
+	srv, first, port, trust := renewableServer(t)
 	setTrust := func(pemText []byte) { t.Helper(); replaceBundle(t, trust, pemText) }
-	setTrust(pemOf(t, first))
 
 	var logs testlog.Buffer
 	c, err := clientTLS(trust, "tier.ca_file", "", "", slog.New(slog.NewTextHandler(&logs, nil)))
@@ -558,6 +549,25 @@ func TestClientTrustReload(t *testing.T) {
 	}
 
 	brokenBundleKept(t, &logs, func() { setTrust([]byte("not a certificate")) }, func() error { return call(hc, "127.0.0.1") })
+}
+
+// renewableServer serves HTTPS on 127.0.0.1 with a new self-signed
+// certificate in srv's files (renew it with testtls.Write on them) and
+// returns srv, that certificate, the port and a CA bundle file trusting
+// only it.
+func renewableServer(t *testing.T) (srv *ListenerTLS, first *x509.Certificate, port, trust string) {
+	t.Helper()
+	dir := t.TempDir()
+	srv = &ListenerTLS{CertFile: filepath.Join(dir, "srv.pem"), KeyFile: filepath.Join(dir, "srv-key.pem")}
+	first = testtls.Write(t, srv.CertFile, srv.KeyFile) // for 127.0.0.1, its own CA
+	addr := serveTLS(t, "127.0.0.1", srv, nil, slog.New(slog.DiscardHandler))
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust = filepath.Join(dir, "trust.pem")
+	replaceBundle(t, trust, pemOf(t, first))
+	return srv, first, port, trust
 }
 
 // replaceBundle replaces file with pemText, by a rename.
