@@ -61,13 +61,17 @@ func newHTTPClientVia(c *clientConfig, proxy func(*http.Request) (*url.URL, erro
 	if c == nil || c.roots == nil {
 		return hc
 	}
-	// An https:// request through a proxy would get the transport's own
-	// TLS, with the bundle read at start: DialTLSContext tunnels instead.
+	// An https:// request through an HTTP proxy would get the transport's
+	// own TLS, with the bundle read at start: DialTLSContext tunnels
+	// instead. Other proxies (SOCKS) stay the transport's, and so does
+	// their TLS.
+	tunnels := func(pu *url.URL) bool { return pu != nil && (pu.Scheme == "http" || pu.Scheme == "https") }
 	tr.Proxy = func(req *http.Request) (*url.URL, error) {
-		if req.URL.Scheme == "https" {
+		pu, err := proxy(req)
+		if err == nil && req.URL.Scheme == "https" && tunnels(pu) {
 			return nil, nil
 		}
-		return proxy(req)
+		return pu, err
 	}
 	direct := tr.DialContext
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -75,7 +79,7 @@ func newHTTPClientVia(c *clientConfig, proxy func(*http.Request) (*url.URL, erro
 		if err != nil {
 			return nil, fmt.Errorf("daemon: proxy for %s: %w", addr, err)
 		}
-		if pu == nil {
+		if !tunnels(pu) {
 			return direct(ctx, network, addr)
 		}
 		return tunnel(ctx, direct, pu, addr)
@@ -84,7 +88,7 @@ func newHTTPClientVia(c *clientConfig, proxy func(*http.Request) (*url.URL, erro
 	return hc
 }
 
-// tunnel asks the proxy at pu (http:// or https://, the latter verified
+// tunnel asks the HTTP proxy at pu (http:// or https://, the latter verified
 // against the system's roots; with pu's user and password as Basic proxy
 // authorization) for a CONNECT tunnel to addr and returns the connection,
 // ready for the TLS handshake with addr.
@@ -108,18 +112,13 @@ func tunnel(ctx context.Context, dial func(ctx context.Context, network, addr st
 	// The exchange with the proxy ends when ctx does.
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	conn := raw
-	switch pu.Scheme {
-	case "http":
-	case "https":
+	if pu.Scheme == "https" {
 		tc := tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS12, ServerName: pu.Hostname()})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			stop()
 			return fail(err)
 		}
 		conn = tc
-	default:
-		stop()
-		return fail(fmt.Errorf("proxy scheme %q: want http or https", pu.Scheme))
 	}
 	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: make(http.Header)}
 	if u := pu.User; u != nil {

@@ -64,6 +64,34 @@ func TestClientTrustReloadThroughProxy(t *testing.T) {
 	}
 }
 
+// TestProxyKept: the transport of a client following its CA bundle keeps
+// the proxies it does not tunnel itself: HTTP proxies for http:// requests
+// and SOCKS proxies (with their TLS, the bundle as read at start).
+func TestProxyKept(t *testing.T) {
+	_, _, _, trust := renewableServer(t)
+	c, err := clientTLS(trust, "tier.ca_file", "", "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		proxy, target string
+		kept          bool
+	}{
+		{"http://proxy:3128", "https://tier:7070/x", false},
+		{"https://proxy:3128", "https://tier:7070/x", false},
+		{"http://proxy:3128", "http://tier:7070/x", true},
+		{"socks5://proxy:1080", "https://tier:7070/x", true},
+	} {
+		pu, _ := url.Parse(tc.proxy)
+		tr := newHTTPClientVia(c, http.ProxyURL(pu)).Transport.(*http.Transport)
+		req, _ := http.NewRequest(http.MethodGet, tc.target, nil)
+		got, err := tr.Proxy(req)
+		if err != nil || (got != nil) != tc.kept {
+			t.Errorf("%s for %s: the transport's proxy %v, %v; want kept %t", tc.proxy, tc.target, got, err, tc.kept)
+		}
+	}
+}
+
 // connectProxy is an HTTP proxy that opens CONNECT tunnels for callers
 // presenting its user and password, and counts them.
 type connectProxy struct {
