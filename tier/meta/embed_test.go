@@ -28,7 +28,8 @@ import (
 )
 
 // TestEmbeddedRestartKeepsData writes through an embedded etcd (fsync on),
-// stops it and starts it again on the same directory.
+// stops it (twice: Close is idempotent) and starts it again on the same
+// directory.
 func TestEmbeddedRestartKeepsData(t *testing.T) {
 	dir := t.TempDir()
 	start := func() *meta.Embedded {
@@ -70,6 +71,9 @@ func TestEmbeddedRestartKeepsData(t *testing.T) {
 	done()
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil { // a second Close returns the first's result
+		t.Fatalf("second close: %v", err)
 	}
 
 	m = start()
