@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,13 +79,8 @@ func (t EmbeddedEtcdTLS) check(section string) error {
 	if t.CertFile == "" {
 		return nil
 	}
-	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+	if err := meta.CheckServingFiles(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
 		return fmt.Errorf("%s: %w", section, err)
-	}
-	if t.ClientCAFile != "" {
-		if err := meta.CheckOwnClientCert(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
-			return fmt.Errorf("%s: %w", section, err)
-		}
 	}
 	return nil
 }

@@ -146,7 +146,7 @@ func warnPlainEtcd(log *slog.Logger, t EmbeddedEtcdTLS, addrs []net.Addr) {
 		return
 	}
 	for _, a := range addrs {
-		if ta, ok := a.(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		if beyondLoopback(a) {
 			log.Warn("the embedded etcd serves plain HTTP beyond the loopback interface: whoever reaches it can read and change the tier's metadata; set etcd.tls or bind etcd.listen to loopback (docs/tier.md)",
 				"listen", a.String())
 		}

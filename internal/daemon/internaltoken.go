@@ -141,9 +141,16 @@ func loadSecrets(lt *ListenerTLS, tokenFile string, log *slog.Logger) (server *t
 // runs without an internal token: anyone who reaches it can make the
 // internal RPCs.
 func warnUnguarded(log *slog.Logger, t *internalToken, listener net.Addr) {
-	if a, ok := listener.(*net.TCPAddr); ok && t == nil && !a.IP.IsLoopback() {
+	if t == nil && beyondLoopback(listener) {
 		log.Warn("internal RPCs are unauthenticated: set internal_token_file on every coordinator and tablet server (docs/tier.md, Internal RPCs)", "listen", listener.String())
 	}
+}
+
+// beyondLoopback reports whether a is a TCP address others than this host
+// may reach (not a loopback address).
+func beyondLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && !ta.IP.IsLoopback()
 }
 
 // current is the token set in force.

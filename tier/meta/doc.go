@@ -10,7 +10,7 @@
 // directory (fsync on; a restart on the same directory keeps everything),
 // over TLS if given a key pair (its own clients then trust exactly that
 // certificate, and present it where etcd requires client certificates:
-// CheckOwnClientCert); Connect reaches an external cluster,
+// CheckServingFiles); Connect reaches an external cluster,
 // waiting (and warning) while it does not answer, but failing at once
 // when a TLS handshake shows the certificates will never do (ErrTLS).
 // Both log etcd's warnings and errors through slog and nothing else.

@@ -46,7 +46,7 @@ type EmbeddedConfig struct {
 	// and whatever address it names, and with ClientCAFile it presents
 	// that same key pair as its client certificate (which must then allow
 	// client authentication and be signed by a CA of ClientCAFile: see
-	// CheckOwnClientCert).
+	// CheckServingFiles).
 	CertFile, KeyFile, ClientCAFile string
 	ClientTLS                       *tls.Config
 	// Logger receives etcd's warnings and errors; nil discards them.
@@ -86,12 +86,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if cfg.CertFile != "" {
 		// etcd would start anyway and fail every handshake.
-		if _, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
-			return nil, fmt.Errorf("%w: embedded etcd: key pair: %w", ErrInvalid, err)
+		ownCA := cfg.ClientCAFile
+		if cfg.ClientTLS != nil {
+			ownCA = "" // the own clients present ClientTLS's certificate
 		}
-	}
-	if cfg.ClientTLS == nil && cfg.ClientCAFile != "" {
-		if err := CheckOwnClientCert(cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile); err != nil {
+		if err := CheckServingFiles(cfg.CertFile, cfg.KeyFile, ownCA); err != nil {
 			return nil, fmt.Errorf("meta: embedded etcd: %w", err)
 		}
 	}
@@ -177,15 +176,18 @@ func ownClientTLS(certFile, keyFile string, present bool) *tls.Config {
 	return c
 }
 
-// CheckOwnClientCert reports why the key pair of certFile and keyFile
-// cannot serve an embedded etcd that requires client certificates signed
-// by a CA of clientCAFile as the certificate of its own clients (nil if
-// it can): it must be signed by such a CA and allow client
-// authentication.
-func CheckOwnClientCert(certFile, keyFile, clientCAFile string) error {
+// CheckServingFiles reports why an embedded etcd could not serve TLS
+// with the key pair of certFile and keyFile (nil if it can): the pair must
+// load, and with clientCAFile (etcd then requires client certificates and
+// its own clients present that pair) it must be signed by a CA of that PEM
+// bundle and allow client authentication.
+func CheckServingFiles(certFile, keyFile, clientCAFile string) error {
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return fmt.Errorf("%w: %s and %s: %w", ErrInvalid, certFile, keyFile, err)
+		return fmt.Errorf("%w: key pair %s and %s: %w", ErrInvalid, certFile, keyFile, err)
+	}
+	if clientCAFile == "" {
+		return nil
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
