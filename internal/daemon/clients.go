@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/net/proxy"
 
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
@@ -44,10 +45,10 @@ func NewHTTPClient(tc *tls.Config) *http.Client {
 // bundle file, every new TLS connection verifies the server against the
 // bundle as it is at the handshake (c.roots), so a changed bundle applies
 // without a restart; names are checked as before (the dialled host, an IP
-// address against the certificate's IP addresses). That holds through an
-// HTTP proxy too (HTTPS_PROXY, NO_PROXY: http.ProxyFromEnvironment): the
-// client opens the proxy's CONNECT tunnel itself and shakes hands with the
-// server inside it (tunnel).
+// address against the certificate's IP addresses). That holds through a
+// proxy too (HTTPS_PROXY, NO_PROXY: http.ProxyFromEnvironment): the client
+// opens the HTTP proxy's CONNECT tunnel (tunnel) or the SOCKS5 proxy's
+// connection itself and shakes hands with the server inside it.
 func newHTTPClient(c *clientConfig) *http.Client {
 	return newHTTPClientVia(c, http.ProxyFromEnvironment)
 }
@@ -61,11 +62,10 @@ func newHTTPClientVia(c *clientConfig, proxy func(*http.Request) (*url.URL, erro
 	if c == nil || c.roots == nil {
 		return hc
 	}
-	// An https:// request through an HTTP proxy would get the transport's
-	// own TLS, with the bundle read at start: DialTLSContext tunnels
-	// instead. Other proxies (SOCKS) stay the transport's, and so does
-	// their TLS.
-	tunnels := func(pu *url.URL) bool { return pu != nil && (pu.Scheme == "http" || pu.Scheme == "https") }
+	// An https:// request through a proxy would get the transport's own
+	// TLS, with the bundle read at start: DialTLSContext goes through the
+	// proxy instead (every scheme the transport knows).
+	tunnels := func(pu *url.URL) bool { return pu != nil && proxySchemes[pu.Scheme] }
 	tr.Proxy = func(req *http.Request) (*url.URL, error) {
 		pu, err := proxy(req)
 		if err == nil && req.URL.Scheme == "https" && tunnels(pu) {
@@ -79,13 +79,46 @@ func newHTTPClientVia(c *clientConfig, proxy func(*http.Request) (*url.URL, erro
 		if err != nil {
 			return nil, fmt.Errorf("daemon: proxy for %s: %w", addr, err)
 		}
-		if !tunnels(pu) {
+		switch {
+		case !tunnels(pu):
 			return direct(ctx, network, addr)
+		case pu.Scheme == "socks5" || pu.Scheme == "socks5h":
+			return socks(ctx, direct, pu, addr)
 		}
 		return tunnel(ctx, direct, pu, addr)
 	}
 	tr.DialTLSContext = dialTLS(dial, c.tls, c.roots.get, []string{"h2", "http/1.1"}, tr.TLSHandshakeTimeout)
 	return hc
+}
+
+// proxySchemes are the proxy URL schemes Go's transport knows, all of which
+// newHTTPClientVia's dialer handles itself.
+var proxySchemes = map[string]bool{"http": true, "https": true, "socks5": true, "socks5h": true}
+
+// socks connects to addr through the SOCKS5 proxy at pu (with pu's user and
+// password as username/password authentication), as Go's transport does:
+// the proxy resolves addr's host, for socks5:// and socks5h:// alike.
+func socks(ctx context.Context, dial dialFunc, pu *url.URL, addr string) (net.Conn, error) {
+	d, err := proxy.FromURL(pu, dial)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: proxy %s: %w", pu.Redacted(), err)
+	}
+	conn, err := d.(proxy.ContextDialer).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: proxy %s: tunnel to %s: %w", pu.Redacted(), addr, err)
+	}
+	return conn, nil
+}
+
+// dialFunc is a context dialer as a proxy.Dialer.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (f dialFunc) Dial(network, addr string) (net.Conn, error) {
+	return f(context.Background(), network, addr)
+}
+
+func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return f(ctx, network, addr)
 }
 
 // tunnel asks the HTTP proxy at pu (http:// or https://, the latter verified
