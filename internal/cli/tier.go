@@ -362,6 +362,16 @@ func wrapTier(what string, err error) error {
 	return &tierError{what: what, err: err}
 }
 
+// wrapRows is wrapTier for the error of an Upsert or Delete, counting the
+// failed row from 1 as the command's own errors do.
+func wrapRows(what string, err error) error {
+	var re *tierclient.RowError
+	if errors.As(err, &re) {
+		return wrapTier(fmt.Sprintf("%s: row %d", what, re.Index+1), re.Err)
+	}
+	return wrapTier(what, err)
+}
+
 // tableName is db.table.
 type tableName struct{ db, table string }
 
@@ -1508,7 +1518,11 @@ func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 		rows[i] = row
 	}
 	if err := c.Upsert(ctx, df.target(name), rows); err != nil {
-		return wrapTier("put "+df.target(name).String(), err)
+		err = wrapRows("put "+df.target(name).String(), err)
+		if tierpb.ReasonOf(err) == tierpb.ReasonNotFound && info.Partitioned() && !*createParts {
+			err = fmt.Errorf("%w\n(a partition that does not exist is created by `thaw partition create`, or by thaw put --create-partitions)", err)
+		}
+		return err
 	}
 	return printDone(stdout, df.clientFlags, fmt.Sprintf("wrote %d rows to %s", len(rows), df.target(name)),
 		map[string]any{"table": name.String(), "partition": df.partition, "rows": len(rows)})
@@ -1619,7 +1633,7 @@ func runDelete(ctx context.Context, stdout io.Writer, args []string) error {
 	defer k.c.Close()
 	t := k.df.target(k.name)
 	if err := k.c.Delete(ctx, t, k.keys); err != nil {
-		return wrapTier("delete "+t.String(), err)
+		return wrapRows("delete "+t.String(), err)
 	}
 	return printDone(stdout, k.df.clientFlags, fmt.Sprintf("deleted %d keys from %s", len(k.keys), t),
 		map[string]any{"table": k.name.String(), "partition": k.df.partition, "keys": len(k.keys)})

@@ -88,7 +88,9 @@
 // writes and reads fail with it until the load ends, and are not retried)
 // and tierpb.IsNotLeader work on them. IsRetriable tells errors worth
 // retrying later from the ones that are not. Rows that do not fit the
-// schema fail with a *kv.RowError (wrapping kv.ErrInvalidRow).
+// schema fail with a *kv.RowError (wrapping kv.ErrInvalidRow); Upsert and
+// Delete wrap the failure of a row they could not encode or route (its
+// partition does not exist, for one) in a *RowError with the row's index.
 //
 // # Transport
 //

@@ -44,6 +44,22 @@ func (e *BucketError) Error() string {
 
 func (e *BucketError) Unwrap() error { return e.Err }
 
+// RowError is the failure of an Upsert or Delete at one row of its input,
+// which could not be encoded or routed (it does not fit the schema, its
+// partition does not exist, ...); nothing of the call was written.
+type RowError struct {
+	Op     string // "upsert", "delete"
+	Target Target
+	Index  int // the row's position in the call's input, from 0
+	Err    error
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("tierclient: %s %v: row %d: %v", e.Op, e.Target, e.Index, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
 // IsRetriable reports whether err is worth retrying later as it is: the
 // server was unavailable or overloaded, a bucket or the coordinator had no
 // leader or was moving, or one attempt timed out. The client already

@@ -16,7 +16,7 @@ import (
 
 // Upsert writes rows (a value for every column each) into t. Every row is
 // encoded before anything is sent, so a row that does not fit the schema
-// fails the call with nothing written. The rows are then sent like a
+// fails the call with nothing written (a *RowError). The rows are then sent like a
 // Writer's: per bucket, in order, in batches, buckets concurrently. On
 // failure some buckets may have been written and others not; the error
 // joins one BucketError per failed bucket. Upserting the same rows again
@@ -44,7 +44,7 @@ func (c *Client) apply(ctx context.Context, t Target, op tierv1.MutationOp, name
 			w.dropLocked()
 			w.mu.Unlock()
 			w.cancel()
-			return fmt.Errorf("tierclient: %s %v: row %d: %w", name, t, i, err)
+			return &RowError{Op: name, Target: t, Index: i, Err: err}
 		}
 	}
 	if err := w.Close(ctx); err != nil {
