@@ -15,12 +15,13 @@ import (
 )
 
 // Upsert writes rows (a value for every column each) into t. Every row is
-// encoded before anything is sent, so a row that does not fit the schema
-// fails the call with nothing written (a *RowError). The rows are then sent like a
-// Writer's: per bucket, in order, in batches, buckets concurrently. On
-// failure some buckets may have been written and others not; the error
-// joins one BucketError per failed bucket. Upserting the same rows again
-// is harmless.
+// encoded and routed before anything is sent, so a row that does not fit
+// the schema, or whose partition does not exist (without
+// WithCreatePartitions), fails the call with nothing written: a *RowError.
+// The rows are then sent like a Writer's: per bucket, in order, in
+// batches, buckets concurrently. On failure some buckets may have been
+// written and others not; the error joins one BucketError per failed
+// bucket. Upserting the same rows again is harmless.
 func (c *Client) Upsert(ctx context.Context, t Target, rows []kv.Row) error {
 	return c.apply(ctx, t, tierv1.MutationOp_MUTATION_OP_UPSERT, "upsert", rows)
 }
