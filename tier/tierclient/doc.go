@@ -21,17 +21,18 @@
 //
 // A Target is a non-partitioned table, one partition, or a partitioned
 // table as a whole, whose rows go to the partition their partition-key
-// values name (created on demand with WithCreatePartitions). The client
-// caches each physical target's GetTargetLocations answer (ids, schema,
-// each bucket's leader and leader epoch), encodes rows with package kv,
-// computes each row's bucket and sends the bucket's requests to its leader
-// with the leader epoch. NOT_LEADER with a newer leader in its hint, and
-// STALE_EPOCH, NOT_FOUND (replica moved) or a bucket without a leader
-// after a refresh of the locations, move the request to the new leader;
-// UNAVAILABLE, transport failures and timed-out attempts are retried with
-// exponential backoff, all under the RetryPolicy. A TLS handshake that
-// fails verification (an untrusted, wrong-host or expired certificate) is
-// not: it fails the call at once. A request the server
+// values name (created on demand for upserts with WithCreatePartitions;
+// a Get or Delete of a key whose partition does not exist finds nothing).
+// The client caches each physical target's GetTargetLocations answer
+// (ids, schema, each bucket's leader and leader epoch), encodes rows with
+// package kv, computes each row's bucket and sends the bucket's requests
+// to its leader with the leader epoch. NOT_LEADER with a newer leader in
+// its hint, and STALE_EPOCH, NOT_FOUND (replica moved) or a bucket
+// without a leader after a refresh of the locations, move the request to
+// the new leader; UNAVAILABLE, transport failures and timed-out attempts
+// are retried with exponential backoff, all under the RetryPolicy. A TLS
+// handshake that fails verification (an untrusted, wrong-host or expired
+// certificate) is not: it fails the call at once. A request the server
 // finds too large (BATCH_TOO_LARGE) is halved and sent again. A target
 // found dropped and created again, or with a new schema, fails the rows
 // encoded for the old one with ErrTargetChanged: they never land in the
@@ -89,8 +90,9 @@
 // and tierpb.IsNotLeader work on them. IsRetriable tells errors worth
 // retrying later from the ones that are not. Rows that do not fit the
 // schema fail with a *kv.RowError (wrapping kv.ErrInvalidRow); Upsert and
-// Delete wrap the failure of a row they could not encode or route (its
-// partition does not exist, for one) in a *RowError with the row's index.
+// Delete wrap the failure of a row they could not encode or route (the
+// partition of an upserted row does not exist, for one) in a *RowError
+// with the row's index.
 //
 // # Transport
 //

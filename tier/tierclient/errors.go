@@ -45,8 +45,9 @@ func (e *BucketError) Error() string {
 func (e *BucketError) Unwrap() error { return e.Err }
 
 // RowError is the failure of an Upsert or Delete at one row of its input,
-// which could not be encoded or routed (it does not fit the schema, its
-// partition does not exist, ...); nothing of the call was written.
+// which could not be encoded or routed (it does not fit the schema, the
+// partition of an upserted row does not exist, ...); nothing of the call
+// was written.
 type RowError struct {
 	Op     string // "upsert", "delete"
 	Target Target

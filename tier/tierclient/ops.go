@@ -28,7 +28,9 @@ func (c *Client) Upsert(ctx context.Context, t Target, rows []kv.Row) error {
 
 // Delete deletes the rows whose primary keys keys hold (rows of the table
 // in which only primary-key columns are read; see TableInfo.KeyRow). It
-// behaves as Upsert does; deleting a missing key is not an error.
+// behaves as Upsert does; deleting a missing key is not an error, nor is
+// a key whose partition does not exist, which is skipped (Delete never
+// creates a partition).
 func (c *Client) Delete(ctx context.Context, t Target, keys []kv.Row) error {
 	return c.apply(ctx, t, tierv1.MutationOp_MUTATION_OP_DELETE, "delete", keys)
 }

@@ -493,6 +493,36 @@ func TestPartitionedRouting(t *testing.T) {
 	if names, err := c.Partitions(t.Context(), "db", "parts"); err != nil || len(names) != 3 {
 		t.Fatalf("partitions %v, %v", names, err)
 	}
+	// A delete in a partition that does not exist has nothing to delete:
+	// it succeeds and does not create the partition, even on a client that
+	// creates partitions; an upsert of the same Writer then does.
+	day4 := "2026-11-30"
+	k4, _ := info.KeyRow(day4, int64(4))
+	if err := cc.Delete(t.Context(), target, []kv.Row{k4, k0}); err != nil {
+		t.Fatalf("delete in a missing partition: %v", err)
+	}
+	if names, err := c.Partitions(t.Context(), "db", "parts"); err != nil || len(names) != 3 {
+		t.Fatalf("after the delete, partitions %v, %v", names, err)
+	}
+	if got, err := c.Get(t.Context(), target, []kv.Row{k0, k1}); err != nil || got[0] != nil || got[1] == nil {
+		t.Fatalf("after deleting k0: %v, %v", got, err)
+	}
+	w, err := cc.NewWriter(t.Context(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Delete(t.Context(), k4); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(t.Context(), kv.Row{day4, int64(4), "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(t.Context(), target, []kv.Row{k4}); err != nil || got[0] == nil || got[0][2] != "y" {
+		t.Fatalf("the row written after a skipped delete: %v, %v", got, err)
+	}
 	// A named partition takes only its own rows.
 	one := tierclient.Target{Database: "db", Table: "parts", Partition: days[0]}
 	if err := c.Upsert(t.Context(), one, []kv.Row{{days[1], int64(1), "x"}}); !errors.Is(err, tierclient.ErrInvalidArgument) {

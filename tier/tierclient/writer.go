@@ -10,6 +10,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // Writer streams upserts and deletes into one Target. It encodes each row,
@@ -109,7 +110,10 @@ func (w *Writer) Write(ctx context.Context, row kv.Row) error {
 
 // Delete deletes the row whose primary key key holds (a row of the table
 // in which only the primary-key columns are read; see TableInfo.KeyRow).
-// It is ordered with the Writer's upserts of the same key.
+// It is ordered with the Writer's upserts of the same key. A key whose
+// partition does not exist (rows routed per row) has no row to delete: it
+// is skipped, and the partition is not created, whatever
+// WithCreatePartitions says.
 func (w *Writer) Delete(ctx context.Context, key kv.Row) error {
 	if err := w.mutate(ctx, tierv1.MutationOp_MUTATION_OP_DELETE, key); err != nil {
 		return fmt.Errorf("tierclient: delete from %v: %w", w.r.base, err)
@@ -145,9 +149,12 @@ func (w *Writer) mutate(ctx context.Context, op tierv1.MutationOp, row kv.Row) e
 			return err
 		}
 	}
-	e, err := w.routeLocked(ctx, row)
+	e, err := w.routeLocked(ctx, row, op == tierv1.MutationOp_MUTATION_OP_UPSERT)
 	if err != nil {
 		return err
+	}
+	if e == nil {
+		return nil // a delete in a partition that does not exist
 	}
 	st := e.state.Load()
 	var key, value []byte
@@ -185,8 +192,10 @@ func (w *Writer) mutate(ctx context.Context, op tierv1.MutationOp, row kv.Row) e
 }
 
 // routeLocked returns the physical target of row. Resolving a partition
-// met for the first time asks the coordinator, without holding the lock.
-func (w *Writer) routeLocked(ctx context.Context, row kv.Row) (*targetEntry, error) {
+// met for the first time asks the coordinator, without holding the lock;
+// for an upsert (create) it creates a missing partition when the client
+// does that, otherwise a missing partition routed per row is nil.
+func (w *Writer) routeLocked(ctx context.Context, row kv.Row, create bool) (*targetEntry, error) {
 	if !w.r.perRow() {
 		if w.r.base.Partition != "" {
 			name, err := w.encoderLocked(w.r.info.KV).PartitionName(kv.RowFields(row))
@@ -207,8 +216,18 @@ func (w *Writer) routeLocked(ctx context.Context, row kv.Row) (*targetEntry, err
 		return e, nil
 	}
 	w.mu.Unlock()
-	e, err := w.c.partitionEntry(ctx, w.r.base, name)
+	var e *targetEntry
+	if create {
+		e, err = w.c.partitionEntry(ctx, w.r.base, name)
+	} else {
+		t := w.r.base
+		t.Partition = name
+		e, err = w.c.entry(ctx, t)
+	}
 	w.mu.Lock()
+	if !create && tierpb.ReasonOf(err) == tierpb.ReasonNotFound {
+		return nil, w.usableLocked() // not remembered: a later upsert may create it
+	}
 	if err != nil {
 		return nil, err
 	}
