@@ -116,6 +116,19 @@ func TestCLI(t *testing.T) {
 	ok("wrote 1 rows to shop.orders", "put", "shop.orders", `{"dt":"2024-01-02","id":4,"item":"fig","qty":2}`)
 	ok("wrote 2 rows to crm.users", "put", "crm.users",
 		`{"id":1,"name":"ann","born":"1990-05-17","balance":"10.50"}`, `{"id":2,"balance":7}`)
+	// Two partition keys: partitions named "dt$region", served by the
+	// tablets like any other.
+	ok("created table shop.events", "table", "create", "shop.events", "--column", "dt STRING", "--column", "region INT",
+		"--column", "id BIGINT", "--column", "v STRING", "--primary-key", "dt,region,id", "--partition-key", "dt,region", "--buckets", "2")
+	ok("wrote 2 rows to shop.events", "put", "shop.events", "--create-partitions",
+		`{"dt":"2024-01-01","region":3,"id":1,"v":"a"}`, `{"dt":"2024-01-01","region":4,"id":1,"v":"b"}`)
+	if out := ok("2024-01-01$4", "partition", "list", "shop.events"); !strings.Contains(out, "2024-01-01$3") {
+		t.Errorf("partitions of shop.events: %q", out)
+	}
+	if out := ok(`"b"`, "get", "shop.events", `["2024-01-01",4,1]`, "--output", "json"); strings.Contains(out, `"a"`) {
+		t.Errorf("get of one row of shop.events: %q", out)
+	}
+	ok("(2 rows)", "scan", "shop.events")
 
 	if out := ok(`"apple"`, "get", "shop.orders", `{"dt":"2024-01-01","id":1}`, `["2024-01-01",99]`, "--output", "json"); out !=
 		`{"dt":"2024-01-01","id":1,"item":"apple","qty":4}`+"\nnull\n" {

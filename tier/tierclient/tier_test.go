@@ -427,9 +427,8 @@ func TestWriterOrder(t *testing.T) {
 func TestPartitionedRouting(t *testing.T) {
 	e := startTier(t, daemon.EmbeddedConfig{TabletServers: 2})
 	c := newClient(t, e.HostPort())
-	// One partition key: snapshot.Target rejects the "$" of multi-key
-	// partition names (a server-side bug, reported), so tablets cannot open
-	// such partitions yet.
+	// One partition key (tier/clustertest's TestCLI writes a table with
+	// two).
 	schema := kv.TableSchema{
 		Columns: []kv.Column{
 			{Name: "dt", Type: kv.Type{Kind: kv.KindString}},
