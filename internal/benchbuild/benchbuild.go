@@ -30,7 +30,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -79,13 +78,12 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("thaw bench build", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := benchutil.NewFlagSet("thaw bench build", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "number of input rows")
 	fs.IntVar(&c.keyBytes, "key-bytes", 16, "bytes of the (BYTES) primary key column")
 	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the (BYTES) value column")
 	fs.IntVar(&c.buckets, "buckets", 4, "bucket count of the table")
-	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "buckets built concurrently in (c); write streams of (a')")
+	fs.IntVar(&c.workers, "workers", 0, "buckets built concurrently in (c); write streams of (a') (0: GOMAXPROCS)")
 	mem := fs.String("memory", "256MiB", "memory budget of the build (e.g. 256MiB, 1GiB, bytes)")
 	fs.StringVar(&c.dir, "dir", "", "working directory (default: a new temporary directory, removed afterwards)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
@@ -126,8 +124,8 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, errors.New("bench build: --value-bytes must be in [0, 16MiB]")
 	case c.buckets < 1 || c.buckets > 4096:
 		return c, errors.New("bench build: --buckets must be in [1, 4096]")
-	case c.workers < 1:
-		return c, errors.New("bench build: --workers must be at least 1")
+	case c.workers < 0:
+		return c, errors.New("bench build: --workers must not be negative")
 	case c.batchRows < 1:
 		return c, errors.New("bench build: --batch-rows must be at least 1")
 	case c.pairs < 1 || c.pairs > 1000:
@@ -136,6 +134,9 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, errors.New("bench build: --pairs needs --compare-workers")
 	case int64(c.batchRows)*int64(max(c.keyBytes, c.valueBytes)) >= 1<<31:
 		return c, errors.New("bench build: --batch-rows times the column size must stay below 2 GiB")
+	}
+	if c.workers == 0 {
+		c.workers = runtime.GOMAXPROCS(0)
 	}
 	return c, nil
 }

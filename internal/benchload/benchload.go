@@ -3,7 +3,6 @@ package benchload
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,8 +61,7 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("thaw bench load", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := benchutil.NewFlagSet("thaw bench load", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows loaded by each path")
 	fs.IntVar(&c.buckets, "buckets", 8, "bucket count of both tables")
 	fs.IntVar(&c.keyBytes, "key-bytes", 8, "key bytes: 8 makes a BIGINT id, other sizes a BYTES key")
@@ -75,7 +73,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.IntVar(&c.arrowRows, "arrow-batch", 8192, "bulk path: rows per Arrow record batch")
 	fs.StringVar(&c.bulkInput, "bulk-input", "arrow", "bulk path input: arrow (Session.Add of record batches) or rows (Session.AddRow)")
 	mem := fs.String("memory", "256MiB", "bulk path: memory budget of the build session (e.g. 256MiB, 1GiB, bytes)")
-	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "bulk path: buckets built concurrently")
+	fs.IntVar(&c.workers, "workers", 0, "bulk path: buckets built concurrently (0: GOMAXPROCS)")
 	fs.DurationVar(&c.commitBudget, "commit-budget", 30*time.Minute, "bulk path: how long Commit may retry")
 	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier and the build's temporary files (default: a new temporary directory, removed afterwards)")
 	fs.IntVar(&c.tablets, "tablets", daemon.DefaultTabletServers, "tablet servers of the embedded tier")
@@ -106,8 +104,8 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, errors.New("bench load: --arrow-batch must be at least 1")
 	case c.bulkInput != "arrow" && c.bulkInput != "rows":
 		return c, fmt.Errorf("bench load: --bulk-input %q: want arrow or rows", c.bulkInput)
-	case c.workers < 1:
-		return c, errors.New("bench load: --workers must be at least 1")
+	case c.workers < 0:
+		return c, errors.New("bench load: --workers must not be negative")
 	case c.commitBudget <= 0:
 		return c, errors.New("bench load: --commit-budget must be positive")
 	case c.tablets < 1:
@@ -120,6 +118,9 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 		return c, errors.New("bench load: --runs must be at least 1")
 	case c.runs > 1 && (c.cpuProfile != "" || c.cpuProfileA != ""):
 		return c, errors.New("bench load: --cpuprofile and --cpuprofile-ordinary profile one run: use them with --runs 1")
+	}
+	if c.workers == 0 {
+		c.workers = runtime.GOMAXPROCS(0)
 	}
 	return c, nil
 }

@@ -102,7 +102,7 @@ func TestFlags(t *testing.T) {
 		{"--memory", "lots"},
 		{"--bulk-input", "parquet"},
 		{"--arrow-batch", "0"},
-		{"--workers", "0"},
+		{"--workers", "-1"},
 		{"extra"},
 		{"--runs", "0"},
 		{"--runs", "2", "--cpuprofile", "x.pprof"},

@@ -1,11 +1,13 @@
 // Package benchutil holds what thaw's benchmark harnesses (thaw bench ...)
-// share: process measurements (CPU time, peak RSS, load) and the number
-// formats of their reports. Linux figures come from /proc; elsewhere the
+// share: process measurements (CPU time, peak RSS, load), the number
+// formats of their reports and their flag sets' usage line. Linux figures come from /proc; elsewhere the
 // measurements report "not available" rather than a made-up value.
 package benchutil
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -141,4 +143,17 @@ func FmtRatios(xs []float64) string {
 		parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
 	}
 	return strings.Join(parts, " ")
+}
+
+// NewFlagSet returns a harness's flag set: errors returned, not fatal, and
+// a usage of the form every thaw command prints ("usage: NAME [flags]",
+// then the flags) on stdout.
+func NewFlagSet(name string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "usage: %s [flags]\n", name)
+		fs.PrintDefaults()
+	}
+	return fs
 }

@@ -3,7 +3,6 @@ package benchwrite
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,8 +42,7 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("thaw bench write", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := benchutil.NewFlagSet("thaw bench write", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows to write")
 	fs.IntVar(&c.buckets, "buckets", 8, "bucket count of the table")
 	fs.IntVar(&c.batchRows, "batch", tierclient.DefaultMaxBatchRows, "most rows per write request")

@@ -5,4 +5,10 @@
 // Main prints the error to stderr and turns it into the exit code: 0 on
 // success, 2 for usage errors (unknown command, bad flags), 1 otherwise.
 // Commands never call os.Exit themselves, so they can be tested in-process.
+//
+// docs/cli.md is every command's --help on one page. TestCLIReference
+// fails when it differs from the binary (regenerate it with
+// go test ./internal/cli -run TestCLIReference -update), and
+// TestDocsNameRealFlags fails when the README, docs/ or a package's doc.go
+// names a flag after "thaw COMMAND" that the command does not define.
 package cli
