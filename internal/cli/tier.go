@@ -381,6 +381,24 @@ func (n tableName) path() *tierv1.TablePath {
 	return &tierv1.TablePath{Database: n.db, Table: n.table}
 }
 
+// tierTableArg parses a tier table command's flags and its one DATABASE.TABLE
+// argument, then checks the client flags' values.
+func tierTableArg(fs *flag.FlagSet, args []string, flags interface{ check() error }) (tableName, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return tableName{}, err
+	}
+	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
+	if err != nil {
+		return tableName{}, err
+	}
+	name, err := parseTableName(arg)
+	if err != nil {
+		return tableName{}, err
+	}
+	return name, flags.check()
+}
+
 func parseTableName(s string) (tableName, error) {
 	db, table, ok := strings.Cut(s, ".")
 	if !ok || db == "" || table == "" || strings.Contains(table, ".") {
@@ -601,19 +619,8 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	bucketing := fs.String("bucketing", "", "bucketing function: fluss (default), paimon or iceberg")
 	replication := fs.Int("replication", 0, "replicas per bucket (default: the tier's default)")
 	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the table exists")
-	pos, err := parseArgs(fs, args)
+	name, err := tierTableArg(fs, args, &cf)
 	if err != nil {
-		return err
-	}
-	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
-	if err != nil {
-		return err
-	}
-	name, err := parseTableName(arg)
-	if err != nil {
-		return err
-	}
-	if err := cf.check(); err != nil {
 		return err
 	}
 	var schema kv.TableSchema
@@ -691,19 +698,8 @@ func runTableDrop(ctx context.Context, stdout io.Writer, args []string) error {
 	var cf clientFlags
 	cf.register(fs)
 	ifExists := fs.Bool("if-exists", false, "succeed if the table does not exist")
-	pos, err := parseArgs(fs, args)
+	name, err := tierTableArg(fs, args, &cf)
 	if err != nil {
-		return err
-	}
-	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
-	if err != nil {
-		return err
-	}
-	name, err := parseTableName(arg)
-	if err != nil {
-		return err
-	}
-	if err := cf.check(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
@@ -767,19 +763,8 @@ func runTableDescribe(ctx context.Context, stdout io.Writer, args []string) erro
 	fs := tierFlagSet("thaw table describe", "DATABASE.TABLE", stdout)
 	var cf clientFlags
 	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	name, err := tierTableArg(fs, args, &cf)
 	if err != nil {
-		return err
-	}
-	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
-	if err != nil {
-		return err
-	}
-	name, err := parseTableName(arg)
-	if err != nil {
-		return err
-	}
-	if err := cf.check(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
@@ -985,19 +970,8 @@ func runPartitionList(ctx context.Context, stdout io.Writer, args []string) erro
 	fs := tierFlagSet("thaw partition list", "DATABASE.TABLE", stdout)
 	var cf clientFlags
 	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	name, err := tierTableArg(fs, args, &cf)
 	if err != nil {
-		return err
-	}
-	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
-	if err != nil {
-		return err
-	}
-	name, err := parseTableName(arg)
-	if err != nil {
-		return err
-	}
-	if err := cf.check(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
@@ -1648,19 +1622,8 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 	df.register(fs)
 	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
 	fs.Lookup("timeout").Usage = "give up when nothing has arrived for this long (a scan runs as long as rows keep coming)"
-	pos, err := parseArgs(fs, args)
+	name, err := tierTableArg(fs, args, &df)
 	if err != nil {
-		return err
-	}
-	arg, err := oneArg(fs, pos, "DATABASE.TABLE")
-	if err != nil {
-		return err
-	}
-	name, err := parseTableName(arg)
-	if err != nil {
-		return err
-	}
-	if err := df.check(); err != nil {
 		return err
 	}
 	if *limit < 0 {
