@@ -28,6 +28,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testetcd"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
@@ -43,25 +44,8 @@ import (
 // test works under its own key prefix.
 var endpoints []string
 
-func TestMain(m *testing.M) { os.Exit(runTests(m)) }
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "bulkloadtest-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := meta.StartEmbedded(ctx, meta.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer e.Close()
-	endpoints = e.Endpoints()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testetcd.Main(m, "bulkloadtest", testetcd.Options{}, &endpoints))
 }
 
 // waitFor bounds every poll for a condition.

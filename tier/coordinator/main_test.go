@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -19,66 +18,25 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/metricvalue"
+	"github.com/thawdb/thaw/internal/testetcd"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
-// endpoint is the client URL of the embedded etcd shared by all tests of
-// this binary; each test works under its own prefix.
-var endpoint string
+// endpoints are the client URLs of the embedded etcd shared by all tests
+// of this binary (short elections: one-second leases); each test works
+// under its own prefix.
+var endpoints []string
 
 func TestMain(m *testing.M) {
-	stop, err := startEtcd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start embedded etcd:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
-}
-
-// startEtcd starts a single-member etcd on random loopback ports, with
-// short election ticks so that its minimum lease TTL is one second.
-func startEtcd() (stop func(), err error) {
-	dir, err := os.MkdirTemp("", "coordinator-etcd-")
-	if err != nil {
-		return nil, err
-	}
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	loopback := []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
-	cfg.ListenClientUrls, cfg.ListenPeerUrls = loopback, loopback
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.UnsafeNoFsync = true
-	cfg.TickMs, cfg.ElectionMs = 20, 200
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	stop = func() {
-		e.Close()
-		os.RemoveAll(dir)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		stop()
-		return nil, err
-	case <-time.After(30 * time.Second):
-		stop()
-		return nil, errors.New("not ready after 30s")
-	}
-	endpoint = "http://" + e.Clients[0].Addr().String()
-	return stop, nil
+	os.Exit(testetcd.Main(m, "coordinator", testetcd.Options{FastElections: true}, &endpoints))
 }
 
 // newClient returns a client of the shared etcd, closed at the end of the
@@ -86,7 +44,7 @@ func startEtcd() (stop func(), err error) {
 func newClient(t *testing.T) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{endpoint},
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})

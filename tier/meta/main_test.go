@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/testetcd"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/meta"
 )
@@ -23,26 +24,7 @@ import (
 var endpoints []string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "meta-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := meta.StartEmbedded(ctx, meta.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer e.Close()
-	endpoints = e.Endpoints()
-	return m.Run()
+	os.Exit(testetcd.Main(m, "meta", testetcd.Options{}, &endpoints))
 }
 
 // envs numbers the envs, so that every one has its own prefix even when

@@ -24,6 +24,7 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/testetcd"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/changelog"
@@ -36,25 +37,8 @@ import (
 // binary share; each test works under its own key prefix.
 var endpoints []string
 
-func TestMain(m *testing.M) { os.Exit(runTests(m)) }
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "tablet-etcd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := meta.StartEmbedded(ctx, meta.EmbeddedConfig{Dir: dir, UnsafeNoFsync: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer e.Close()
-	endpoints = e.Endpoints()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testetcd.Main(m, "tablet", testetcd.Options{}, &endpoints))
 }
 
 var prefixes atomic.Int64
