@@ -48,8 +48,9 @@ func verifyObjects(t *testing.T, e *env, m *snapshot.Metadata) {
 	}
 }
 
-// bulkSnapshot builds a one-bucket snapshot offline with rows keys.
-func bulkSnapshot(t *testing.T, e *env, rows int) (*snapshot.Metadata, map[string]string) {
+// bulkSnapshot builds a one-bucket snapshot offline with rows keys,
+// key(0), key(step), key(2*step), ..., each with the value "bulk".
+func bulkSnapshot(t *testing.T, e *env, rows, step int) (*snapshot.Metadata, map[string]string) {
 	t.Helper()
 	b, err := snapshotbuild.New(e.store, snapshotbuild.Target{
 		NumBuckets: 1, Snapshot: e.target, SnapshotIDs: []int64{100},
@@ -59,7 +60,7 @@ func bulkSnapshot(t *testing.T, e *env, rows int) (*snapshot.Metadata, map[strin
 	}
 	want := map[string]string{}
 	for i := range rows {
-		k, v := key(i), []byte("bulk")
+		k, v := key(i*step), []byte("bulk")
 		want[string(k)] = string(v)
 		if err := b.AddPair(t.Context(), 0, k, v); err != nil {
 			t.Fatal(err)
@@ -95,7 +96,7 @@ func TestRestoreLinksSSTs(t *testing.T) {
 			var md *snapshot.Metadata
 			want := map[string]string{}
 			if source == "bulk" {
-				md, want = bulkSnapshot(t, e, 2000)
+				md, want = bulkSnapshot(t, e, 2000, 1)
 			} else {
 				h1, _ := e.host(t)
 				r := open(t, h1, e.id(0), nil)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
-	"github.com/thawdb/thaw/snapshotbuild"
 )
 
 // putRecorder records the key of every Put the store sees.
@@ -229,36 +228,7 @@ func TestRestoreCorruptFile(t *testing.T) {
 // replica continues from its log_offset.
 func TestRestoreBulkSnapshot(t *testing.T) {
 	e := newEnv(t)
-	b, err := snapshotbuild.New(e.store, snapshotbuild.Target{
-		NumBuckets: 1, Snapshot: e.target, SnapshotIDs: []int64{100},
-	}, snapshotbuild.Options{TempDir: t.TempDir(), Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{}
-	for i := range 300 {
-		k, v := key(i*2), []byte("bulk")
-		want[string(k)] = string(v)
-		if err := b.AddPair(t.Context(), 0, k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := b.Finish(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mk, _ := e.store.Key(res[0].MetadataPath)
-	body, err := e.store.Get(t.Context(), mk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bulk, err := snapshot.DecodeMetadata(body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bulk, want := bulkSnapshot(t, e, 300, 2) // odd keys stay free for online writes
 	if len(bulk.SharedFiles) != 0 {
 		t.Fatalf("bulk snapshot with shared files")
 	}
