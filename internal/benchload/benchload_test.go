@@ -3,9 +3,11 @@ package benchload
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +111,20 @@ func TestFlags(t *testing.T) {
 	} {
 		if err := Run(t.Context(), &bytes.Buffer{}, args); err == nil {
 			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+// TestWorkersDefault: --workers 0, the default, builds on GOMAXPROCS
+// buckets at once; the help shows 0 rather than this machine's count.
+func TestWorkersDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{nil, runtime.GOMAXPROCS(0)}, {[]string{"--workers", "0"}, runtime.GOMAXPROCS(0)}, {[]string{"--workers", "3"}, 3}} {
+		c, err := parseArgs(io.Discard, tc.args)
+		if err != nil || c.workers != tc.want {
+			t.Errorf("%q: workers %d, %v; want %d", tc.args, c.workers, err, tc.want)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package benchutil holds what thaw's benchmark harnesses (thaw bench ...)
 // share: process measurements (CPU time, peak RSS, load), the number
-// formats of their reports and their flag sets' usage line. Linux figures come from /proc; elsewhere the
-// measurements report "not available" rather than a made-up value.
+// formats of their reports and their flag sets' usage line. Linux figures
+// come from /proc; elsewhere the measurements report "not available"
+// rather than a made-up value.
 package benchutil
 
 import (
