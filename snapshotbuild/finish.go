@@ -77,6 +77,9 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 	// Once every bucket is merged, the chunks and runs are not read again:
 	// they are released while the last uploads run instead of after the
 	// _METADATA phase (unmapping a few hundred MiB takes tens of ms).
+	if plan.mapped() {
+		plan.bufs = newSrcBufs(plan.bufSize+plan.frame, b.bud)
+	}
 	outs, err := b.buildBuckets(ctx, owned, mem, plan, workers, b.releaseInputLocked)
 	if err != nil {
 		return nil, b.failLocked(err)
@@ -155,7 +158,12 @@ func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, p
 		})
 		return nil
 	})
-	relErr := merged()
+	// No merge runs any more: its buffers go before its input.
+	var relErr error
+	if plan.bufs != nil {
+		relErr = plan.bufs.close()
+	}
+	relErr = errors.Join(relErr, merged())
 	wg.Wait()
 	if upErr != nil {
 		return nil, upErr
@@ -191,10 +199,17 @@ func (b *Builder) withdraw(ctx context.Context, keys []string) error {
 
 // mergePlan is how the merge uses the budget left by the in-memory chunks.
 type mergePlan struct {
-	bufSize int   // the read buffer of each spilled run's source
-	workers int   // buckets merged at once
-	share   int64 // budget bytes one merging bucket may hold for its sources
+	bufSize int      // the read buffer of each spilled run's source
+	frame   int      // the largest frame of any run: each source's decode buffer
+	workers int      // buckets merged at once
+	share   int64    // budget bytes one merging bucket may hold for its sources
+	bufs    *srcBufs // with mapped(): the sources' buffers, kept across buckets
 }
+
+// mapped says whether the sources' buffers are mapped outside the Go heap
+// and kept from one bucket to the next (srcBufs), rather than allocated on
+// the heap per source (budgets too small for a page per run).
+func (p mergePlan) mapped() bool { return p.bufSize >= 4096 }
 
 // planMerge sizes the read buffer of each spilled run during the merge, and
 // how many buckets may merge at once, so that the in-memory chunks plus the
@@ -212,14 +227,17 @@ func (b *Builder) planMerge(mem []*chunk, workers int) mergePlan {
 	if runs == 0 {
 		return mergePlan{workers: workers, share: avail}
 	}
-	var frames int64
+	var frame int
 	for _, r := range b.sp.runs {
-		frames += int64(r.maxFrame)
+		frame = max(frame, r.maxFrame)
 	}
+	// Every source gets a buffer of the same size, so that a merge can
+	// reuse any of the previous one's.
+	frames := runs * int64(frame)
 	const minBuf, maxBuf = 4 << 10, 1 << 20
 	mw := min(max(avail/(runs*minBuf+frames), 1), int64(workers))
 	per := (avail/mw - frames) / runs
-	return mergePlan{bufSize: int(min(max(per, 64), maxBuf)), workers: int(mw), share: avail / mw}
+	return mergePlan{bufSize: int(min(max(per, 64), maxBuf)), frame: frame, workers: int(mw), share: avail / mw}
 }
 
 func (b *Builder) progress(p BucketProgress) {
@@ -381,19 +399,29 @@ func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketO
 func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, plan mergePlan, dir string) (_ *sstSink, dups int64, err error) {
 	var srcs []source
 	var prios []int
-	var bufMem int64
+	var fanIn int
 	for _, r := range b.sp.runs {
 		if r.count(bucket) > 0 {
-			bufMem += int64(plan.bufSize + r.maxFrame)
+			fanIn++
 		}
 	}
-	// A fan-in larger than the budget can buffer (tiny budgets only) takes
-	// the bucket's share and goes over by the least buffers it needs.
-	bufMem = min(bufMem, plan.share)
-	if err := b.bud.acquire(ctx, bufMem); err != nil {
-		return nil, 0, err
+	var bufs [][]byte
+	if plan.mapped() {
+		// The pool accounts its buffers against the budget (see srcBufs).
+		if bufs, err = plan.bufs.get(ctx, fanIn); err != nil {
+			return nil, 0, err
+		}
+		defer plan.bufs.put(bufs)
+	} else {
+		// A fan-in larger than the budget can buffer (tiny budgets only)
+		// takes the bucket's share and goes over by the least buffers it
+		// needs.
+		bufMem := min(int64(fanIn)*int64(plan.bufSize+plan.frame), plan.share)
+		if err := b.bud.acquire(ctx, bufMem); err != nil {
+			return nil, 0, err
+		}
+		defer b.bud.release(bufMem)
 	}
-	defer b.bud.release(bufMem)
 	var runSrcs []*runSource
 	defer func() {
 		for _, s := range runSrcs {
@@ -402,8 +430,10 @@ func (b *Builder) mergeBucket(ctx context.Context, bucket int, mem []*chunk, pla
 	}()
 	for _, r := range b.sp.runs {
 		if r.count(bucket) > 0 {
-			s, err := newRunSource(r, bucket, plan.bufSize)
-			if err != nil {
+			var s *runSource
+			if plan.mapped() {
+				s = newRunSourceOver(r, bucket, bufs[len(runSrcs)], plan.bufSize)
+			} else if s, err = newRunSource(r, bucket, plan.bufSize); err != nil {
 				return nil, 0, err
 			}
 			// A bucket is merged once: free the run's pages as they are

@@ -167,6 +167,7 @@ type stage struct {
 	name    string
 	elapsed time.Duration
 	cpu     time.Duration // user+system CPU time of the process during the stage
+	faults  int64         // page faults of the process during the stage
 	rows    int64
 	bytes   int64 // logical key+value bytes
 	peakRSS int64 // bytes; -1 unknown
@@ -226,31 +227,31 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	fmt.Fprintf(stdout, "encoded pair: key %d B, value %d B; %s logical key+value bytes\n", keyLen, valLen, benchutil.FmtBytes(logical))
 	resetOK := benchutil.ResetPeakRSS()
 
-	cpu0 := benchutil.CPUTime()
+	cpu0, f0 := benchutil.CPUTime(), benchutil.PageFaults()
 	a, err := runLimit(ctx, cfg, g, filepath.Join(dir, "limit"), 1)
 	if err != nil {
 		return err
 	}
-	a.bytes, a.cpu = logical, benchutil.CPUTime()-cpu0
+	a.bytes, a.cpu, a.faults = logical, benchutil.CPUTime()-cpu0, benchutil.PageFaults()-f0
 	benchutil.ResetPeakRSS()
 	var ap *stage
 	if w := min(cfg.workers, cfg.buckets); w > 1 {
 		if err := os.RemoveAll(filepath.Join(dir, "limit")); err != nil {
 			return fmt.Errorf("bench build: %w", err)
 		}
-		cpu0 = benchutil.CPUTime()
+		cpu0, f0 = benchutil.CPUTime(), benchutil.PageFaults()
 		if ap, err = runLimit(ctx, cfg, g, filepath.Join(dir, "limit"), w); err != nil {
 			return err
 		}
-		ap.bytes, ap.cpu = logical, benchutil.CPUTime()-cpu0
+		ap.bytes, ap.cpu, ap.faults = logical, benchutil.CPUTime()-cpu0, benchutil.PageFaults()-f0
 		benchutil.ResetPeakRSS()
 	}
-	cpu0 = benchutil.CPUTime()
+	cpu0, f0 = benchutil.CPUTime(), benchutil.PageFaults()
 	b, err := runEncode(ctx, cfg, g, table)
 	if err != nil {
 		return err
 	}
-	b.bytes, b.cpu = logical, benchutil.CPUTime()-cpu0
+	b.bytes, b.cpu, b.faults = logical, benchutil.CPUTime()-cpu0, benchutil.PageFaults()-f0
 	benchutil.ResetPeakRSS()
 	// (c), and with --compare-workers (c1) before it, --pairs times: the
 	// table shows the last pair, the speedup line the median of all.
@@ -305,11 +306,11 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	for _, s := range stages {
 		total += s.elapsed
 	}
-	fmt.Fprintf(stdout, "\n%-24s %9s %12s %9s %7s %9s %10s\n", "stage", "time", "rows/s", "MB/s", "share", "CPU", "peak RSS")
+	fmt.Fprintf(stdout, "\n%-24s %9s %12s %9s %7s %9s %10s %8s\n", "stage", "time", "rows/s", "MB/s", "share", "CPU", "peak RSS", "faults")
 	for _, s := range stages {
 		secs := s.elapsed.Seconds()
-		fmt.Fprintf(stdout, "%-24s %8.2fs %12.0f %9.1f %6.1f%% %8.2fs %10s\n", s.name, secs,
-			float64(s.rows)/secs, float64(s.bytes)/secs/1e6, 100*secs/total.Seconds(), s.cpu.Seconds(), benchutil.FmtRSS(s.peakRSS))
+		fmt.Fprintf(stdout, "%-24s %8.2fs %12.0f %9.1f %6.1f%% %8.2fs %10s %8d\n", s.name, secs,
+			float64(s.rows)/secs, float64(s.bytes)/secs/1e6, 100*secs/total.Seconds(), s.cpu.Seconds(), benchutil.FmtRSS(s.peakRSS), s.faults)
 		for _, n := range s.notes {
 			fmt.Fprintf(stdout, "    %s\n", n)
 		}
@@ -347,12 +348,12 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 // measureFull runs stage (c) with cfg and fills in its bytes and CPU time;
 // the peak RSS is reset afterwards for the next stage.
 func measureFull(ctx context.Context, cfg config, g *generator, table *kv.Table, dir string, logical int64) (*stage, error) {
-	cpu0 := benchutil.CPUTime()
+	cpu0, f0 := benchutil.CPUTime(), benchutil.PageFaults()
 	st, err := runFull(ctx, cfg, g, table, dir)
 	if err != nil {
 		return nil, err
 	}
-	st.bytes, st.cpu = logical, benchutil.CPUTime()-cpu0
+	st.bytes, st.cpu, st.faults = logical, benchutil.CPUTime()-cpu0, benchutil.PageFaults()-f0
 	benchutil.ResetPeakRSS()
 	return st, nil
 }

@@ -206,6 +206,7 @@ func runOnce(ctx context.Context, stdout io.Writer, cfg config, dataDir string) 
 type result struct {
 	elapsed time.Duration
 	cpu     time.Duration
+	faults  int64 // page faults of the process
 }
 
 func (r result) rowsPerSec(rows int64) float64 { return float64(rows) / r.elapsed.Seconds() }
@@ -354,14 +355,14 @@ func report(w io.Writer, name string, r result, rows, logical int64) {
 	secs := r.elapsed.Seconds()
 	fmt.Fprintf(w, "    %s: %d rows readable in %.2fs: %.0f rows/s, %.1f MB/s (logical key+value)\n",
 		name, rows, secs, float64(rows)/secs, float64(logical)/secs/1e6)
-	fmt.Fprintf(w, "    CPU (user+sys, whole process): %.2fs, %.2f µs/row, %.2f of %d cores busy on average\n",
-		r.cpu.Seconds(), float64(r.cpu.Microseconds())/float64(rows), r.cpu.Seconds()/secs, runtime.NumCPU())
+	fmt.Fprintf(w, "    CPU (user+sys, whole process): %.2fs, %.2f µs/row, %.2f of %d cores busy on average; %d page faults\n",
+		r.cpu.Seconds(), float64(r.cpu.Microseconds())/float64(rows), r.cpu.Seconds()/secs, runtime.NumCPU(), r.faults)
 }
 
 // runOrdinary writes every row through one Writer and closes it: every
 // row acknowledged, hence readable from its bucket's leader.
 func runOrdinary(ctx context.Context, stdout io.Writer, c *tierclient.Client, t tierclient.Target, g *benchutil.RowGen, cfg config) (result, error) {
-	cpu0 := benchutil.CPUTime()
+	cpu0, f0 := benchutil.CPUTime(), benchutil.PageFaults()
 	start := time.Now()
 	w, err := c.NewWriter(ctx, t)
 	if err != nil {
@@ -379,7 +380,7 @@ func runOrdinary(ctx context.Context, stdout io.Writer, c *tierclient.Client, t 
 	if err := w.Close(ctx); err != nil {
 		return result{}, err
 	}
-	r := result{elapsed: time.Since(start), cpu: benchutil.CPUTime() - cpu0}
+	r := result{elapsed: time.Since(start), cpu: benchutil.CPUTime() - cpu0, faults: benchutil.PageFaults() - f0}
 	st := w.Stats()
 	if st.AckedRows != cfg.rows {
 		return result{}, fmt.Errorf("%d rows acknowledged, want %d", st.AckedRows, cfg.rows)
@@ -416,7 +417,7 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	}
 	defer os.RemoveAll(tmp)
 
-	cpu0 := benchutil.CPUTime()
+	cpu0, f0 := benchutil.CPUTime(), benchutil.PageFaults()
 	start := time.Now()
 	bc, err := c.Begin(ctx, bulkload.Target{Database: t.Database, Table: t.Table}, fmt.Sprintf("bench-load-%d", start.UnixNano()), bulkloadclient.BeginOptions{})
 	if err != nil {
@@ -450,7 +451,7 @@ func runBulk(ctx context.Context, stdout io.Writer, addr string, t tierclient.Ta
 	if err != nil {
 		return result{}, fmt.Errorf("commit: %w", err)
 	}
-	r := result{elapsed: time.Since(start), cpu: benchutil.CPUTime() - cpu0}
+	r := result{elapsed: time.Since(start), cpu: benchutil.CPUTime() - cpu0, faults: benchutil.PageFaults() - f0}
 	if st.State != bulkload.Committed {
 		return result{}, fmt.Errorf("commit: transaction %s, want COMMITTED", st.State)
 	}
