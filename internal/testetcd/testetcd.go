@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -84,4 +85,20 @@ func Start(name string, opts Options) (endpoints []string, stop func(), err erro
 		endpoints = append(endpoints, "http://"+l.Addr().String())
 	}
 	return endpoints, stop, nil
+}
+
+// Client returns a client of the etcd at endpoints, closed when the test
+// ends unless the test closes it first.
+func Client(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }

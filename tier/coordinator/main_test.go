@@ -18,7 +18,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
@@ -39,21 +38,8 @@ func TestMain(m *testing.M) {
 	os.Exit(testetcd.Main(m, "coordinator", testetcd.Options{FastElections: true}, &endpoints))
 }
 
-// newClient returns a client of the shared etcd, closed at the end of the
-// test unless the test closes it first.
-func newClient(t *testing.T) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+// newClient returns a client of the shared etcd (see testetcd.Client).
+func newClient(t *testing.T) *clientv3.Client { return testetcd.Client(t, endpoints) }
 
 var envs atomic.Int64
 
