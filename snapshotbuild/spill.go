@@ -327,18 +327,16 @@ type runSource struct {
 // release when done. It reads the file bytes through a buffer of bufSize and
 // decodes frames into one of the run's largest frame size.
 func newRunSource(r *run, bucket int, bufSize int) (*runSource, error) {
-	s := &runSource{secs: r.sections[bucket], remaining: r.count(bucket), maxFrame: r.maxFrame}
 	if bufSize >= 4096 {
 		m, err := mapAnon(bufSize + r.maxFrame)
 		if err != nil {
 			return nil, err
 		}
-		s.mapped, s.buf, s.frame = m, m[:bufSize:bufSize], m[bufSize:]
-	} else {
-		s.buf = make([]byte, max(bufSize, 64))
-		s.frame = make([]byte, r.maxFrame)
+		s := newRunSourceOver(r, bucket, m, bufSize)
+		s.mapped = m
+		return s, nil
 	}
-	return s, nil
+	return newRunSourceOver(r, bucket, make([]byte, max(bufSize, 64)+r.maxFrame), max(bufSize, 64)), nil
 }
 
 // newRunSourceOver returns a source over bucket's pairs in r that reads

@@ -23,11 +23,17 @@ import (
 
 // CPUTime is the process's user+system CPU time so far.
 func CPUTime() time.Duration {
+	ru := rusage()
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rusage is the process's resource usage so far (zero if unavailable).
+func rusage() syscall.Rusage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return syscall.Rusage{}
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return ru
 }
 
 // PageFaults is how many page faults the process has taken so far (minor
@@ -35,10 +41,7 @@ func CPUTime() time.Duration {
 // project's VM (docs/performance.md, session 26), where it explains much
 // of the CPU a run takes beyond its work.
 func PageFaults() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
+	ru := rusage()
 	return int64(ru.Minflt + ru.Majflt)
 }
 

@@ -116,8 +116,8 @@ func TestCLIReference(t *testing.T) {
 		if n.summary == "" {
 			t.Errorf("%s has no summary in its group's command list", path)
 		}
-		if len(n.flags) == 0 && !strings.Contains(n.help, "usage: ") {
-			t.Errorf("%s --help printed no usage line:\n%s", path, n.help)
+		if !strings.HasPrefix(n.help, "usage: "+path) {
+			t.Errorf("%s --help does not start with its usage line:\n%s", path, n.help)
 		}
 		// A flag's usage text is the indented line after it.
 		lines := strings.Split(n.help, "\n")
