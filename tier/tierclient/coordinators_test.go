@@ -261,18 +261,30 @@ func TestCoordinatorRedirectBound(t *testing.T) {
 // call went: host and path prefix ("127.0.0.1:1234/c/coord-2" for one
 // coordinator's own address, "127.0.0.1:1234" for the tier's root).
 type coordLog struct {
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	calls   []string
+	methods map[string]int // calls per method name
 }
 
 func (l *coordLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	const svc = "/" + tierv1connect.CoordinatorServiceName + "/"
-	if prefix, _, ok := strings.Cut(r.URL.Path, svc); ok {
+	if prefix, method, ok := strings.Cut(r.URL.Path, svc); ok {
 		l.mu.Lock()
 		l.calls = append(l.calls, r.URL.Host+prefix)
+		if l.methods == nil {
+			l.methods = make(map[string]int)
+		}
+		l.methods[method]++
 		l.mu.Unlock()
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// method returns how many calls of the named method went out.
+func (l *coordLog) method(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.methods[name]
 }
 
 func (l *coordLog) count(to string) int {

@@ -30,7 +30,8 @@ func (c *Client) Upsert(ctx context.Context, t Target, rows []kv.Row) error {
 // in which only primary-key columns are read; see TableInfo.KeyRow). It
 // behaves as Upsert does; deleting a missing key is not an error, nor is
 // a key whose partition does not exist, which is skipped (Delete never
-// creates a partition).
+// creates a partition; one call asks the coordinator once per missing
+// partition, however many of its keys it holds).
 func (c *Client) Delete(ctx context.Context, t Target, keys []kv.Row) error {
 	return c.apply(ctx, t, tierv1.MutationOp_MUTATION_OP_DELETE, "delete", keys)
 }

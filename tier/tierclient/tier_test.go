@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -505,6 +506,21 @@ func TestPartitionedRouting(t *testing.T) {
 	}
 	if got, err := c.Get(t.Context(), target, []kv.Row{k0, k1}); err != nil || got[0] != nil || got[1] == nil {
 		t.Fatalf("after deleting k0: %v, %v", got, err)
+	}
+	// One Delete asks the coordinator once per missing partition, not
+	// once per key.
+	log := &coordLog{}
+	lc := newClient(t, e.HostPort(), tierclient.WithHTTPClient(&http.Client{Transport: log}))
+	var missing []kv.Row
+	for i := range int64(50) {
+		k, _ := info.KeyRow("2026-12-01", i)
+		missing = append(missing, k)
+	}
+	if err := lc.Delete(t.Context(), target, missing); err != nil {
+		t.Fatal(err)
+	}
+	if n := log.method("GetTargetLocations"); n != 1 {
+		t.Fatalf("a delete of 50 keys in one missing partition located targets %d times, want 1", n)
 	}
 	w, err := cc.NewWriter(t.Context(), target)
 	if err != nil {

@@ -113,7 +113,9 @@ func (w *Writer) Write(ctx context.Context, row kv.Row) error {
 // It is ordered with the Writer's upserts of the same key. A key whose
 // partition does not exist (rows routed per row) has no row to delete: it
 // is skipped, and the partition is not created, whatever
-// WithCreatePartitions says.
+// WithCreatePartitions says; such a key costs a call to the coordinator
+// each time, since the partition may exist by the next one (Client.Delete
+// asks once per partition for all its keys).
 func (w *Writer) Delete(ctx context.Context, key kv.Row) error {
 	if err := w.mutate(ctx, tierv1.MutationOp_MUTATION_OP_DELETE, key); err != nil {
 		return fmt.Errorf("tierclient: delete from %v: %w", w.r.base, err)
@@ -194,7 +196,8 @@ func (w *Writer) mutate(ctx context.Context, op tierv1.MutationOp, row kv.Row) e
 // routeLocked returns the physical target of row. Resolving a partition
 // met for the first time asks the coordinator, without holding the lock;
 // for an upsert (create) it creates a missing partition when the client
-// does that, otherwise a missing partition routed per row is nil.
+// does that, otherwise a missing partition routed per row is nil (and,
+// within one Client.Delete, remembered as missing).
 func (w *Writer) routeLocked(ctx context.Context, row kv.Row, create bool) (*targetEntry, error) {
 	if !w.r.perRow() {
 		if w.r.base.Partition != "" {
@@ -212,8 +215,8 @@ func (w *Writer) routeLocked(ctx context.Context, row kv.Row, create bool) (*tar
 	if err != nil {
 		return nil, err
 	}
-	if e := w.r.parts[name]; e != nil {
-		return e, nil
+	if e, ok := w.r.parts[name]; ok && (e != nil || !create) {
+		return e, nil // nil: a delete of this call found the partition missing
 	}
 	w.mu.Unlock()
 	var e *targetEntry
@@ -226,7 +229,14 @@ func (w *Writer) routeLocked(ctx context.Context, row kv.Row, create bool) (*tar
 	}
 	w.mu.Lock()
 	if !create && tierpb.ReasonOf(err) == tierpb.ReasonNotFound {
-		return nil, w.usableLocked() // not remembered: a later upsert may create it
+		// One call (Client.Delete) asks once per missing partition. A
+		// Writer asks again for each delete: the partition may have been
+		// created since (by its own upsert or by another client), and a
+		// delete sent after that must not be skipped.
+		if w.mu.hold {
+			w.r.parts[name] = nil
+		}
+		return nil, w.usableLocked()
 	}
 	if err != nil {
 		return nil, err
