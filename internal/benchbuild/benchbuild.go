@@ -51,6 +51,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/thawdb/thaw/internal/benchutil"
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
@@ -95,11 +96,11 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.BoolVar(&c.trace, "trace", false, "print stage (c)'s bucket phase changes with timestamps, and the cores it keeps busy every 10 ms")
 	fs.BoolVar(&c.compare, "compare-workers", false, "also run (c) with 1 worker, before the --workers run, and print the speedup")
 	fs.IntVar(&c.pairs, "pairs", 1, "with --compare-workers: run the 1-worker and the --workers build this many times, alternating, and print the median speedup")
-	if err := fs.Parse(args); err != nil {
+	if err := flagutil.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("bench build: unexpected arguments %q", fs.Args())
+		return c, flagutil.Usagef("bench build: unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.memory, err = parseBytes(*mem); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/internal/metricvalue"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
@@ -87,11 +88,11 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.BoolVar(&c.scoped, "scoped-uploads", false, "bulk path: write snapshot files and the manifest through the coordinator's upload gateway with scoped credentials, not into the store directly")
 	fs.StringVar(&c.objectStore, "object-store", "", "snapshot store URL of the embedded tier (default: file:// under the data directory); s3:// takes its credentials from the AWS SDK's default chain")
 	fs.BoolVar(&c.signed, "signed-uploads", true, "with --scoped-uploads on an s3:// store: the gateway signs a PUT per object and the bytes go straight to the store (false: through the gateway)")
-	if err := fs.Parse(args); err != nil {
+	if err := flagutil.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("bench load: unexpected arguments %q", fs.Args())
+		return c, flagutil.Usagef("bench load: unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.memory, err = parseBytes(*mem); err != nil {

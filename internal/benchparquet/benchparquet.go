@@ -7,7 +7,6 @@ package benchparquet
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/thawdb/thaw/internal/benchutil"
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/kv"
 )
 
@@ -37,11 +37,10 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	c := config{gen: benchutil.RowGenConfig{Buckets: 8}}
-	fs := flag.NewFlagSet("thaw bench parquet", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs := flagutil.New("thaw bench parquet", "", stdout)
 	fs.Usage = func() {
 		fmt.Fprintln(stdout, "usage: thaw bench parquet [flags] DIR   (DIR must be empty or not exist)")
-		fs.PrintDefaults()
+		flagutil.PrintDefaults(fs, stdout)
 	}
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows to write")
 	fs.IntVar(&c.files, "files", 10, "files to write the rows into, in row order")
@@ -50,11 +49,11 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.IntVar(&c.gen.ValueBytes, "value-bytes", 100, "bytes of the STRING payload column")
 	fs.Uint64Var(&c.gen.Seed, "seed", 1, "seed of the synthetic data")
 	fs.BoolVar(&c.dictionary, "dictionary", false, "dictionary-encode the columns (the payload has 4,096 distinct values, so a dictionary makes the files unrealistically cheap to read)")
-	if err := fs.Parse(args); err != nil {
+	if err := flagutil.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() != 1 {
-		return c, errors.New("bench parquet: want one DIR argument")
+		return c, flagutil.Usagef("bench parquet: want one DIR argument")
 	}
 	c.dir = fs.Arg(0)
 	switch {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/snapshotbuild"
 )
 
@@ -165,11 +166,5 @@ func FmtRatios(xs []float64) string {
 // a usage of the form every thaw command prints ("usage: NAME [flags]",
 // then the flags) on stdout.
 func NewFlagSet(name string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "usage: %s [flags]\n", name)
-		fs.PrintDefaults()
-	}
-	return fs
+	return flagutil.New(name, "", stdout)
 }

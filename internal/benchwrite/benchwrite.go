@@ -15,6 +15,7 @@ import (
 
 	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
@@ -61,11 +62,11 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the synthetic data")
 	fs.BoolVar(&c.debug, "debug", false, "log the client's retries to stdout")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured part (whole process) to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := flagutil.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("bench write: unexpected arguments %q", fs.Args())
+		return c, flagutil.Usagef("bench write: unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.protocol, err = tierclient.ParseProtocol(*proto); err != nil {

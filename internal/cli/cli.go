@@ -8,14 +8,16 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/thawdb/thaw/internal/flagutil"
 )
 
 // ErrUsage marks an error caused by how the command was invoked.
-var ErrUsage = errors.New("usage")
+var ErrUsage = flagutil.ErrUsage
 
 // usageError reports a bad invocation; Main exits with status 2 for it.
 func usageError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+	return flagutil.Usagef(format, args...)
 }
 
 // command is one subcommand (or a group of them).
@@ -96,27 +98,16 @@ func printCommands(w io.Writer, prefix string, cmds []command) {
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting and
-// prints its usage to stdout only when asked for help.
+// prints its usage to stdout only when asked for help (parseFlags).
 func newFlagSet(name string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "usage: %s [flags]\n", name)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
+	return flagutil.New(name, "", stdout)
 }
 
 // parseFlags parses args into fs, turning flag errors into usage errors and
 // refusing positional arguments unless allowArgs.
 func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err // the flag package already printed the usage
-		}
-		return usageError("%s: %v", fs.Name(), err)
+	if err := flagutil.Parse(fs, args); err != nil {
+		return err
 	}
 	if !allowArgs && fs.NArg() > 0 {
 		return usageError("%s: unexpected arguments: %s", fs.Name(), strings.Join(fs.Args(), " "))

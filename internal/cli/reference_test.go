@@ -245,3 +245,19 @@ func TestDocsNameRealFlags(t *testing.T) {
 		t.Errorf("only %d flags found in the docs: the scan is broken", checked)
 	}
 }
+
+// TestBadFlagPrintsNothing: a flag a command does not define is a usage
+// error (exit 2) that says so on standard error, pointing at --help, and
+// prints nothing on standard output, where commands such as thaw bulkload
+// begin write their data (the flag package alone prints the whole usage
+// there).
+func TestBadFlagPrintsNothing(t *testing.T) {
+	for path := range leaves(topTree(t)) {
+		args := append(strings.Fields(path)[1:], "--no-such-flag")
+		code, out, errOut := run(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -no-such-flag") ||
+			!strings.Contains(errOut, "("+path+" --help lists the flags)") {
+			t.Errorf("%s --no-such-flag: code %d, stdout %q, stderr %q", path, code, out, errOut)
+		}
+	}
+}

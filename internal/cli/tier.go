@@ -27,6 +27,7 @@ import (
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/coordlist"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -225,14 +226,7 @@ func (c *clientFlags) json() bool { return c.output == "json" }
 // tierFlagSet is newFlagSet with a usage line that names the positional
 // arguments.
 func tierFlagSet(name, argsUsage string, stdout io.Writer) *flag.FlagSet {
-	fs := newFlagSet(name, stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "usage: %s %s [flags]\n", name, argsUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
+	return flagutil.New(name, argsUsage, stdout)
 }
 
 // parseArgs parses flags and positional arguments in any order.
