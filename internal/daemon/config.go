@@ -17,6 +17,7 @@ import (
 
 	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
+	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/triggers/kafka"
 )
 
@@ -262,6 +263,10 @@ type EmbeddedEtcdConfig struct {
 	// Listen is the client address of the embedded etcd (default
 	// 127.0.0.1:0, a free loopback port chosen at start and logged).
 	Listen string `yaml:"listen"`
+	// Advertise is the host:port other processes (a promoter's
+	// tier.etcd.endpoints) reach it at: logged at start and published in
+	// etcd's member list (default: the listener's address).
+	Advertise string `yaml:"advertise"`
 	// Prefix is the key prefix of the tier's metadata (default /thaw).
 	Prefix string `yaml:"prefix"`
 	// CompactionRetention is how much history etcd keeps (default 1h).
@@ -301,6 +306,9 @@ func (c EmbeddedEtcdConfig) validate() error {
 	var errs []error
 	if err := validateHostPort("etcd.listen", c.Listen); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Advertise != "" {
+		errs = append(errs, validateEtcdAdvertise("etcd.advertise", c.Advertise))
 	}
 	errs = append(errs, validatePrefix("etcd.prefix", c.Prefix), c.TLS.validate("etcd.tls"))
 	if c.CompactionRetention <= 0 {
@@ -896,6 +904,15 @@ func validateHostPort(key, s string) error {
 	}
 	if strings.ContainsAny(host, "/ ") {
 		return fmt.Errorf("%s %q: bad host", key, s)
+	}
+	return nil
+}
+
+// validateEtcdAdvertise checks an embedded etcd's advertised host:port
+// as its start will.
+func validateEtcdAdvertise(key, s string) error {
+	if err := meta.CheckAdvertise(s); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
 	}
 	return nil
 }

@@ -25,6 +25,8 @@ advertise: db1.example:7070
 tablets: 5
 etcd:
   prefix: /prod
+  listen: 0.0.0.0:2379
+  advertise: db1.example:2379
   tls:
     cert_file: /etc/thaw/etcd.pem
     key_file: /etc/thaw/etcd-key.pem
@@ -65,7 +67,8 @@ log:
 		{"listen", cfg.Listen, "0.0.0.0:7070"},
 		{"tablets", cfg.Tablets, 5},
 		{"etcd.prefix", cfg.Etcd.Prefix, "/prod"},
-		{"etcd.listen (default)", cfg.Etcd.Listen, def.Etcd.Listen},
+		{"etcd.listen", cfg.Etcd.Listen, "0.0.0.0:2379"},
+		{"etcd.advertise", cfg.Etcd.Advertise, "db1.example:2379"},
 		{"etcd.tls", cfg.Etcd.TLS, EmbeddedEtcdTLS{CertFile: "/etc/thaw/etcd.pem", KeyFile: "/etc/thaw/etcd-key.pem", ClientCAFile: "/etc/thaw/clients.pem"}},
 		{"coordinator.lease_ttl", cfg.Coordinator.LeaseTTL, 3 * time.Second},
 		{"coordinator.snapshot_retention", cfg.Coordinator.SnapshotRetention, 5},
@@ -95,7 +98,7 @@ log:
 		t.Errorf("coordinatorConfig = %+v", cc)
 	}
 	ec := cfg.Embedded()
-	if ec.TabletServers != 5 || ec.Prefix != "/prod" || ec.Tablet.CacheSize != 1<<30 {
+	if ec.TabletServers != 5 || ec.Prefix != "/prod" || ec.Tablet.CacheSize != 1<<30 || ec.EtcdAdvertise != "db1.example:2379" {
 		t.Errorf("Embedded() = %+v", ec)
 	}
 }
@@ -137,6 +140,8 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"sweep too often", "data_dir: /d\ntablet:\n  changelog_sweep_interval: 10ms\n", &ServerConfig{}, []string{"tablet.changelog_sweep_interval 10ms is shorter than 1s"}},
 		{"server has no changelog dir", "data_dir: /d\nchangelog:\n  dir: /x\n", &ServerConfig{}, []string{"changelog.dir"}},
 		{"bad prefix", "data_dir: /d\netcd:\n  prefix: thaw/\n", &ServerConfig{}, []string{"etcd.prefix"}},
+		{"etcd advertise unspecified", "data_dir: /d\netcd:\n  advertise: 0.0.0.0:2379\n", &ServerConfig{}, []string{`etcd.advertise: meta: invalid argument: embedded etcd advertise "0.0.0.0:2379": an unspecified address cannot be dialled`}},
+		{"etcd advertise no port", "data_dir: /d\netcd:\n  advertise: db1.example\n", &ServerConfig{}, []string{`etcd.advertise`, "db1.example"}},
 		{"kafka changelog", "id: ts-1\ndata_dir: /d\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\nchangelog:\n  dir: /x\n  kafka:\n    brokers: [k1, 'k2:9092']\n    topic_prefix: thaw/log\n    poll_interval: 1h\n    replication_factor: -3\n",
 			&TabletConfig{}, []string{"changelog.dir: not used with changelog.kafka", `brokers: "k1": want HOST:PORT`, "topic prefix", "replication factor -3"}},
 		{"kafka changelog needs brokers", "data_dir: /d\nchangelog:\n  kafka:\n    topic_prefix: t\n", &ServerConfig{}, []string{"no brokers"}},

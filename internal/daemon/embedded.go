@@ -54,6 +54,9 @@ type EmbeddedConfig struct {
 	// EtcdListen is the embedded etcd's client address (default
 	// 127.0.0.1:0).
 	EtcdListen string
+	// EtcdAdvertise is the host:port other processes reach the embedded
+	// etcd at (default: its listener's address; see EtcdEndpoints).
+	EtcdAdvertise string
 	// Prefix is the etcd key prefix (default /thaw).
 	Prefix string
 	// EtcdCompactionRetention is etcd's history retention (default 1h).
@@ -125,6 +128,9 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 	}
 	if c.Advertise != "" {
 		errs = append(errs, validateHostPort("advertise", c.Advertise))
+	}
+	if c.EtcdAdvertise != "" {
+		errs = append(errs, validateEtcdAdvertise("etcd advertise", c.EtcdAdvertise))
 	}
 	if c.TabletServers < 0 || c.TabletServers > MaxEmbeddedTabletServers {
 		errs = append(errs, fmt.Errorf("tablet servers %d not in 0..%d", c.TabletServers, MaxEmbeddedTabletServers))
@@ -270,6 +276,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	e.etcd, err = meta.StartEmbedded(ctx, meta.EmbeddedConfig{
 		Dir:                 filepath.Join(cfg.DataDir, "etcd"),
 		ClientURL:           cfg.EtcdListen,
+		Advertise:           cfg.EtcdAdvertise,
 		Logger:              slog.New(quietHandler{Handler: log.Handler(), quiet: &e.draining}).With("component", "etcd"),
 		CompactionRetention: cfg.EtcdCompactionRetention,
 		UnsafeNoFsync:       cfg.EtcdUnsafeNoFsync,
@@ -281,7 +288,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		return nil, err
 	}
 	closers = append(closers, e.etcd.Close)
-	log.Info("embedded etcd serving", "endpoints", e.etcd.Endpoints())
+	log.Info("embedded etcd serving", "endpoints", e.etcd.Endpoints(), "listen", e.etcd.Addrs())
 	warnPlainEtcd(log, cfg.EtcdTLS, e.etcd.Addrs())
 	if e.cli, err = e.etcd.Client(ctx); err != nil {
 		return nil, err

@@ -99,6 +99,7 @@ func (c ServerConfig) Embedded() EmbeddedConfig {
 		Coordinators:            1,
 		ObjectStore:             c.ObjectStore,
 		EtcdListen:              c.Etcd.Listen,
+		EtcdAdvertise:           c.Etcd.Advertise,
 		Prefix:                  c.Etcd.Prefix,
 		EtcdCompactionRetention: c.Etcd.CompactionRetention,
 		EtcdTLS:                 c.Etcd.TLS,

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ type EmbeddedConfig struct {
 	// Endpoints). Plain HTTP unless CertFile is set: bind it to loopback
 	// unless the network is trusted.
 	ClientURL string
+	// Advertise is the "host:port" other processes reach etcd at (the
+	// scheme follows CertFile): Endpoints returns it and etcd's member
+	// list publishes it. Default: the listener's address. The process's
+	// own clients (Client) dial the listener itself.
+	Advertise string
 	// CertFile and KeyFile, when set, make etcd serve its clients over TLS
 	// with this key pair (Endpoints are https://; etcd reads the files at
 	// each handshake); ClientCAFile then also makes it require client
@@ -65,6 +71,7 @@ type Embedded struct {
 	e         *embed.Etcd
 	log       *slog.Logger
 	scheme    string      // of Endpoints
+	advertise string      // host:port, or "" for the listener's
 	clientTLS *tls.Config // Client's
 
 	closeOnce sync.Once
@@ -97,6 +104,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.CertFile != "" {
 		clientURL.Scheme = "https"
 	}
+	if cfg.Advertise != "" {
+		if err := CheckAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.CompactionRetention == 0 {
 		cfg.CompactionRetention = time.Hour
 	}
@@ -123,6 +135,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 			TrustedCAFile: cfg.ClientCAFile, ClientCertAuth: cfg.ClientCAFile != ""}
 		ec.AdvertiseClientUrls = ec.ListenClientUrls
 	}
+	if cfg.Advertise != "" {
+		ec.AdvertiseClientUrls = []url.URL{{Scheme: clientURL.Scheme, Host: cfg.Advertise}}
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
@@ -133,7 +148,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-		return &Embedded{e: e, log: log, scheme: clientURL.Scheme, clientTLS: clientTLS}, nil
+		return &Embedded{e: e, log: log, scheme: clientURL.Scheme, advertise: cfg.Advertise, clientTLS: clientTLS}, nil
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("meta: start embedded etcd in %s: %w", cfg.Dir, err)
@@ -233,13 +248,43 @@ func parseListenURL(s string) (url.URL, error) {
 	return url.URL{Scheme: u.Scheme, Host: u.Host}, nil
 }
 
-// Endpoints returns the client URLs etcd listens on, with the ports it got.
+// Endpoints returns the client URLs other processes reach etcd at: the
+// advertised one, or those etcd listens on, with the ports it got.
 func (m *Embedded) Endpoints() []string {
+	if m.advertise != "" {
+		return []string{m.scheme + "://" + m.advertise}
+	}
+	return m.listenEndpoints()
+}
+
+func (m *Embedded) listenEndpoints() []string {
 	eps := make([]string, len(m.e.Clients))
 	for i, l := range m.e.Clients {
 		eps[i] = m.scheme + "://" + l.Addr().String()
 	}
 	return eps
+}
+
+// CheckAdvertise accepts a host:port a client can dial (ErrInvalid
+// otherwise).
+func CheckAdvertise(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err == nil {
+		var p int
+		p, err = strconv.Atoi(port)
+		switch {
+		case err != nil || p < 1 || p > 65535:
+			err = errors.New("want a port in 1..65535")
+		case host == "" || strings.ContainsAny(host, "/ @?#"):
+			err = errors.New("want a host name or address")
+		case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+			err = errors.New("an unspecified address cannot be dialled")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: embedded etcd advertise %q: %w", ErrInvalid, s, err)
+	}
+	return nil
 }
 
 // Addrs returns the addresses etcd listens on for clients.
@@ -254,7 +299,7 @@ func (m *Embedded) Addrs() []net.Addr {
 // Client connects a new client to the embedded etcd; the caller closes it,
 // before Close.
 func (m *Embedded) Client(ctx context.Context) (*clientv3.Client, error) {
-	return Connect(ctx, m.Endpoints(), ClientOptions{Logger: m.log, TLS: m.clientTLS})
+	return Connect(ctx, m.listenEndpoints(), ClientOptions{Logger: m.log, TLS: m.clientTLS})
 }
 
 // Close stops etcd, waiting for it to shut down, and returns the error it

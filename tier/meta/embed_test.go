@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,11 @@ func TestEmbeddedAndConnectRejectBadConfig(t *testing.T) {
 		{Dir: t.TempDir(), ClientURL: "https://127.0.0.1:0"},
 		{Dir: t.TempDir(), ClientURL: "127.0.0.1"},
 		{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0/x"},
+		{Dir: t.TempDir(), Advertise: "etcd.example"},
+		{Dir: t.TempDir(), Advertise: "etcd.example:0"},
+		{Dir: t.TempDir(), Advertise: ":2379"},
+		{Dir: t.TempDir(), Advertise: "0.0.0.0:2379"},
+		{Dir: t.TempDir(), Advertise: "http://etcd.example:2379"},
 	} {
 		if m, err := meta.StartEmbedded(ctx, cfg); !errors.Is(err, meta.ErrInvalid) {
 			if m != nil {
@@ -122,6 +128,34 @@ func TestEmbeddedAndConnectRejectBadConfig(t *testing.T) {
 	}
 	if _, err := meta.New(nil, ""); !errors.Is(err, meta.ErrInvalid) {
 		t.Errorf("new store without a client: %v", err)
+	}
+}
+
+// TestEmbeddedAdvertise: with Advertise, Endpoints and etcd's member list
+// name the advertised address, and the process's own clients still reach
+// etcd through its listener (the advertised name need not resolve here).
+func TestEmbeddedAdvertise(t *testing.T) {
+	ctx := t.Context()
+	m, err := meta.StartEmbedded(ctx, meta.EmbeddedConfig{Dir: t.TempDir(), UnsafeNoFsync: true,
+		ClientURL: "0.0.0.0:0", Advertise: "etcd.invalid:2379"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if eps := m.Endpoints(); !slices.Equal(eps, []string{"http://etcd.invalid:2379"}) {
+		t.Fatalf("endpoints %v", eps)
+	}
+	cli, err := m.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members.Members) != 1 || !slices.Equal(members.Members[0].ClientURLs, []string{"http://etcd.invalid:2379"}) {
+		t.Fatalf("members %v", members.Members)
 	}
 }
 
