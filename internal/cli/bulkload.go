@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -403,7 +404,7 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	if tok == "" {
 		tok = newCallerToken("thaw-cli-")
 	}
-	c, err := bulkClient(ctx, sf.server, false)
+	c, err := bulkClient(ctx, sf.server, false, nil)
 	if err != nil {
 		return err
 	}
@@ -462,7 +463,7 @@ func parseBuckets(spec string, n int) ([]int, error) {
 	return out, nil
 }
 
-func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) error {
+func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	fs := tierFlagSet("thaw bulkload build", "--context FILE --buckets LIST FILE|DIR...", stdout)
 	contextFile := fs.String("context", "", "build context file from thaw bulkload begin (- for stdin; required)")
 	bucketSpec := fs.String("buckets", "", "buckets to build, like 0-7,9 or all (required)")
@@ -498,9 +499,16 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) erro
 	if err != nil {
 		return err
 	}
+	if err := o.openStore(ctx); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, o.closeStore()) }()
+	if err := checkStore(o.store, bc); err != nil {
+		return err
+	}
 	o.buckets, o.skip, o.memory = buckets, *route == "skip", mem.n
 	if o.scoped {
-		if o.client, err = bulkClient(ctx, *server, true); err != nil {
+		if o.client, err = bulkClient(ctx, *server, true, nil); err != nil {
 			return err
 		}
 	}
@@ -552,13 +560,15 @@ func readResults(paths []string) ([]snapshotbuild.BucketResult, map[int][]string
 	return all, from, nil
 }
 
-func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) error {
+func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	fs := tierFlagSet("thaw bulkload commit", "--context FILE RESULTS...", stdout)
 	var cf clientFlags
 	cf.register(fs)
 	contextFile := fs.String("context", "", "build context file from thaw bulkload begin (- for stdin; required)")
 	budget := fs.Duration("budget", 10*time.Minute, "how long Commit may retry and wait for every bucket to be readable")
 	scoped := fs.Bool("scoped-uploads", false, "write the manifest through the coordinator's upload gateway, with credentials scoped to this transaction, instead of into the object store directly")
+	var o buildOptions
+	fs.StringVar(&o.objectStore, "object-store", "", objectStoreUsage)
 	paths, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -595,7 +605,15 @@ func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) err
 		}
 		return fmt.Errorf("commit %s: %w", bc.Target(), err)
 	}
-	c, err := bulkClient(ctx, cf.server, *scoped)
+	o.scoped = *scoped
+	if err := o.openStore(ctx); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, o.closeStore()) }()
+	if err := checkStore(o.store, bc); err != nil {
+		return err
+	}
+	c, err := bulkClient(ctx, cf.server, *scoped, o.store)
 	if err != nil {
 		return err
 	}

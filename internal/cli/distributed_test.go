@@ -535,6 +535,8 @@ func scopedBuilders(t *testing.T, env []string, server string, file func(string)
 // they write goes straight to S3 with a PUT the gateway signed for it, and
 // none through the coordinator. A builder without --scoped-uploads fails
 // for want of credentials, which shows that the processes had none.
+// Then direct builders and loads with credentials but no AWS endpoint or
+// region reach the store through --object-store.
 func TestDistributedSigned(t *testing.T) {
 	thawBinary(t)
 	srv := testvgw.Start(t)
@@ -599,4 +601,51 @@ func TestDistributedSigned(t *testing.T) {
 			}
 		}
 	}
+
+	// A direct builder (credentials of its own) with neither region nor
+	// endpoint in its environment: the context's bare s3://lake/tier does
+	// not reach the store, --object-store with the tier's URL does, and a
+	// URL of another place is refused before anything is written.
+	noEndpoint := []string{"AWS_REGION=", "AWS_DEFAULT_REGION=", "AWS_ENDPOINT_URL_S3=", "AWS_ENDPOINT_URL="}
+	tierURL := srv.StoreURL("lake", "tier")
+	for _, tbl := range []string{"direct", "loaded"} {
+		if _, err := tc.CreateTable(ctx, "shop", tbl, s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustThaw(t, "bulkload", "begin", server, "shop.direct", "--out", file("direct-ctx.json"))
+	build := func(extra ...string) thawResult {
+		args := []string{"bulkload", "build", server, "--context", file("direct-ctx.json"), "--buckets", "all",
+			"--temp-dir", t.TempDir(), "--out", file("direct.json"), in}
+		return runThaw(t, noEndpoint, append(args, extra...)...)
+	}
+	if r := build(); r.code == 0 || !strings.Contains(r.stderr, "Invalid region") {
+		t.Fatalf("a direct builder without endpoint or region: %s, want it to fail for want of a region", r)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--object-store", srv.StoreURL("lake", "elsewhere")}, "--object-store addresses s3://lake/elsewhere, but bulk load"},
+		{[]string{"--object-store", tierURL, "--scoped-uploads"}, "--object-store and --scoped-uploads exclude each other"},
+	} {
+		if r := build(bad.args...); r.code != 2 || !strings.Contains(r.stderr, bad.want) {
+			t.Fatalf("build %v: %s, want exit 2 saying %q", bad.args, r, bad.want)
+		}
+	}
+	if r := build("--object-store", tierURL); r.code != 0 {
+		t.Fatalf("build --object-store: %s", r)
+	}
+	if r := runThaw(t, noEndpoint, "bulkload", "commit", server, "--context", file("direct-ctx.json"), "--object-store", tierURL, file("direct.json")); r.code != 0 {
+		t.Fatalf("commit --object-store: %s", r)
+	}
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "direct"}, 0), lastWins(a), false)
+	if r := runThaw(t, noEndpoint, "load", server, "--table", "shop.loaded", "--temp-dir", t.TempDir(), "--object-store", srv.StoreURL("lake", "elsewhere"), in); r.code != 2 ||
+		!strings.Contains(r.stderr, "--object-store addresses s3://lake/elsewhere") || !strings.Contains(r.stderr, "aborted") {
+		t.Fatalf("load --object-store of another place: %s", r)
+	}
+	if r := runThaw(t, noEndpoint, "load", server, "--table", "shop.loaded", "--temp-dir", t.TempDir(), "--object-store", tierURL, in); r.code != 0 {
+		t.Fatalf("load --object-store: %s", r)
+	}
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "loaded"}, 0), lastWins(a), false)
 }

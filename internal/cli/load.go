@@ -135,6 +135,43 @@ type buildOptions struct {
 	// credentials from client (--scoped-uploads).
 	scoped bool
 	client *bulkloadclient.Client
+	// objectStore is --object-store, store the store it opened (nil: the
+	// build context's remote data dir, opened by the session).
+	objectStore string
+	store       *objstore.Store
+}
+
+// openStore opens --object-store, if given; the caller closes o.store.
+func (o *buildOptions) openStore(ctx context.Context) error {
+	if o.objectStore == "" {
+		return nil
+	}
+	if o.scoped {
+		return usageError("--object-store and --scoped-uploads exclude each other: a scoped build opens no store")
+	}
+	st, err := objstore.Open(ctx, o.objectStore)
+	if err != nil {
+		return usageError("--object-store: %v", err)
+	}
+	o.store = st
+	return nil
+}
+
+// closeStore closes what openStore opened.
+func (o *buildOptions) closeStore() error {
+	if o.store == nil {
+		return nil
+	}
+	return o.store.Close()
+}
+
+// checkStore refuses a store other than the one bc's bulk load writes to.
+func checkStore(st *objstore.Store, bc *bulkloadclient.BuildContext) error {
+	if st != nil && st.Base() != bc.RemoteDataDir() {
+		return usageError("--object-store addresses %s, but bulk load %s writes under %s (the tier's object_store)",
+			st.Base(), bc.Handle().TxnID, bc.RemoteDataDir())
+	}
+	return nil
 }
 
 // buildInput reads every file of in into a build session of bc and
@@ -151,14 +188,23 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 		SkipOtherBuckets: o.buckets != nil && o.skip,
 		Logger:           slog.New(slog.DiscardHandler),
 	}
-	if o.scoped {
+	if err := checkStore(o.store, bc); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.scoped:
 		sopts.Store = o.client.ScopedStore(bc, o.buckets...) // nil: every bucket (and the manifest, for thaw load)
-	} else if match := os.Getenv(testHoldAfterPutEnv); match != "" {
-		st, err := objstore.Open(ctx, bc.RemoteDataDir())
-		if err != nil {
-			return nil, fmt.Errorf("open remote data dir %s: %w", bc.RemoteDataDir(), err)
+	case o.store != nil:
+		sopts.Store = o.store
+	}
+	if match := os.Getenv(testHoldAfterPutEnv); match != "" && !o.scoped {
+		st := o.store
+		if st == nil {
+			if st, err = objstore.Open(ctx, bc.RemoteDataDir()); err != nil {
+				return nil, fmt.Errorf("open remote data dir %s: %w", bc.RemoteDataDir(), err)
+			}
+			defer func() { err = errors.Join(err, st.Close()) }()
 		}
-		defer func() { err = errors.Join(err, st.Close()) }()
 		sopts.Store = objstore.New(&holdBucket{Bucket: st.Bucket(), match: match, w: progressOutput}, st.Base())
 	}
 	s, err := bulkloadclient.OpenBuildSession(ctx, bc, sopts)
@@ -266,8 +312,9 @@ func newCallerToken(prefix string) string {
 
 // bulkClient returns an SDK client of the coordinator at server, with the
 // bearer token of THAW_TOKEN if set; scoped makes it write manifests through
-// the coordinator's upload gateway.
-func bulkClient(ctx context.Context, server string, scoped bool) (*bulkloadclient.Client, error) {
+// the coordinator's upload gateway, a store (--object-store) into that
+// store.
+func bulkClient(ctx context.Context, server string, scoped bool, store *objstore.Store) (*bulkloadclient.Client, error) {
 	hc, err := daemon.NewCLIHTTPClient()
 	if err != nil {
 		return nil, usageError("%v", err)
@@ -278,6 +325,9 @@ func bulkClient(ctx context.Context, server string, scoped bool) (*bulkloadclien
 	}
 	if scoped {
 		opts = append(opts, bulkloadclient.WithScopedUploads())
+	}
+	if store != nil {
+		opts = append(opts, bulkloadclient.WithObjectStore(store))
 	}
 	return bulkloadclient.New(ctx, server, opts...)
 }
@@ -329,7 +379,13 @@ func registerBuildFlags(fs *flag.FlagSet, o *buildOptions, mem *byteSizeFlag) {
 	fs.Var(mem, "memory", "memory budget of the build, e.g. 512MiB (default 256MiB)")
 	fs.IntVar(&o.workers, "workers", 0, "buckets built at once (default: GOMAXPROCS)")
 	fs.BoolVar(&o.scoped, "scoped-uploads", false, scopedUploadsUsage)
+	fs.StringVar(&o.objectStore, "object-store", "", objectStoreUsage)
 }
+
+// objectStoreUsage is the help of --object-store.
+const objectStoreUsage = "open the snapshot store with this URL, the tier's object_store with its parameters " +
+	"(s3://bucket/prefix?endpoint=...&region=...), instead of the build context's remote directory, which carries none " +
+	"(default: that directory, with endpoint and region from the AWS environment); not with --scoped-uploads"
 
 // loadFlags are thaw load's.
 type loadFlags struct {
@@ -394,7 +450,11 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	prog := newProgress(stdout, in)
 	prog.printf("loading %d rows (%s) from %d files into %s", in.rows, mb(in.bytes), len(in.files), target)
 
-	c, err := bulkClient(ctx, lf.server, lf.build.scoped)
+	if err := lf.build.openStore(ctx); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, lf.build.closeStore()) }()
+	c, err := bulkClient(ctx, lf.server, lf.build.scoped, lf.build.store)
 	if err != nil {
 		return err
 	}
@@ -412,6 +472,9 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	txn := bc.Handle().TxnID
 	prog.printf("began bulk load %s of %s: %d buckets, caller token %s, build deadline %s",
 		txn, target, bc.Buckets(), token, bc.BuildDeadline().Format(time.RFC3339))
+	if err := checkStore(lf.build.store, bc); err != nil {
+		return abortAfter(ctx, c, bc, prog, err)
+	}
 
 	results, err := buildInput(ctx, bc, in, lf.build, prog)
 	if err != nil {
