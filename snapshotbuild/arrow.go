@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -31,7 +32,10 @@ var ErrUnsupportedArrowType = errors.New("snapshotbuild: unsupported arrow type"
 
 // Add routes, encodes and buffers every row of rec. Columns are matched to
 // the table's columns by name; every table column must be present and no
-// other. Accepted Arrow types per kv type:
+// other, except that a build of one partition takes a batch without some
+// or all of the partition-key columns and gives every row the partition's
+// values there (as Hive-style files, which keep them in their paths).
+// Accepted Arrow types per kv type:
 //
 //	BOOLEAN          bool
 //	TINYINT..BIGINT  int8, int16, int32, int64 (exactly)
@@ -96,7 +100,8 @@ type RowEncoder struct {
 
 // NewRowEncoder returns an encoder for rows of t. For a partitioned table,
 // partition is the target partition's name and rows of any other partition
-// are errors (ErrWrongPartition).
+// are errors (ErrWrongPartition); a partition-key column a batch lacks
+// takes the partition's value.
 func NewRowEncoder(t *kv.Table, partition string) *RowEncoder {
 	return &RowEncoder{t: t, enc: t.NewEncoder(), partition: partition, partitioned: len(t.PartitionKeys()) > 0}
 }
@@ -108,7 +113,7 @@ func NewRowEncoder(t *kv.Table, partition string) *RowEncoder {
 func (e *RowEncoder) Encode(rec arrow.RecordBatch, batch int64, fn func(row, bucket int, key, value []byte) error) error {
 	conv := e.conv
 	if conv == nil || !conv.schema.Equal(rec.Schema()) {
-		c, err := newArrowConverter(e.t, rec.Schema())
+		c, err := newArrowConverter(e.t, rec.Schema(), e.partition)
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", batch, err)
 		}
@@ -117,10 +122,13 @@ func (e *RowEncoder) Encode(rec arrow.RecordBatch, batch int64, fn func(row, buc
 	conv.bind(rec)
 	defer conv.unbind()
 	n := int(rec.NumRows())
-	row := &conv.row
+	var row kv.Fields = &conv.row
+	if conv.filled != nil {
+		row = &filledRow{arrowRow: &conv.row, filled: conv.filled, consts: conv.consts}
+	}
 	checks := len(conv.checks) > 0
 	for i := range n {
-		row.i = i
+		conv.row.i = i
 		if checks {
 			if err := conv.check(i); err != nil {
 				return rowErr(batch, i, err)
@@ -196,6 +204,7 @@ const (
 	akTime32
 	akTime64
 	akTimestamp
+	akFilled // not in the batch: the target partition's value (filledRow)
 )
 
 type arrowColumn struct {
@@ -236,14 +245,37 @@ type arrowConverter struct {
 	cols   []arrowColumn
 	checks []int // table columns whose values need a per-row check
 	row    arrowRow
+	// filled marks the partition-key columns the schema lacks (nil when
+	// none), consts holds their values (the target partition's).
+	filled []bool
+	consts kv.Fields
 }
 
-func newArrowConverter(t *kv.Table, s *arrow.Schema) (*arrowConverter, error) {
+// newArrowConverter maps s onto t; partition is the target partition's
+// name ("" for none), whose values fill partition-key columns s lacks.
+func newArrowConverter(t *kv.Table, s *arrow.Schema, partition string) (*arrowConverter, error) {
 	c := &arrowConverter{schema: s, cols: make([]arrowColumn, t.NumColumns())}
 	seen := make([]bool, s.NumFields())
+	var consts kv.Row
 	for i := range t.NumColumns() {
 		col := t.Column(i)
 		idx := s.FieldIndices(col.Name)
+		if len(idx) == 0 && partition != "" && slices.Contains(t.PartitionKeys(), i) {
+			if consts == nil {
+				values, err := t.ParsePartitionName(partition)
+				if err != nil {
+					return nil, fmt.Errorf("%w: column %q is missing and the target partition %q gives no value: %w", ErrSchemaMismatch, col.Name, partition, err)
+				}
+				consts = make(kv.Row, t.NumColumns())
+				for j, k := range t.PartitionKeys() {
+					consts[k] = values[j]
+				}
+				c.filled = make([]bool, t.NumColumns())
+			}
+			c.filled[i] = true
+			c.cols[i] = arrowColumn{name: col.Name, kind: akFilled}
+			continue
+		}
 		if len(idx) == 0 {
 			return nil, fmt.Errorf("%w: column %q is missing", ErrSchemaMismatch, col.Name)
 		}
@@ -269,6 +301,9 @@ func newArrowConverter(t *kv.Table, s *arrow.Schema) (*arrowConverter, error) {
 		}
 	}
 	c.row.c = c
+	if consts != nil {
+		c.consts = kv.RowFields(consts)
+	}
 	return c, nil
 }
 
@@ -428,6 +463,9 @@ func mapArrowType(col kv.Column, dt arrow.DataType) (arrowColumn, error) {
 func (c *arrowConverter) bind(rec arrow.RecordBatch) {
 	for i := range c.cols {
 		ac := &c.cols[i]
+		if ac.kind == akFilled {
+			continue
+		}
 		a := rec.Column(ac.field)
 		ac.arr = a
 		ac.offset = a.Data().Offset()
@@ -549,6 +587,32 @@ type arrowRow struct {
 }
 
 var _ kv.Fields = (*arrowRow)(nil)
+
+// filledRow is an arrowRow whose filled columns read consts instead.
+type filledRow struct {
+	*arrowRow
+	filled []bool
+	consts kv.Fields
+}
+
+func (r *filledRow) src(i int) kv.Fields {
+	if r.filled[i] {
+		return r.consts
+	}
+	return r.arrowRow
+}
+
+func (r *filledRow) IsNull(i int) bool            { return r.src(i).IsNull(i) }
+func (r *filledRow) Bool(i int) bool              { return r.src(i).Bool(i) }
+func (r *filledRow) Int8(i int) int8              { return r.src(i).Int8(i) }
+func (r *filledRow) Int16(i int) int16            { return r.src(i).Int16(i) }
+func (r *filledRow) Int32(i int) int32            { return r.src(i).Int32(i) }
+func (r *filledRow) Int64(i int) int64            { return r.src(i).Int64(i) }
+func (r *filledRow) Float32(i int) float32        { return r.src(i).Float32(i) }
+func (r *filledRow) Float64(i int) float64        { return r.src(i).Float64(i) }
+func (r *filledRow) Bytes(i int) []byte           { return r.src(i).Bytes(i) }
+func (r *filledRow) Decimal(i int) kv.Decimal     { return r.src(i).Decimal(i) }
+func (r *filledRow) Timestamp(i int) kv.Timestamp { return r.src(i).Timestamp(i) }
 
 func (r *arrowRow) IsNull(i int) bool { return r.c.cols[i].isNull(r.i) }
 func (r *arrowRow) Bool(i int) bool   { return r.c.cols[i].b.Value(r.i) }

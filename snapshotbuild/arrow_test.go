@@ -596,3 +596,105 @@ func TestPartitionedTarget(t *testing.T) {
 		t.Fatalf("partitioned table, unpartitioned target: %v", err)
 	}
 }
+
+// TestPartitionColumnsFilled: for a build of one partition, a batch
+// without some or all of the partition-key columns encodes exactly as the
+// same rows with them (the partition's values); a missing column that is
+// not a partition key, or a missing partition key without a target
+// partition, is still a schema mismatch, and a present partition column
+// of another partition is still ErrWrongPartition.
+func TestPartitionColumnsFilled(t *testing.T) {
+	tbl, err := kv.NewTable(kv.TableSchema{
+		Columns: []kv.Column{
+			{Name: "day", Type: mustType(t, "DATE")},
+			{Name: "id", Type: mustType(t, "BIGINT")},
+			{Name: "region", Type: mustType(t, "STRING")},
+			{Name: "v", Type: mustType(t, "STRING"), Nullable: true},
+		},
+		PrimaryKey: []string{"day", "region", "id"}, PartitionKeys: []string{"day", "region"}, Buckets: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := []arrow.DataType{arrow.FixedWidthTypes.Date32, arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.String, arrow.BinaryTypes.String}
+	var rows []kv.Row
+	for i := range int64(300) {
+		var v any = fmt.Sprint("v", i)
+		if i%7 == 0 {
+			v = nil
+		}
+		rows = append(rows, kv.Row{kv.Date(19723), i * 7919, "eu-west", v})
+	}
+	part, err := tbl.PartitionName(rows[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := toArrow(t, tbl, types, rows)
+	defer full.Release()
+	// project keeps the named columns of full.
+	project := func(names ...string) arrow.RecordBatch {
+		var fields []arrow.Field
+		var cols []arrow.Array
+		for i, f := range full.Schema().Fields() {
+			if slices.Contains(names, f.Name) {
+				fields = append(fields, f)
+				cols = append(cols, full.Column(i))
+			}
+		}
+		return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, full.NumRows())
+	}
+	type kvb struct {
+		bucket     int
+		key, value string
+	}
+	encode := func(partition string, rec arrow.RecordBatch) ([]kvb, error) {
+		var out []kvb
+		err := NewRowEncoder(tbl, partition).Encode(rec, 0, func(_ int, bucket int, key, value []byte) error {
+			out = append(out, kvb{bucket, string(key), string(value)})
+			return nil
+		})
+		return out, err
+	}
+	want, err := encode(part, full)
+	if err != nil || len(want) != len(rows) {
+		t.Fatalf("full batch: %d pairs, %v", len(want), err)
+	}
+	for _, names := range [][]string{{"id", "region", "v"}, {"day", "id", "v"}, {"id", "v"}, {"v", "id"}} {
+		rec := project(names...)
+		got, err := encode(part, rec)
+		rec.Release()
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("batch of %v: %d pairs (equal: %v), %v", names, len(got), slices.Equal(got, want), err)
+		}
+	}
+	for _, tc := range []struct {
+		partition string
+		names     []string
+		want      error
+		text      string
+	}{
+		{part, []string{"day", "region", "v"}, ErrSchemaMismatch, `column "id" is missing`},
+		{"", []string{"id", "region", "v"}, ErrSchemaMismatch, `column "day" is missing`},
+		{"2024-01-01", []string{"id", "v"}, ErrSchemaMismatch, `target partition "2024-01-01" gives no value`},
+	} {
+		rec := project(tc.names...)
+		_, err := encode(tc.partition, rec)
+		rec.Release()
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("partition %q, batch of %v: %v, want %v saying %q", tc.partition, tc.names, err, tc.want, tc.text)
+		}
+	}
+	other, err := tbl.PartitionName(kv.Row{kv.Date(19724), int64(0), "eu-west", nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := encode(other, full); !errors.Is(err, ErrWrongPartition) {
+		t.Errorf("rows of %s into %s: %v, want ErrWrongPartition", part, other, err)
+	}
+	rec := project("id", "region", "v")
+	defer rec.Release()
+	// Filled from the target, the rows are the target's.
+	if got, err := encode(other, rec); err != nil || len(got) != len(rows) || slices.Equal(got, want) {
+		t.Errorf("batch without day into %s: %d pairs, %v; want the rows in that partition", other, len(got), err)
+	}
+}

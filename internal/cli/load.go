@@ -178,7 +178,7 @@ func checkStore(st *objstore.Store, bc *bulkloadclient.BuildContext) error {
 // returns the results of the session's buckets.
 func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parquetInput, o buildOptions, prog *progress) (_ []snapshotbuild.BucketResult, err error) {
 	tbl := bc.Table()
-	if err := checkParquet(in, tbl); err != nil {
+	if err := checkParquet(in, tbl, bc.Target().Partition); err != nil {
 		return nil, err
 	}
 	sopts := bulkloadclient.SessionOptions{
@@ -214,7 +214,7 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 	defer func() { err = errors.Join(err, s.Close()) }()
 
 	for _, f := range in.files {
-		r, err := openParquet(f, tbl)
+		r, err := openParquet(f, tbl, bc.Target().Partition)
 		if err != nil {
 			return nil, err
 		}
@@ -444,7 +444,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		return err
 	}
 	tc.Close()
-	if err := checkParquet(in, info.KV); err != nil {
+	if err := checkParquet(in, info.KV, target.Partition); err != nil {
 		return fmt.Errorf("load %s: %w", target, err)
 	}
 	prog := newProgress(stdout, in)

@@ -137,9 +137,11 @@ type parquetReader struct {
 }
 
 // openParquet opens path and maps its columns to tbl's by name. Missing
-// columns, nested columns and Arrow types the builder cannot take for a
-// column are errors naming the file and the column.
-func openParquet(f parquetFile, tbl *kv.Table) (_ *parquetReader, err error) {
+// columns (but partition-key columns when partition, the target partition,
+// is given: the builder fills in its values), nested columns and Arrow
+// types the builder cannot take for a column are errors naming the file
+// and the column.
+func openParquet(f parquetFile, tbl *kv.Table, partition string) (_ *parquetReader, err error) {
 	pf, err := file.OpenParquetFile(f.path, false)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: not a readable Parquet file: %w", f.path, err)
@@ -171,6 +173,8 @@ func openParquet(f parquetFile, tbl *kv.Table) (_ *parquetReader, err error) {
 		col := tbl.Column(i)
 		sf, ok := byName[col.Name]
 		switch {
+		case !ok && partition != "" && slices.Contains(tbl.PartitionKeys(), i):
+			continue // the partition's value
 		case !ok:
 			missing = append(missing, fmt.Sprintf("%q (%s)", col.Name, col.Type))
 			continue
@@ -197,7 +201,7 @@ func openParquet(f parquetFile, tbl *kv.Table) (_ *parquetReader, err error) {
 		c.Release()
 	}
 	defer empty.Release()
-	if err := snapshotbuild.NewRowEncoder(tbl, "").Encode(empty, 0, func(int, int, []byte, []byte) error { return nil }); err != nil {
+	if err := snapshotbuild.NewRowEncoder(tbl, partition).Encode(empty, 0, func(int, int, []byte, []byte) error { return nil }); err != nil {
 		return nil, fmt.Errorf("file %s: %w", f.path, unwrapBatch(err))
 	}
 	return r, nil
@@ -262,10 +266,10 @@ func (r *parquetReader) close() error { return r.pf.Close() }
 
 // checkParquet opens every file of in once to check its columns against tbl
 // before anything is built.
-func checkParquet(in *parquetInput, tbl *kv.Table) error {
+func checkParquet(in *parquetInput, tbl *kv.Table, partition string) error {
 	var errs []error
 	for _, f := range in.files {
-		r, err := openParquet(f, tbl)
+		r, err := openParquet(f, tbl, partition)
 		if err != nil {
 			errs = append(errs, err)
 			continue
