@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -254,8 +255,22 @@ func mapErr(ctx context.Context, op string, err error) error {
 	if sentinel == nil {
 		return fmt.Errorf("bulkloadclient: %s: %w", op, err)
 	}
-	return fmt.Errorf("bulkloadclient: %s: %w: %w", op, sentinel, err)
+	return fmt.Errorf("bulkloadclient: %s: %w", op, &reasonError{sentinel: sentinel, err: err})
 }
+
+// reasonError is an RPC error that also is its reason's sentinel. Its text
+// names the sentinel only when the server's message does not already
+// (the coordinator's messages usually start with it).
+type reasonError struct{ sentinel, err error }
+
+func (e *reasonError) Error() string {
+	if strings.Contains(e.err.Error(), e.sentinel.Error()) {
+		return e.err.Error()
+	}
+	return e.sentinel.Error() + ": " + e.err.Error()
+}
+
+func (e *reasonError) Unwrap() []error { return []error{e.sentinel, e.err} }
 
 // sentinelOf returns the bulkload sentinel of an RPC error's reason, nil
 // for none.

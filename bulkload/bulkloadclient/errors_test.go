@@ -131,6 +131,18 @@ func TestMapErr(t *testing.T) {
 		t.Run(code.String(), func(t *testing.T) { check(t, connect.NewError(code, errors.New("transport")), want) })
 	}
 
+	// The text names the sentinel once: not again when the server's
+	// message already does.
+	for msg, want := range map[string]string{
+		"coordinator: bulkload: target not empty: the target has registered snapshots": "bulkloadclient: commit x: failed_precondition: coordinator: bulkload: target not empty: the target has registered snapshots",
+		"coordinator: the target has registered snapshots":                             "bulkloadclient: commit x: bulkload: target not empty: failed_precondition: coordinator: the target has registered snapshots",
+	} {
+		err := mapErr(t.Context(), "commit x", tierpb.NewError(tierpb.ReasonNotEmpty, msg, nil))
+		if err.Error() != want || !errors.Is(err, bulkload.ErrTargetNotEmpty) || tierpb.ReasonOf(err) != tierpb.ReasonNotEmpty {
+			t.Errorf("mapErr of %q = %q (reason %s), want %q", msg, err, tierpb.ReasonOf(err), want)
+		}
+	}
+
 	// Once the caller's context ended, the error is the context's and not
 	// retriable, whatever the RPC said.
 	ctx, cancel := context.WithCancel(t.Context())
