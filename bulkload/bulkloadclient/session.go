@@ -208,8 +208,9 @@ func (s *Session) builder(op string) (*snapshotbuild.Builder, error) {
 }
 
 // Add adds the rows of rec (columns by name, as snapshotbuild.Builder.Add
-// takes them: every table column, partition columns included, and no
-// other). An invalid row fails the session (see Session).
+// takes them: every table column and no other, but a batch for a partition
+// may leave out partition-key columns, which take the partition's values).
+// An invalid row fails the session (see Session).
 func (s *Session) Add(ctx context.Context, rec arrow.RecordBatch) error {
 	b, err := s.builder("add")
 	if err != nil {
