@@ -254,3 +254,28 @@ func TestWarnPlainEtcd(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdAdvertise: the embedded etcd's advertised address is what the
+// tier logs and hands out as its endpoint (a promoter's
+// tier.etcd.endpoints), while the tier itself works through the listener;
+// an address no client can dial is refused at start.
+func TestEtcdAdvertise(t *testing.T) {
+	ctx := t.Context()
+	var logs testlog.Buffer
+	e := startTier(t, ctx, EmbeddedConfig{DataDir: t.TempDir(), TabletServers: 1, EtcdAdvertise: "etcd.invalid:2379",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if eps := e.EtcdEndpoints(); len(eps) != 1 || eps[0] != "http://etcd.invalid:2379" {
+		t.Fatalf("etcd endpoints %v", eps)
+	}
+	if !strings.Contains(logs.String(), `msg="embedded etcd serving" endpoints=[http://etcd.invalid:2379] listen=[127.0.0.1:`) {
+		t.Errorf("start log:\n%s", logs.String())
+	}
+	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
+	createTable(t, coord, "d", "t", 2, &tierv1.Column{Name: "k", Type: "BIGINT"}, &tierv1.Column{Name: "v", Type: "STRING"})
+	checkTierWorks(t, newTierClient(t, e.Address()), coord)
+
+	_, err := StartEmbedded(ctx, EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, EtcdAdvertise: "0.0.0.0:2379"})
+	if err == nil || !strings.Contains(err.Error(), "etcd advertise: meta: invalid argument: embedded etcd advertise \"0.0.0.0:2379\"") {
+		t.Fatalf("start with an unspecified advertise address: %v", err)
+	}
+}
