@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -104,7 +106,11 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 	}
-	conv, err := newConverter(schema, proj, opts.Mapping)
+	fills, err := identityFills(tbl.Metadata(), tasks, schema, proj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
+	}
+	conv, err := newConverter(schema, proj, opts.Mapping, fills)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 	}
@@ -158,13 +164,144 @@ func wrapErrors(name string, seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[
 	}
 }
 
-// converter rewrites iceberg-go's batches: extension columns to their storage
-// and derived partition key columns appended.
+// converter rewrites iceberg-go's batches: extension columns to their
+// storage, identity partition columns a data file lacks filled in, and
+// derived partition key columns appended.
 type converter struct {
 	out     *arrow.Schema
 	unwrap  []bool // per input column
+	fills   []identityFill
 	derived []derivedColumn
 	mem     memory.Allocator
+}
+
+// identityFill is an identity-partitioned column whose value the scan's
+// data files all share in their partition tuples. A data file without the
+// column (a Hive table migrated to Iceberg keeps partition values in its
+// paths; the migration records them in the manifest) reads as nulls from
+// iceberg-go; the Iceberg spec's column projection says to read the
+// partition value instead, which a batch whose column is all null gets.
+type identityFill struct {
+	col   int // input column
+	value any // PartitionValue.Value
+	// last is the constant column of the last length built.
+	last arrow.Array
+}
+
+// identityFills returns the identity partition columns of in whose value
+// every task's partition tuple holds alike (not null); none when the tasks
+// span several partitions.
+func identityFills(meta table.Metadata, tasks []table.FileScanTask, in *arrow.Schema, proj *iceberg.Schema) ([]identityFill, error) {
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	pt := newPartitionTyper(meta)
+	var common map[int]any // source id -> value
+	for i, t := range tasks {
+		values, _, err := pt.values(int(t.File.SpecID()), t.File.Partition())
+		if err != nil {
+			return nil, fmt.Errorf("partition of %s: %w", t.File.FilePath(), err)
+		}
+		seen := map[int]any{}
+		for _, v := range values {
+			if v.Transform == "identity" && v.Value != nil {
+				seen[v.SourceID] = v.Value
+			}
+		}
+		if i == 0 {
+			common = seen
+			continue
+		}
+		for id, v := range common {
+			if w, ok := seen[id]; !ok || !reflect.DeepEqual(v, w) {
+				delete(common, id)
+			}
+		}
+	}
+	var fills []identityFill
+	for _, id := range slices.Sorted(maps.Keys(common)) {
+		name, ok := proj.FindColumnName(id)
+		if !ok {
+			continue
+		}
+		if ix := in.FieldIndices(name); len(ix) == 1 && constantType(in.Field(ix[0]).Type, common[id]) {
+			fills = append(fills, identityFill{col: ix[0], value: common[id]})
+		}
+	}
+	return fills, nil
+}
+
+// constantType reports whether constant can build a column of type dt
+// from v.
+func constantType(dt arrow.DataType, v any) bool {
+	a := constant(memory.DefaultAllocator, dt, v, 1)
+	if a == nil {
+		return false
+	}
+	a.Release()
+	return true
+}
+
+// constant builds a column of n copies of v (a PartitionValue.Value) of
+// type dt, or returns nil for a type it does not build.
+func constant(mem memory.Allocator, dt arrow.DataType, v any, n int) arrow.Array {
+	b := array.NewBuilder(mem, dt)
+	defer b.Release()
+	b.Reserve(n)
+	var ok bool
+	switch b := b.(type) {
+	case *array.StringBuilder:
+		ok = appendN(b, v, n, same[string])
+	case *array.LargeStringBuilder:
+		ok = appendN(b, v, n, same[string])
+	case *array.BooleanBuilder:
+		ok = appendN(b, v, n, same[bool])
+	case *array.Int32Builder:
+		ok = appendN(b, v, n, same[int32])
+	case *array.Int64Builder:
+		ok = appendN(b, v, n, same[int64])
+	case *array.Float32Builder:
+		ok = appendN(b, v, n, same[float32])
+	case *array.Float64Builder:
+		ok = appendN(b, v, n, same[float64])
+	case *array.Date32Builder:
+		ok = appendN(b, v, n, func(days int32) arrow.Date32 { return arrow.Date32(days) })
+	case *array.TimestampBuilder:
+		ok = appendN(b, v, n, func(units int64) arrow.Timestamp { return arrow.Timestamp(units) })
+	case *array.BinaryBuilder:
+		ok = appendN(b, v, n, same[[]byte])
+	}
+	if !ok {
+		return nil
+	}
+	return b.NewArray()
+}
+
+// appendN appends v, which must be a V, n times to b as to converts it.
+func appendN[V, E any](b interface{ Append(E) }, v any, n int, to func(V) E) bool {
+	x, ok := v.(V)
+	if !ok {
+		return false
+	}
+	e := to(x)
+	for range n {
+		b.Append(e)
+	}
+	return true
+}
+
+func same[T any](x T) T { return x }
+
+// fill returns the column for a batch of n rows whose column is all null.
+func (f *identityFill) fill(mem memory.Allocator, dt arrow.DataType, n int) arrow.Array {
+	if f.last == nil || f.last.Len() != n {
+		if f.last != nil {
+			f.last.Release()
+		}
+		f.last = constant(mem, dt, f.value, n)
+	}
+	f.last.Retain()
+	return f.last
 }
 
 type derivedColumn struct {
@@ -180,10 +317,10 @@ type derivedColumn struct {
 }
 
 // newConverter returns nil when batches pass through unchanged.
-func newConverter(in *arrow.Schema, proj *iceberg.Schema, m *PartitionMapping) (*converter, error) {
-	c := &converter{unwrap: make([]bool, in.NumFields()), mem: memory.DefaultAllocator}
+func newConverter(in *arrow.Schema, proj *iceberg.Schema, m *PartitionMapping, fills []identityFill) (*converter, error) {
+	c := &converter{unwrap: make([]bool, in.NumFields()), fills: fills, mem: memory.DefaultAllocator}
 	fields := make([]arrow.Field, 0, in.NumFields())
-	changed := false
+	changed := len(fills) > 0
 	for i, f := range in.Fields() {
 		if ext, ok := f.Type.(arrow.ExtensionType); ok {
 			f.Type = ext.StorageType()
@@ -248,6 +385,14 @@ func newConverter(in *arrow.Schema, proj *iceberg.Schema, m *PartitionMapping) (
 
 func (c *converter) apply(name string, seq iter.Seq2[arrow.RecordBatch, error]) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
+		defer func() {
+			for i := range c.fills {
+				if f := &c.fills[i]; f.last != nil {
+					f.last.Release()
+					f.last = nil
+				}
+			}
+		}()
 		for rec, err := range seq {
 			if err != nil {
 				yield(nil, fmt.Errorf("lake: read %s: %w", name, err))
@@ -270,6 +415,14 @@ func (c *converter) convert(rec arrow.RecordBatch) arrow.RecordBatch {
 			col = col.(array.ExtensionArray).Storage()
 		}
 		cols = append(cols, col)
+	}
+	for i := range c.fills {
+		f := &c.fills[i]
+		if col := cols[f.col]; col.Len() > 0 && col.NullN() == col.Len() {
+			a := f.fill(c.mem, col.DataType(), col.Len())
+			cols[f.col] = a
+			owned = append(owned, a)
+		}
 	}
 	for i := range c.derived {
 		a := c.derived[i].build(c.mem, rec.Column(c.derived[i].source))
