@@ -14,6 +14,9 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/snapshotbuild"
 )
 
 // TestIdentityColumnFromPartitionMetadata: a data file without its
@@ -88,7 +91,11 @@ func TestIdentityColumnFromPartitionMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, pm, err := MapSchema(info, MappingOptions{Buckets: 2})
+	ts, pm, err := MapSchema(info, MappingOptions{Buckets: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tierTable, err := kv.NewTable(ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +107,30 @@ func TestIdentityColumnFromPartitionMetadata(t *testing.T) {
 	for _, p := range parts {
 		r := scan(t, l, "t.migrated", ScanOptions{Partitions: []PartitionRef{p.Ref()}, Mapping: &pm})
 		byRegion[p.Values[0].Human] = r.col(t, "region")
+		// What the promoter does with the scan: every row encodes into
+		// the tier partition the lake partition maps to.
+		name, err := pm.PartitionName(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, seq, err := l.Scan(ctx, "t.migrated", ScanOptions{Partitions: []PartitionRef{p.Ref()}, Mapping: &pm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, n := snapshotbuild.NewRowEncoder(tierTable, name), 0
+		for rec, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = enc.Encode(rec, 0, func(int, int, []byte, []byte) error { n++; return nil })
+			rec.Release()
+			if err != nil {
+				t.Fatalf("tier partition %s: %v", name, err)
+			}
+		}
+		if n != r.n {
+			t.Errorf("tier partition %s: %d rows encoded, the scan has %d", name, n, r.n)
+		}
 	}
 	if got := byRegion["eu"]; !slices.Equal(got, []any{"eu", "eu", "eu"}) {
 		t.Errorf("region of the file without the column: %v, want eu three times", got)
