@@ -376,20 +376,33 @@ func (c *serverFlags) check() error {
 }
 
 func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) error {
-	fs := tierFlagSet("thaw bulkload begin", "DATABASE.TABLE[/PARTITION]", stdout)
+	fs := tierFlagSet("thaw bulkload begin", "(DATABASE.TABLE[/PARTITION] | --table DATABASE.TABLE [--partition P])", stdout)
 	var sf serverFlags
 	sf.register(fs)
 	token := fs.String("token", "", "caller token; the same token resumes the same transaction (default: a fresh one)")
 	buildTimeout := fs.Duration("build-timeout", 0, "build window: the server aborts the transaction if no Commit comes in time (default: the server's)")
 	out := fs.String("out", "", "write the build context to this file instead of stdout")
+	table := fs.String("table", "", "target table DATABASE.TABLE, as thaw load takes it (instead of the argument)")
+	partition := fs.String("partition", "", "with --table: the target partition")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
+	spec := strings.Join(pos, " ")
+	switch {
+	case *table != "" && len(pos) > 0:
+		return usageError("%s: give the target as DATABASE.TABLE[/PARTITION] or with --table, not both", fs.Name())
+	case *table == "" && *partition != "":
+		return usageError("%s: --partition goes with --table", fs.Name())
+	case *table != "":
+		spec = *table
+		if *partition != "" {
+			spec += "/" + *partition
+		}
+	case len(pos) != 1:
 		return usageError("%s takes one DATABASE.TABLE[/PARTITION] (got %d arguments)", fs.Name(), len(pos))
 	}
-	tp, err := parseTarget(pos[0])
+	tp, err := parseTarget(spec)
 	if err != nil {
 		return err
 	}

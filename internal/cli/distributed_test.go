@@ -312,7 +312,8 @@ func TestDistributed(t *testing.T) {
 		in := file("orders.parquet")
 		items := makeItems("", 1, 8000)
 		writeParquet(t, in, items, parquetLayout{})
-		mustThaw(t, "bulkload", "begin", server, "shop.orders", "--out", file("orders-ctx.json"))
+		// (--table: the target as thaw load takes it.)
+		mustThaw(t, "bulkload", "begin", server, "--table", "shop.orders", "--out", file("orders-ctx.json"))
 		bc, err := readBuildContext(file("orders-ctx.json"))
 		if err != nil {
 			t.Fatal(err)
