@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -1600,11 +1601,39 @@ func runDelete(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	defer k.c.Close()
 	t := k.df.target(k.name)
+	// Keys of partitions that do not exist have no row to delete; Delete
+	// skips them. Say which, so that a mistyped partition value shows.
+	var absent map[string]int // partition -> keys
+	if t.Partition == "" && k.info.Partitioned() {
+		names, err := k.c.Partitions(ctx, k.name.db, k.name.table)
+		if err != nil {
+			return wrapTier("delete "+t.String(), err)
+		}
+		for _, key := range k.keys {
+			p, err := k.info.KV.PartitionName(key)
+			if err == nil && !slices.Contains(names, p) {
+				if absent == nil {
+					absent = map[string]int{}
+				}
+				absent[p]++
+			}
+		}
+	}
 	if err := k.c.Delete(ctx, t, k.keys); err != nil {
 		return wrapRows("delete "+t.String(), err)
 	}
-	return printDone(stdout, k.df.clientFlags, fmt.Sprintf("deleted %d keys from %s", len(k.keys), t),
-		map[string]any{"table": k.name.String(), "partition": k.df.partition, "keys": len(k.keys)})
+	text := fmt.Sprintf("deleted %d keys from %s", len(k.keys), t)
+	skipped := 0
+	if len(absent) > 0 {
+		var parts []string
+		for _, p := range slices.Sorted(maps.Keys(absent)) {
+			skipped += absent[p]
+			parts = append(parts, fmt.Sprintf("%s (%d)", p, absent[p]))
+		}
+		text += "; keys in partitions that do not exist (no row to delete): " + strings.Join(parts, ", ")
+	}
+	return printDone(stdout, k.df.clientFlags, text,
+		map[string]any{"table": k.name.String(), "partition": k.df.partition, "keys": len(k.keys), "keys_in_absent_partitions": skipped})
 }
 
 // errScanLimit stops a scan at --limit.

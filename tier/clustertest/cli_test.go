@@ -178,7 +178,9 @@ func TestCLI(t *testing.T) {
 
 	// Delete by primary key; a missing key is no error, nor is a key of a
 	// partition that does not exist (which the delete does not create).
-	ok("deleted 3 keys from shop.orders", "delete", "shop.orders", `{"dt":"2024-01-01","id":3}`, `["2024-01-01",99]`, `["2030-01-01",1]`)
+	// It says which keys' partitions do not exist (a mistyped value shows).
+	ok("deleted 3 keys from shop.orders; keys in partitions that do not exist (no row to delete): 2030-01-01 (1)\n",
+		"delete", "shop.orders", `{"dt":"2024-01-01","id":3}`, `["2024-01-01",99]`, `["2030-01-01",1]`)
 	fails(1, "NOT_FOUND", "scan", "shop.orders", "--partition", "2030-01-01")
 	if out := ok("(1 of 2 keys found)", "get", "shop.orders", `["2024-01-01",3]`, `["2024-01-01",1]`); !strings.Contains(out, "apple") {
 		t.Errorf("get after the delete: %q", out)
