@@ -91,8 +91,9 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 			return nil, nil, fmt.Errorf("lake: plan scan of %s: %w", name, err)
 		}
 	}
+	pt := newPartitionTyper(tbl.Metadata())
 	if len(opts.Partitions) > 0 {
-		if tasks, err = filterTasks(tbl.Metadata(), tasks, opts.Partitions); err != nil {
+		if tasks, err = filterTasks(tbl.Metadata(), pt, tasks, opts.Partitions); err != nil {
 			return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 		}
 	}
@@ -106,7 +107,7 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 	}
-	fills, err := identityFills(tbl.Metadata(), tasks, schema, proj)
+	fills, err := identityFills(pt, tasks, schema, proj)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 	}
@@ -127,7 +128,7 @@ func taskSeq(t table.FileScanTask) int64 {
 	return 0
 }
 
-func filterTasks(meta table.Metadata, tasks []table.FileScanTask, refs []PartitionRef) ([]table.FileScanTask, error) {
+func filterTasks(meta table.Metadata, pt *partitionTyper, tasks []table.FileScanTask, refs []PartitionRef) ([]table.FileScanTask, error) {
 	want := map[PartitionRef]bool{}
 	for _, r := range refs {
 		if meta.PartitionSpecByID(r.SpecID) == nil {
@@ -135,7 +136,6 @@ func filterTasks(meta table.Metadata, tasks []table.FileScanTask, refs []Partiti
 		}
 		want[r] = true
 	}
-	pt := newPartitionTyper(meta)
 	out := tasks[:0:0]
 	for _, t := range tasks {
 		spec := int(t.File.SpecID())
@@ -190,14 +190,13 @@ type identityFill struct {
 
 // identityFills returns the identity partition columns of in whose value
 // every task's partition tuple holds alike (not null); none when the tasks
-// span several partitions.
-func identityFills(meta table.Metadata, tasks []table.FileScanTask, in *arrow.Schema, proj *iceberg.Schema) ([]identityFill, error) {
-	if len(tasks) == 0 {
-		return nil, nil
-	}
-	pt := newPartitionTyper(meta)
+// span several partitions (it stops reading tuples once none is common).
+func identityFills(pt *partitionTyper, tasks []table.FileScanTask, in *arrow.Schema, proj *iceberg.Schema) ([]identityFill, error) {
 	var common map[int]any // source id -> value
 	for i, t := range tasks {
+		if i > 0 && len(common) == 0 {
+			break
+		}
 		values, _, err := pt.values(int(t.File.SpecID()), t.File.Partition())
 		if err != nil {
 			return nil, fmt.Errorf("partition of %s: %w", t.File.FilePath(), err)

@@ -79,7 +79,7 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
-	fs := benchutil.NewFlagSet("thaw bench build", stdout)
+	fs := flagutil.New("thaw bench build", "", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "number of input rows")
 	fs.IntVar(&c.keyBytes, "key-bytes", 16, "bytes of the (BYTES) primary key column")
 	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the (BYTES) value column")

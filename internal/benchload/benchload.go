@@ -62,7 +62,7 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
-	fs := benchutil.NewFlagSet("thaw bench load", stdout)
+	fs := flagutil.New("thaw bench load", "", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows loaded by each path")
 	fs.IntVar(&c.buckets, "buckets", 8, "bucket count of both tables")
 	fs.IntVar(&c.keyBytes, "key-bytes", 8, "key bytes: 8 makes a BIGINT id, other sizes a BYTES key")

@@ -6,9 +6,7 @@
 package benchutil
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -18,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/snapshotbuild"
 )
 
@@ -160,11 +157,4 @@ func FmtRatios(xs []float64) string {
 		parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
 	}
 	return strings.Join(parts, " ")
-}
-
-// NewFlagSet returns a harness's flag set: errors returned, not fatal, and
-// a usage of the form every thaw command prints ("usage: NAME [flags]",
-// then the flags) on stdout.
-func NewFlagSet(name string, stdout io.Writer) *flag.FlagSet {
-	return flagutil.New(name, "", stdout)
 }

@@ -43,7 +43,7 @@ type config struct {
 
 func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
-	fs := benchutil.NewFlagSet("thaw bench write", stdout)
+	fs := flagutil.New("thaw bench write", "", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "rows to write")
 	fs.IntVar(&c.buckets, "buckets", 8, "bucket count of the table")
 	fs.IntVar(&c.batchRows, "batch", tierclient.DefaultMaxBatchRows, "most rows per write request")

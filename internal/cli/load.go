@@ -175,7 +175,8 @@ func checkStore(st *objstore.Store, bc *bulkloadclient.BuildContext) error {
 }
 
 // buildInput reads every file of in into a build session of bc and
-// returns the results of the session's buckets.
+// returns the results of the session's buckets. The caller has checked
+// o.store against bc (checkStore).
 func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parquetInput, o buildOptions, prog *progress) (_ []snapshotbuild.BucketResult, err error) {
 	tbl := bc.Table()
 	if err := checkParquet(in, tbl, bc.Target().Partition); err != nil {
@@ -187,9 +188,6 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 		// the session drops rows of other buckets, after checking them.
 		SkipOtherBuckets: o.buckets != nil && o.skip,
 		Logger:           slog.New(slog.DiscardHandler),
-	}
-	if err := checkStore(o.store, bc); err != nil {
-		return nil, err
 	}
 	switch {
 	case o.scoped:
