@@ -73,13 +73,21 @@ func (r thawResult) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
+// childEnv is a thaw process's environment: this one's, with TMPDIR in
+// the test's directory, so what a process leaves there (fileblob's staging
+// file of an upload a killed builder was in the middle of) goes with the
+// test, and extra.
+func childEnv(t *testing.T, extra ...string) []string {
+	return append(append(os.Environ(), "TMPDIR="+t.TempDir()), extra...)
+}
+
 // runThaw runs the binary to its end.
 func runThaw(t *testing.T, env []string, args ...string) thawResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, thawBinary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = childEnv(t, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -114,7 +122,7 @@ func killedBuild(t *testing.T, args ...string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, thawBinary(t), args...)
-	cmd.Env = append(os.Environ(), testHoldAfterPutEnv+"=_METADATA")
+	cmd.Env = childEnv(t, testHoldAfterPutEnv+"=_METADATA")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -249,6 +249,7 @@ func (q *quickstart) run(ctx context.Context, dir string) (err error) {
 
 	fmt.Fprintf(q.out, "done in %s. Everything is in %s; to run it as a daemon:\n", time.Since(q.started).Round(time.Millisecond), dir)
 	fmt.Fprintf(q.out, "  thaw promoter --config %s &\n  thaw status\n  thaw plan --promoter %s\n", configPath, daemon.DefaultPromoterListen)
+	fmt.Fprintf(q.out, "  thaw get %s.%s %s    # the daemon's tier listens on %s\n", plan.Database, plan.Table, shellQuote(v.example), daemon.DefaultListen)
 	return nil
 }
 
@@ -268,13 +269,20 @@ catalogs:
     warehouse: %[4]q
 tier:
   tablets: 1
-`, dir, daemon.DefaultPromoterListen, lc.URI, lc.Warehouse)
+  listen: %[5]s   # the tier's address: thaw get, scan and table reach it here
+`, dir, daemon.DefaultPromoterListen, lc.URI, lc.Warehouse, daemon.DefaultListen)
 }
 
 type quickstartVerification struct {
 	sampled, matched int
 	mismatches       []string
 	outside          string
+	example          string // the JSON key of a row found, for thaw get
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // verifyQuickstart looks up n random keys of the promoted lake partitions
@@ -372,6 +380,13 @@ func verifyQuickstart(ctx context.Context, e *daemon.Embedded, lc lake.Config, p
 				continue
 			}
 			v.matched++
+			if v.example == "" {
+				b, err := keyJSON(ti.KV, got[i])
+				if err != nil {
+					return v, err
+				}
+				v.example = string(b)
+			}
 		}
 	}
 	// A partition outside the window is not in the tier.

@@ -124,8 +124,17 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Tier.IsEmbedded() || cfg.DataDir != dir {
+	if !cfg.Tier.IsEmbedded() || cfg.DataDir != dir || cfg.Tier.Listen != daemon.DefaultListen {
 		t.Fatalf("written config: %+v", cfg)
+	}
+
+	// The lookup it suggests finds its row.
+	m := regexp.MustCompile(`(?m)^  thaw get (quickstart\.events) '([^']+)'    # the daemon's tier listens on ` + regexp.QuoteMeta(daemon.DefaultListen) + `$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("output lacks the thaw get line")
+	}
+	if code, got, errOut := run(t, "get", "--server", e.Address(), m[1], m[2]); code != 0 || !strings.Contains(got, "(1 of 1 keys found)") {
+		t.Fatalf("thaw get %s %s: exit %d\n%s%s", m[1], m[2], code, got, errOut)
 	}
 	if pol, err := os.ReadFile(filepath.Join(dir, "policies", "quickstart.yaml")); err != nil || string(pol) != quickstartPolicy {
 		t.Fatalf("written policy: %v", err)

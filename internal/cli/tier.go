@@ -1331,10 +1331,35 @@ func valueToJSON(typ kv.Type, v any) any {
 
 // rowJSON renders a row as one JSON object, columns in schema order.
 func rowJSON(t *kv.Table, r kv.Row) ([]byte, error) {
+	return columnsJSON(t, r, nil)
+}
+
+// keyJSON renders a row's primary key as the JSON object thaw get and
+// thaw delete take, columns in primary-key order.
+func keyJSON(t *kv.Table, r kv.Row) ([]byte, error) {
+	pk := t.Schema().PrimaryKey
+	cols := make([]int, len(pk))
+	for j, name := range pk {
+		cols[j], _ = t.ColumnIndex(name)
+	}
+	return columnsJSON(t, r, cols)
+}
+
+// columnsJSON renders some columns of a row (all when cols is nil) as one
+// JSON object.
+func columnsJSON(t *kv.Table, r kv.Row, cols []int) ([]byte, error) {
+	n := len(cols)
+	if cols == nil {
+		n = t.NumColumns()
+	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i := range t.NumColumns() {
-		if i > 0 {
+	for j := range n {
+		i := j
+		if cols != nil {
+			i = cols[j]
+		}
+		if j > 0 {
 			b.WriteByte(',')
 		}
 		k, _ := json.Marshal(t.Column(i).Name)
