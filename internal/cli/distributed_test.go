@@ -650,8 +650,12 @@ func TestDistributedSigned(t *testing.T) {
 	}
 	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "direct"}, 0), lastWins(a), false)
 	if r := runThaw(t, noEndpoint, "load", server, "--table", "shop.loaded", "--temp-dir", t.TempDir(), "--object-store", srv.StoreURL("lake", "elsewhere"), in); r.code != 2 ||
-		!strings.Contains(r.stderr, "--object-store addresses s3://lake/elsewhere") || !strings.Contains(r.stderr, "aborted") {
-		t.Fatalf("load --object-store of another place: %s", r)
+		!strings.Contains(r.stderr, "--object-store addresses s3://lake/elsewhere, but a bulk load of shop.loaded writes under s3://lake/tier") ||
+		strings.Contains(r.stdout+r.stderr, "began") {
+		t.Fatalf("load --object-store of another place: %s, want it refused before Begin", r)
+	}
+	if r := mustThaw(t, "bulkload", "list", server, "--all", "--output", "json"); strings.Contains(r.stdout, "loaded") {
+		t.Fatalf("a refused load left a transaction: %s", r.stdout)
 	}
 	if r := runThaw(t, noEndpoint, "load", server, "--table", "shop.loaded", "--temp-dir", t.TempDir(), "--object-store", tierURL, in); r.code != 0 {
 		t.Fatalf("load --object-store: %s", r)

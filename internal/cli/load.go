@@ -167,9 +167,13 @@ func (o *buildOptions) closeStore() error {
 
 // checkStore refuses a store other than the one bc's bulk load writes to.
 func checkStore(st *objstore.Store, bc *bulkloadclient.BuildContext) error {
-	if st != nil && st.Base() != bc.RemoteDataDir() {
-		return usageError("--object-store addresses %s, but bulk load %s writes under %s (the tier's object_store)",
-			st.Base(), bc.Handle().TxnID, bc.RemoteDataDir())
+	return checkStoreDir(st, "bulk load "+bc.Handle().TxnID, bc.RemoteDataDir())
+}
+
+// checkStoreDir refuses a store other than dir, what writes there.
+func checkStoreDir(st *objstore.Store, what, dir string) error {
+	if st != nil && st.Base() != dir {
+		return usageError("--object-store addresses %s, but %s writes under %s (the tier's object_store)", st.Base(), what, dir)
 	}
 	return nil
 }
@@ -445,13 +449,17 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	if err := checkParquet(in, info.KV, target.Partition); err != nil {
 		return fmt.Errorf("load %s: %w", target, err)
 	}
-	prog := newProgress(stdout, in)
-	prog.printf("loading %d rows (%s) from %d files into %s", in.rows, mb(in.bytes), len(in.files), target)
-
 	if err := lf.build.openStore(ctx); err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, lf.build.closeStore()) }()
+	// The table's directory; checked again against the context after Begin.
+	if err := checkStoreDir(lf.build.store, "a bulk load of "+name.String(), info.RemoteDataDir); err != nil {
+		return err
+	}
+	prog := newProgress(stdout, in)
+	prog.printf("loading %d rows (%s) from %d files into %s", in.rows, mb(in.bytes), len(in.files), target)
+
 	c, err := bulkClient(ctx, lf.server, lf.build.scoped, lf.build.store)
 	if err != nil {
 		return err

@@ -52,6 +52,9 @@ type TableInfo struct {
 	ID                int64
 	KV                *kv.Table // the compiled schema: encode and decode with it
 	ReplicationFactor int
+	// RemoteDataDir is the table's snapshot directory in the tier's object
+	// store (where a bulk load's builders write).
+	RemoteDataDir string
 	// DataState and BulkLoadID of a non-partitioned table (each partition
 	// of a partitioned table has its own).
 	DataState  tierv1.DataState
@@ -104,6 +107,7 @@ func tableInfoFromProto(p *tierv1.TableInfo) (*TableInfo, error) {
 		ID:                p.GetTableId(),
 		KV:                t,
 		ReplicationFactor: int(p.GetReplicationFactor()),
+		RemoteDataDir:     p.GetRemoteDataDir(),
 		DataState:         p.GetDataState(),
 		BulkLoadID:        p.GetBulkLoadId(),
 	}, nil
