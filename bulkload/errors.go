@@ -9,6 +9,9 @@ var (
 	// ErrNotFound: no such transaction (never existed, or its result was
 	// garbage-collected after the retention period).
 	ErrNotFound = errors.New("bulkload: transaction not found")
+	// ErrTargetNotFound: the table or partition Begin (or GetInProgress)
+	// names does not exist, or is being dropped. Create it first.
+	ErrTargetNotFound = errors.New("bulkload: target table or partition not found")
 	// ErrTargetOccupied: another transaction (another caller token or
 	// principal) holds the target, or the target is not ACTIVE.
 	ErrTargetOccupied = errors.New("bulkload: target is occupied by another transaction")

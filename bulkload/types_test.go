@@ -111,7 +111,7 @@ func TestIsRetriable(t *testing.T) {
 	for err, want := range map[error]bool{
 		ErrUnavailable: true, fmt.Errorf("x: %w", ErrTooManyTransactions): true,
 		ErrTargetOccupied: false, ErrInvalidState: false, ErrTokenAborted: false, ErrManifestConflict: false,
-		ErrInvalidRequest: false, ErrDeadlineExceeded: false, ErrNotFound: false, ErrTargetNotEmpty: false,
+		ErrInvalidRequest: false, ErrDeadlineExceeded: false, ErrNotFound: false, ErrTargetNotFound: false, ErrTargetNotEmpty: false,
 		ErrNotPrimaryKeyTable: false, nil: false,
 	} {
 		if IsRetriable(err) != want {

@@ -103,6 +103,16 @@ func TestAbortAfterKilledBuild(t *testing.T) {
 	if _, _, err := c.GetInProgress(ctx, target); !errors.Is(err, bulkload.ErrNotFound) {
 		t.Fatalf("in progress before begin: %v", err)
 	}
+	// A target that does not exist is not a missing transaction.
+	for _, missing := range []bulkload.Target{{Database: "shop", Table: "events", Partition: "zz"}, {Database: "shop", Table: "nope"}} {
+		_, err := c.Begin(ctx, missing, "abort-missing", bulkloadclient.BeginOptions{})
+		if !errors.Is(err, bulkload.ErrTargetNotFound) || errors.Is(err, bulkload.ErrNotFound) || bulkloadclient.IsRetriable(err) {
+			t.Fatalf("begin %s: %v, want ErrTargetNotFound only", missing, err)
+		}
+		if _, _, err := c.GetInProgress(ctx, missing); !errors.Is(err, bulkload.ErrTargetNotFound) || errors.Is(err, bulkload.ErrNotFound) {
+			t.Fatalf("in progress of %s: %v, want ErrTargetNotFound only", missing, err)
+		}
+	}
 	bc, err := begin(ctx, c, target, "abort-1")
 	if err != nil {
 		t.Fatal(err)

@@ -292,6 +292,8 @@ func sentinelOf(err error) error {
 		return bulkload.ErrDeadlineExceeded
 	case tierpb.ReasonNotFound:
 		return bulkload.ErrNotFound
+	case tierpb.ReasonTargetNotFound:
+		return bulkload.ErrTargetNotFound
 	case tierpb.ReasonTooManyTransactions:
 		return bulkload.ErrTooManyTransactions
 	case tierpb.ReasonNotPrimaryKey:

@@ -23,6 +23,7 @@ func TestIsRetriableSentinels(t *testing.T) {
 		{bulkload.ErrUnavailable, true},
 		{bulkload.ErrTooManyTransactions, true},
 		{bulkload.ErrNotFound, false},
+		{bulkload.ErrTargetNotFound, false},
 		{bulkload.ErrTargetOccupied, false},
 		{bulkload.ErrTokenAborted, false},
 		{bulkload.ErrInvalidState, false},
@@ -73,6 +74,7 @@ func TestMapErr(t *testing.T) {
 		tierpb.ReasonInvalidArgument:     bulkload.ErrInvalidRequest,
 		tierpb.ReasonBulkLoadDeadline:    bulkload.ErrDeadlineExceeded,
 		tierpb.ReasonNotFound:            bulkload.ErrNotFound,
+		tierpb.ReasonTargetNotFound:      bulkload.ErrTargetNotFound,
 		tierpb.ReasonTooManyTransactions: bulkload.ErrTooManyTransactions,
 		tierpb.ReasonNotPrimaryKey:       bulkload.ErrNotPrimaryKeyTable,
 		tierpb.ReasonUnavailable:         bulkload.ErrUnavailable,
@@ -91,7 +93,7 @@ func TestMapErr(t *testing.T) {
 	sentinels := []error{
 		bulkload.ErrUnavailable, bulkload.ErrTooManyTransactions, bulkload.ErrNotFound, bulkload.ErrTargetOccupied,
 		bulkload.ErrTokenAborted, bulkload.ErrInvalidState, bulkload.ErrManifestConflict, bulkload.ErrInvalidRequest,
-		bulkload.ErrDeadlineExceeded, bulkload.ErrNotPrimaryKeyTable, bulkload.ErrTargetNotEmpty,
+		bulkload.ErrDeadlineExceeded, bulkload.ErrNotPrimaryKeyTable, bulkload.ErrTargetNotEmpty, bulkload.ErrTargetNotFound,
 	}
 	check := func(t *testing.T, in, want error) {
 		t.Helper()

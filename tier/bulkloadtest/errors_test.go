@@ -59,7 +59,7 @@ func TestClearErrors(t *testing.T) {
 	_, err = begin(ctx, n, tp, "has space")
 	wantReason(t, err, tierpb.ReasonInvalidArgument)
 	_, err = begin(ctx, n, target("nope", ""), "job")
-	wantReason(t, err, tierpb.ReasonNotFound)
+	wantReason(t, err, tierpb.ReasonTargetNotFound) // the target, not a transaction
 	_, err = status(ctx, n, "00000000-0000-4000-8000-000000000000")
 	wantReason(t, err, tierpb.ReasonNotFound)
 	_, err = status(ctx, n, "not-a-uuid")

@@ -61,6 +61,16 @@ func pause(ctx context.Context) error {
 	}
 }
 
+// targetNotFound turns resolveTarget's NOT_FOUND into TARGET_NOT_FOUND:
+// from the bulk-load service, NOT_FOUND means no such transaction.
+func targetNotFound(err error) error {
+	var ce *connect.Error
+	if tierpb.ReasonOf(err) != tierpb.ReasonNotFound || !errors.As(err, &ce) {
+		return err
+	}
+	return tierpb.NewError(tierpb.ReasonTargetNotFound, ce.Message(), nil)
+}
+
 func (s *bulkService) Begin(ctx context.Context, req *connect.Request[tierv1.BeginBulkLoadRequest]) (_ *connect.Response[tierv1.BeginBulkLoadResponse], err error) {
 	defer func() { s.count("begin", err) }()
 	m := req.Msg
@@ -81,7 +91,7 @@ func (s *bulkService) Begin(ctx context.Context, req *connect.Request[tierv1.Beg
 		}
 		ts, err := s.c.resolveTarget(ctx, m.GetTarget())
 		if err != nil {
-			return nil, err
+			return nil, targetNotFound(err)
 		}
 		rep, _, err := mgr.begin(ctx, ts, m.GetCallerToken(), timeout)
 		if err != nil {
@@ -191,7 +201,7 @@ func (s *bulkService) GetInProgress(ctx context.Context, req *connect.Request[ti
 	}
 	ts, err := s.c.resolveTarget(ctx, req.Msg.GetTarget())
 	if err != nil {
-		return nil, err
+		return nil, targetNotFound(err)
 	}
 	if err := mgr.awaitReady(ctx); err != nil {
 		return nil, bulkError(err, nil)

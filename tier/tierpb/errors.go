@@ -91,6 +91,10 @@ const (
 	ReasonTooManyTransactions Reason = "TOO_MANY_TRANSACTIONS"
 	// ReasonNotPrimaryKey: the target's table has no primary key.
 	ReasonNotPrimaryKey Reason = "NOT_PRIMARY_KEY"
+	// ReasonTargetNotFound: the table or partition a Begin or
+	// GetInProgress names does not exist (or is being dropped); NOT_FOUND
+	// from the bulk-load service otherwise means no such transaction.
+	ReasonTargetNotFound Reason = "TARGET_NOT_FOUND"
 )
 
 var codes = map[Reason]connect.Code{
@@ -118,15 +122,24 @@ var codes = map[Reason]connect.Code{
 	ReasonBulkLoadDeadline:    connect.CodeFailedPrecondition,
 	ReasonTooManyTransactions: connect.CodeFailedPrecondition,
 	ReasonNotPrimaryKey:       connect.CodeFailedPrecondition,
+	ReasonTargetNotFound:      connect.CodeNotFound,
 }
+
+// refinements are reasons that share their code with a broader reason
+// (NOT_FOUND) and are only ever sent with their name: an error without a
+// reason is never taken for one of them.
+var refinements = map[Reason]bool{ReasonTargetNotFound: true}
 
 // byCode maps a code to the one reason that has it, for errors that carry no
 // reason (a transport failure, a non-thaw server). Codes shared by several
-// reasons are absent.
+// reasons (refinements aside) are absent.
 var byCode = func() map[connect.Code]Reason {
 	m := make(map[connect.Code]Reason)
 	shared := make(map[connect.Code]bool)
 	for r, c := range codes {
+		if refinements[r] {
+			continue
+		}
 		if _, dup := m[c]; dup {
 			shared[c] = true
 		}

@@ -41,6 +41,7 @@ func TestReasonCodes(t *testing.T) {
 		"BULK_LOAD_DEADLINE_EXCEEDED": connect.CodeFailedPrecondition,
 		"TOO_MANY_TRANSACTIONS":       connect.CodeFailedPrecondition,
 		"NOT_PRIMARY_KEY":             connect.CodeFailedPrecondition,
+		"TARGET_NOT_FOUND":            connect.CodeNotFound,
 	}
 	got := make(map[tierpb.Reason]connect.Code)
 	for _, r := range tierpb.Reasons() {
@@ -68,6 +69,8 @@ func TestReasonOf(t *testing.T) {
 		{"wrapped", fmt.Errorf("lookup: %w", loading), tierpb.ReasonTargetLoading},
 		{"header only", headerOnly, tierpb.ReasonNotEmpty},
 		{"unique code", connect.NewError(connect.CodeUnavailable, errors.New("dial")), tierpb.ReasonUnavailable},
+		{"code of a refined reason", connect.NewError(connect.CodeNotFound, errors.New("x")), tierpb.ReasonNotFound},
+		{"refined reason", tierpb.NewError(tierpb.ReasonTargetNotFound, "x", nil), tierpb.ReasonTargetNotFound},
 		{"shared code", connect.NewError(connect.CodeFailedPrecondition, errors.New("x")), tierpb.ReasonUnknown},
 		{"code without reason", connect.NewError(connect.CodeDataLoss, errors.New("x")), tierpb.ReasonUnknown},
 		{"plain error", errors.New("x"), tierpb.ReasonUnknown},
