@@ -17,14 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/internal/testtls"
 	"github.com/thawdb/thaw/internal/tlsfail"
-	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/triggers/kafka"
@@ -39,112 +37,40 @@ import (
 // Kafka that speaks the real protocol), and their new leaders' writes
 // continue the logs.
 func TestRunTabletsOnKafka(t *testing.T) {
-	roles := startRoleTest(t, t.TempDir())
 	kafka, err := kfake.NewCluster(kfake.NumBrokers(3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kafka.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-
-	cc := roles.coordinator()
-	cc.Coordinator.RebalanceInterval = 100 * time.Millisecond
-	coordAddr, coordDone := make(chan string, 1), make(chan error, 1)
-	go func() { coordDone <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { coordAddr <- a }}) }()
-	ca := <-coordAddr
-
-	type role struct {
-		cancel context.CancelFunc
-		done   chan error
-	}
-	tablets := map[string]role{}
-	start := func(id string) {
-		tc := roles.tablet(id)
+	tr := startTabletRoles(t, func(tc *TabletConfig) {
 		tc.Changelog.Kafka = &KafkaChangelogOptions{Brokers: kafka.ListenAddrs(), TopicPrefix: "it.thaw", PollInterval: 20 * time.Millisecond}
-		if err := tc.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		rctx, rcancel := context.WithCancel(ctx)
-		r := role{cancel: rcancel, done: make(chan error, 1)}
-		ready := make(chan string, 1)
-		go func() { r.done <- RunTablet(rctx, tc, RunOptions{OnReady: func(a string) { ready <- a }}) }()
-		<-ready
-		tablets[id] = r
-	}
-	stop := func(id string) {
-		r := tablets[id]
-		r.cancel()
-		if err := <-r.done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("tablet %s returned %v", id, err)
-		}
-	}
+	})
 	ids := []string{"ts-1", "ts-2", "ts-3"}
 	for _, id := range ids {
-		start(id)
+		tr.start(id)
+	}
+	// They registered one changelog: the cluster's, under the prefix.
+	want := "kafka:" + kafkaClusterID(t, kafka.ListenAddrs()) + "/it.thaw"
+	for id, l := range tr.registeredChangelogs(len(ids)) {
+		if l != want {
+			t.Fatalf("%s registered changelog %q, want %q", id, l, want)
+		}
 	}
 
-	c, err := tierclient.New(ctx, ca, tierclient.WithRetryPolicy(tierclient.RetryPolicy{
-		Timeout: 20 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	bigint, _ := kv.ParseType("BIGINT")
-	str, _ := kv.ParseType("STRING")
-	schema := kv.TableSchema{
-		Columns:    []kv.Column{{Name: "id", Type: bigint}, {Name: "v", Type: str, Nullable: true}},
-		PrimaryKey: []string{"id"}, Buckets: 2,
-	}
-	retry(t, "create the table", func() error {
-		if err := c.CreateDatabase(ctx, "d"); err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
-			return err
-		}
-		_, err := c.CreateTable(ctx, "d", "t", schema, 3)
-		return err
-	})
+	c := tr.client()
+	tr.createTables(c, 2, map[string]int{"t": 3})
 	target := tierclient.Target{Database: "d", Table: "t"}
-	var rows, keys []kv.Row
-	for i := range 200 {
-		rows = append(rows, kv.Row{int64(i), fmt.Sprintf("v%d", i)})
-		keys = append(keys, kv.Row{int64(i), nil})
-	}
-	retry(t, "write", func() error { return c.Upsert(ctx, target, rows) })
-	// readBack checks every key against the rows last written.
-	readBack := func() error {
-		got, err := c.Get(ctx, target, keys)
-		if err != nil {
-			return err
-		}
-		for i, r := range got {
-			if r == nil || r[1] != rows[i][1] {
-				return fmt.Errorf("row %d: %v", i, r)
-			}
-		}
-		return nil
-	}
-
+	rows := idRows(200, "v")
+	retry(t, "write", func() error { return c.Upsert(tr.ctx, target, rows) })
 	for _, id := range ids {
-		stop(id)
-		retry(t, "read without "+id, readBack)
+		tr.stop(id)
+		retry(t, "read without "+id, func() error { return readBack(tr.ctx, c, target, rows) })
 		// The new leaders append after what the old ones wrote.
-		for i := range rows {
-			rows[i] = kv.Row{int64(i), fmt.Sprintf("v%d-without-%s", i, id)}
-		}
-		retry(t, "write without "+id, func() error { return c.Upsert(ctx, target, rows) })
-		start(id)
+		rows = idRows(200, "v-without-"+id)
+		retry(t, "write without "+id, func() error { return c.Upsert(tr.ctx, target, rows) })
+		tr.start(id)
 	}
-	retry(t, "read all", readBack)
-	cancel()
-	for id, r := range tablets {
-		if err := <-r.done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("tablet %s returned %v", id, err)
-		}
-	}
-	if err := <-coordDone; err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("coordinator returned %v", err)
-	}
+	retry(t, "read all", func() error { return readBack(tr.ctx, c, target, rows) })
 }
 
 // retry calls fn until it succeeds, for at most a minute.

@@ -329,7 +329,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	addr := advertised(cfg.Advertise, ln.Addr())
 	hc := newHTTPClient(clientTLS)
 	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, token.transport(hc.Transport))}
-	srv, err := tablet.New(tabletConfig(cfg.ID, cfg.TLS.Scheme()+addr, replicaDir, cfg.Tablet), tablet.Deps{
+	srv, err := tablet.New(tabletConfig(cfg.ID, cfg.TLS.Scheme()+addr, replicaDir, logs, cfg.Tablet), tablet.Deps{
 		Meta:        store,
 		Etcd:        cli,
 		Changelog:   logs,
@@ -461,11 +461,22 @@ func (t *leaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // kafkaPingTimeout bounds the Kafka changelog's check at start.
 const kafkaPingTimeout = 15 * time.Second
 
-// changelogProvider is a host's changelog.Provider that the daemon closes.
+// changelogProvider is a host's changelog.Provider that the daemon closes,
+// with the identity its tablet servers register (tablet.Config).
 type changelogProvider interface {
 	changelog.Provider
 	Close() error
+	Identity() string
 }
+
+// kafkaChangelog is the Kafka changelog with the identity asked of its
+// cluster at start.
+type kafkaChangelog struct {
+	*kafkalog.Provider
+	identity string
+}
+
+func (k kafkaChangelog) Identity() string { return k.identity }
 
 // openChangelog opens one host's changelog: the local segment log under
 // dir, or (changelog.kafka) the Kafka changelog.
@@ -486,7 +497,14 @@ func openChangelog(dir string, o ChangelogOptions, log *slog.Logger) (changelogP
 		if err := p.Ping(ctx); err != nil {
 			return nil, errors.Join(fmt.Errorf("daemon: changelog.kafka: %w", err), p.Close())
 		}
-		return p, nil
+		id, err := p.Identity(ctx)
+		if err == nil {
+			err = meta.CheckChangelogIdentity(id)
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("daemon: changelog.kafka: %w", err), p.Close())
+		}
+		return kafkaChangelog{p, id}, nil
 	}
 	if err := os.MkdirAll(dir, privateDirMode); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)

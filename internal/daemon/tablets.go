@@ -17,11 +17,13 @@ import (
 	"github.com/thawdb/thaw/tier/tablet"
 )
 
-// tabletConfig maps the tablet options to a tablet.Config.
-func tabletConfig(id, advertise, dataDir string, o TabletOptions) tablet.Config {
+// tabletConfig maps the tablet options to a tablet.Config for a server
+// whose bucket logs live in logs.
+func tabletConfig(id, advertise, dataDir string, logs changelogProvider, o TabletOptions) tablet.Config {
 	return tablet.Config{
 		ID:                  id,
 		AdvertiseAddress:    advertise,
+		ChangelogIdentity:   logs.Identity(),
 		DataDir:             dataDir,
 		SnapshotInterval:    o.SnapshotInterval,
 		BlockCacheBytes:     int64(o.CacheSize),
@@ -78,7 +80,7 @@ func (e *Embedded) StartTablet(ctx context.Context, id string) error {
 		closeLogs = logs.Close
 	}
 	reg := e.gath.component("tablet/"+id, nil)
-	srv, err := tablet.New(tabletConfig(id, e.TabletAddress(id), filepath.Join(e.cfg.DataDir, "tablets", id), e.cfg.Tablet), tablet.Deps{
+	srv, err := tablet.New(tabletConfig(id, e.TabletAddress(id), filepath.Join(e.cfg.DataDir, "tablets", id), logs, e.cfg.Tablet), tablet.Deps{
 		Meta:        store,
 		Etcd:        cli,
 		Changelog:   logs,

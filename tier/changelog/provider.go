@@ -2,6 +2,8 @@ package changelog
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,8 +15,9 @@ import (
 )
 
 const (
-	lockFileName    = "LOCK"
-	tombstonePrefix = ".deleted-"
+	lockFileName     = "LOCK"
+	identityFileName = "IDENTITY"
+	tombstonePrefix  = ".deleted-"
 )
 
 // LocalProvider serves the bucket logs of one host from a root directory,
@@ -27,10 +30,11 @@ const (
 // root per host, which is why the tablet servers of a host must run in one
 // process to share it.
 type LocalProvider struct {
-	root string
-	opts options
-	lock *os.File
-	seq  atomic.Uint64 // tombstone names; leftovers go at start-up
+	root     string
+	opts     options
+	lock     *os.File
+	identity string
+	seq      atomic.Uint64 // tombstone names; leftovers go at start-up
 
 	mu struct {
 		sync.Mutex
@@ -87,9 +91,69 @@ func NewLocalProvider(root string, opts ...Option) (_ *LocalProvider, err error)
 			}
 		}
 	}
-	p := &LocalProvider{root: root, opts: o, lock: lock}
+	identity, err := rootIdentity(root)
+	if err != nil {
+		return nil, err
+	}
+	p := &LocalProvider{root: root, opts: o, lock: lock, identity: identity}
 	p.mu.logs = make(map[BucketLogID]*sharedLog)
 	return p, nil
+}
+
+// Identity names the logs of this root for the tier's placement, which
+// keeps a bucket's replicas on tablet servers that share one changelog:
+// "local:" and the random id the root got when it was first opened (kept in
+// root/IDENTITY), so it survives restarts and differs between roots.
+func (p *LocalProvider) Identity() string { return "local:" + p.identity }
+
+// rootIdentity reads root/IDENTITY, creating it with a random id (32 hex
+// digits) on the first open.
+func rootIdentity(root string) (string, error) {
+	path := filepath.Join(root, identityFileName)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		id := strings.TrimSuffix(string(b), "\n")
+		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+			return "", fmt.Errorf("changelog: %s does not hold 32 hex digits: %q", path, b)
+		}
+		return id, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("changelog: read identity: %w", err)
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("changelog: identity: %w", err)
+	}
+	id := hex.EncodeToString(raw[:])
+	tmp := path + ".tmp"
+	if err := writeSynced(tmp, []byte(id+"\n")); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("changelog: identity: %w", err)
+	}
+	return id, syncDir(root)
+}
+
+// writeSynced writes a new file and syncs it.
+func writeSynced(path string, b []byte) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("changelog: %w", cerr)
+		}
+	}()
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	return nil
 }
 
 // Open implements Provider. Concurrent Opens of one id share one recovery;

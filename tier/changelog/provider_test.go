@@ -509,3 +509,37 @@ func TestProviderOpenWaitsForClosingLog(t *testing.T) {
 		}
 	})
 }
+
+// TestProviderIdentity: a root keeps its identity across opens, two roots
+// have different ones, and a damaged IDENTITY file is an error, not a new
+// identity (which would let the coordinator move the root's buckets away).
+func TestProviderIdentity(t *testing.T) {
+	root, other := t.TempDir(), t.TempDir()
+	p := newProvider(t, root)
+	id := p.Identity()
+	if len(id) != len("local:")+32 || id[:6] != "local:" {
+		t.Fatalf("identity %q", id)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again := newProvider(t, root).Identity(); again != id {
+		t.Fatalf("identity after reopening: %q, was %q", again, id)
+	}
+	if o := newProvider(t, other).Identity(); o == id {
+		t.Fatalf("two roots share identity %q", id)
+	}
+	if ents, err := os.ReadDir(root); err != nil || slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == identityFileName+".tmp" }) {
+		t.Fatalf("root entries %v, %v", ents, err)
+	}
+	for _, bad := range []string{"", "xyz\n", id[6:] + "0\n", "0123456789ABCDEF0123456789ABCDEF\n"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, identityFileName), []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := NewLocalProvider(dir); err == nil {
+			p.Close()
+			t.Fatalf("IDENTITY %q opened as %q", bad, p.Identity())
+		}
+	}
+}

@@ -53,6 +53,13 @@
 // later rounds repair it when servers join. A target created while no
 // server is live has leaderless buckets until one registers.
 //
+// A bucket's replicas share one changelog: every tablet server registers
+// the identity of the changelog its bucket logs live in (a local log root,
+// or a Kafka cluster and topic prefix), and Placement keeps each bucket on
+// servers of one identity, recorded in the bucket's assignment. A bucket
+// whose changelog has no live server waits for one, placement unchanged,
+// rather than moving to a server that could not read its log.
+//
 // While it leads, the coordinator runs reconcile rounds: on every change of
 // the live server set (meta.WatchServers), after DDL, every
 // Config.ResyncInterval, and every Config.RebalanceInterval while a round

@@ -4,11 +4,24 @@ import "slices"
 
 // BucketPlacement is where one bucket lives: its replicas (tablet server
 // ids, no duplicates; the order is the preference order), its leader (one of
-// Replicas, or "" when it has none) and the leader's epoch.
+// Replicas, or "" when it has none), the leader's epoch, and the changelog
+// its replicas share ("" before the first placement, or from an older
+// release: then it is taken from the replicas).
 type BucketPlacement struct {
 	Replicas    []string
 	Leader      string
 	LeaderEpoch int32
+	Changelog   string
+}
+
+// Server is a live tablet server: its id and the identity of its changelog.
+// Only servers of one changelog may hold replicas of one bucket: a follower
+// replicates by tailing its leader's log, and a replica restores from the
+// bucket's last snapshot plus that log. "" is an identity like any other
+// (servers that do not report one share with each other).
+type Server struct {
+	ID        string
+	Changelog string
 }
 
 // TargetPlacement is the current placement of one physical target and its
@@ -52,16 +65,30 @@ type PlacementResult struct {
 // tablet servers. It is pure and deterministic: the same input gives the
 // same output.
 //
+// Every bucket belongs to one changelog (BucketPlacement.Changelog): that
+// of its first replica when it is first placed, and for a bucket placed by
+// an older release that of its leader (else its first live replica). Its
+// replicas are only ever servers of that changelog; every rule below
+// speaks of those servers only. When none of them is live the bucket keeps
+// its placement as it is, dead replicas and leader included, and waits for
+// them: a server of another changelog would serve the bucket's last
+// snapshot without the writes since, which are in the changelog it cannot
+// read.
+//
 // The rules, applied in this order:
 //
 //  1. Repair, target by target and bucket by bucket in input order: drop
-//     replicas on servers that are not live and duplicates; drop replicas
+//     replicas on servers that are not live (unless the bucket waits, see
+//     above), replicas of other changelogs, and duplicates; drop replicas
 //     beyond the replication factor (never the leader); then add replicas
-//     until the bucket has min(RF, live servers) of them, each time choosing
-//     the live server that holds the fewest replicas overall (ties: the
-//     smallest id) and does not hold the bucket yet. An RF below one counts
-//     as one. A bucket left with fewer than RF replicas is under-replicated;
-//     that is reported, not an error, and repaired as soon as servers join.
+//     until the bucket has min(RF, live servers of its changelog) of them,
+//     each time choosing the live server that holds the fewest replicas
+//     overall (ties: the smallest id) and does not hold the bucket yet. A
+//     bucket placed for the first time chooses its first replica among the
+//     changelogs with the most live servers, up to RF. An RF below one counts
+//     as one. A bucket left with fewer live replicas than RF is
+//     under-replicated; that is reported, not an error, and repaired as soon
+//     as servers join.
 //  2. Leaders: a bucket keeps its leader while the leader is one of its
 //     replicas. Otherwise its leader becomes its first replica (for a bucket
 //     placed for the first time: the new replica that leads the fewest
@@ -69,9 +96,10 @@ type PlacementResult struct {
 //     none. Every change of leader increments the leader epoch, so a deposed
 //     bucket leader is fenced; the first leader of a never-placed bucket
 //     (no replicas, no leader, epoch 0) keeps epoch 0.
-//  3. Rebalance, at most maxMoves times: while the most loaded live server
-//     holds at least two replicas more than the least loaded one, move one
-//     replica from the former to the latter, preferring a follower (the
+//  3. Rebalance, at most maxMoves times, changelog by changelog: while the
+//     most loaded live server of a changelog holds at least two replicas
+//     more than its least loaded one, move one replica from the former to
+//     the latter, preferring a follower (the
 //     first in target and bucket order whose bucket the least loaded server
 //     does not hold yet), which keeps its position in the replica list. A
 //     leader is moved only if no follower can be: it goes to the end of the
@@ -84,7 +112,7 @@ type PlacementResult struct {
 //
 // Loads count replicas, not leaders; leaders are spread only when buckets
 // are first placed.
-func Placement(servers []string, targets []TargetPlacement, maxMoves int) PlacementResult {
+func Placement(servers []Server, targets []TargetPlacement, maxMoves int) PlacementResult {
 	p := newPlacer(servers)
 	res := PlacementResult{
 		Targets: make([]TargetPlacement, len(targets)),
@@ -105,7 +133,7 @@ func Placement(servers []string, targets []TargetPlacement, maxMoves int) Placem
 		for b := range res.Targets[i].Buckets {
 			cur := &res.Targets[i].Buckets[b]
 			res.Repairs += p.fill(cur, rf, t.Buckets[b])
-			if len(cur.Replicas) < rf {
+			if p.liveCount(cur.Replicas) < rf {
 				res.UnderReplicated++
 			}
 		}
@@ -128,19 +156,28 @@ func Placement(servers []string, targets []TargetPlacement, maxMoves int) Placem
 
 // placer holds the loads of the live servers while Placement runs.
 type placer struct {
-	servers []string       // live, sorted, unique
-	load    map[string]int // replicas per live server
-	leads   map[string]int // leaders per live server
+	servers []string          // live, sorted, unique
+	logOf   map[string]string // changelog of each live server
+	logs    []string          // the live servers' changelogs, sorted, unique
+	load    map[string]int    // replicas per live server
+	leads   map[string]int    // leaders per live server
 }
 
-func newPlacer(servers []string) *placer {
-	s := slices.Clone(servers)
-	slices.Sort(s)
-	s = slices.Compact(s)
-	p := &placer{servers: s, load: make(map[string]int, len(s)), leads: make(map[string]int, len(s))}
-	for _, id := range s {
-		p.load[id] = 0
+func newPlacer(servers []Server) *placer {
+	p := &placer{logOf: make(map[string]string, len(servers)), load: make(map[string]int, len(servers)), leads: make(map[string]int, len(servers))}
+	for _, s := range servers {
+		if _, dup := p.logOf[s.ID]; dup {
+			continue // the first registration of an id wins
+		}
+		p.logOf[s.ID] = s.Changelog
+		p.servers = append(p.servers, s.ID)
+		p.load[s.ID] = 0
+		if !slices.Contains(p.logs, s.Changelog) {
+			p.logs = append(p.logs, s.Changelog)
+		}
 	}
+	slices.Sort(p.servers)
+	slices.Sort(p.logs)
 	return p
 }
 
@@ -149,13 +186,52 @@ func (p *placer) live(id string) bool {
 	return ok
 }
 
-// survivors returns bp without replicas on dead servers, duplicates and
-// replicas beyond rf (never the leader), and counts what it keeps. The
-// leader is kept only if it survives; fill settles it and the epoch.
+// liveIn reports whether a live server has changelog log.
+func (p *placer) liveIn(log string) bool { return slices.Contains(p.logs, log) }
+
+func (p *placer) liveCount(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if p.live(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// changelogOf returns the changelog of a bucket placed before: its own, or
+// (placed by an older release) its leader's, else its first live
+// replica's, else "".
+func (p *placer) changelogOf(bp BucketPlacement) string {
+	if bp.Changelog != "" {
+		return bp.Changelog
+	}
+	if p.live(bp.Leader) {
+		return p.logOf[bp.Leader]
+	}
+	for _, r := range bp.Replicas {
+		if p.live(r) {
+			return p.logOf[r]
+		}
+	}
+	return ""
+}
+
+// survivors returns bp without replicas on dead servers (unless no server
+// of its changelog is live: then it waits for them, as it is), replicas of
+// other changelogs, duplicates and replicas beyond rf (never the leader),
+// and counts the live replicas it keeps. The leader is kept only if it
+// survives; fill settles it and the epoch.
 func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 	out := BucketPlacement{LeaderEpoch: bp.LeaderEpoch}
+	if neverPlaced(bp) {
+		return out
+	}
+	out.Changelog = p.changelogOf(bp)
+	wait := !p.liveIn(out.Changelog)
 	for _, r := range bp.Replicas {
-		if p.live(r) && !slices.Contains(out.Replicas, r) {
+		keep := wait && !p.live(r) || p.live(r) && p.logOf[r] == out.Changelog
+		if keep && !slices.Contains(out.Replicas, r) {
 			out.Replicas = append(out.Replicas, r)
 		}
 	}
@@ -170,10 +246,14 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 	}
 	if slices.Contains(out.Replicas, bp.Leader) {
 		out.Leader = bp.Leader
-		p.leads[bp.Leader]++
+		if p.live(bp.Leader) {
+			p.leads[bp.Leader]++
+		}
 	}
 	for _, r := range out.Replicas {
-		p.load[r]++
+		if p.live(r) {
+			p.load[r]++
+		}
 	}
 	return out
 }
@@ -182,9 +262,15 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 // leader and its epoch against old; it returns how many replicas it added.
 func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 	first := neverPlaced(old)
+	if first && len(p.servers) > 0 {
+		cur.Changelog = p.roomiest(rf)
+	}
+	if !p.liveIn(cur.Changelog) {
+		return 0 // it waits for its servers, as it is
+	}
 	start := len(cur.Replicas)
 	for len(cur.Replicas) < rf {
-		s, ok := p.leastLoaded(cur.Replicas)
+		s, ok := p.leastLoaded(cur.Changelog, cur.Replicas)
 		if !ok {
 			break
 		}
@@ -218,12 +304,32 @@ func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 	return added
 }
 
-// leastLoaded returns the live server with the fewest replicas (ties: the
-// smallest id) that is not in exclude.
-func (p *placer) leastLoaded(exclude []string) (string, bool) {
+// roomiest returns the changelog for a new bucket of rf replicas: of those
+// whose live servers can hold the most of them (up to rf), the one of the
+// least loaded such server (ties: the smallest id).
+func (p *placer) roomiest(rf int) string {
+	room := make(map[string]int, len(p.logs))
+	best := 0
+	for _, s := range p.servers {
+		l := p.logOf[s]
+		room[l] = min(room[l]+1, rf)
+		best = max(best, room[l])
+	}
+	pick := ""
+	for _, s := range p.servers {
+		if l := p.logOf[s]; room[l] == best && (pick == "" || p.load[s] < p.load[pick]) {
+			pick = s
+		}
+	}
+	return p.logOf[pick]
+}
+
+// leastLoaded returns the live server of changelog log with the fewest
+// replicas (ties: the smallest id) that is not in exclude.
+func (p *placer) leastLoaded(log string, exclude []string) (string, bool) {
 	best, found := "", false
 	for _, s := range p.servers {
-		if slices.Contains(exclude, s) {
+		if p.logOf[s] != log || slices.Contains(exclude, s) {
 			continue
 		}
 		if !found || p.load[s] < p.load[best] {
@@ -233,37 +339,51 @@ func (p *placer) leastLoaded(exclude []string) (string, bool) {
 	return best, found
 }
 
-// extremes returns the most loaded live server (ties: the smallest id) and
-// the least loaded one (ties: the smallest id).
-func (p *placer) extremes() (most, least string) {
-	for i, s := range p.servers {
-		if i == 0 || p.load[s] > p.load[most] {
+// extremes returns the most loaded live server of changelog log (ties: the
+// smallest id) and the least loaded one (ties: the smallest id).
+func (p *placer) extremes(log string) (most, least string) {
+	for _, s := range p.servers {
+		if p.logOf[s] != log {
+			continue
+		}
+		if most == "" || p.load[s] > p.load[most] {
 			most = s
 		}
-		if i == 0 || p.load[s] < p.load[least] {
+		if least == "" || p.load[s] < p.load[least] {
 			least = s
 		}
 	}
 	return most, least
 }
 
-func (p *placer) balanced() bool {
-	if len(p.servers) == 0 {
-		return true
-	}
-	most, least := p.extremes()
-	return p.load[most]-p.load[least] <= 1
+// balancedIn reports whether the loads of changelog log's live servers
+// differ by at most one.
+func (p *placer) balancedIn(log string) bool {
+	most, least := p.extremes(log)
+	return most == "" || p.load[most]-p.load[least] <= 1
 }
 
-// rebalance makes at most maxMoves moves and returns how many it made.
+func (p *placer) balanced() bool {
+	for _, l := range p.logs {
+		if !p.balancedIn(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// rebalance makes at most maxMoves moves, changelog by changelog, and
+// returns how many it made.
 func (p *placer) rebalance(targets []TargetPlacement, maxMoves int) int {
 	moves := 0
-	for moves < maxMoves && !p.balanced() {
-		from, to := p.extremes()
-		if !p.moveOne(targets, from, to) {
-			break // only pinned replicas could move
+	for _, l := range p.logs {
+		for moves < maxMoves && !p.balancedIn(l) {
+			from, to := p.extremes(l)
+			if !p.moveOne(targets, from, to) {
+				break // only pinned replicas could move
+			}
+			moves++
 		}
-		moves++
 	}
 	return moves
 }
@@ -307,5 +427,5 @@ func neverPlaced(bp BucketPlacement) bool {
 }
 
 func samePlacement(a, b BucketPlacement) bool {
-	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && slices.Equal(a.Replicas, b.Replicas)
+	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.Changelog == b.Changelog && slices.Equal(a.Replicas, b.Replicas)
 }

@@ -9,12 +9,14 @@ import (
 	"testing"
 )
 
-// bp parses "a,b,c@a#3": replicas a, b, c, leader a, leader epoch 3. "" is a
-// never-placed bucket; "@#2" has no replicas, no leader and epoch 2.
+// bp parses "a,b,c@a#3/x": replicas a, b, c, leader a, leader epoch 3,
+// changelog x (no "/x": ""). "" is a never-placed bucket; "@#2" has no
+// replicas, no leader and epoch 2.
 func bp(s string) BucketPlacement {
 	if s == "" {
 		return BucketPlacement{}
 	}
+	s, log, _ := strings.Cut(s, "/")
 	reps, rest, _ := strings.Cut(s, "@")
 	leader, epoch, _ := strings.Cut(rest, "#")
 	e, err := strconv.Atoi(epoch)
@@ -25,14 +27,28 @@ func bp(s string) BucketPlacement {
 	if reps != "" {
 		r = strings.Split(reps, ",")
 	}
-	return BucketPlacement{Replicas: r, Leader: leader, LeaderEpoch: int32(e)}
+	return BucketPlacement{Replicas: r, Leader: leader, LeaderEpoch: int32(e), Changelog: log}
 }
 
 func (b BucketPlacement) String() string {
-	if neverPlaced(b) {
+	if neverPlaced(b) && b.Changelog == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s@%s#%d", strings.Join(b.Replicas, ","), b.Leader, b.LeaderEpoch)
+	out := fmt.Sprintf("%s@%s#%d", strings.Join(b.Replicas, ","), b.Leader, b.LeaderEpoch)
+	if b.Changelog != "" {
+		out += "/" + b.Changelog
+	}
+	return out
+}
+
+// servers parses "a" (server a, changelog "") and "a/x" (changelog x).
+func servers(ss ...string) []Server {
+	out := make([]Server, len(ss))
+	for i, s := range ss {
+		id, log, _ := strings.Cut(s, "/")
+		out[i] = Server{ID: id, Changelog: log}
+	}
+	return out
 }
 
 func target(rf int, buckets ...string) TargetPlacement {
@@ -129,11 +145,68 @@ func TestPlacement(t *testing.T) {
 			changed: []bool{true}, repairs: 1, leaderChanges: 1, balanced: true,
 		},
 		{
-			name:    "no live server at all",
+			name:    "no live server at all: placed buckets wait as they are",
 			servers: nil,
 			targets: []TargetPlacement{target(2, "a,b@a#2"), newTarget(2, 1)},
-			want:    []string{"@#3", ""},
-			changed: []bool{true, false}, leaderChanges: 1, underReplicated: 2, balanced: true,
+			want:    []string{"a,b@a#2", ""},
+			changed: []bool{false, false}, underReplicated: 2, balanced: true,
+		},
+		{
+			name:    "a new bucket takes the changelog with room for rf replicas",
+			servers: []string{"a/x", "b/y", "c/y", "d/z"},
+			targets: []TargetPlacement{newTarget(2, 2)},
+			want:    []string{"b,c@b#0/y c,b@c#0/y"},
+			changed: []bool{true}, repairs: 4, balanced: true,
+		},
+		{
+			name:    "new buckets of rf 1 spread over every changelog",
+			servers: []string{"a/x", "b/y", "c/y"},
+			targets: []TargetPlacement{newTarget(1, 3)},
+			want:    []string{"a@a#0/x b@b#0/y c@c#0/y"},
+			changed: []bool{true}, repairs: 3, balanced: true,
+		},
+		{
+			name:    "rf above every changelog's servers: under-replicated, never across changelogs",
+			servers: []string{"a/x", "b/y"},
+			targets: []TargetPlacement{newTarget(2, 2)},
+			want:    []string{"a@a#0/x b@b#0/y"},
+			changed: []bool{true}, repairs: 2, underReplicated: 2, balanced: true,
+		},
+		{
+			name:    "a dead server's bucket waits when its changelog has no live server",
+			servers: []string{"a/x", "c/x"},
+			targets: []TargetPlacement{target(1, "b@b#4/y", "a@a#0/x")},
+			want:    []string{"b@b#4/y a@a#0/x"},
+			changed: []bool{false}, underReplicated: 1, balanced: true,
+		},
+		{
+			name:    "a dead leader is replaced within its changelog only",
+			servers: []string{"b/x", "c/y", "d/x"},
+			targets: []TargetPlacement{target(2, "a,b@a#1/x")},
+			want:    []string{"b,d@b#2/x"},
+			changed: []bool{true}, repairs: 1, leaderChanges: 1, balanced: true,
+		},
+		{
+			name:    "an older release's bucket takes its leader's changelog and drops replicas of others",
+			servers: []string{"a/x", "b/y", "c/x"},
+			targets: []TargetPlacement{target(2, "a,b@a#3")},
+			want:    []string{"a,c@a#3/x"},
+			changed: []bool{true}, repairs: 1, balanced: true,
+		},
+		{
+			name:    "an older release's bucket whose replicas are all dead waits",
+			servers: []string{"c/x"},
+			targets: []TargetPlacement{target(1, "a@a#3")},
+			want:    []string{"a@a#3"},
+			changed: []bool{false}, underReplicated: 1, balanced: true,
+		},
+		{
+			name:     "rebalancing moves replicas within a changelog, never across",
+			servers:  []string{"a/x", "b/x", "c/y"},
+			targets:  []TargetPlacement{target(1, "a@a#0/x", "a@a#0/x", "a@a#0/x", "c@c#0/y")},
+			maxMoves: 10,
+			want:     []string{"b@b#1/x a@a#0/x a@a#0/x c@c#0/y"},
+			changed:  []bool{true}, moves: 1, leaderChanges: 1, balanced: true,
 		},
 		{
 			name:    "rf above live servers places on all and reports under-replication",
@@ -230,7 +303,8 @@ func TestPlacement(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := render(tt.targets)
-			res := Placement(tt.servers, tt.targets, tt.maxMoves)
+			live := servers(tt.servers...)
+			res := Placement(live, tt.targets, tt.maxMoves)
 			if got := render(res.Targets); !slices.Equal(got, tt.want) {
 				t.Errorf("targets:\n got %q\nwant %q", got, tt.want)
 			}
@@ -246,10 +320,10 @@ func TestPlacement(t *testing.T) {
 			if got := render(tt.targets); !slices.Equal(got, in) {
 				t.Errorf("input modified: %q, was %q", got, in)
 			}
-			checkPlacement(t, tt.servers, tt.targets, res)
+			checkPlacement(t, live, tt.targets, res)
 			// Placement of its own balanced output is a fixed point.
 			if res.Balanced && res.UnderReplicated == 0 {
-				again := Placement(tt.servers, res.Targets, tt.maxMoves)
+				again := Placement(live, res.Targets, tt.maxMoves)
 				if slices.Contains(again.Changed, true) {
 					t.Errorf("not a fixed point: %q -> %q", render(res.Targets), render(again.Targets))
 				}
@@ -259,11 +333,15 @@ func TestPlacement(t *testing.T) {
 }
 
 // checkPlacement checks the invariants of one Placement round.
-func checkPlacement(t *testing.T, servers []string, in []TargetPlacement, res PlacementResult) {
+func checkPlacement(t *testing.T, servers []Server, in []TargetPlacement, res PlacementResult) {
 	t.Helper()
-	live := make(map[string]bool)
+	logOf := make(map[string]string)
+	perLog := make(map[string]int) // live servers per changelog
 	for _, s := range servers {
-		live[s] = true
+		if _, dup := logOf[s.ID]; !dup {
+			logOf[s.ID] = s.Changelog
+			perLog[s.Changelog]++
+		}
 	}
 	if len(res.Targets) != len(in) || len(res.Changed) != len(in) {
 		t.Fatalf("%d targets and %d changed flags for %d targets", len(res.Targets), len(res.Changed), len(in))
@@ -276,21 +354,40 @@ func checkPlacement(t *testing.T, servers []string, in []TargetPlacement, res Pl
 		rf := max(tp.RF, 1)
 		for b, nb := range tp.Buckets {
 			ob := in[i].Buckets[b]
+			if ob.Changelog != "" && nb.Changelog != ob.Changelog {
+				t.Errorf("target %d bucket %d: changelog %q became %q", i, b, ob.Changelog, nb.Changelog)
+			}
+			waits := !neverPlaced(ob) && perLog[nb.Changelog] == 0
 			seen := make(map[string]bool)
+			liveReplicas := 0
 			for _, r := range nb.Replicas {
 				if seen[r] {
 					t.Errorf("target %d bucket %d: duplicate replica %s in %v", i, b, r, nb)
 				}
 				seen[r] = true
-				if !live[r] {
+				log, live := logOf[r]
+				switch {
+				case live && log != nb.Changelog:
+					t.Errorf("target %d bucket %d: replica %s has changelog %q, the bucket %q: %v", i, b, r, log, nb.Changelog, nb)
+				case live:
+					liveReplicas++
+				case !waits:
 					t.Errorf("target %d bucket %d: replica %s is not live: %v", i, b, r, nb)
+				case !slices.Contains(ob.Replicas, r):
+					t.Errorf("target %d bucket %d: dead replica %s added: %v", i, b, r, nb)
 				}
 			}
-			if want := min(rf, len(live)); len(nb.Replicas) != want {
-				t.Errorf("target %d bucket %d: %d replicas, want %d: %v", i, b, len(nb.Replicas), want, nb)
-			}
-			if len(nb.Replicas) < rf {
+			if liveReplicas < rf {
 				under++
+			}
+			if waits {
+				if nb.Leader != ob.Leader || nb.LeaderEpoch != ob.LeaderEpoch {
+					t.Errorf("target %d bucket %d waits, but its leader changed: %v -> %v", i, b, ob, nb)
+				}
+				continue
+			}
+			if want := min(rf, perLog[nb.Changelog]); len(nb.Replicas) != want {
+				t.Errorf("target %d bucket %d: %d replicas, want %d: %v", i, b, len(nb.Replicas), want, nb)
 			}
 			if (nb.Leader == "") != (len(nb.Replicas) == 0) || (nb.Leader != "" && !seen[nb.Leader]) {
 				t.Errorf("target %d bucket %d: leader %q not one of the replicas %v", i, b, nb.Leader, nb.Replicas)
@@ -304,7 +401,7 @@ func checkPlacement(t *testing.T, servers []string, in []TargetPlacement, res Pl
 			if ob.Leader == nb.Leader && ob.LeaderEpoch != nb.LeaderEpoch {
 				t.Errorf("target %d bucket %d: epoch changed %d -> %d with the same leader %q", i, b, ob.LeaderEpoch, nb.LeaderEpoch, nb.Leader)
 			}
-			if ob.Leader != "" && live[ob.Leader] && slices.Contains(ob.Replicas, ob.Leader) && nb.Leader != ob.Leader && res.Moves == 0 {
+			if log, live := logOf[ob.Leader]; live && log == nb.Changelog && slices.Contains(ob.Replicas, ob.Leader) && nb.Leader != ob.Leader && res.Moves == 0 {
 				t.Errorf("target %d bucket %d: live leader %s replaced without a move", i, b, ob.Leader)
 			}
 		}
@@ -313,27 +410,36 @@ func checkPlacement(t *testing.T, servers []string, in []TargetPlacement, res Pl
 		t.Errorf("under-replicated = %d, counted %d", res.UnderReplicated, under)
 	}
 	load := make(map[string]int)
-	for _, s := range servers {
-		load[s] = 0
+	for id := range logOf {
+		load[id] = 0
 	}
 	for _, tp := range res.Targets {
 		for _, b := range tp.Buckets {
 			for _, r := range b.Replicas {
-				load[r]++
+				if _, live := logOf[r]; live {
+					load[r]++
+				}
 			}
 		}
 	}
-	lo, hi := -1, -1
-	for _, n := range load {
-		if lo < 0 || n < lo {
-			lo = n
+	balanced := true
+	for log := range perLog {
+		lo, hi := -1, -1
+		for id, n := range load {
+			if logOf[id] != log {
+				continue
+			}
+			if lo < 0 || n < lo {
+				lo = n
+			}
+			if hi < 0 || n > hi {
+				hi = n
+			}
 		}
-		if hi < 0 || n > hi {
-			hi = n
-		}
+		balanced = balanced && hi-lo <= 1
 	}
-	if balanced := hi-lo <= 1; balanced != res.Balanced {
-		t.Errorf("balanced = %v, loads %v", res.Balanced, load)
+	if balanced != res.Balanced {
+		t.Errorf("balanced = %v, loads %v of changelogs %v", res.Balanced, load, logOf)
 	}
 }
 
@@ -345,11 +451,16 @@ func TestPlacementProperties(t *testing.T) {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x7468617721))
 			var (
-				pool    []string
+				pool    []Server
 				targets []TargetPlacement
 			)
+			// Odd seeds: the servers keep their logs in two changelogs.
 			for i := range 12 {
-				pool = append(pool, fmt.Sprintf("ts-%02d", i))
+				log := ""
+				if seed%2 == 1 {
+					log = []string{"x", "y"}[rng.IntN(2)]
+				}
+				pool = append(pool, Server{ID: fmt.Sprintf("ts-%02d", i), Changelog: log})
 			}
 			live := slices.Clone(pool[:1+rng.IntN(6)])
 			maxMoves := rng.IntN(4)
@@ -363,7 +474,7 @@ func TestPlacementProperties(t *testing.T) {
 				case 1: // a server joins
 					if s := pool[rng.IntN(len(pool))]; !slices.Contains(live, s) {
 						live = append(live, s)
-						slices.Sort(live)
+						slices.SortFunc(live, func(a, b Server) int { return strings.Compare(a.ID, b.ID) })
 					}
 				case 2: // a target is created
 					targets = append(targets, newTarget(1+rng.IntN(4), 1+rng.IntN(8)))

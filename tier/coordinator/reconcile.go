@@ -143,7 +143,7 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 	if err != nil {
 		return false, err
 	}
-	res := Placement(cl.servers.ids(), cl.placements(), r.c.cfg.MaxMovesPerRound)
+	res := Placement(cl.servers.placement(), cl.placements(), r.c.cfg.MaxMovesPerRound)
 	var (
 		notes []notice
 		errs  []error

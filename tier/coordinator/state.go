@@ -49,6 +49,15 @@ func (s serverIndex) ids() []string {
 	return ids
 }
 
+// placement returns the live servers as Placement takes them, by id.
+func (s serverIndex) placement() []Server {
+	out := make([]Server, 0, len(s))
+	for _, id := range s.ids() {
+		out = append(out, Server{ID: id, Changelog: s[id].Changelog})
+	}
+	return out
+}
+
 // address returns a server's registered address, "" if it is not live.
 func (s serverIndex) address(id string) string { return s[id].Address }
 
@@ -122,14 +131,14 @@ func (cl *cluster) placements() []TargetPlacement {
 // its buckets.
 func (cl *cluster) placeNew(rf, buckets int) []meta.BucketAssignment {
 	targets := append(cl.placements(), TargetPlacement{RF: rf, Buckets: make([]BucketPlacement, buckets)})
-	res := Placement(cl.servers.ids(), targets, 0)
+	res := Placement(cl.servers.placement(), targets, 0)
 	return toMeta(res.Targets[len(targets)-1].Buckets)
 }
 
 func fromMeta(bs []meta.BucketAssignment) []BucketPlacement {
 	out := make([]BucketPlacement, len(bs))
 	for i, b := range bs {
-		out[i] = BucketPlacement{Replicas: slices.Clone(b.Replicas), Leader: b.Leader, LeaderEpoch: b.LeaderEpoch}
+		out[i] = BucketPlacement{Replicas: slices.Clone(b.Replicas), Leader: b.Leader, LeaderEpoch: b.LeaderEpoch, Changelog: b.Changelog}
 	}
 	return out
 }
@@ -141,7 +150,7 @@ func toMeta(bs []BucketPlacement) []meta.BucketAssignment {
 		if r == nil {
 			r = []string{}
 		}
-		out[i] = meta.BucketAssignment{Replicas: r, Leader: b.Leader, LeaderEpoch: b.LeaderEpoch}
+		out[i] = meta.BucketAssignment{Replicas: r, Leader: b.Leader, LeaderEpoch: b.LeaderEpoch, Changelog: b.Changelog}
 	}
 	return out
 }

@@ -213,10 +213,14 @@ func (r PartitionRecord) Validate() error {
 
 // BucketAssignment is one bucket's replica set. Leader is "" while the
 // bucket has none; LeaderEpoch grows by one each time the leader changes.
+// Changelog is the identity of the changelog its replicas share (the
+// ServerRecord.Changelog of the servers that may hold them); "" in an
+// assignment written before the coordinator recorded it.
 type BucketAssignment struct {
 	Replicas    []string `json:"replicas"`
 	Leader      string   `json:"leader"`
 	LeaderEpoch int32    `json:"leader_epoch"`
+	Changelog   string   `json:"changelog,omitempty"`
 }
 
 // Assignment is kept at {p}/assignment/{tableId}[/p{partitionId}]: bucket i
@@ -319,26 +323,56 @@ func (b BucketAssignment) check(rf int) string {
 	if b.LeaderEpoch < 0 {
 		return fmt.Sprintf("leader epoch %d", b.LeaderEpoch)
 	}
+	if err := CheckChangelogIdentity(b.Changelog); err != nil {
+		return err.Error()
+	}
 	return ""
 }
 
 // ServerRecord is a tablet server's registration, kept at
-// {p}/servers/{serverId} under the server's lease.
+// {p}/servers/{serverId} under the server's lease. Changelog is the
+// identity of the changelog the server's bucket logs live in
+// (changelog.LocalProvider.Identity, kafkalog.Provider.Identity): only
+// servers with the same one may hold replicas of one bucket, since a
+// follower replicates by reading its leader's log. "" from a server that
+// does not say (it shares with every other such server).
 type ServerRecord struct {
 	Version   int    `json:"version"`
 	ID        string `json:"id"`
 	Address   string `json:"address"`
 	StartedMs int64  `json:"started_ms"`
+	Changelog string `json:"changelog,omitempty"`
 }
 
 // Validate checks the record: the id is 1..63 characters [a-z0-9-], the
-// address is not empty.
+// address is not empty, the changelog identity is well formed.
 func (r ServerRecord) Validate() error {
 	if err := errors.Join(checkVersion(r.Version), checkServerID(r.ID)); err != nil {
 		return err
 	}
 	if r.Address == "" {
 		return fmt.Errorf("%w: server %s has no address", ErrInvalid, r.ID)
+	}
+	if err := CheckChangelogIdentity(r.Changelog); err != nil {
+		return fmt.Errorf("%w: server %s: %w", ErrInvalid, r.ID, err)
+	}
+	return nil
+}
+
+// MaxChangelogIdentity bounds a changelog identity's length.
+const MaxChangelogIdentity = 512
+
+// CheckChangelogIdentity checks a changelog identity: at most
+// MaxChangelogIdentity printable ASCII characters without spaces ("" is
+// valid: not known).
+func CheckChangelogIdentity(s string) error {
+	if len(s) > MaxChangelogIdentity {
+		return fmt.Errorf("changelog identity of %d bytes (at most %d)", len(s), MaxChangelogIdentity)
+	}
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] > '~' {
+			return fmt.Errorf("changelog identity %q: byte %d is not printable ASCII", s, i)
+		}
 	}
 	return nil
 }

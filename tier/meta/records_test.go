@@ -72,6 +72,12 @@ func TestRecordFormats(t *testing.T) {
 		{"server", func() ([]byte, error) {
 			return meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1", Address: "10.0.0.5:7400", StartedMs: 1700000000000})
 		}, `{"version":1,"id":"ts-1","address":"10.0.0.5:7400","started_ms":1700000000000}`},
+		{"server with its changelog", func() ([]byte, error) {
+			return meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1", Address: "a:1", StartedMs: 1, Changelog: "kafka:Mk3OEYBSD34fcwNTJENDM2Qk/prod.thaw"})
+		}, `{"version":1,"id":"ts-1","address":"a:1","started_ms":1,"changelog":"kafka:Mk3OEYBSD34fcwNTJENDM2Qk/prod.thaw"}`},
+		{"assignment with the buckets' changelog", func() ([]byte, error) {
+			return meta.Marshal(meta.Assignment{Version: 1, TableID: 7, Buckets: []meta.BucketAssignment{{Replicas: []string{"ts-1"}, Leader: "ts-1", Changelog: "local:0123456789abcdef0123456789abcdef"}}})
+		}, `{"version":1,"table_id":7,"buckets":[{"replicas":["ts-1"],"leader":"ts-1","leader_epoch":0,"changelog":"local:0123456789abcdef0123456789abcdef"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := tc.enc()
@@ -169,6 +175,18 @@ func TestMarshalValidates(t *testing.T) {
 			return err
 		},
 		"no address": func() error { _, err := meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1"}); return err },
+		"server changelog with a space": func() error {
+			_, err := meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1", Address: "x:1", Changelog: "local: x"})
+			return err
+		},
+		"server changelog too long": func() error {
+			_, err := meta.Marshal(meta.ServerRecord{Version: 1, ID: "ts-1", Address: "x:1", Changelog: strings.Repeat("x", meta.MaxChangelogIdentity+1)})
+			return err
+		},
+		"bucket changelog not ASCII": func() error {
+			_, err := meta.Marshal(meta.Assignment{Version: 1, TableID: 7, Buckets: []meta.BucketAssignment{{Replicas: []string{"ts-1"}, Leader: "ts-1", Changelog: "local:é"}}})
+			return err
+		},
 		"dropped data outside kv/": func() error {
 			_, err := meta.Marshal(meta.DroppedData{Version: 1, TableID: 1, Dir: "file:///r", DroppedMs: 1})
 			return err

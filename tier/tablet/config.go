@@ -40,6 +40,12 @@ type Config struct {
 	// TabletService is reachable, e.g. "http://10.0.0.5:7400/t/ts-1"; it is
 	// registered in etcd for the coordinator and for leader hints.
 	AdvertiseAddress string
+	// ChangelogIdentity names the changelog Deps.Changelog keeps the bucket
+	// logs in (changelog.LocalProvider.Identity, kafkalog.Provider.Identity);
+	// it is registered, and the coordinator places a bucket's replicas only
+	// on servers of one identity. "" shares with every server that gives
+	// none (one process, or a tier of an older release).
+	ChangelogIdentity string
 	// DataDir holds the server's replicas (one Pebble database each). It is
 	// a cache: everything in it is rebuilt from snapshots and the changelog.
 	DataDir string
@@ -161,6 +167,9 @@ func (c Config) validate() error {
 	}
 	if u, err := url.Parse(c.AdvertiseAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("advertise address %q is not an http(s) URL", c.AdvertiseAddress))
+	}
+	if err := meta.CheckChangelogIdentity(c.ChangelogIdentity); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("no data dir"))

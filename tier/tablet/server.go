@@ -203,7 +203,7 @@ func (s *Server) post(ctx context.Context, fn func(l *loop)) bool {
 // which stops every replica, and registers again. On ctx done it revokes
 // the lease.
 func (s *Server) register(ctx context.Context) {
-	rec := meta.ServerRecord{ID: s.cfg.ID, Address: s.cfg.AdvertiseAddress}
+	rec := meta.ServerRecord{ID: s.cfg.ID, Address: s.cfg.AdvertiseAddress, Changelog: s.cfg.ChangelogIdentity}
 	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	for ctx.Err() == nil {
 		reg, err := s.deps.Meta.RegisterServer(ctx, rec, s.cfg.LeaseTTL)
@@ -215,7 +215,7 @@ func (s *Server) register(ctx context.Context) {
 			continue
 		}
 		b.reset()
-		s.log.Info("tablet registered", "lease", fmt.Sprintf("%x", reg.Lease()))
+		s.log.Info("tablet registered", "lease", fmt.Sprintf("%x", reg.Lease()), "changelog", s.cfg.ChangelogIdentity)
 		s.m.registered.Set(1)
 		s.post(ctx, func(l *loop) { l.setRegistered(true) })
 		select {

@@ -155,6 +155,35 @@ func (p *Provider) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Identity names the logs this provider opens for the tier's placement,
+// which keeps a bucket's replicas on tablet servers that share one
+// changelog: "kafka:{cluster id}/{topic prefix}", the cluster id asked of a
+// broker (so tablet servers given different broker addresses of one
+// cluster agree, and two clusters never do). A cluster that reports no id
+// is named by its sorted seed brokers instead.
+func (p *Provider) Identity(ctx context.Context) (string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none (nil would be all)
+	var resp *kmsg.MetadataResponse
+	err := withRetries(ctx, nil, func() (err error) {
+		resp, err = req.RequestWith(ctx, p.cl)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("kafkalog: ask for the cluster id: %w", err)
+	}
+	cluster := ""
+	if resp.ClusterID != nil {
+		cluster = *resp.ClusterID
+	}
+	if cluster == "" {
+		brokers := slices.Clone(p.cfg.Brokers)
+		slices.Sort(brokers)
+		cluster = "brokers=" + strings.Join(brokers, ",")
+	}
+	return "kafka:" + cluster + "/" + p.cfg.TopicPrefix, nil
+}
+
 // Topic returns the topic of id's log.
 func (p *Provider) Topic(id changelog.BucketLogID) string {
 	return p.cfg.TopicPrefix + "." + id.Name(".")
