@@ -822,11 +822,32 @@ func runTableDescribe(ctx context.Context, stdout io.Writer, args []string) erro
 	}
 	if len(info.Buckets) > 0 {
 		fmt.Fprintln(w, "bucket\tleader\tepoch\treplicas")
+		under := 0
 		for _, b := range info.Buckets {
-			fmt.Fprintf(w, "  %d\t%s\t%d\t%s\n", b.Bucket, orDash(b.Leader), b.LeaderEpoch, strings.Join(b.Replicas, ","))
+			fmt.Fprintf(w, "  %d\t%s\t%d\t%s\n", b.Bucket, b.leaderText(), b.LeaderEpoch, strings.Join(b.Replicas, ","))
+			if len(b.Replicas) < info.ReplicationFactor {
+				under++
+			}
+		}
+		if under > 0 {
+			fmt.Fprintf(w, "under-replicated\t%d of %d buckets have fewer replicas than %d: too few live tablet servers sharing a changelog (docs/tier.md)\n",
+				under, len(info.Buckets), info.ReplicationFactor)
 		}
 	}
 	return w.Flush()
+}
+
+// leaderText is the bucket's leader as describe prints it: "-" for none,
+// "(not live)" after one whose server is not registered (its bucket waits
+// for it; reads and writes fail until it is back).
+func (b bucketJSON) leaderText() string {
+	switch {
+	case b.Leader == "":
+		return "-"
+	case b.Address == "":
+		return b.Leader + " (not live)"
+	}
+	return b.Leader
 }
 
 func runTableList(ctx context.Context, stdout io.Writer, args []string) error {

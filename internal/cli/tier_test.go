@@ -225,3 +225,18 @@ func TestTierConfigErrors(t *testing.T) {
 }
 
 func writeTestFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o644) }
+
+func TestBucketLeaderText(t *testing.T) {
+	for _, tc := range []struct {
+		b    bucketJSON
+		want string
+	}{
+		{bucketJSON{}, "-"},
+		{bucketJSON{Leader: "ts-1", Address: "http://h:7070/t/ts-1"}, "ts-1"},
+		{bucketJSON{Leader: "ts-9"}, "ts-9 (not live)"},
+	} {
+		if got := tc.b.leaderText(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.b, got, tc.want)
+		}
+	}
+}

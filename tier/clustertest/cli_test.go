@@ -90,6 +90,12 @@ func TestCLI(t *testing.T) {
 		desc.Schema.Columns[3].Type != "DECIMAL(12,2)" || desc.Schema.Columns[0].Nullable {
 		t.Errorf("describe: %+v", desc)
 	}
+	// More replicas than tablet servers: describe says so.
+	ok("created table crm.wide", "table", "create", "crm.wide", "--column", "id BIGINT", "--primary-key", "id", "--buckets", "2", "--replication", "5")
+	if out := ok("bucket", "table", "describe", "crm.wide"); !regexp.MustCompile(`under-replicated\s+2 of 2 buckets have fewer replicas than 5`).MatchString(out) {
+		t.Errorf("describe crm.wide does not say it is under-replicated:\n%s", out)
+	}
+	ok("dropped table crm.wide", "table", "drop", "crm.wide")
 	out := ok("primary key", "table", "describe", "shop.orders")
 	for _, want := range []string{`qty\s+INT\s+NOT NULL`, `partition keys\s+dt\n`, `buckets\s+4 \(fluss bucketing\)`, `replication\s+3\n`} {
 		if !regexp.MustCompile(want).MatchString(out) {
