@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +183,41 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestAssignmentRecordsChangelogs: while a tablet server of an older
+// release (no changelog identity) is registered, assignments are written
+// without the buckets' changelog, which that server could not read; once
+// it is gone, the next round records the changelog of every bucket.
+func TestAssignmentRecordsChangelogs(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	old := newClient(t)
+	e.registerOn(old, "ts-1", "", time.Second)
+	e.registerOn(newClient(t), "ts-2", "local:0123456789abcdef0123456789abcdef", time.Second)
+	n := e.startNode("c-1", nil)
+	e.awaitLeader(n)
+	if _, err := n.client.CreateDatabase(ctx, req(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := n.client.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: &tierv1.TablePath{Database: "d", Table: "t"}, Schema: ordersSchema(4), ReplicationFactor: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := e.prefix + "/assignment/" + strconv.FormatInt(ct.Msg.GetTable().GetTableId(), 10)
+	raw := func() string {
+		t.Helper()
+		v, ok := e.dump()[key]
+		if !ok {
+			t.Fatalf("no %s in %v", key, e.dump())
+		}
+		return v
+	}
+	if v := raw(); strings.Contains(v, `"changelog"`) || strings.Count(v, `"ts-1"`) < 4 {
+		t.Fatalf("assignment with an older server registered: %s", v)
+	}
+	old.Close()
+	eventually(t, 15*time.Second, "changelogs recorded once ts-1 is gone", func() bool {
+		return strings.Count(raw(), `"changelog":"local:0123456789abcdef0123456789abcdef"`) == 4
+	})
 }

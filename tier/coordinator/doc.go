@@ -58,7 +58,10 @@
 // or a Kafka cluster and topic prefix), and Placement keeps each bucket on
 // servers of one identity, recorded in the bucket's assignment. A bucket
 // whose changelog has no live server waits for one, placement unchanged,
-// rather than moving to a server that could not read its log.
+// rather than moving to a server that could not read its log. While a
+// tablet server of an older release (no identity) is registered, placement
+// treats it as fitting any bucket and records no identity, so a rolling
+// upgrade keeps working.
 //
 // While it leads, the coordinator runs reconcile rounds: on every change of
 // the live server set (meta.WatchServers), after DDL, every

@@ -234,6 +234,13 @@ func wantReason(t *testing.T, err error, want tierpb.Reason) {
 // address, under a lease of ttl held by cli (close cli to let it expire).
 func (e *env) register(cli *clientv3.Client, id string, ttl time.Duration) (*meta.Registration, *fakeTablet) {
 	e.t.Helper()
+	return e.registerOn(cli, id, "", ttl)
+}
+
+// registerOn is register for a server that reports changelog identity log
+// ("": a server of a release that reports none).
+func (e *env) registerOn(cli *clientv3.Client, id, log string, ttl time.Duration) (*meta.Registration, *fakeTablet) {
+	e.t.Helper()
 	ft := &fakeTablet{id: id}
 	path, handler := tierv1connect.NewTabletServiceHandler(ft)
 	mux := http.NewServeMux()
@@ -247,7 +254,7 @@ func (e *env) register(cli *clientv3.Client, id string, ttl time.Duration) (*met
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r, err := store.RegisterServer(e.t.Context(), meta.ServerRecord{ID: id, Address: srv.URL}, ttl)
+	r, err := store.RegisterServer(e.t.Context(), meta.ServerRecord{ID: id, Address: srv.URL, Changelog: log}, ttl)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ type BucketPlacement struct {
 // Server is a live tablet server: its id and the identity of its changelog.
 // Only servers of one changelog may hold replicas of one bucket: a follower
 // replicates by tailing its leader's log, and a replica restores from the
-// bucket's last snapshot plus that log. "" is an identity like any other
-// (servers that do not report one share with each other).
+// bucket's last snapshot plus that log. "" is a server of a release that
+// does not report its changelog (see Placement).
 type Server struct {
 	ID        string
 	Changelog string
@@ -67,13 +67,23 @@ type PlacementResult struct {
 //
 // Every bucket belongs to one changelog (BucketPlacement.Changelog): that
 // of its first replica when it is first placed, and for a bucket placed by
-// an older release that of its leader (else its first live replica). Its
-// replicas are only ever servers of that changelog; every rule below
-// speaks of those servers only. When none of them is live the bucket keeps
-// its placement as it is, dead replicas and leader included, and waits for
-// them: a server of another changelog would serve the bucket's last
-// snapshot without the writes since, which are in the changelog it cannot
-// read.
+// an older release that of its leader (else its first live replica that
+// reports one). Its replicas are only ever servers of that changelog; every
+// rule below speaks of those servers only. When none of them is live the
+// bucket keeps its placement as it is, dead replicas and leader included,
+// and waits for them: a server of another changelog would serve the
+// bucket's last snapshot without the writes since, which are in the
+// changelog it cannot read.
+//
+// While a server of an older release (changelog "") is live — a rolling
+// upgrade — that server may hold a replica of any bucket (as before), a
+// bucket whose changelog is unknown may go to any server, new buckets are
+// placed as before, the servers are balanced as one group, and the result
+// records no changelog the input did not hold (older tablet servers could
+// not read an assignment that did); replicas of two different reported
+// changelogs still never share a bucket. Once no such server is live, a
+// bucket whose changelog is still unknown (no live replica reports one)
+// waits like any other whose changelog has no live server.
 //
 // The rules, applied in this order:
 //
@@ -140,6 +150,13 @@ func Placement(servers []Server, targets []TargetPlacement, maxMoves int) Placem
 	}
 	res.Moves = p.rebalance(res.Targets, maxMoves)
 	res.Balanced = p.balanced()
+	if p.legacy {
+		for i, t := range targets {
+			for b, old := range t.Buckets {
+				res.Targets[i].Buckets[b].Changelog = old.Changelog
+			}
+		}
+	}
 	for i, t := range targets {
 		for b, old := range t.Buckets {
 			nb := res.Targets[i].Buckets[b]
@@ -159,6 +176,7 @@ type placer struct {
 	servers []string          // live, sorted, unique
 	logOf   map[string]string // changelog of each live server
 	logs    []string          // the live servers' changelogs, sorted, unique
+	legacy  bool              // a live server reports no changelog
 	load    map[string]int    // replicas per live server
 	leads   map[string]int    // leaders per live server
 }
@@ -178,7 +196,39 @@ func newPlacer(servers []Server) *placer {
 	}
 	slices.Sort(p.servers)
 	slices.Sort(p.logs)
+	p.legacy = slices.Contains(p.logs, "")
 	return p
+}
+
+// fits reports whether live server s may hold a replica of a bucket of
+// changelog log: its own changelog, or either is unknown ("").
+func (p *placer) fits(s, log string) bool {
+	l := p.logOf[s]
+	return p.live(s) && (l == log || l == "" || log == "")
+}
+
+// group returns the servers balanced together with s's changelog: all of
+// them while a server reports none.
+func (p *placer) group(log string) []string {
+	if p.legacy {
+		return p.servers
+	}
+	var out []string
+	for _, s := range p.servers {
+		if p.logOf[s] == log {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// groups returns the changelogs balanced one by one ("" alone while a
+// server reports none).
+func (p *placer) groups() []string {
+	if p.legacy {
+		return []string{""}
+	}
+	return p.logs
 }
 
 func (p *placer) live(id string) bool {
@@ -186,8 +236,16 @@ func (p *placer) live(id string) bool {
 	return ok
 }
 
-// liveIn reports whether a live server has changelog log.
-func (p *placer) liveIn(log string) bool { return slices.Contains(p.logs, log) }
+// liveIn reports whether a live server may hold a replica of changelog
+// log. A bucket of unknown changelog ("") fits any server only while a
+// server of an older release is live; after that it waits for one of its
+// replicas to report.
+func (p *placer) liveIn(log string) bool {
+	if log == "" {
+		return p.legacy
+	}
+	return slices.ContainsFunc(p.servers, func(s string) bool { return p.fits(s, log) })
+}
 
 func (p *placer) liveCount(ids []string) int {
 	n := 0
@@ -201,17 +259,17 @@ func (p *placer) liveCount(ids []string) int {
 
 // changelogOf returns the changelog of a bucket placed before: its own, or
 // (placed by an older release) its leader's, else its first live
-// replica's, else "".
+// replica's that reports one, else "".
 func (p *placer) changelogOf(bp BucketPlacement) string {
 	if bp.Changelog != "" {
 		return bp.Changelog
 	}
-	if p.live(bp.Leader) {
-		return p.logOf[bp.Leader]
+	if l := p.logOf[bp.Leader]; l != "" {
+		return l
 	}
 	for _, r := range bp.Replicas {
-		if p.live(r) {
-			return p.logOf[r]
+		if l := p.logOf[r]; l != "" {
+			return l
 		}
 	}
 	return ""
@@ -230,7 +288,7 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 	out.Changelog = p.changelogOf(bp)
 	wait := !p.liveIn(out.Changelog)
 	for _, r := range bp.Replicas {
-		keep := wait && !p.live(r) || p.live(r) && p.logOf[r] == out.Changelog
+		keep := wait && !p.live(r) || p.fits(r, out.Changelog)
 		if keep && !slices.Contains(out.Replicas, r) {
 			out.Replicas = append(out.Replicas, r)
 		}
@@ -262,7 +320,7 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 // leader and its epoch against old; it returns how many replicas it added.
 func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 	first := neverPlaced(old)
-	if first && len(p.servers) > 0 {
+	if first && len(p.servers) > 0 && !p.legacy {
 		cur.Changelog = p.roomiest(rf)
 	}
 	if !p.liveIn(cur.Changelog) {
@@ -276,6 +334,9 @@ func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 		}
 		cur.Replicas = append(cur.Replicas, s)
 		p.load[s]++
+		if cur.Changelog == "" {
+			cur.Changelog = p.logOf[s] // the first that reports one decides
+		}
 	}
 	added := len(cur.Replicas) - start
 	if cur.Leader != "" {
@@ -329,7 +390,7 @@ func (p *placer) roomiest(rf int) string {
 func (p *placer) leastLoaded(log string, exclude []string) (string, bool) {
 	best, found := "", false
 	for _, s := range p.servers {
-		if p.logOf[s] != log || slices.Contains(exclude, s) {
+		if !p.fits(s, log) || slices.Contains(exclude, s) {
 			continue
 		}
 		if !found || p.load[s] < p.load[best] {
@@ -339,13 +400,10 @@ func (p *placer) leastLoaded(log string, exclude []string) (string, bool) {
 	return best, found
 }
 
-// extremes returns the most loaded live server of changelog log (ties: the
-// smallest id) and the least loaded one (ties: the smallest id).
+// extremes returns the most loaded live server of changelog log's group
+// (ties: the smallest id) and the least loaded one (ties: the smallest id).
 func (p *placer) extremes(log string) (most, least string) {
-	for _, s := range p.servers {
-		if p.logOf[s] != log {
-			continue
-		}
+	for _, s := range p.group(log) {
 		if most == "" || p.load[s] > p.load[most] {
 			most = s
 		}
@@ -364,7 +422,7 @@ func (p *placer) balancedIn(log string) bool {
 }
 
 func (p *placer) balanced() bool {
-	for _, l := range p.logs {
+	for _, l := range p.groups() {
 		if !p.balancedIn(l) {
 			return false
 		}
@@ -376,7 +434,7 @@ func (p *placer) balanced() bool {
 // returns how many it made.
 func (p *placer) rebalance(targets []TargetPlacement, maxMoves int) int {
 	moves := 0
-	for _, l := range p.logs {
+	for _, l := range p.groups() {
 		for moves < maxMoves && !p.balancedIn(l) {
 			from, to := p.extremes(l)
 			if !p.moveOne(targets, from, to) {
@@ -399,7 +457,7 @@ func (p *placer) moveOne(targets []TargetPlacement, from, to string) bool {
 			for b := range targets[i].Buckets {
 				bp := &targets[i].Buckets[b]
 				j := slices.Index(bp.Replicas, from)
-				if j < 0 || slices.Contains(bp.Replicas, to) || (bp.Leader == from) != leaders {
+				if j < 0 || slices.Contains(bp.Replicas, to) || (bp.Leader == from) != leaders || !p.fits(to, bp.Changelog) {
 					continue
 				}
 				p.load[from]--
