@@ -170,7 +170,8 @@ func checkStore(st *objstore.Store, bc *bulkloadclient.BuildContext) error {
 	return checkStoreDir(st, "bulk load "+bc.Handle().TxnID, bc.RemoteDataDir())
 }
 
-// checkStoreDir refuses a store other than dir, what writes there.
+// checkStoreDir refuses a store whose base is not dir, where what (a bulk
+// load) writes.
 func checkStoreDir(st *objstore.Store, what, dir string) error {
 	if st != nil && st.Base() != dir {
 		return usageError("--object-store addresses %s, but %s writes under %s (the tier's object_store)", st.Base(), what, dir)

@@ -207,8 +207,9 @@ func (p *placer) fits(s, log string) bool {
 	return p.live(s) && (l == log || l == "" || log == "")
 }
 
-// group returns the servers balanced together with s's changelog: all of
-// them while a server reports none.
+// group returns the live servers balanced together as changelog log's
+// group: those of that changelog, or all of them while a server reports
+// none.
 func (p *placer) group(log string) []string {
 	if p.legacy {
 		return p.servers
