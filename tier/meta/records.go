@@ -334,8 +334,9 @@ func (b BucketAssignment) check(rf int) string {
 // identity of the changelog the server's bucket logs live in
 // (changelog.LocalProvider.Identity, kafkalog.Provider.Identity): only
 // servers with the same one may hold replicas of one bucket, since a
-// follower replicates by reading its leader's log. "" from a server that
-// does not say (it shares with every other such server).
+// follower replicates by reading its leader's log. "" from a server of an
+// older release, which placement lets hold any bucket while it is
+// registered (coordinator.Placement).
 type ServerRecord struct {
 	Version   int    `json:"version"`
 	ID        string `json:"id"`

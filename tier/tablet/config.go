@@ -43,8 +43,8 @@ type Config struct {
 	// ChangelogIdentity names the changelog Deps.Changelog keeps the bucket
 	// logs in (changelog.LocalProvider.Identity, kafkalog.Provider.Identity);
 	// it is registered, and the coordinator places a bucket's replicas only
-	// on servers of one identity. "" shares with every server that gives
-	// none (one process, or a tier of an older release).
+	// on servers of one identity. "" registers as a server of an older
+	// release would, which placement lets hold any bucket.
 	ChangelogIdentity string
 	// DataDir holds the server's replicas (one Pebble database each). It is
 	// a cache: everything in it is rebuilt from snapshots and the changelog.
