@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/internal/testtls"
@@ -259,4 +260,21 @@ func TestKafkaTLSReload(t *testing.T) {
 			t.Errorf("%q not logged: %s", want, logs.String())
 		}
 	}
+}
+
+// kafkaClusterID asks the brokers for their cluster id.
+func kafkaClusterID(t *testing.T, brokers []string) string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil || resp.ClusterID == nil || *resp.ClusterID == "" {
+		t.Fatalf("cluster id: %v %v", resp, err)
+	}
+	return *resp.ClusterID
 }

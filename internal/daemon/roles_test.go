@@ -3,16 +3,20 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierclient"
 )
 
 // roleTest is an embedded etcd and a file:// store under one directory,
@@ -201,4 +205,165 @@ func TestRunCoordinatorAndTablet(t *testing.T) {
 			t.Fatal("a role did not stop")
 		}
 	}
+}
+
+// tabletRoles runs `thaw coordinator` (rebalancing every 100ms) and `thaw
+// tablet` roles on one etcd until the test ends; a role that returns an
+// error fails the test.
+type tabletRoles struct {
+	t         *testing.T
+	ctx       context.Context
+	roles     roleTest
+	prefix    string
+	coordAddr string
+	tune      func(*TabletConfig) // nil: roleTest.tablet's config
+	tablets   map[string]roleRun
+}
+
+type roleRun struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// wait waits for the role to return and fails the test on its error.
+func (r roleRun) wait(t *testing.T, what string) {
+	if err := <-r.done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("%s returned %v", what, err)
+	}
+}
+
+func startTabletRoles(t *testing.T, tune func(*TabletConfig)) *tabletRoles {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	tr := &tabletRoles{t: t, ctx: ctx, roles: startRoleTest(t, t.TempDir()), tune: tune, tablets: map[string]roleRun{}}
+	cc := tr.roles.coordinator()
+	cc.Coordinator.RebalanceInterval = 100 * time.Millisecond
+	tr.prefix = cc.Etcd.Prefix
+	addr, coord := make(chan string, 1), roleRun{cancel: cancel, done: make(chan error, 1)}
+	go func() { coord.done <- RunCoordinator(ctx, cc, RunOptions{OnReady: func(a string) { addr <- a }}) }()
+	t.Cleanup(func() {
+		cancel()
+		for id, r := range tr.tablets {
+			r.wait(t, "tablet "+id)
+		}
+		coord.wait(t, "coordinator")
+	})
+	tr.coordAddr = <-addr
+	return tr
+}
+
+// start runs tablet server id (on its own data directory) until it is ready.
+func (tr *tabletRoles) start(id string) {
+	tc := tr.roles.tablet(id)
+	if tr.tune != nil {
+		tr.tune(&tc)
+	}
+	if err := tc.Validate(); err != nil {
+		tr.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tr.ctx)
+	r := roleRun{cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() { r.done <- RunTablet(ctx, tc, RunOptions{OnReady: func(a string) { ready <- a }}) }()
+	<-ready
+	tr.tablets[id] = r
+}
+
+// stop stops tablet server id and waits for it.
+func (tr *tabletRoles) stop(id string) {
+	r := tr.tablets[id]
+	delete(tr.tablets, id)
+	r.cancel()
+	r.wait(tr.t, "tablet "+id)
+}
+
+// client is a tier client of the coordinator that retries for 20s.
+func (tr *tabletRoles) client() *tierclient.Client {
+	c, err := tierclient.New(tr.ctx, tr.coordAddr, tierclient.WithRetryPolicy(tierclient.RetryPolicy{
+		Timeout: 20 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	}))
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	tr.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// createTables creates database d and its tables (name: replication
+// factor) of schema (id BIGINT, v STRING) with the given buckets.
+func (tr *tabletRoles) createTables(c *tierclient.Client, buckets int, tables map[string]int) {
+	bigint, _ := kv.ParseType("BIGINT")
+	str, _ := kv.ParseType("STRING")
+	schema := kv.TableSchema{
+		Columns:    []kv.Column{{Name: "id", Type: bigint}, {Name: "v", Type: str, Nullable: true}},
+		PrimaryKey: []string{"id"}, Buckets: buckets,
+	}
+	retry(tr.t, "create the tables", func() error {
+		if err := c.CreateDatabase(tr.ctx, "d"); err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
+			return err
+		}
+		for name, rf := range tables {
+			if _, err := c.CreateTable(tr.ctx, "d", name, schema, rf); err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// registeredChangelogs waits until n tablet servers are registered and
+// returns the changelog identity each registered.
+func (tr *tabletRoles) registeredChangelogs(n int) map[string]string {
+	tr.t.Helper()
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: tr.roles.endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	defer etcd.Close()
+	store, err := meta.New(etcd, tr.prefix)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	logOf := map[string]string{}
+	retry(tr.t, fmt.Sprintf("%d tablet servers registered", n), func() error {
+		set, err := store.ListServers(tr.ctx)
+		if err != nil {
+			return err
+		}
+		if len(set.Servers) != n {
+			return fmt.Errorf("servers %+v", set.Servers)
+		}
+		for _, s := range set.Servers {
+			logOf[s.ID] = s.Changelog
+		}
+		return nil
+	})
+	return logOf
+}
+
+// idRows are rows 0..n-1 of (id, v) with v = prefix and the id.
+func idRows(n int, prefix string) []kv.Row {
+	rows := make([]kv.Row, n)
+	for i := range rows {
+		rows[i] = kv.Row{int64(i), fmt.Sprintf("%s%d", prefix, i)}
+	}
+	return rows
+}
+
+// readBack checks every row's key against the row.
+func readBack(ctx context.Context, c *tierclient.Client, target tierclient.Target, rows []kv.Row) error {
+	keys := make([]kv.Row, len(rows))
+	for i, r := range rows {
+		keys[i] = kv.Row{r[0], nil}
+	}
+	got, err := c.Get(ctx, target, keys)
+	if err != nil {
+		return err
+	}
+	for i, r := range got {
+		if r == nil || r[1] != rows[i][1] {
+			return fmt.Errorf("row %d: %v, want %v", i, r, rows[i])
+		}
+	}
+	return nil
 }
