@@ -242,10 +242,7 @@ func (p *placer) live(id string) bool {
 // server of an older release is live; after that it waits for one of its
 // replicas to report.
 func (p *placer) liveIn(log string) bool {
-	if log == "" {
-		return p.legacy
-	}
-	return slices.ContainsFunc(p.servers, func(s string) bool { return p.fits(s, log) })
+	return p.legacy || log != "" && slices.Contains(p.logs, log)
 }
 
 func (p *placer) liveCount(ids []string) int {

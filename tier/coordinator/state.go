@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/thawdb/thaw/tier/meta"
@@ -39,20 +40,10 @@ func (t targetState) stateRev() int64 {
 // serverIndex maps tablet server ids to their registrations.
 type serverIndex map[string]meta.ServerRecord
 
-// ids returns the server ids, sorted.
-func (s serverIndex) ids() []string {
-	ids := make([]string, 0, len(s))
-	for id := range s {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 // placement returns the live servers as Placement takes them, by id.
 func (s serverIndex) placement() []Server {
 	out := make([]Server, 0, len(s))
-	for _, id := range s.ids() {
+	for _, id := range slices.Sorted(maps.Keys(s)) {
 		out = append(out, Server{ID: id, Changelog: s[id].Changelog})
 	}
 	return out
