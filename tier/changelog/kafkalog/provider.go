@@ -2,6 +2,8 @@ package kafkalog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -160,7 +162,7 @@ func (p *Provider) Ping(ctx context.Context) error {
 // changelog: "kafka:{cluster id}/{topic prefix}", the cluster id asked of a
 // broker (so tablet servers given different broker addresses of one
 // cluster agree, and two clusters never do). A cluster that reports no id
-// is named by its sorted seed brokers instead.
+// is named by its seed brokers instead (see identity).
 func (p *Provider) Identity(ctx context.Context) (string, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{} // none (nil would be all)
@@ -176,12 +178,36 @@ func (p *Provider) Identity(ctx context.Context) (string, error) {
 	if resp.ClusterID != nil {
 		cluster = *resp.ClusterID
 	}
-	if cluster == "" {
-		brokers := slices.Clone(p.cfg.Brokers)
-		slices.Sort(brokers)
-		cluster = "brokers=" + strings.Join(brokers, ",")
+	return identity(cluster, p.cfg.Brokers, p.cfg.TopicPrefix), nil
+}
+
+// maxIdentityName bounds the cluster part of an identity, so that with
+// "kafka:", "/" and a topic prefix (at most 200 bytes) it stays well inside
+// the registry's limit on changelog identities (512 bytes).
+const maxIdentityName = 256
+
+// identity builds Identity's answer from what the broker reported. A
+// cluster without an id is named by its seed brokers, sorted and without
+// repeats ("brokers=a:9092,b:9092"). A name that is too long or not
+// printable ASCII (many seeds, a broker's odd cluster id), and a cluster id
+// with "=" (Kafka's are base64url, without it), is replaced by the SHA-256
+// of its kind and value ("sha256=" and hex), so every cluster gets an
+// identity the registry accepts and an id never reads as a seed list.
+func identity(clusterID string, brokers []string, prefix string) string {
+	name, full := clusterID, "id="+clusterID
+	if clusterID == "" {
+		seeds := slices.Clone(brokers)
+		slices.Sort(seeds)
+		name = "brokers=" + strings.Join(slices.Compact(seeds), ",")
+		full = name
+	} else if strings.Contains(clusterID, "=") {
+		name = ""
 	}
-	return "kafka:" + cluster + "/" + p.cfg.TopicPrefix, nil
+	if name == "" || len(name) > maxIdentityName || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		sum := sha256.Sum256([]byte(full))
+		name = "sha256=" + hex.EncodeToString(sum[:])
+	}
+	return "kafka:" + name + "/" + prefix
 }
 
 // Topic returns the topic of id's log.
