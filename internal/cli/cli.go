@@ -37,6 +37,7 @@ func commands() []command {
 		{name: "server", summary: "run the whole tier in one process: embedded etcd, coordinator, tablet servers", run: runServer},
 		{name: "coordinator", summary: "run a tier coordinator against an external etcd", run: runCoordinator},
 		{name: "tablet", summary: "run a tier tablet server against an external etcd", run: runTablet},
+		{name: "servers", summary: "list the tier's live tablet servers with their changelogs", run: runServers},
 		{name: "database", summary: "create, drop or list tier databases", run: runDatabase},
 		{name: "table", summary: "create, drop, describe or list tier tables", run: runTable},
 		{name: "partition", summary: "create, drop or list partitions of a tier table", run: runPartition},

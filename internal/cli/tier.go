@@ -736,6 +736,7 @@ type bucketJSON struct {
 	LeaderEpoch int32    `json:"leader_epoch"`
 	Address     string   `json:"address,omitempty"`
 	Replicas    []string `json:"replicas"`
+	Changelog   string   `json:"changelog,omitempty"`
 }
 
 func tableJSONOf(t *tierv1.TableInfo) (tableJSON, error) {
@@ -785,7 +786,8 @@ func runTableDescribe(ctx context.Context, stdout io.Writer, args []string) erro
 			return wrapTier("locate "+name.String(), err)
 		}
 		for _, b := range loc.GetBuckets() {
-			info.Buckets = append(info.Buckets, bucketJSON{Bucket: b.GetBucket(), Leader: b.GetLeaderId(), LeaderEpoch: b.GetLeaderEpoch(), Address: b.GetLeaderAddress(), Replicas: nonNil(b.GetReplicas())})
+			info.Buckets = append(info.Buckets, bucketJSON{Bucket: b.GetBucket(), Leader: b.GetLeaderId(), LeaderEpoch: b.GetLeaderEpoch(), Address: b.GetLeaderAddress(),
+				Replicas: nonNil(b.GetReplicas()), Changelog: b.GetChangelog()})
 		}
 	}
 	if cf.json() {
@@ -821,10 +823,10 @@ func runTableDescribe(ctx context.Context, stdout io.Writer, args []string) erro
 		}
 	}
 	if len(info.Buckets) > 0 {
-		fmt.Fprintln(w, "bucket\tleader\tepoch\treplicas")
+		fmt.Fprintln(w, "bucket\tleader\tepoch\treplicas\tchangelog")
 		under := 0
 		for _, b := range info.Buckets {
-			fmt.Fprintf(w, "  %d\t%s\t%d\t%s\n", b.Bucket, b.leaderText(), b.LeaderEpoch, strings.Join(b.Replicas, ","))
+			fmt.Fprintf(w, "  %d\t%s\t%d\t%s\t%s\n", b.Bucket, b.leaderText(), b.LeaderEpoch, strings.Join(b.Replicas, ","), orDash(b.Changelog))
 			if len(b.Replicas) < info.ReplicationFactor {
 				under++
 			}
@@ -848,6 +850,53 @@ func (b bucketJSON) leaderText() string {
 		return b.Leader + " (not live)"
 	}
 	return b.Leader
+}
+
+// serverJSON is a registered tablet server as thaw servers prints it.
+type serverJSON struct {
+	Server    string `json:"server"`
+	Address   string `json:"address"`
+	Changelog string `json:"changelog"`
+	StartedMs int64  `json:"started_ms"`
+}
+
+func runServers(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw servers", "", stdout)
+	var cf clientFlags
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("thaw servers takes no arguments, got %q", pos)
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	resp, err := coordDo(ctx, dialCoordinator(cf.server), &tierv1.ListServersRequest{}, tierv1connect.CoordinatorServiceClient.ListServers)
+	if err != nil {
+		return wrapTier("list servers", err)
+	}
+	servers := []serverJSON{}
+	for _, s := range resp.GetServers() {
+		servers = append(servers, serverJSON{Server: s.GetServerId(), Address: s.GetAddress(), Changelog: s.GetChangelog(), StartedMs: s.GetStartedMs()})
+	}
+	if cf.json() {
+		return writeTierJSON(stdout, servers)
+	}
+	if len(servers) == 0 {
+		_, err := fmt.Fprintln(stdout, "no tablet server is registered")
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "server\taddress\tchangelog\tregistered")
+	for _, s := range servers {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Server, s.Address, orDash(s.Changelog), time.UnixMilli(s.StartedMs).UTC().Format(time.RFC3339))
+	}
+	return w.Flush()
 }
 
 func runTableList(ctx context.Context, stdout io.Writer, args []string) error {

@@ -79,8 +79,9 @@ func TestCLI(t *testing.T) {
 		} `json:"schema"`
 		ReplicationFactor int `json:"replication_factor"`
 		Buckets           []struct {
-			Leader   string   `json:"leader"`
-			Replicas []string `json:"replicas"`
+			Leader    string   `json:"leader"`
+			Replicas  []string `json:"replicas"`
+			Changelog string   `json:"changelog"`
 		} `json:"buckets"`
 	}
 	if err := json.Unmarshal([]byte(ok("crm", "table", "describe", "crm.users", "--output", "json")), &desc); err != nil {
@@ -90,10 +91,30 @@ func TestCLI(t *testing.T) {
 		desc.Schema.Columns[3].Type != "DECIMAL(12,2)" || desc.Schema.Columns[0].Nullable {
 		t.Errorf("describe: %+v", desc)
 	}
+	// thaw servers: the three tablet servers, sharing the one local
+	// changelog every bucket records.
+	var servers []struct{ Server, Address, Changelog string }
+	if err := json.Unmarshal([]byte(ok("ts-1", "servers", "--output", "json")), &servers); err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != 3 || servers[0].Server != "ts-1" || servers[2].Server != "ts-3" || servers[0].Address == "" ||
+		!strings.HasPrefix(servers[0].Changelog, "local:") || servers[1].Changelog != servers[0].Changelog || servers[2].Changelog != servers[0].Changelog {
+		t.Errorf("servers: %+v", servers)
+	}
+	for i, b := range desc.Buckets {
+		if len(servers) > 0 && b.Changelog != servers[0].Changelog {
+			t.Errorf("bucket %d of crm.users on changelog %q, servers on %q", i, b.Changelog, servers[0].Changelog)
+		}
+	}
+	if out := ok("ts-3", "servers"); !regexp.MustCompile(`(?m)^server\s+address\s+changelog\s+registered\nts-1\s+\S+\s+local:[0-9a-f]{32}\s+\d{4}-`).MatchString(out) {
+		t.Errorf("servers:\n%s", out)
+	}
+	fails(2, "takes no arguments", "servers", "ts-1")
 	// More replicas than tablet servers: describe says so.
 	ok("created table crm.wide", "table", "create", "crm.wide", "--column", "id BIGINT", "--primary-key", "id", "--buckets", "2", "--replication", "5")
-	if out := ok("bucket", "table", "describe", "crm.wide"); !regexp.MustCompile(`under-replicated\s+2 of 2 buckets have fewer replicas than 5`).MatchString(out) {
-		t.Errorf("describe crm.wide does not say it is under-replicated:\n%s", out)
+	if out := ok("bucket", "table", "describe", "crm.wide"); !regexp.MustCompile(`under-replicated\s+2 of 2 buckets have fewer replicas than 5`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^bucket\s+leader\s+epoch\s+replicas\s+changelog\n\s+0\s+ts-\d\s+\d+\s+ts-\d,ts-\d,ts-\d\s+local:[0-9a-f]{32}\n`).MatchString(out) {
+		t.Errorf("describe crm.wide does not say it is under-replicated, or on which changelog:\n%s", out)
 	}
 	ok("dropped table crm.wide", "table", "drop", "crm.wide")
 	out := ok("primary key", "table", "describe", "shop.orders")

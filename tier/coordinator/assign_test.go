@@ -216,8 +216,25 @@ func TestAssignmentRecordsChangelogs(t *testing.T) {
 	if v := raw(); strings.Contains(v, `"changelog"`) || strings.Count(v, `"ts-1"`) < 4 {
 		t.Fatalf("assignment with an older server registered: %s", v)
 	}
+	const id = "local:0123456789abcdef0123456789abcdef"
+	ls, err := n.client.ListServers(ctx, req(&tierv1.ListServersRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ls.Msg.GetServers(); len(got) != 2 || got[0].GetChangelog() != "" || got[1].GetChangelog() != id {
+		t.Fatalf("servers %v: want ts-1 without a changelog, ts-2 on %s", got, id)
+	}
 	old.Close()
 	eventually(t, 15*time.Second, "changelogs recorded once ts-1 is gone", func() bool {
-		return strings.Count(raw(), `"changelog":"local:0123456789abcdef0123456789abcdef"`) == 4
+		return strings.Count(raw(), `"changelog":"`+id+`"`) == 4
 	})
+	loc, err := n.client.GetTargetLocations(ctx, req(&tierv1.GetTargetLocationsRequest{Target: &tierv1.TargetPath{Database: "d", Table: "t"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range loc.Msg.GetBuckets() {
+		if b.GetChangelog() != id {
+			t.Fatalf("bucket %d located with changelog %q, want %s", b.GetBucket(), b.GetChangelog(), id)
+		}
+	}
 }

@@ -85,6 +85,7 @@ func bucketLocation(b int, ba meta.BucketAssignment, servers serverIndex) *tierv
 		LeaderId:    ba.Leader,
 		LeaderEpoch: ba.LeaderEpoch,
 		Replicas:    append([]string(nil), ba.Replicas...),
+		Changelog:   ba.Changelog,
 	}
 	if ba.Leader != "" {
 		loc.LeaderAddress = servers.address(ba.Leader)
@@ -93,5 +94,5 @@ func bucketLocation(b int, ba meta.BucketAssignment, servers serverIndex) *tierv
 }
 
 func serverInfo(r meta.ServerRecord) *tierv1.ServerInfo {
-	return &tierv1.ServerInfo{ServerId: r.ID, Address: r.Address, StartedMs: r.StartedMs}
+	return &tierv1.ServerInfo{ServerId: r.ID, Address: r.Address, StartedMs: r.StartedMs, Changelog: r.Changelog}
 }

@@ -691,7 +691,11 @@ type BucketLocation struct {
 	// Leader epoch of the bucket; send it with writes.
 	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// Tablet server ids of all replicas, the leader included.
-	Replicas      []string `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []string `protobuf:"bytes,5,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// Identity of the changelog the bucket's replicas share ("local:…",
+	// "kafka:…"); empty until the coordinator records it (for example while a
+	// tablet server of an older release is registered).
+	Changelog     string `protobuf:"bytes,6,opt,name=changelog,proto3" json:"changelog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -761,6 +765,13 @@ func (x *BucketLocation) GetReplicas() []string {
 	return nil
 }
 
+func (x *BucketLocation) GetChangelog() string {
+	if x != nil {
+		return x.Changelog
+	}
+	return ""
+}
+
 // ServerInfo describes a registered tablet server.
 type ServerInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -769,7 +780,11 @@ type ServerInfo struct {
 	// Address ("host:port") the server's TabletService listens on.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// Registration time, ms since the Unix epoch.
-	StartedMs     int64 `protobuf:"varint,3,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
+	StartedMs int64 `protobuf:"varint,3,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
+	// Identity of the server's changelog ("local:…", "kafka:…"); only servers
+	// of one identity hold replicas of the same bucket. Empty for a server of
+	// an older release.
+	Changelog     string `protobuf:"bytes,4,opt,name=changelog,proto3" json:"changelog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -823,6 +838,13 @@ func (x *ServerInfo) GetStartedMs() int64 {
 		return x.StartedMs
 	}
 	return 0
+}
+
+func (x *ServerInfo) GetChangelog() string {
+	if x != nil {
+		return x.Changelog
+	}
+	return ""
 }
 
 // Row is one key and its value.
@@ -1012,19 +1034,21 @@ const file_thaw_tier_v1_common_proto_rawDesc = "" +
 	"\x06values\x18\x01 \x03(\v2'.thaw.tier.v1.PartitionSpec.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\x01\n" +
 	"\x0eBucketLocation\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x03 \x01(\tR\rleaderAddress\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
-	"\breplicas\x18\x05 \x03(\tR\breplicas\"b\n" +
+	"\breplicas\x18\x05 \x03(\tR\breplicas\x12\x1c\n" +
+	"\tchangelog\x18\x06 \x01(\tR\tchangelog\"\x80\x01\n" +
 	"\n" +
 	"ServerInfo\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1d\n" +
 	"\n" +
-	"started_ms\x18\x03 \x01(\x03R\tstartedMs\"-\n" +
+	"started_ms\x18\x03 \x01(\x03R\tstartedMs\x12\x1c\n" +
+	"\tchangelog\x18\x04 \x01(\tR\tchangelog\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x8d\x01\n" +
