@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -144,9 +145,10 @@ func (l *Leadership) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []c
 
 // Resign ends the term: it cancels Context first, so work stops before the
 // leadership is handed over, then deletes the leader key if it still belongs
-// to this term, which lets the next candidate take over at once. Resign is
-// idempotent and may be called after the term was lost. If the key cannot be
-// deleted, it still goes when the lease, no longer kept alive, expires.
+// to this term, which lets the next candidate take over at once, and revokes
+// the term's lease, which holds nothing else. Resign is idempotent and may be
+// called after the term was lost. If the key cannot be deleted, it still goes
+// when the lease, no longer kept alive, expires.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.cancel(fmt.Errorf("%w: resigned", ErrLeadershipLost))
 	select {
@@ -157,6 +159,9 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	cmp := clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.epoch))
 	if _, err := l.cli.Txn(ctx).If(cmp).Then(clientv3.OpDelete(l.key)).Commit(); err != nil {
 		return fmt.Errorf("fencing: resign %s: delete leader key: %w", l.key, err)
+	}
+	if _, err := l.cli.Revoke(ctx, l.session.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("fencing: resign %s: revoke lease: %w", l.key, err)
 	}
 	return nil
 }

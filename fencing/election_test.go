@@ -80,8 +80,12 @@ func TestElectSingleCandidate(t *testing.T) {
 		t.Fatalf("current leader %+v, %v; want %+v", got, err, want)
 	}
 
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
 	if err := l.Resign(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if ttl, err := cli.TimeToLive(t.Context(), lease); err != nil || ttl.TTL != -1 {
+		t.Fatalf("the term's lease after resign: %+v, %v; want it revoked", ttl, err)
 	}
 	if !errors.Is(l.Err(), fencing.ErrLeadershipLost) || !errors.Is(context.Cause(l.Context()), fencing.ErrLeadershipLost) {
 		t.Fatalf("after resign: err %v, cause %v", l.Err(), context.Cause(l.Context()))

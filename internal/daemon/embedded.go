@@ -185,6 +185,7 @@ type Embedded struct {
 	log     *slog.Logger
 	etcd    *meta.Embedded
 	cli     *clientv3.Client
+	leases  *leaseLedger // every lease its clients hold, for the next start
 	store   *meta.Store
 	objects *objstore.Store
 	logs    changelogProvider // nil with the Kafka changelog
@@ -294,6 +295,14 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		return nil, err
 	}
 	closers = append(closers, e.cli.Close)
+	// A run killed before it revoked its leases (election, registrations)
+	// would hold this one up until they expire: revoke them, then record
+	// this run's.
+	if err := revokeLeftLeases(ctx, e.cli, cfg.DataDir, log); err != nil {
+		return nil, err
+	}
+	e.leases = newLeaseLedger(cfg.DataDir, log)
+	e.leases.record(e.cli)
 	if e.store, err = meta.New(e.cli, cfg.Prefix, meta.WithLogger(log.With("component", "meta"))); err != nil {
 		return nil, err
 	}
@@ -524,6 +533,7 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	e.leases.record(cli)
 	store, err := meta.New(cli, e.cfg.Prefix, meta.WithLogger(e.log.With("component", "meta", "coordinator", id)))
 	if err != nil {
 		return errors.Join(err, cli.Close())

@@ -66,6 +66,7 @@ func (e *Embedded) StartTablet(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	e.leases.record(cli)
 	store, err := meta.New(cli, e.cfg.Prefix, meta.WithLogger(e.log.With("component", "meta", "server", id)))
 	if err != nil {
 		return errors.Join(err, cli.Close())
