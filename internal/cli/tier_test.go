@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 func testTable(t *testing.T) *kv.Table {
@@ -238,5 +240,19 @@ func TestBucketLeaderText(t *testing.T) {
 		if got := tc.b.leaderText(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestTierErrorNamesTheBulkLoad: a TARGET_LOADING error that names its
+// bulk load tells how to follow or give it up; one that does not, does not.
+func TestTierErrorNamesTheBulkLoad(t *testing.T) {
+	err := wrapTier("drop table e.q", tierpb.NewTargetLoadingError("coordinator: drop table e.q: loading", tierv1.DataState_DATA_STATE_LOADING, "bl-1"))
+	if got := err.Error(); !strings.HasPrefix(got, "drop table e.q: TARGET_LOADING: coordinator: drop table e.q: loading\n") ||
+		!strings.Contains(got, "`thaw bulkload status bl-1`") || !strings.Contains(got, "`thaw bulkload abort bl-1`") {
+		t.Errorf("with a bulk load id: %q", got)
+	}
+	err = wrapTier("drop table e.q", tierpb.NewError(tierpb.ReasonTargetLoading, "loading", nil))
+	if got := err.Error(); got != "drop table e.q: TARGET_LOADING: loading" {
+		t.Errorf("without: %q", got)
 	}
 }

@@ -72,6 +72,12 @@ func TestClearErrors(t *testing.T) {
 	if md[tierpb.KeyTxnID] != info.GetHandle().GetTxnId() {
 		t.Fatalf("occupied metadata %v", md)
 	}
+	// Dropping the loading table fails naming the bulk load that holds it.
+	_, err = n.coord.DropTable(ctx, connect.NewRequest(&tierv1.DropTableRequest{Path: &tierv1.TablePath{Database: tp.GetDatabase(), Table: tp.GetTable()}}))
+	md = wantReason(t, err, tierpb.ReasonTargetLoading)
+	if md[tierpb.KeyBulkLoadID] != info.GetHandle().GetTxnId() || md[tierpb.KeyDataState] != "LOADING" {
+		t.Fatalf("drop of a loading table: metadata %v", md)
+	}
 	// Commit with a malformed manifest reference freezes nothing.
 	_, err = commit(ctx, n, info.GetHandle(), manifestRef{path: info.GetManifestPath(), length: 10, sha: "xyz"})
 	wantReason(t, err, tierpb.ReasonInvalidArgument)

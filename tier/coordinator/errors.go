@@ -64,6 +64,10 @@ func (c *Coordinator) rpcError(ctx context.Context, what string, err error) erro
 	case errors.Is(err, meta.ErrNotEmpty):
 		return tierpb.NewError(tierpb.ReasonNotEmpty, msg, nil)
 	case errors.Is(err, meta.ErrLoading):
+		var le *meta.LoadingError
+		if errors.As(err, &le) {
+			return tierpb.NewTargetLoadingError(msg, dataStateProto(le.State), le.BulkLoadID)
+		}
 		return tierpb.NewError(tierpb.ReasonTargetLoading, msg, nil)
 	case errors.Is(err, meta.ErrCorrupt):
 		c.log.Error("coordinator read a corrupt metadata record", "what", what, "err", err)

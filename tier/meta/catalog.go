@@ -221,13 +221,13 @@ func (s *Store) dropTable(ctx context.Context, g Guard, key string, cur Versione
 			}
 			for _, p := range parts {
 				if busy(p.Value.DataState, p.Value.BulkLoadID) {
-					return fmt.Errorf("%w: table %s partition %s is %s with bulk load %q", ErrLoading, what, p.Value.Name, p.Value.DataState, p.Value.BulkLoadID)
+					return &LoadingError{What: "table " + what + " partition " + p.Value.Name, State: p.Value.DataState, BulkLoadID: p.Value.BulkLoadID}
 				}
 			}
 			// No partition may have changed since it was checked.
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.k.partitions(rec.ID)), "<", at+1).WithPrefix())
 		} else if busy(rec.DataState, rec.BulkLoadID) {
-			return fmt.Errorf("%w: table %s is %s with bulk load %q", ErrLoading, what, rec.DataState, rec.BulkLoadID)
+			return &LoadingError{What: "table " + what, State: rec.DataState, BulkLoadID: rec.BulkLoadID}
 		}
 		rec.Dropping, rec.ModifiedMs = true, s.nowMs()
 		op, err := put(key, rec)
@@ -390,7 +390,7 @@ func (s *Store) dropPartition(ctx context.Context, g Guard, key string, cur Vers
 	what := fmt.Sprintf("partition %s of table id %d", rec.Name, rec.TableID)
 	if !rec.Dropping {
 		if busy(rec.DataState, rec.BulkLoadID) {
-			return fmt.Errorf("%w: %s is %s with bulk load %q", ErrLoading, what, rec.DataState, rec.BulkLoadID)
+			return &LoadingError{What: what, State: rec.DataState, BulkLoadID: rec.BulkLoadID}
 		}
 		rec.Dropping, rec.ModifiedMs = true, s.nowMs()
 		op, err := put(key, rec)

@@ -472,6 +472,18 @@ func TestDropLoadingTargetRejected(t *testing.T) {
 		if !errors.Is(err, want) {
 			t.Errorf("drop %s: %v; want %v", name, err, want)
 		}
+		// The error names the bulk load that holds the target.
+		var le *meta.LoadingError
+		switch name {
+		case "table":
+			if !errors.As(err, &le) || le.BulkLoadID != "txn-1" || le.State != meta.Loading || le.What != "table d.plain" {
+				t.Errorf("drop %s: %#v", name, le)
+			}
+		case "partitioned", "partition":
+			if !errors.As(err, &le) || le.BulkLoadID != "txn-2" || le.State != meta.Active || !strings.Contains(le.What, "partition a") {
+				t.Errorf("drop %s: %#v", name, le)
+			}
+		}
 	}
 	e.unchanged(before, "rejected drops")
 }

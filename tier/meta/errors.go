@@ -1,6 +1,9 @@
 package meta
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors of this package wrap one of them, or an error of
 // the fencing package (fencing.ErrNotLeader: the guard's term is over, stop;
@@ -27,3 +30,19 @@ var (
 	// ErrCorrupt: a stored value is not a valid record (strict decoding).
 	ErrCorrupt = errors.New("meta: corrupt record")
 )
+
+// LoadingError is the ErrLoading of a drop: which target a bulk load holds
+// (the table itself, or the partition of a table being dropped), in which
+// state and under which bulk load, so that callers can name the load.
+type LoadingError struct {
+	What       string // "table shop.orders", "table shop.orders partition 2024-01-01"
+	State      DataState
+	BulkLoadID string
+}
+
+func (e *LoadingError) Error() string {
+	return fmt.Sprintf("%v: %s is %s with bulk load %q", ErrLoading, e.What, e.State, e.BulkLoadID)
+}
+
+// Is makes errors.Is(err, ErrLoading) hold.
+func (e *LoadingError) Is(target error) bool { return target == ErrLoading }
