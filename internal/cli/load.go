@@ -21,6 +21,7 @@ import (
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshotbuild"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // ---------------------------------------------------------------------------
@@ -346,7 +347,7 @@ func beginRetrying(ctx context.Context, c *bulkloadclient.Client, target bulkloa
 	for {
 		bc, err := c.Begin(ctx, target, token, opts)
 		if err == nil || !bulkloadclient.IsRetriable(err) {
-			return bc, err
+			return bc, beginHint(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -355,6 +356,24 @@ func beginRetrying(ctx context.Context, c *bulkloadclient.Client, target bulkloa
 			delay = min(2*delay, time.Second)
 		}
 	}
+}
+
+// beginHint adds what to do to the Begin errors a person can act on.
+func beginHint(err error) error {
+	switch {
+	case errors.Is(err, bulkload.ErrTargetNotEmpty):
+		return fmt.Errorf("%w\n(a bulk load fills an empty table or partition only: load into a new partition, or drop the target and create it again)", err)
+	case errors.Is(err, bulkload.ErrTargetOccupied):
+		if id := tierpb.MetadataOf(err)[tierpb.KeyTxnID]; id != "" {
+			return fmt.Errorf("%w\n%s", err, heldHint(id))
+		}
+	}
+	return err
+}
+
+// heldHint says how to follow or give up bulk load id, which holds a target.
+func heldHint(id string) string {
+	return fmt.Sprintf("(bulk load %s holds it until it commits or aborts: `thaw bulkload status %s` shows where it is, `thaw bulkload abort %s` gives it up)", id, id, id)
 }
 
 // byteSizeFlag is a flag.Value of a size like 256MiB.

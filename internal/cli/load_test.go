@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
@@ -465,7 +466,7 @@ func TestLoad(t *testing.T) {
 	// nothing to abort.
 	out.Reset()
 	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-02", server, f1})
-	if err == nil || !strings.Contains(err.Error(), "NOT_EMPTY") && !strings.Contains(strings.ToLower(err.Error()), "not empty") {
+	if !errors.Is(err, bulkload.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "\n(a bulk load fills an empty table or partition only: load into a new partition") {
 		t.Errorf("second load of a full partition: %v\n%s", err, out.String())
 	}
 	t.Logf("second load: %v", err)

@@ -347,8 +347,7 @@ func (e *tierError) Error() string {
 	}
 	reason := tierpb.ReasonOf(e.err)
 	if id := tierpb.MetadataOf(e.err)[tierpb.KeyBulkLoadID]; reason == tierpb.ReasonTargetLoading && id != "" {
-		return fmt.Sprintf("%s: %s: %s\n(bulk load %s holds it until it commits or aborts: `thaw bulkload status %s` shows where it is, `thaw bulkload abort %s` gives it up)",
-			e.what, reason, msg, id, id, id)
+		return fmt.Sprintf("%s: %s: %s\n%s", e.what, reason, msg, heldHint(id))
 	}
 	return fmt.Sprintf("%s: %s: %s", e.what, reason, msg)
 }

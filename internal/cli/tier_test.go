@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -254,5 +255,22 @@ func TestTierErrorNamesTheBulkLoad(t *testing.T) {
 	err = wrapTier("drop table e.q", tierpb.NewError(tierpb.ReasonTargetLoading, "loading", nil))
 	if got := err.Error(); got != "drop table e.q: TARGET_LOADING: loading" {
 		t.Errorf("without: %q", got)
+	}
+}
+
+// TestBeginHint: Begin refusals a person can act on say how.
+func TestBeginHint(t *testing.T) {
+	occupied := errors.Join(bulkload.ErrTargetOccupied, tierpb.NewError(tierpb.ReasonTargetOccupied, "held", map[string]string{tierpb.KeyTxnID: "t-1"}))
+	if got := beginHint(occupied); !errors.Is(got, bulkload.ErrTargetOccupied) || !strings.Contains(got.Error(), "`thaw bulkload abort t-1`") {
+		t.Errorf("occupied: %v", got)
+	}
+	if got := beginHint(bulkload.ErrTargetOccupied); got != bulkload.ErrTargetOccupied { // no id: nothing to name
+		t.Errorf("occupied without an id: %v", got)
+	}
+	if got := beginHint(bulkload.ErrTargetNotEmpty); !errors.Is(got, bulkload.ErrTargetNotEmpty) || !strings.Contains(got.Error(), "load into a new partition") {
+		t.Errorf("not empty: %v", got)
+	}
+	if other := errors.New("x"); beginHint(other) != other || beginHint(nil) != nil {
+		t.Error("other errors changed")
 	}
 }
