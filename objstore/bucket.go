@@ -2,6 +2,8 @@ package objstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -193,6 +195,9 @@ func openBucket(ctx context.Context, loc location) (*gcBucket, error) {
 			b.dirMode = os.FileMode(fm)
 		}
 		b.b, err = blob.OpenBucket(ctx, (&url.URL{Scheme: "file", Path: filepath.ToSlash(loc.dir), RawQuery: q.Encode()}).String())
+		if err == nil {
+			removeStaleStaged(filepath.Join(loc.dir, StagingDir), time.Now().Add(-staleStaged))
+		}
 	case "mem":
 		if len(loc.query) > 0 {
 			return nil, fmt.Errorf("objstore: open %s: mem urls take no parameters", b.base)
@@ -262,6 +267,9 @@ func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist 
 			return err
 		}
 	}
+	if ifNotExist && b.linkable {
+		return b.putStaged(ctx, key, r)
+	}
 	// Cancelling the writer's context before Close aborts the upload in
 	// every driver, so a failed Put leaves no object behind.
 	ctx, cancel := context.WithCancel(ctx)
@@ -311,6 +319,90 @@ func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist 
 		}
 	}
 	return nil
+}
+
+// StagingDir is where a file:// store stages the bytes of a Put: a
+// directory under its root, so on the store's file system whatever TMPDIR
+// is, and a key prefix no object may use (checkKey) and List never shows.
+const StagingDir = ".objstore-staging"
+
+// putStaged stores r under key in a file:// store without metadata
+// sidecars: it writes the bytes to a file in StagingDir, syncs it, and
+// links it into place as PutFile links a local file (link(2) never
+// replaces an object: ErrExists), or where the file system refuses hard
+// links renames it into place after checking the name is free (as
+// fileblob does). fileblob's own writer stages in os.TempDir and renames,
+// which fails with EXDEV when that is another file system (a tmpfs /tmp
+// beside a data disk).
+func (b *gcBucket) putStaged(ctx context.Context, key string, r io.Reader) (err error) {
+	staging := filepath.Join(b.dir, StagingDir)
+	if err := os.MkdirAll(staging, b.dirMode); err != nil {
+		return b.errorf("put", key, err)
+	}
+	var f *os.File
+	for range 100 {
+		var name [8]byte
+		_, _ = rand.Read(name[:])
+		f, err = os.OpenFile(filepath.Join(staging, "put-"+hex.EncodeToString(name[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return b.errorf("put", key, err)
+	}
+	staged := f.Name()
+	defer func() {
+		err = errors.Join(err, f.Close())
+		if rerr := os.Remove(staged); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, b.errorf("put", key, rerr))
+		}
+	}()
+	if _, err := io.Copy(f, r); err != nil {
+		return b.errorf("put", key, err)
+	}
+	if err := f.Sync(); err != nil {
+		return b.errorf("put", key, err)
+	}
+	if err := b.linkFile(ctx, key, staged, f); !errors.Is(err, errNoLink) {
+		return err
+	}
+	dest := filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))
+	mu := commitLock(dest)
+	mu.Lock()
+	_, serr := os.Lstat(dest)
+	if serr == nil {
+		mu.Unlock()
+		return fmt.Errorf("objstore: put %q: %w", key, ErrExists)
+	}
+	err = os.Rename(staged, dest)
+	mu.Unlock()
+	if err != nil {
+		return b.errorf("put", key, err)
+	}
+	if err := syncDirs(b.dir, dest); err != nil {
+		return fmt.Errorf("objstore: put %q: %w", key, err)
+	}
+	return nil
+}
+
+// staleStaged is the age from which a staged file is taken to be left by
+// a process that died during its Put (a Put's file is written to without
+// pause, and removed when the Put ends).
+const staleStaged = 24 * time.Hour
+
+// removeStaleStaged removes the staged files last written before cutoff,
+// as well as it can: another process may be staging in the same store.
+func removeStaleStaged(dir string, cutoff time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // syncDirs makes the directory entries leading to path durable, from its
@@ -416,7 +508,7 @@ func (b *gcBucket) List(ctx context.Context, prefix string) iter.Seq2[Attrs, err
 				yield(Attrs{}, b.errorf("list", prefix, err))
 				return
 			}
-			if o.IsDir {
+			if o.IsDir || b.dir != "" && strings.HasPrefix(o.Key, StagingDir+"/") {
 				continue
 			}
 			if !yield(Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime}, nil) {

@@ -21,11 +21,18 @@
 // create_dir=true and metadata=skip unless the URL sets them. metadata=skip
 // means no ".attrs" sidecar files: fileblob writes them without a rename,
 // and a torn sidecar makes its object unreadable. Sidecars that exist anyway
-// never appear in List. fileblob stages writes in os.TempDir and renames
-// them into place, which fails with EXDEV if that is another file system
-// than the root. Then set TMPDIR, or no_tmp_dir=true, which stages next to
-// the object, where List can see an in-flight or crashed upload's temporary
-// file.
+// never appear in List. A put (PutIfAbsent, and PutFile where it cannot
+// link the local file) stages its bytes in the root's .objstore-staging
+// directory, on the store's own file system, and links them into place
+// (renames, on a file system without hard links), so TMPDIR may be another
+// file system (fileblob's own writer stages in os.TempDir, and its rename
+// then fails with EXDEV). That directory is not a key prefix any object may
+// use, List never shows it, and opening the store removes the files a
+// crashed put left there once they are a day old. With metadata sidecars
+// kept (metadata=), writes go through fileblob's writer as before: set
+// TMPDIR to the root's file system, or no_tmp_dir=true, which stages next
+// to the object, where List can see an in-flight or crashed upload's
+// temporary file.
 //
 // s3:// accepts s3blob's and gocloud's AWS parameters (region, endpoint,
 // use_path_style, hostname_immutable, profile, anonymous,

@@ -251,6 +251,8 @@ func checkKey(key string) error {
 		return bad("not utf-8")
 	case strings.HasSuffix(key, ".attrs"):
 		return bad(`the suffix ".attrs" is reserved`)
+	case key == StagingDir || strings.HasPrefix(key, StagingDir+"/"):
+		return bad(`the prefix "` + StagingDir + `/" is reserved`)
 	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' || r == '?' || r == '#' }):
 		return bad(`contains a control character, '\', '?' or '#'`)
 	}
