@@ -26,16 +26,17 @@ const leasesFileName = "LEASES"
 // waited for at the next start, as before this file existed.
 const maxRecordedLeases = 256
 
-// leaseLedger records every lease the embedded tier's own etcd clients
-// grant (and forgets the ones they revoke) in {data_dir}/LEASES. A process
-// killed without revoking them (SIGKILL, a crash, power loss) leaves them
-// in etcd until their TTL runs out: until then its coordinator's successor
-// cannot win the election and its tablet servers cannot register again.
-// The next start on the same data directory is the only process that can
-// hold them (the embedded etcd locks its data directory), so it revokes
-// them before its roles start (revokeLeftLeases). Leases of other
-// processes using the embedded etcd (a promoter configured with
-// `tier.etcd`, a `thaw tablet` pointed at it) are never in the file.
+// leaseLedger records every lease a process's own etcd clients grant (and
+// forgets the ones they revoke) in {data_dir}/LEASES: the embedded tier's
+// (thaw server, a promoter's embedded tier) and a `thaw tablet`'s. A
+// process killed without revoking them (SIGKILL, a crash, power loss)
+// leaves them in etcd until their TTL runs out: until then its
+// coordinator's successor cannot win the election and its tablet servers
+// cannot register again. The next start on the same data directory is the
+// only process that can hold them (the embedded etcd locks its data
+// directory, `thaw tablet` its data_dir/LOCK), so it revokes them before
+// its roles start (revokeLeftLeases). Leases of other processes using the
+// same etcd are never in the file.
 //
 // The file is rewritten (temporary file and rename, no fsync) on every
 // grant and revoke, which happen a few times per role and term, not per

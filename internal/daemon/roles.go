@@ -25,6 +25,7 @@ import (
 
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/flock"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/changelog/kafkalog"
@@ -299,11 +300,24 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	if err := os.MkdirAll(replicaDir, privateDirMode); err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
+	// One process per data directory: its replicas, and the leases it
+	// lists for the next start (leaseLedger), are this process's alone.
+	lock, err := flock.Lock(filepath.Join(cfg.DataDir, "LOCK"))
+	if err != nil {
+		return fmt.Errorf("daemon: data_dir %s (is another thaw tablet using it?): %w", cfg.DataDir, err)
+	}
+	defer func() { err = errors.Join(err, lock.Close()) }()
 	cli, err := connectEtcd(ctx, cfg.Etcd, log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, ignoreCanceled(cli.Close())) }()
+	// A run killed before it revoked its registration would hold this one
+	// up until the lease expires (tablet.lease_ttl).
+	if err := revokeLeftLeases(ctx, cli, cfg.DataDir, log); err != nil {
+		return err
+	}
+	newLeaseLedger(cfg.DataDir, log).record(cli)
 	store, err := meta.New(cli, cfg.Etcd.Prefix, meta.WithLogger(log.With("component", "meta")))
 	if err != nil {
 		return err

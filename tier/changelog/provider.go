@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/thawdb/thaw/internal/flock"
 )
 
 const (
@@ -71,9 +73,9 @@ func NewLocalProvider(root string, opts ...Option) (_ *LocalProvider, err error)
 	if err := ensureDir(root); err != nil {
 		return nil, err
 	}
-	lock, err := lockRoot(filepath.Join(root, lockFileName))
+	lock, err := flock.Lock(filepath.Join(root, lockFileName))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("changelog: lock provider root %s (is another provider using it?): %w", root, err)
 	}
 	defer func() {
 		if err != nil {
