@@ -358,7 +358,7 @@ func (b *gcBucket) putStaged(ctx context.Context, key string, r io.Reader) (err 
 			err = errors.Join(err, b.errorf("put", key, rerr))
 		}
 	}()
-	if _, err := io.Copy(f, r); err != nil {
+	if _, err := io.Copy(f, &ctxReader{ctx: ctx, r: r}); err != nil {
 		return b.errorf("put", key, err)
 	}
 	if err := f.Sync(); err != nil {

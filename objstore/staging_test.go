@@ -1,7 +1,9 @@
 package objstore
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,19 @@ func TestFilePutIgnoresTMPDIR(t *testing.T) {
 	if got := listKeys(t, s, ""); len(got) != 2 || got[0] != "kv/a/1.sst" || got[1] != "kv/a/_METADATA" {
 		t.Fatalf("list: %q", got)
 	}
+	// A put whose context ends while it copies stops copying, stores
+	// nothing and leaves nothing staged.
+	ctx, cancel := context.WithCancel(t.Context())
+	src := &cancellingReader{cancel: cancel}
+	if err := s.Bucket().Put(ctx, "kv/a/cancelled", src, true); !errors.Is(err, context.Canceled) || src.reads > 1 {
+		t.Fatalf("cancelled put: %v after %d reads", err, src.reads)
+	}
+	if _, err := s.Stat(t.Context(), "kv/a/cancelled"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("stat after the cancelled put: %v", err)
+	}
+	if ents, err := os.ReadDir(filepath.Join(root, StagingDir)); err != nil || len(ents) != 1 {
+		t.Fatalf("staging directory after the cancelled put: %v, %v (want only put-left)", ents, err)
+	}
 	if _, err := s.PutIfAbsent(t.Context(), StagingDir+"/x", BytesSource([]byte("x"))); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("put under the staging directory: %v, want ErrInvalidKey", err)
 	}
@@ -67,4 +82,23 @@ func TestFilePutIgnoresTMPDIR(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, StagingDir, "put-left")); err != nil {
 		t.Fatalf("a fresh staged file after open: %v", err)
 	}
+}
+
+// cancellingReader cancels its context at the first read; it would give
+// 1000 reads of zeros.
+type cancellingReader struct {
+	cancel func()
+	reads  int
+}
+
+func (r *cancellingReader) Read(p []byte) (int, error) {
+	r.reads++
+	if r.reads == 1 {
+		r.cancel()
+	}
+	if r.reads > 1000 {
+		return 0, io.EOF
+	}
+	clear(p)
+	return len(p), nil
 }
