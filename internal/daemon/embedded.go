@@ -298,9 +298,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	// A run killed before it revoked its leases (election, registrations)
 	// would hold this one up until they expire: revoke them, then record
 	// this run's.
-	if err := revokeLeftLeases(ctx, e.cli, cfg.DataDir, log); err != nil {
-		return nil, err
-	}
+	revokeLeftLeases(ctx, e.cli, cfg.DataDir, log)
 	e.leases = newLeaseLedger(cfg.DataDir, log)
 	e.leases.record(e.cli)
 	if e.store, err = meta.New(e.cli, cfg.Prefix, meta.WithLogger(log.With("component", "meta"))); err != nil {

@@ -131,35 +131,34 @@ func parseLeases(data []byte) ([]clientv3.LeaseID, error) {
 }
 
 // revokeLeftLeases revokes the leases a previous run on dir recorded and
-// did not revoke, and empties the file. A file that does not parse is
-// reported and left for the leases to expire; a lease etcd no longer knows
-// (expired meanwhile) is no error.
-func revokeLeftLeases(ctx context.Context, cli *clientv3.Client, dir string, log *slog.Logger) error {
+// did not revoke, and empties the file. It never fails the start: a file
+// that cannot be read or parsed (left for this run's first grant to
+// replace), or a lease etcd refuses to revoke, is reported and left to
+// expire (the start then waits for it, as without the
+// file); a lease etcd no longer knows (expired meanwhile) is no error.
+func revokeLeftLeases(ctx context.Context, cli *clientv3.Client, dir string, log *slog.Logger) {
 	path := filepath.Join(dir, leasesFileName)
 	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("daemon: read %s: %w", path, err)
+	if errors.Is(err, os.ErrNotExist) {
+		return
 	}
-	ids, err := parseLeases(data)
-	if err != nil {
-		log.Warn("ignoring a damaged leases file: a crashed run's coordinator and tablet servers are waited for until their leases expire", "file", path, "err", err)
-		return writeLeases(path, nil)
+	ids, perr := parseLeases(data)
+	if err != nil || perr != nil {
+		log.Warn("ignoring the leases file: a killed run's coordinator and tablet servers are waited for until their leases expire", "file", path, "err", errors.Join(err, perr))
+		return
 	}
 	revoked := 0
 	for _, id := range ids {
-		if _, err := cli.Revoke(ctx, id); err != nil {
-			if isLeaseNotFound(err) {
-				continue
-			}
-			return fmt.Errorf("daemon: revoke lease %016x of the previous run: %w", int64(id), err)
+		if _, err := cli.Revoke(ctx, id); err != nil && !isLeaseNotFound(err) {
+			log.Warn("cannot revoke a lease the previous run left; waiting for it to expire", "lease", fmt.Sprintf("%016x", int64(id)), "err", err)
+		} else if err == nil {
+			revoked++
 		}
-		revoked++
 	}
 	if revoked > 0 {
 		log.Info("revoked the etcd leases the previous run left (it stopped without revoking them)", "leases", revoked)
 	}
-	return writeLeases(path, nil)
+	if err := writeLeases(path, nil); err != nil {
+		log.Warn("cannot empty the leases file", "file", path, "err", err)
+	}
 }

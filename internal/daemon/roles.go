@@ -314,9 +314,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	defer func() { err = errors.Join(err, ignoreCanceled(cli.Close())) }()
 	// A run killed before it revoked its registration would hold this one
 	// up until the lease expires (tablet.lease_ttl).
-	if err := revokeLeftLeases(ctx, cli, cfg.DataDir, log); err != nil {
-		return err
-	}
+	revokeLeftLeases(ctx, cli, cfg.DataDir, log)
 	newLeaseLedger(cfg.DataDir, log).record(cli)
 	store, err := meta.New(cli, cfg.Etcd.Prefix, meta.WithLogger(log.With("component", "meta")))
 	if err != nil {
