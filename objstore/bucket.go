@@ -367,7 +367,7 @@ func (b *gcBucket) putStaged(ctx context.Context, key string, r io.Reader) (err 
 	if err := b.linkFile(ctx, key, staged, f); !errors.Is(err, errNoLink) {
 		return err
 	}
-	dest := filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))
+	dest, _ := b.objectPath(key) // putStaged runs on linkable stores only
 	mu := commitLock(dest)
 	mu.Lock()
 	_, serr := os.Lstat(dest)
