@@ -29,6 +29,7 @@ import (
 	"github.com/thawdb/thaw/internal/coordlist"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/internal/flagutil"
+	"github.com/thawdb/thaw/internal/strictjson"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -1086,7 +1087,9 @@ func partsJSON(ps []*tierv1.PartitionInfo) []partJSON {
 // "13:45:00.123"; TIMESTAMP "2024-01-31T13:45:00.123456" (no zone);
 // TIMESTAMP_LTZ RFC 3339 with a zone ("2024-01-31T13:45:00Z"); DATE, TIME,
 // TIMESTAMP and TIMESTAMP_LTZ also take integers (days, millis of day,
-// epoch millis). null or a missing key is NULL.
+// epoch millis). null or a missing key is NULL. The text must be UTF-8
+// without unpaired surrogate escapes ("\ud800"), which encoding/json would
+// turn into U+FFFD: a row is refused rather than stored changed.
 
 // rowError says which row and column is wrong.
 func rowErr(row int, format string, args ...any) error {
@@ -1096,6 +1099,9 @@ func rowErr(row int, format string, args ...any) error {
 // decodeObject reads one JSON object strictly: no duplicate keys, no
 // trailing data; values stay raw.
 func decodeObject(data []byte) ([]string, map[string]json.RawMessage, error) {
+	if err := strictjson.Text(data); err != nil {
+		return nil, nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -1158,7 +1164,11 @@ func rowFromJSON(t *kv.Table, data []byte, rowNum int, keyOnly bool) (kv.Row, er
 	}
 	for _, k := range s.PrimaryKey {
 		i, _ := t.ColumnIndex(k)
-		if row[i] == nil {
+		switch {
+		case row[i] != nil:
+		case vals[k] != nil:
+			return nil, rowErr(rowNum, "primary-key column %q is null", k)
+		default:
 			return nil, rowErr(rowNum, "missing primary-key column %q", k)
 		}
 	}
@@ -1179,11 +1189,17 @@ func keyRowFromJSON(t *kv.Table, data []byte, rowNum int) (kv.Row, error) {
 	if len(trimmed) == 0 || trimmed[0] != '[' {
 		return rowFromJSON(t, data, rowNum, true)
 	}
+	if err := strictjson.Text(trimmed); err != nil {
+		return nil, rowErr(rowNum, "%v", err)
+	}
 	var vals []json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
 	if err := dec.Decode(&vals); err != nil {
 		return nil, rowErr(rowNum, "bad JSON array: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, rowErr(rowNum, "trailing data after the JSON array")
 	}
 	pk := t.Schema().PrimaryKey
 	if len(vals) != len(pk) {
@@ -1285,13 +1301,10 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 			return nil, want("a number")
 		}
 		f, err := strconv.ParseFloat(n.String(), 64)
-		if err != nil {
-			return nil, err
+		if err != nil || (typ.Kind == kv.KindFloat && math.Abs(f) > math.MaxFloat32) {
+			return nil, fmt.Errorf("%s is out of %s range", n, typ.Kind)
 		}
 		if typ.Kind == kv.KindFloat {
-			if math.Abs(f) > math.MaxFloat32 {
-				return nil, fmt.Errorf("%s is out of FLOAT range", n)
-			}
 			return float32(f), nil
 		}
 		return f, nil
@@ -1313,7 +1326,7 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w (base64)", err)
 		}
-		b, err := base64.StdEncoding.DecodeString(s)
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
 			return nil, fmt.Errorf("not base64: %w", err)
 		}

@@ -124,15 +124,28 @@ func TestRowJSONErrors(t *testing.T) {
 		{`[1,2]`, `want a JSON object`},
 		{`{"dt":"a",`, `bad JSON`},
 		{`not json`, `not JSON`},
-		{`{"dt":"a","id":null,"must":"x"}`, `missing primary-key column "id"`},
+		{`{"dt":"a","id":null,"must":"x"}`, `row 7: primary-key column "id" is null`},
+		// What encoding/json would store as U+FFFD is refused instead.
+		{"{\"dt\":\"a\",\"id\":1,\"must\":\"caf\xe9\"}", `row 7: invalid utf-8 at byte 28`},
+		{"{\"dt\":\"a\",\"id\":1,\"must\xff\":\"x\"}", `row 7: invalid utf-8 at byte 22`},
+		{`{"dt":"a","id":1,"must":"x\ud800"}`, `row 7: unpaired surrogate \ud800 at byte 26`},
+		{`{"dt":"a","id":1,"must":"\udc00x"}`, `row 7: unpaired surrogate \udc00 at byte 25`},
+		{`{"dt":"a","id":1,"must":"x","b":"AQJ="}`, `column "b" (BYTES): not base64`}, // unused bits set: AQI= is the one encoding
+		{`{"dt":"a","id":1,"must":"x","d":1e400}`, `column "d" (DOUBLE): 1e400 is out of DOUBLE range`},
+		{`{"dt":"a","id":1,"must":"x","f":-1e39}`, `column "f" (FLOAT): -1e39 is out of FLOAT range`},
 	} {
 		_, err := rowFromJSON(tbl, []byte(tc.in), 7, false)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("rowFromJSON(%s) = %v, want an error containing %q", tc.in, err, tc.want)
 		}
 	}
+	// A surrogate pair and an escaped backslash are text like any other.
+	row, err := rowFromJSON(tbl, []byte(`{"dt":"a","id":1,"must":"\ud83d\ude00 \\ud800","b":"AQI="}`), 1, false)
+	if err != nil || row[16] != "\U0001F600 \\ud800" || string(row[11].([]byte)) != "\x01\x02" {
+		t.Errorf("pair and escaped backslash: %q, %v", row, err)
+	}
 	// Encoder checks come on top: CHAR(3) holds three characters.
-	row, err := rowFromJSON(tbl, []byte(`{"dt":"a","id":1,"must":"x","c":"abcd"}`), 1, false)
+	row, err = rowFromJSON(tbl, []byte(`{"dt":"a","id":1,"must":"x","c":"abcd"}`), 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +168,11 @@ func TestKeyRowFromJSON(t *testing.T) {
 		{`["a"]`, `1 key values for the primary key (dt, id)`},
 		{`["a",null]`, `primary-key column "id" is null`},
 		{`["a","b"]`, `column "id" (BIGINT): want an integer`},
+		{`["a",5] x`, `row 1: trailing data after the JSON array`},
+		{`["a",5] ["b",6]`, `row 1: trailing data after the JSON array`},
+		{`["a\udfff",5]`, `row 1: unpaired surrogate \udfff at byte 3`},
+		{"[\"\xc3\",5]", `row 1: invalid utf-8 at byte 2`},
+		{`{"dt":"a","id":null}`, `primary-key column "id" is null`},
 	} {
 		_, err := keyRowFromJSON(tbl, []byte(tc.in), 1)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

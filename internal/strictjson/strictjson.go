@@ -17,6 +17,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -34,8 +35,8 @@ type Options struct {
 	NoNull bool
 }
 
-// Check checks one JSON document: valid UTF-8; one value and nothing after
-// it; no key repeated within an object; every key spelled [a-z0-9_] (names
+// Check checks one JSON document: valid text (see Text); one value and
+// nothing after it; no key repeated within an object; every key spelled [a-z0-9_] (names
 // then match the struct tags of lowercase snake_case members exactly)
 // except under FreeKeys; nesting at most MaxDepth deep. For a document
 // that is an object it returns its members, each mapped to whether its
@@ -44,8 +45,8 @@ type Options struct {
 // member "K"`, `member "K" is null`, "nested deeper than N" or
 // encoding/json's syntax error.
 func Check(b []byte, o Options) (map[string]bool, error) {
-	if !utf8.Valid(b) {
-		return nil, errors.New("invalid utf-8")
+	if err := Text(b); err != nil {
+		return nil, err
 	}
 	maxDepth := o.MaxDepth
 	if maxDepth <= 0 {
@@ -137,6 +138,62 @@ func Members(members map[string]bool, required, optional []string) error {
 		}
 	}
 	return nil
+}
+
+// Text checks what encoding/json would silently replace with U+FFFD
+// (and so change the data it decodes): bytes that are not UTF-8, and \u
+// escapes of a surrogate that is not half of a pair. Errors read "invalid
+// utf-8 at byte N" and "unpaired surrogate \ud800 at byte N". A
+// backslash is only valid JSON inside a string, so the scan needs no
+// tokenizer: whatever else is wrong is left to the decoder.
+func Text(b []byte) error {
+	if !utf8.Valid(b) {
+		return fmt.Errorf("invalid utf-8 at byte %d", invalidAt(b))
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		r, ok := escapedRune(b, i)
+		if !ok {
+			i++ // a two-byte escape such as \\ or \"; a bad one is the decoder's
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r < 0xDC00: // high half: a low half must follow
+			if lo, ok := escapedRune(b, i+6); ok && lo >= 0xDC00 && lo < 0xE000 {
+				i += 11
+				continue
+			}
+			return fmt.Errorf("unpaired surrogate %s at byte %d", b[i:i+6], i)
+		case r >= 0xDC00 && r < 0xE000:
+			return fmt.Errorf("unpaired surrogate %s at byte %d", b[i:i+6], i)
+		}
+		i += 5
+	}
+	return nil
+}
+
+// escapedRune reads the \uXXXX escape at b[i:], if there is one.
+func escapedRune(b []byte, i int) (rune, bool) {
+	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return 0, false
+	}
+	r, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+	return rune(r), err == nil
+}
+
+// invalidAt is the offset of the first byte of b that does not start a
+// valid UTF-8 sequence.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func snakeCase(s string) bool {

@@ -38,6 +38,8 @@ func TestCheck(t *testing.T) {
 		{"too deep", strings.Repeat("[", 4) + strings.Repeat("]", 4), Options{MaxDepth: 3}, "nested deeper than 3", nil},
 		{"default depth", strings.Repeat("[", 33) + strings.Repeat("]", 33), Options{}, "nested deeper than 32", nil},
 		{"syntax", `{"a" 1}`, Options{}, "invalid character", nil},
+		{"lone surrogate", `{"a":"x\ud800"}`, Options{}, `unpaired surrogate \ud800 at byte 7`, nil},
+		{"surrogate pair", `{"a":"\ud83d\ude00"}`, Options{}, "", map[string]bool{"a": false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			top, err := Check([]byte(tc.doc), tc.o)
@@ -54,6 +56,36 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("Check(%q) members %v, want %v", tc.doc, top, tc.top)
 			}
 		})
+	}
+}
+
+// TestText: exactly what encoding/json would replace with U+FFFD is
+// refused, with its offset.
+func TestText(t *testing.T) {
+	for _, tc := range []struct {
+		doc, want string // want: the error; "" accepts
+	}{
+		{`"plain é 😀"`, ""},
+		{`"\u00e9 \u0041 \uFFFD \uE000 \uD7FF"`, ""},
+		{`"\ud83d\ude00"`, ""},
+		{`"\uD83D\uDE00"`, ""},
+		{`"\\ud800"`, ""}, // an escaped backslash, then text
+		{`"\\\ud800"`, `unpaired surrogate \ud800 at byte 3`},
+		{`"\ud800"`, `unpaired surrogate \ud800 at byte 1`},
+		{`"\udc00"`, `unpaired surrogate \udc00 at byte 1`},
+		{`"\ud800x"`, `unpaired surrogate \ud800 at byte 1`},
+		{`"\ud800\u0041"`, `unpaired surrogate \ud800 at byte 1`},
+		{`"\ud800\ud800"`, `unpaired surrogate \ud800 at byte 1`},
+		{`"\ud800\n"`, `unpaired surrogate \ud800 at byte 1`},
+		{`"\ud83d\ude00\ude00"`, `unpaired surrogate \ude00 at byte 13`},
+		{`"\u12"`, ""}, // too short: the decoder's to refuse
+		{"\"caf\xe9\"", "invalid utf-8 at byte 4"},
+		{"\"\xed\xa0\x80\"", "invalid utf-8 at byte 1"}, // a surrogate in UTF-8 bytes
+	} {
+		err := Text([]byte(tc.doc))
+		if (tc.want == "") != (err == nil) || (err != nil && err.Error() != tc.want) {
+			t.Errorf("Text(%q) = %v, want %q", tc.doc, err, tc.want)
+		}
 	}
 }
 

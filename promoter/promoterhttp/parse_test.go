@@ -23,6 +23,7 @@ func badBodies() []badBody {
 		{"trailing brace", `{"table":"shop.events"}}`, "trailing data"},
 		{"trailing bracket", `{"table":"shop.events"}]`, "trailing data"},
 		{"invalid utf-8", "{\"table\":\"shop.ev\xffents\"}", "invalid utf-8"},
+		{"unpaired surrogate", `{"table":"shop.ev\ud800ents"}`, `unpaired surrogate \ud800`},
 		{"unknown member", `{"table":"shop.events","force":true}`, `unknown field "force"`},
 		{"member in another case", `{"Table":"shop.events"}`, `unknown member "Table"`},
 		{"non-ASCII member", "{\"t\u00e1ble\":\"a.b\"}", "unknown field"},
