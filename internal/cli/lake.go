@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/lake"
 )
@@ -39,11 +41,12 @@ func runLake(ctx context.Context, stdout io.Writer, args []string) error {
 // catalogFlags are the flags that select the catalog. Secrets come from a
 // config file or the environment, never from flags (they would show in ps).
 type catalogFlags struct {
-	config, typ, uri, warehouse, name string
+	config, catalog, typ, uri, warehouse, name string
 }
 
 func (c *catalogFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.config, "config", "", "lake config file (JSON, the fields of lake.Config; see docs/lake.md)")
+	fs.StringVar(&c.config, "config", "", "lake config file: a lake.Config as JSON (see docs/lake.md), or a promoter config (YAML), whose catalog --catalog names")
+	fs.StringVar(&c.catalog, "catalog", "", `with a promoter --config: which of its catalogs (default: "default", or its only one)`)
 	fs.StringVar(&c.typ, "type", "", "catalog type: sql, rest, glue or hive (overrides the config file)")
 	fs.StringVar(&c.uri, "uri", "", "catalog URI: a SQLite file, postgres:// URL, REST base URL or thrift:// URL")
 	fs.StringVar(&c.warehouse, "warehouse", "", "warehouse location")
@@ -55,13 +58,12 @@ func (c *catalogFlags) register(fs *flag.FlagSet) {
 func (c *catalogFlags) lakeConfig() (lake.Config, error) {
 	var cfg lake.Config
 	if c.config != "" {
-		b, err := os.ReadFile(c.config)
-		if err != nil {
-			return cfg, fmt.Errorf("read lake config: %w", err)
+		var err error
+		if cfg, err = c.readConfig(); err != nil {
+			return cfg, err
 		}
-		if cfg, err = lake.DecodeConfigJSON(b); err != nil {
-			return cfg, fmt.Errorf("lake config %s: %w", c.config, err)
-		}
+	} else if c.catalog != "" {
+		return cfg, usageError("--catalog names a catalog of a promoter --config")
 	}
 	for _, f := range []struct {
 		dst *string
@@ -81,6 +83,49 @@ func (c *catalogFlags) lakeConfig() (lake.Config, error) {
 	}
 	if c.config == "" && cfg.URI == "" && cfg.Type != lake.CatalogGlue {
 		return cfg, usageError("no catalog: give --config or --uri")
+	}
+	return cfg, nil
+}
+
+// readConfig reads --config: a JSON document is a lake.Config; anything
+// else is read as a promoter config (strictly, as thaw promoter reads it),
+// and --catalog picks one of its catalogs.
+func (c *catalogFlags) readConfig() (lake.Config, error) {
+	b, err := os.ReadFile(c.config)
+	if err != nil {
+		return lake.Config{}, fmt.Errorf("read lake config: %w", err)
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		if c.catalog != "" {
+			return lake.Config{}, usageError("--catalog names a catalog of a promoter config; %s is a lake config (JSON)", c.config)
+		}
+		cfg, err := lake.DecodeConfigJSON(b)
+		if err != nil {
+			return cfg, fmt.Errorf("lake config %s: %w", c.config, err)
+		}
+		return cfg, nil
+	}
+	// Only the catalog is read: the rest of the promoter config is the
+	// promoter's to validate, and the catalog is validated when it opens.
+	var pc daemon.PromoterConfig
+	if err := daemon.DecodeConfig(bytes.NewReader(b), c.config, &pc); err != nil {
+		return lake.Config{}, fmt.Errorf("%w (--config takes a lake config as JSON or a promoter config)", err)
+	}
+	names := slices.Sorted(maps.Keys(pc.Catalogs))
+	if len(names) == 0 {
+		return lake.Config{}, usageError("promoter config %s has no catalogs", c.config)
+	}
+	name := c.catalog
+	switch {
+	case name != "":
+	case len(names) == 1:
+		name = names[0]
+	default:
+		name = "default"
+	}
+	cfg, ok := pc.Catalogs[name]
+	if !ok {
+		return cfg, usageError("promoter config %s has no catalog %q (catalogs: %s)", c.config, name, strings.Join(names, ", "))
 	}
 	return cfg, nil
 }

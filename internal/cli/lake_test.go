@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,7 +110,53 @@ func TestLakeCommands(t *testing.T) {
 			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
 		}
 	}
+	// --config also takes a promoter config, whose catalog --catalog names.
+	promoterCfg := filepath.Join(dir, "promoter.yaml")
+	writeFile(t, promoterCfg, "data_dir: "+dir+"\ncatalogs:\n  other: {uri: /nonexistent.db}\n  default: {uri: \""+uri+"\"}\n")
+	if out, err = lakeCmd(t, "tables", "--config", promoterCfg); err != nil || out != "lake.events\n" {
+		t.Errorf("tables of a promoter config's default catalog: %q %v", out, err)
+	}
+	oneCatalog := filepath.Join(dir, "one.yaml")
+	writeFile(t, oneCatalog, "data_dir: "+dir+"\ncatalogs:\n  lakehouse: {uri: \""+uri+"\"}\n")
+	if out, err = lakeCmd(t, "partitions", "lake.events", "--config", oneCatalog); err != nil || !strings.Contains(out, "event_day=2024-01-03") {
+		t.Errorf("partitions of a promoter config's only catalog: %q %v", out, err)
+	}
+	if _, err = lakeCmd(t, "tables", "--config", promoterCfg, "--catalog", "other"); err == nil || errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "nonexistent.db") {
+		t.Errorf("--catalog other: %v, want the catalog's own error", err)
+	}
+	jsonCfg := filepath.Join(dir, "lake.json")
+	writeFile(t, jsonCfg, `  {"uri":"`+uri+`"}`)
+	if out, err = lakeCmd(t, "tables", "--config", jsonCfg); err != nil || out != "lake.events\n" {
+		t.Errorf("tables of a JSON lake config: %q %v", out, err)
+	}
+	emptyCfg := filepath.Join(dir, "empty.yaml")
+	writeFile(t, emptyCfg, "# nothing yet\n")
+	notPromoter := filepath.Join(dir, "lake.yaml")
+	writeFile(t, notPromoter, "uri: "+uri+"\n")
+	for _, tc := range []struct {
+		args  []string
+		want  string
+		usage bool
+	}{
+		{[]string{"tables", "--config", promoterCfg, "--catalog", "nope"}, `promoter config ` + promoterCfg + ` has no catalog "nope" (catalogs: default, other)`, true},
+		{[]string{"tables", "--config", jsonCfg, "--catalog", "default"}, "is a lake config (JSON)", true},
+		{[]string{"tables", "--config", emptyCfg}, "promoter config " + emptyCfg + " has no catalogs", true},
+		{[]string{"tables", "--uri", uri, "--catalog", "default"}, "--catalog names a catalog of a promoter --config", true},
+		{[]string{"tables", "--config", notPromoter}, "field uri not found in type daemon.PromoterConfig (--config takes a lake config as JSON or a promoter config)", false},
+	} {
+		_, err := lakeCmd(t, tc.args...)
+		if err == nil || errors.Is(err, ErrUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error (usage %v) with %q", tc.args, err, tc.usage, tc.want)
+		}
+	}
 	if _, err := lakeCmd(t, "describe", "lake.nope", "--uri", uri); err == nil || errors.Is(err, ErrUsage) {
 		t.Errorf("missing table: %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
