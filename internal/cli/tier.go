@@ -587,29 +587,40 @@ func parseColumn(spec string) (kv.Column, error) {
 	return col, nil
 }
 
-// readSchemaFile reads a kv.TableSchema JSON document strictly.
+// readSchemaFile reads a schema file strictly (strictjson, unknown members
+// refused): a kv.TableSchema JSON document, or a `thaw table describe
+// --output json` document, whose schema it takes.
 func readSchemaFile(path string) (kv.TableSchema, error) {
-	var s kv.TableSchema
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return s, fmt.Errorf("read schema: %w", err)
+		return kv.TableSchema{}, fmt.Errorf("read schema: %w", err)
+	}
+	members, err := strictjson.Check(b, strictjson.Options{})
+	if err == nil && members == nil {
+		err = errors.New("want a JSON object")
+	}
+	if err != nil {
+		return kv.TableSchema{}, fmt.Errorf("schema %s: %w", path, err)
+	}
+	_, described := members["table_id"]
+	var t tableJSON
+	dst := any(&t.Schema)
+	if described {
+		dst = &t
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return s, fmt.Errorf("schema %s: %w", path, err)
+	if err := dec.Decode(dst); err != nil {
+		return kv.TableSchema{}, fmt.Errorf("schema %s: %w", path, err)
 	}
-	if dec.More() {
-		return s, fmt.Errorf("schema %s: trailing data after the JSON object", path)
-	}
-	return s, nil
+	return t.Schema, nil
 }
 
 func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := tierFlagSet("thaw table create", "DATABASE.TABLE", stdout)
 	var cf clientFlags
 	cf.register(fs)
-	schemaFile := fs.String("schema", "", "schema file: a kv.TableSchema JSON document (instead of --column ...)")
+	schemaFile := fs.String("schema", "", "schema file: a kv.TableSchema JSON document, or what thaw table describe --output json prints (instead of --column ...)")
 	var columns tierStringList
 	fs.Var(&columns, "column", `a column, "NAME TYPE [NOT NULL]" (repeatable, in order); primary-key columns are NOT NULL`)
 	pk := fs.String("primary-key", "", "comma-separated primary-key columns")

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -177,6 +180,50 @@ func TestKeyRowFromJSON(t *testing.T) {
 		_, err := keyRowFromJSON(tbl, []byte(tc.in), 1)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("keyRowFromJSON(%s) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestReadSchemaFile: a kv.TableSchema document or a describe document,
+// strictly.
+func TestReadSchemaFile(t *testing.T) {
+	want := testTable(t).Schema()
+	doc, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	described, err := json.MarshalIndent(tableJSON{Database: "db", Table: "t", TableID: 7, Schema: want, ReplicationFactor: 3,
+		DataState: "ACTIVE", Partitions: []partJSON{{Name: "a", PartitionID: 1, DataState: "ACTIVE"}},
+		Buckets: []bucketJSON{{Bucket: 0, Leader: "ts-1", Replicas: []string{"ts-1"}}}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, text := range map[string]string{"schema": string(doc), "described": string(described)} {
+		got, err := readSchemaFile(file(name+".json", text))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %+v, %v; want %+v", name, got, err, want)
+		}
+	}
+	for _, tc := range []struct{ text, want string }{
+		{strings.Replace(string(doc), `"columns"`, `"Columns"`, 1), `unknown member "Columns"`},
+		{string(doc) + "}", "trailing data after the document"},
+		{strings.Replace(string(doc), `"buckets":4`, `"buckets":4,"buckets":8`, 1), `duplicate member "buckets"`},
+		{strings.Replace(string(doc), `"buckets":4`, `"buckets":4,"replication":3`, 1), `unknown field "replication"`},
+		{strings.Replace(string(described), `"table_id": 7`, `"table_id": 7, "owner": "x"`, 1), `unknown field "owner"`},
+		{`[]`, "want a JSON object"},
+		{"", "unexpected end of JSON input"},
+	} {
+		_, err := readSchemaFile(file("bad.json", tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("readSchemaFile(%s) = %v, want %q", tc.text, err, tc.want)
 		}
 	}
 }

@@ -84,9 +84,27 @@ func TestCLI(t *testing.T) {
 			Changelog string   `json:"changelog"`
 		} `json:"buckets"`
 	}
-	if err := json.Unmarshal([]byte(ok("crm", "table", "describe", "crm.users", "--output", "json")), &desc); err != nil {
+	described := ok("crm", "table", "describe", "crm.users", "--output", "json")
+	if err := json.Unmarshal([]byte(described), &desc); err != nil {
 		t.Fatal(err)
 	}
+	// What describe prints creates a table of the same schema.
+	copied := filepath.Join(t.TempDir(), "described.json")
+	if err := os.WriteFile(copied, []byte(described), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok("created table crm.copy", "table", "create", "crm.copy", "--schema", copied)
+	schemaOf := func(doc string) string {
+		var d struct{ Schema json.RawMessage }
+		if err := json.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatal(err)
+		}
+		return string(d.Schema)
+	}
+	if got, want := schemaOf(ok(`"table": "copy"`, "table", "describe", "crm.copy", "--output", "json")), schemaOf(described); got != want {
+		t.Errorf("schema of the copy:\n%s\nwant\n%s", got, want)
+	}
+	ok("dropped table crm.copy", "table", "drop", "crm.copy")
 	if desc.ReplicationFactor != 3 || len(desc.Buckets) != 2 || desc.Buckets[0].Leader == "" || len(desc.Buckets[0].Replicas) != 3 ||
 		desc.Schema.Columns[3].Type != "DECIMAL(12,2)" || desc.Schema.Columns[0].Nullable {
 		t.Errorf("describe: %+v", desc)
