@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -103,6 +107,8 @@ func replicaErr(what string, err error) error {
 		return errInvalid("%s: %v", what, err)
 	case errors.Is(err, replica.ErrClosed), errors.Is(err, changelog.ErrClosed):
 		return errUnavailable("%s: the replica closed: %v", what, err)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return rpcErr(tierpb.ReasonStorageFull, nil, "%s: out of disk space: %v", what, err)
 	}
 	return errInternal("%s: %v", what, err)
 }
@@ -119,4 +125,30 @@ func resultOf(err error) string {
 		return "deadline_exceeded"
 	}
 	return strings.ToLower(string(tierpb.ReasonOf(err)))
+}
+
+// failureLog puts requests that failed on the server's side (a full disk,
+// a broken invariant) in the server's log, where the operator who has to
+// act looks; the client's error alone would leave the log silent. It logs
+// at most one line per failureLogEvery, counting the failures it left out
+// since the line before, so that a full disk under load does not flood it.
+type failureLog struct {
+	mu      sync.Mutex
+	next    time.Time
+	skipped int
+}
+
+const failureLogEvery = 10 * time.Second
+
+func (f *failureLog) report(log *slog.Logger, now time.Time, msg string, args ...any) {
+	f.mu.Lock()
+	if now.Before(f.next) {
+		f.skipped++
+		f.mu.Unlock()
+		return
+	}
+	skipped := f.skipped
+	f.skipped, f.next = 0, now.Add(failureLogEvery)
+	f.mu.Unlock()
+	log.Error(msg, append(args, "not_logged_since_last", skipped)...)
 }

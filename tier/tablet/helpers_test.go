@@ -62,6 +62,7 @@ type cluster struct {
 	db       string
 	reg      *prometheus.Registry // every server's metrics, labelled by server
 	coordURL string               // where servers started from now on report snapshots
+	deps     func(*tablet.Deps)   // when set, changes the deps of servers started from now on
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -236,7 +237,7 @@ func (c *cluster) startServer(id string, tweak ...func(*tablet.Config)) *server 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	s, err := tablet.New(cfg, tablet.Deps{
+	deps := tablet.Deps{
 		Meta:        c.store,
 		Etcd:        c.cli,
 		Changelog:   c.logs,
@@ -244,7 +245,11 @@ func (c *cluster) startServer(id string, tweak ...func(*tablet.Config)) *server 
 		Coordinator: tierv1connect.NewCoordinatorServiceClient(http.DefaultClient, c.coordURL),
 		Logger:      slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Registerer:  c.reg,
-	})
+	}
+	if c.deps != nil {
+		c.deps(&deps)
+	}
+	s, err := tablet.New(cfg, deps)
 	if err != nil {
 		c.t.Fatal(err)
 	}

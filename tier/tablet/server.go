@@ -28,9 +28,11 @@ type Server struct {
 	cfg  Config
 	deps Deps
 	log  *slog.Logger
-	m    *metrics
-	host *replica.Host
-	gate fencing.Gate
+	// writeFailures logs writes that failed on this server's side.
+	writeFailures failureLog
+	m             *metrics
+	host          *replica.Host
+	gate          fencing.Gate
 
 	restoreSem chan struct{}    // one token per running restore
 	calls      chan func(*loop) // closures the loop runs, in order

@@ -2,15 +2,24 @@ package tablet_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tablet"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -519,6 +528,75 @@ func TestBadWrites(t *testing.T) {
 	}
 	// The same batch without the bad mutations goes through.
 	mustWrite(t, ts, tb, b, 1, good)
+}
+
+// fullLogs is a changelog provider whose logs refuse appends with ENOSPC,
+// as the local changelog does on a full disk, while full is set.
+type fullLogs struct {
+	changelog.Provider
+	full *atomic.Bool
+}
+
+func (p fullLogs) Open(ctx context.Context, id changelog.BucketLogID) (changelog.Log, error) {
+	l, err := p.Provider.Open(ctx, id)
+	return fullLog{Log: l, full: p.full}, err
+}
+
+type fullLog struct {
+	changelog.Log
+	full *atomic.Bool
+}
+
+func (l fullLog) Append(ctx context.Context, records [][]byte) (int64, error) {
+	if l.full.Load() {
+		return 0, fmt.Errorf("changelog: write batch to /data/changelog/t1-b0/0.log: %w",
+			&fs.PathError{Op: "write", Path: "/data/changelog/t1-b0/0.log", Err: syscall.ENOSPC})
+	}
+	return l.Log.Append(ctx, records)
+}
+
+// TestStorageFull: a write its changelog refuses for lack of disk space is
+// STORAGE_FULL, not INTERNAL ("report it"), changes nothing, and is in the
+// server's log (once for a burst of them); with room again the same write
+// goes through.
+func TestStorageFull(t *testing.T) {
+	c := newCluster(t)
+	var full atomic.Bool
+	var logged testlog.Buffer
+	c.deps = func(d *tablet.Deps) {
+		d.Changelog = fullLogs{Provider: d.Changelog, full: &full}
+		d.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	}
+	ts := c.startServer("ts-1")
+	tb := c.createTable("t", []string{"ts-1"}, []string{"ts-1"})
+	waitReady(t, ts, tb, 0, leader, 1)
+	waitReady(t, ts, tb, 1, leader, 1)
+	b := tb.bucketOf(t, "a")
+	_, end := c.logOffsets(tb, int(b))
+	full.Store(true)
+	for range 3 {
+		_, err := write(t.Context(), ts, tb, b, 1, tb.upsert(t, row{"a", 1, "x"})...)
+		wantReason(t, err, tierpb.ReasonStorageFull)
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "out of disk space") || !strings.Contains(err.Error(), "no space left on device") {
+			t.Fatalf("error %v", err)
+		}
+	}
+	if _, e := c.logOffsets(tb, int(b)); e != end {
+		t.Fatalf("changelog end %d, want %d", e, end)
+	}
+	if got, err := scanAll(t, ts, tb, b, nil, 10); err != nil || len(got) != 0 {
+		t.Fatalf("bucket holds %v (%v), want nothing", got, err)
+	}
+	out := logged.String()
+	if n := strings.Count(out, "tablet write failed"); n != 1 ||
+		!strings.Contains(out, "reason=STORAGE_FULL") || !strings.Contains(out, "no space left on device") || !strings.Contains(out, "not_logged_since_last=0") {
+		t.Fatalf("%d log lines of the failed writes, want 1 naming the reason and the error:\n%s", n, out)
+	}
+	full.Store(false)
+	mustWrite(t, ts, tb, b, 1, tb.upsert(t, row{"a", 1, "x"})...)
+	if got, err := scanAll(t, ts, tb, b, nil, 10); err != nil || len(got) != 1 {
+		t.Fatalf("after making room the bucket holds %v (%v), want the row", got, err)
+	}
 }
 
 // A partition is a target of its own: its replicas are assigned with the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -40,7 +41,11 @@ func (h *service) Write(ctx context.Context, req *connect.Request[tierv1.WriteRe
 	}
 	first, err := rep.Write(ctx, muts)
 	if err != nil {
-		return nil, replicaErr("write", err)
+		err = replicaErr("write", err)
+		if reason := tierpb.ReasonOf(err); reason == tierpb.ReasonStorageFull || reason == tierpb.ReasonInternal {
+			s.writeFailures.report(s.log, time.Now(), "tablet write failed", "replica", rep.ID().String(), "reason", reason, "err", err)
+		}
+		return nil, err
 	}
 	s.m.batchMutations.Observe(float64(len(muts)))
 	s.m.batchBytes.Observe(float64(size))

@@ -61,6 +61,11 @@ const (
 	ReasonPermissionDenied Reason = "PERMISSION_DENIED"
 	// ReasonInternal: a bug or a broken invariant on the server.
 	ReasonInternal Reason = "INTERNAL"
+	// ReasonStorageFull: a tablet server is out of disk space or quota
+	// (ENOSPC, EDQUOT) for a bucket's changelog or replica; the request
+	// changed nothing. Not retried: someone has to make room. A refinement
+	// of resource_exhausted, whose code alone stays BATCH_TOO_LARGE.
+	ReasonStorageFull Reason = "STORAGE_FULL"
 
 	// Bulk-load reasons (BulkLoadService). Their metadata holds KeyTxnID
 	// and KeyState when a transaction is concerned, and KeyAbortReason for
@@ -113,6 +118,7 @@ var codes = map[Reason]connect.Code{
 	ReasonUnauthenticated:  connect.CodeUnauthenticated,
 	ReasonPermissionDenied: connect.CodePermissionDenied,
 	ReasonInternal:         connect.CodeInternal,
+	ReasonStorageFull:      connect.CodeResourceExhausted,
 
 	ReasonTargetOccupied:      connect.CodeFailedPrecondition,
 	ReasonTokenAborted:        connect.CodeFailedPrecondition,
@@ -126,9 +132,9 @@ var codes = map[Reason]connect.Code{
 }
 
 // refinements are reasons that share their code with a broader reason
-// (NOT_FOUND) and are only ever sent with their name: an error without a
-// reason is never taken for one of them.
-var refinements = map[Reason]bool{ReasonTargetNotFound: true}
+// (NOT_FOUND, BATCH_TOO_LARGE) and are only ever sent with their name: an
+// error without a reason is never taken for one of them.
+var refinements = map[Reason]bool{ReasonTargetNotFound: true, ReasonStorageFull: true}
 
 // byCode maps a code to the one reason that has it, for errors that carry no
 // reason (a transport failure, a non-thaw server). Codes shared by several

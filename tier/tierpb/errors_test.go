@@ -32,6 +32,7 @@ func TestReasonCodes(t *testing.T) {
 		"UNAUTHENTICATED":   connect.CodeUnauthenticated,
 		"PERMISSION_DENIED": connect.CodePermissionDenied,
 		"INTERNAL":          connect.CodeInternal,
+		"STORAGE_FULL":      connect.CodeResourceExhausted,
 
 		"TARGET_OCCUPIED":             connect.CodeFailedPrecondition,
 		"TOKEN_ABORTED":               connect.CodeFailedPrecondition,
@@ -71,6 +72,8 @@ func TestReasonOf(t *testing.T) {
 		{"unique code", connect.NewError(connect.CodeUnavailable, errors.New("dial")), tierpb.ReasonUnavailable},
 		{"code of a refined reason", connect.NewError(connect.CodeNotFound, errors.New("x")), tierpb.ReasonNotFound},
 		{"refined reason", tierpb.NewError(tierpb.ReasonTargetNotFound, "x", nil), tierpb.ReasonTargetNotFound},
+		{"code of another refined reason", connect.NewError(connect.CodeResourceExhausted, errors.New("x")), tierpb.ReasonBatchTooLarge},
+		{"another refined reason", tierpb.NewError(tierpb.ReasonStorageFull, "x", nil), tierpb.ReasonStorageFull},
 		{"shared code", connect.NewError(connect.CodeFailedPrecondition, errors.New("x")), tierpb.ReasonUnknown},
 		{"code without reason", connect.NewError(connect.CodeDataLoss, errors.New("x")), tierpb.ReasonUnknown},
 		{"plain error", errors.New("x"), tierpb.ReasonUnknown},
