@@ -118,6 +118,47 @@ func sqlTarget(uri string) (sqlKind, string, error) {
 	return sqlSQLite, path, nil
 }
 
+// checkSQLiteFile checks that a SQLite catalog file exists and can be
+// opened for reading.
+func checkSQLiteFile(path string) error {
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: sql catalog file %s does not exist", ErrNotFound, path)
+	case err != nil:
+		return fmt.Errorf("lake: sql catalog file %s: %w", path, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("%w: sql catalog file %s is not a regular file", ErrConfig, path)
+	}
+	return nil
+}
+
+// CheckFiles checks, without opening the catalog, the files the config
+// names on this machine: a SQLite catalog's file and storage.gcs.key_path
+// (each must exist and be readable). It is what a config check can tell
+// about a catalog; whether the catalog answers and holds the tables is for
+// Open.
+func (c Config) CheckFiles() error {
+	var errs []error
+	if c.Defaults().Type == CatalogSQL {
+		if kind, path, err := sqlTarget(c.URI); err != nil {
+			errs = append(errs, err)
+		} else if kind == sqlSQLite {
+			errs = append(errs, checkSQLiteFile(path))
+		}
+	}
+	if p := c.Storage.GCS.KeyPath; p != "" {
+		if f, err := os.Open(p); err != nil {
+			errs = append(errs, fmt.Errorf("lake: storage.gcs.key_path: %w", err))
+		} else {
+			_ = f.Close()
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func openSQL(ctx context.Context, cfg Config, props iceberg.Properties, create bool) (*Lake, error) {
 	kind, path, err := sqlTarget(cfg.URI)
 	if err != nil {
@@ -138,11 +179,10 @@ func openSQL(ctx context.Context, cfg Config, props iceberg.Properties, create b
 		if err != nil {
 			return nil, fmt.Errorf("lake: sql catalog path %s: %w", path, err)
 		}
-		if _, err := os.Stat(abs); err != nil && !create {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%w: sql catalog file %s does not exist", ErrNotFound, abs)
+		if !create {
+			if err := checkSQLiteFile(abs); err != nil {
+				return nil, err
 			}
-			return nil, fmt.Errorf("lake: sql catalog file %s: %w", abs, err)
 		}
 		driver, dialect = sqliteshim.ShimName, sqlcat.SQLite
 		dsn = "file:" + abs + "?_pragma=busy_timeout(10000)"

@@ -2,6 +2,8 @@ package lake
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -72,5 +74,35 @@ func TestDecodeConfigJSONCompatible(t *testing.T) {
 	}
 	if s := c.String(); strings.Contains(s, "id:secret") || strings.Contains(s, "acme") {
 		t.Fatalf("String shows a secret: %s", s)
+	}
+}
+
+// TestConfigCheckFiles: the local files a config names, checked without
+// opening the catalog.
+func TestConfigCheckFiles(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "catalog.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // "" passes
+	}{
+		{"sqlite file", Config{URI: db}, ""},
+		{"sqlite file: URI", Config{URI: "file:" + db + "?mode=ro"}, ""},
+		{"postgres", Config{URI: "postgres://u@127.0.0.1:1/db"}, ""},
+		{"rest", Config{Type: CatalogREST, URI: "http://127.0.0.1:1"}, ""},
+		{"missing sqlite file", Config{URI: filepath.Join(dir, "nope.db")}, "sql catalog file " + filepath.Join(dir, "nope.db") + " does not exist"},
+		{"directory", Config{URI: dir}, "is not a regular file"},
+		{"no file named", Config{URI: ":memory:"}, "names no SQLite file"},
+		{"gcs key file", Config{URI: db, Storage: StorageConfig{GCS: GCSConfig{KeyPath: db}}}, ""},
+		{"missing gcs key file", Config{URI: db, Storage: StorageConfig{GCS: GCSConfig{KeyPath: filepath.Join(dir, "key.json")}}}, "storage.gcs.key_path: open " + filepath.Join(dir, "key.json")},
+	} {
+		err := tc.cfg.CheckFiles()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

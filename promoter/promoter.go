@@ -95,28 +95,15 @@ func New(cfg Config) (*Promoter, error) {
 		cfg: cfg, log: cfg.Logger, m: m,
 		pols: map[string]*policies.Policy{}, byLake: map[string]*policies.Policy{},
 	}
-	byTarget := map[string]string{}
+	if err := CheckPolicies(cfg.Policies); err != nil {
+		return nil, err
+	}
 	for _, pol := range cfg.Policies {
-		if pol == nil {
-			return nil, errors.New("promoter: config: nil policy")
-		}
-		name := pol.Name()
-		if _, dup := p.pols[name]; dup {
-			return nil, fmt.Errorf("promoter: config: duplicate policy %s", name)
-		}
-		src, t := pol.Source(), pol.Target()
+		src := pol.Source()
 		if _, ok := cfg.Lakes[src.Catalog]; !ok || cfg.Lakes[src.Catalog] == nil {
-			return nil, fmt.Errorf("promoter: config: policy %s: no catalog %q", name, src.Catalog)
+			return nil, fmt.Errorf("promoter: config: policy %s: no catalog %q", pol.Name(), src.Catalog)
 		}
-		lk := src.Catalog + "\x00" + src.Table
-		if o, ok := p.byLake[lk]; ok {
-			return nil, fmt.Errorf("%w: policies %s and %s both promote lake table %s.%s", ErrNotAllowed, o.Name(), name, src.Catalog, src.Table)
-		}
-		tk := t.Database + "." + t.Table
-		if o, ok := byTarget[tk]; ok {
-			return nil, fmt.Errorf("%w: policies %s and %s both promote into %s", ErrNotAllowed, o, name, tk)
-		}
-		p.pols[name], p.byLake[lk], byTarget[tk] = pol, pol, name
+		p.pols[pol.Name()], p.byLake[lakeKey(src.Catalog, src.Table)] = pol, pol
 	}
 	p.q = newQueue(func(policy string) int {
 		if pol := p.pols[policy]; pol != nil {
@@ -127,6 +114,37 @@ func New(cfg Config) (*Promoter, error) {
 	p.mu.live = map[string]*liveProgress{}
 	return p, nil
 }
+
+// CheckPolicies reports what New refuses in a set of policies, without a
+// lake or a tier: a nil or repeated policy, two policies of one lake table
+// (a promotion's identity names the lake table, so one table has one
+// policy) or into one tier table.
+func CheckPolicies(pols []*policies.Policy) error {
+	byName, byLake, byTarget := map[string]bool{}, map[string]string{}, map[string]string{}
+	for _, pol := range pols {
+		if pol == nil {
+			return errors.New("promoter: config: nil policy")
+		}
+		name := pol.Name()
+		if byName[name] {
+			return fmt.Errorf("promoter: config: duplicate policy %s", name)
+		}
+		src, t := pol.Source(), pol.Target()
+		lk := lakeKey(src.Catalog, src.Table)
+		if o, ok := byLake[lk]; ok {
+			return fmt.Errorf("%w: policies %s and %s both promote lake table %s.%s", ErrNotAllowed, o, name, src.Catalog, src.Table)
+		}
+		tk := t.Database + "." + t.Table
+		if o, ok := byTarget[tk]; ok {
+			return fmt.Errorf("%w: policies %s and %s both promote into %s", ErrNotAllowed, o, name, tk)
+		}
+		byName[name], byLake[lk], byTarget[tk] = true, name, name
+	}
+	return nil
+}
+
+// lakeKey names a lake table in Promoter.byLake.
+func lakeKey(catalog, table string) string { return catalog + "\x00" + table }
 
 func (p *Promoter) now() time.Time { return p.cfg.Now() }
 
@@ -640,7 +658,7 @@ func (p *Promoter) Resume(ctx context.Context) error {
 		if r.Phase.Terminal() {
 			continue
 		}
-		pol := p.byLake[r.Catalog+"\x00"+r.LakeTable]
+		pol := p.byLake[lakeKey(r.Catalog, r.LakeTable)]
 		k := p.recordKey(r)
 		if err := p.q.acquire(ctx, k); err != nil {
 			return err

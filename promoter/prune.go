@@ -94,7 +94,7 @@ func (p *Promoter) pruneLoop(ctx context.Context) {
 // policy promotes that table) and its partition.
 func (p *Promoter) recordKey(r Record) Key {
 	k := Key{Policy: r.Policy, Partition: r.Partition}
-	if pol := p.byLake[r.Catalog+"\x00"+r.LakeTable]; pol != nil {
+	if pol := p.byLake[lakeKey(r.Catalog, r.LakeTable)]; pol != nil {
 		k.Policy = pol.Name()
 	}
 	return k

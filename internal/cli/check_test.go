@@ -34,8 +34,22 @@ func TestCheckFlag(t *testing.T) {
 	missing := filepath.Join(dir, "missing.pem")
 	tlsSection := "tls: {cert_file: " + cert + ", key_file: " + key + ", ca_file: " + cert + "}\n"
 	etcd := "etcd: {endpoints: ['https://127.0.0.1:1'], tls: {ca_file: " + cert + "}}\n"
-	// The catalog and policies are thaw plan's to check: --check reads no lake.
-	promoterBase := "data_dir: " + dir + "/p\npolicies: [" + dir + "/policies]\ncatalogs: {default: {type: sql, uri: " + dir + "/catalog.db, warehouse: file://" + dir + "/wh}}\n"
+	// The promoter's policy files and its catalogs' local files are read;
+	// the lake is thaw plan's to check: --check does not open the catalog
+	// (the catalog file here is no SQLite database).
+	policy := func(name, table string) string {
+		return "apiVersion: thaw.dev/v1\nkind: PromotionPolicy\nmetadata: {name: " + name + "}\nspec: {source: {table: lake." + table + "}}\n"
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "policies"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("policies/a.yaml", policy("a", "events"))
+	write("catalog.db", "")
+	catalogs := "catalogs: {default: {type: sql, uri: " + dir + "/catalog.db, warehouse: file://" + dir + "/wh}}\n"
+	promoterBase := "data_dir: " + dir + "/p\npolicies: [" + dir + "/policies]\n" + catalogs
+	promoterWith := func(policies string) string {
+		return "data_dir: " + dir + "/p\npolicies: [" + policies + "]\n" + catalogs
+	}
 
 	for _, tc := range []struct {
 		name, cmd, config, want string
@@ -49,6 +63,11 @@ func TestCheckFlag(t *testing.T) {
 		{"tablet ok", "tablet", "id: ts-1\ndata_dir: " + dir + "/t\nobject_store: file://" + dir + "/r\n" + etcd + "internal_token_file: " + token + "\n", "is valid"},
 		{"promoter ok", "promoter", promoterBase + "tls: {cert_file: " + cert + ", key_file: " + key + "}\napi_callers_file: " + write("api.yaml", "callers:\n  - {name: ops, token_sha256: "+access.TokenSHA256("token-0123456789abcdef")+", role: promote}\n") + "\n", "is valid"},
 		{"promoter bad api callers", "promoter", promoterBase + "api_callers_file: " + write("bad-api.yaml", "callers:\n  - {name: ops, token_sha256: abc, role: root}\n") + "\n", `role "root"`},
+		{"promoter missing policies", "promoter", promoterWith(dir + "/nope"), "nope: no such file or directory"},
+		{"promoter bad policy", "promoter", promoterWith(write("bad-policy.yaml", strings.Replace(policy("b", "events"), "kind: PromotionPolicy", "kind: Policy", 1))), `bad-policy.yaml:2:7: kind`},
+		{"promoter policies of one lake table", "promoter", promoterWith(dir + "/policies, " + write("same-table.yaml", policy("b", "events"))), "policies a and b both promote lake table default.lake.events"},
+		{"promoter policy of an unknown catalog", "promoter", promoterWith(write("other-catalog.yaml", strings.Replace(policy("b", "x"), "source: {", "source: {catalog: other, ", 1))), `source catalog "other" is not in catalogs`},
+		{"promoter missing catalog file", "promoter", "data_dir: " + dir + "/p\npolicies: [" + dir + "/policies]\ncatalogs: {default: {uri: " + dir + "/missing.db}}\n", "catalogs.default: lake: not found: sql catalog file " + dir + "/missing.db does not exist"},
 		{"tablet missing etcd CA", "tablet", "id: ts-1\ndata_dir: " + dir + "/t\nobject_store: file://" + dir + "/r\netcd: {endpoints: ['https://127.0.0.1:1'], tls: {ca_file: " + missing + "}}\n", "etcd.tls"},
 	} {
 		config := write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.config)

@@ -52,14 +52,23 @@ func checkEtcdTLS(c EtcdConfig) error {
 	return nil
 }
 
-// CheckFiles is ServerConfig.CheckFiles for thaw promoter: the listener's
-// TLS files, api_callers_file, the tier client's TLS files and the
-// external tier's etcd TLS files. Policies and catalogs are checked by
-// thaw plan, which reads the lake.
+// CheckFiles is ServerConfig.CheckFiles for thaw promoter: the policy
+// files (LoadPolicies: parsed, and checked against the config and one
+// another), the catalogs' local files (a SQLite catalog, a GCS key file:
+// lake.Config.CheckFiles), the listener's TLS files, api_callers_file, the
+// tier client's TLS files and the external tier's etcd TLS files. What
+// needs the lake (the source tables, their schemas) is checked by thaw
+// plan, which reads it.
 func (c PromoterConfig) CheckFiles() error {
 	log := slog.New(slog.DiscardHandler)
+	_, perr := LoadPolicies(c)
 	_, _, err := c.TLS.load(log)
-	errs := []error{err}
+	errs := []error{perr, err}
+	for _, name := range sortedKeys(c.Catalogs) {
+		if err := c.Catalogs[name].CheckFiles(); err != nil {
+			errs = append(errs, fmt.Errorf("catalogs.%s: %w", name, err))
+		}
+	}
 	if c.APICallersFile != "" {
 		_, err := parseAPICallers(c.APICallersFile)
 		errs = append(errs, err)

@@ -59,8 +59,10 @@ type promoterParts struct {
 	closers  []func() error
 }
 
-// LoadPolicies loads the policies of cfg and checks them against it: every
-// source catalog is configured and every schedule is valid.
+// LoadPolicies loads the policies of cfg and checks them against it and
+// one another: every source catalog is configured, every schedule is
+// valid, and no two policies share a lake table or a tier table
+// (promoter.CheckPolicies). It reads no lake.
 func LoadPolicies(cfg PromoterConfig) ([]*policies.Policy, error) {
 	pols, err := policies.Load(cfg.Policies...)
 	if err != nil {
@@ -80,6 +82,7 @@ func LoadPolicies(cfg PromoterConfig) ([]*policies.Policy, error) {
 			}
 		}
 	}
+	errs = append(errs, promoter.CheckPolicies(pols))
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("daemon: policies: %w", err)
 	}
