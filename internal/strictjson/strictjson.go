@@ -36,14 +36,15 @@ type Options struct {
 }
 
 // Check checks one JSON document: valid text (see Text); one value and
-// nothing after it; no key repeated within an object; every key spelled [a-z0-9_] (names
-// then match the struct tags of lowercase snake_case members exactly)
-// except under FreeKeys; nesting at most MaxDepth deep. For a document
-// that is an object it returns its members, each mapped to whether its
-// value is null; for any other value, nil. Errors read "invalid utf-8",
-// "trailing data after the document", `unknown member "K"`, `duplicate
-// member "K"`, `member "K" is null`, "nested deeper than N" or
-// encoding/json's syntax error.
+// nothing after it; no key repeated within an object; every key spelled
+// [a-z0-9_] (names then match the struct tags of lowercase snake_case
+// members exactly) except under FreeKeys; nesting at most MaxDepth deep.
+// For a document that is an object it returns its members, each mapped to
+// whether its value is null; for any other value, nil. Errors read Text's
+// ("invalid utf-8 at byte N", "unpaired surrogate ..."), "trailing data
+// after the document", `unknown member "K"`, `duplicate member "K"`,
+// `member "K" is null`, "nested deeper than N" or encoding/json's syntax
+// error.
 func Check(b []byte, o Options) (map[string]bool, error) {
 	if err := Text(b); err != nil {
 		return nil, err
