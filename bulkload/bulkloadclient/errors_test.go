@@ -89,6 +89,7 @@ func TestMapErr(t *testing.T) {
 		tierpb.ReasonUnauthenticated:     nil,
 		tierpb.ReasonPermissionDenied:    nil,
 		tierpb.ReasonInternal:            nil,
+		tierpb.ReasonStorageFull:         nil,
 	}
 	sentinels := []error{
 		bulkload.ErrUnavailable, bulkload.ErrTooManyTransactions, bulkload.ErrNotFound, bulkload.ErrTargetOccupied,
