@@ -362,16 +362,6 @@ func wrapTier(what string, err error) error {
 	return &tierError{what: what, err: err}
 }
 
-// wrapRows is wrapTier for the error of an Upsert or Delete, counting the
-// failed row from 1 as the command's own errors do.
-func wrapRows(what string, err error) error {
-	var re *tierclient.RowError
-	if errors.As(err, &re) {
-		return wrapTier(fmt.Sprintf("%s: row %d", what, re.Index+1), re.Err)
-	}
-	return wrapTier(what, err)
-}
-
 // tableName is db.table.
 type tableName struct{ db, table string }
 
@@ -1488,40 +1478,64 @@ func cellText(typ kv.Type, v any) string {
 	}
 }
 
+// inputRows are the JSON rows (or keys) of a command and the numbers that
+// name them in errors: an argument's position, or a line's number in the
+// input, so that "row 7" is line 7 of the file whatever blank lines come
+// before it.
+type inputRows struct {
+	text [][]byte
+	num  []int
+}
+
+// wrapRows is wrapTier for the error of an Upsert or Delete of these
+// rows, naming the failed row by its number as the command's own errors
+// do.
+func (in inputRows) wrapRows(what string, err error) error {
+	var re *tierclient.RowError
+	if errors.As(err, &re) && re.Index >= 0 && re.Index < len(in.num) {
+		return wrapTier(fmt.Sprintf("%s: row %d", what, in.num[re.Index]), re.Err)
+	}
+	return wrapTier(what, err)
+}
+
 // readRowArgs returns the rows given as arguments, or else one per
-// non-empty line of the input file ("" or "-": stdin).
-func readRowArgs(pos []string, input string) ([][]byte, error) {
+// non-empty line of the input file ("" or "-": stdin), a UTF-8
+// byte-order mark before the first one left out.
+func readRowArgs(pos []string, input string) (inputRows, error) {
+	var in inputRows
 	if len(pos) > 0 {
 		if input != "" {
-			return nil, usageError("give rows as arguments or with --input, not both")
+			return in, usageError("give rows as arguments or with --input, not both")
 		}
-		rows := make([][]byte, len(pos))
 		for i, p := range pos {
-			rows[i] = []byte(p)
+			in.text, in.num = append(in.text, []byte(p)), append(in.num, i+1)
 		}
-		return rows, nil
+		return in, nil
 	}
 	r := tierStdin
 	if input != "" && input != "-" {
 		f, err := os.Open(input)
 		if err != nil {
-			return nil, fmt.Errorf("read rows: %w", err)
+			return in, fmt.Errorf("read rows: %w", err)
 		}
 		defer f.Close()
 		r = f
 	}
-	var rows [][]byte
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			rows = append(rows, bytes.Clone(line))
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			in.text, in.num = append(in.text, bytes.Clone(line)), append(in.num, n)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read rows: %w", err)
+		return in, fmt.Errorf("read rows: %w", err)
 	}
-	return rows, nil
+	return in, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -1587,7 +1601,7 @@ func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(raw) == 0 {
+	if len(raw.text) == 0 {
 		return usageError("thaw put: no rows")
 	}
 	ctx, cancel := context.WithTimeout(ctx, df.timeout)
@@ -1598,19 +1612,19 @@ func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	defer c.Close()
 	enc := info.KV.NewEncoder()
-	rows := make([]kv.Row, len(raw))
-	for i, r := range raw {
-		row, err := rowFromJSON(info.KV, r, i+1, false)
+	rows := make([]kv.Row, len(raw.text))
+	for i, r := range raw.text {
+		row, err := rowFromJSON(info.KV, r, raw.num[i], false)
 		if err != nil {
 			return fmt.Errorf("put %s: %w", name, err)
 		}
 		if _, _, _, err := enc.Encode(kv.RowFields(row)); err != nil {
-			return fmt.Errorf("put %s: row %d: %w", name, i+1, err)
+			return fmt.Errorf("put %s: row %d: %w", name, raw.num[i], err)
 		}
 		rows[i] = row
 	}
 	if err := c.Upsert(ctx, df.target(name), rows); err != nil {
-		err = wrapRows("put "+df.target(name).String(), err)
+		err = raw.wrapRows("put "+df.target(name).String(), err)
 		if tierpb.ReasonOf(err) == tierpb.ReasonNotFound && info.Partitioned() && !*createParts {
 			err = fmt.Errorf("%w\n(a partition that does not exist is created by `thaw partition create`, or by thaw put --create-partitions)", err)
 		}
@@ -1628,6 +1642,7 @@ type keyCall struct {
 	c    *tierclient.Client
 	info *tierclient.TableInfo
 	keys []kv.Row
+	rows inputRows // the keys as given, for their numbers
 }
 
 // keyCommand parses the flags and keys of thaw get and thaw delete and
@@ -1655,16 +1670,17 @@ func keyCommand(ctx context.Context, stdout io.Writer, args []string, cmd string
 	if err != nil {
 		return ctx, func() {}, nil, err
 	}
-	if len(raw) == 0 {
+	if len(raw.text) == 0 {
 		return ctx, func() {}, nil, usageError("thaw %s: no keys", cmd)
 	}
+	k.rows = raw
 	ctx, cancel := context.WithTimeout(ctx, k.df.timeout)
 	if k.c, k.info, err = openTable(ctx, k.df.server, k.name); err != nil {
 		return ctx, cancel, nil, err
 	}
-	k.keys = make([]kv.Row, len(raw))
-	for i, r := range raw {
-		if k.keys[i], err = keyRowFromJSON(k.info.KV, r, i+1); err != nil {
+	k.keys = make([]kv.Row, len(raw.text))
+	for i, r := range raw.text {
+		if k.keys[i], err = keyRowFromJSON(k.info.KV, r, raw.num[i]); err != nil {
 			k.c.Close()
 			return ctx, cancel, nil, fmt.Errorf("%s %s: key %w", cmd, k.name, err)
 		}
@@ -1743,7 +1759,7 @@ func runDelete(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	if err := k.c.Delete(ctx, t, k.keys); err != nil {
-		return wrapRows("delete "+t.String(), err)
+		return k.rows.wrapRows("delete "+t.String(), err)
 	}
 	text := fmt.Sprintf("deleted %d keys from %s", len(k.keys), t)
 	skipped := 0

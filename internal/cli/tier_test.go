@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierclient"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -337,5 +339,31 @@ func TestBeginHint(t *testing.T) {
 	}
 	if other := errors.New("x"); beginHint(other) != other || beginHint(nil) != nil {
 		t.Error("other errors changed")
+	}
+}
+
+// TestReadRowArgs: rows from arguments or lines, each numbered as the user
+// sees it (a line's number, blank lines included), a byte-order mark
+// before the first line left out.
+func TestReadRowArgs(t *testing.T) {
+	in, err := readRowArgs([]string{`{"a":1}`, `{"a":2}`}, "")
+	if err != nil || len(in.text) != 2 || !slices.Equal(in.num, []int{1, 2}) {
+		t.Fatalf("arguments: %q %v %v", in.text, in.num, err)
+	}
+	if _, err := readRowArgs([]string{`{}`}, "rows.json"); !errors.Is(err, ErrUsage) {
+		t.Fatalf("arguments and --input: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "rows.json")
+	if err := os.WriteFile(file, []byte("\uFEFF{\"a\":1}\r\n\n   \n{\"a\":2}\r\n\t{\"a\":3}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, err = readRowArgs(nil, file)
+	if err != nil || !slices.Equal(in.num, []int{1, 4, 5}) || string(in.text[0]) != `{"a":1}` || string(in.text[2]) != `{"a":3}` {
+		t.Fatalf("file: %q %v %v", in.text, in.num, err)
+	}
+	// A row the tier refuses is named by its line too.
+	err = in.wrapRows("put db.t", &tierclient.RowError{Index: 1, Err: errors.New("refused")})
+	if err == nil || !strings.Contains(err.Error(), "put db.t: row 4: ") {
+		t.Fatalf("wrapRows: %v", err)
 	}
 }
