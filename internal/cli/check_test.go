@@ -79,6 +79,13 @@ func TestCheckFlag(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("--check created the data directory: %v", err)
 	}
+	// Flags are checked as the config is: --tablets 0 is no "use the default".
+	if code, out, errOut := run(t, "server", "--check", "--data-dir", dir+"/data", "--tablets", "0"); code != 1 || !strings.Contains(errOut, "tablets 0 not in 1..64") {
+		t.Errorf("--tablets 0: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, _ := run(t, "server", "--check", "--data-dir", dir+"/data"); code != 0 || out != "thaw server: the default config is valid and every file it names loads\n" {
+		t.Errorf("no config: code %d, stdout %q", code, out)
+	}
 }
 
 // TestPromoterClientToken: the promoter commands send THAW_PROMOTER_TOKEN

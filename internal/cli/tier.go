@@ -68,9 +68,11 @@ func runServer(ctx context.Context, stdout io.Writer, args []string) error {
 	setIf(&cfg.DataDir, *dataDir)
 	setIf(&cfg.Listen, *listen)
 	setIf(&cfg.Advertise, *advertise)
-	if *tablets != 0 {
-		cfg.Tablets = *tablets
-	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "tablets" { // given, even as 0: Validate judges it
+			cfg.Tablets = *tablets
+		}
+	})
 	if cfg.DataDir == "" {
 		return usageError("thaw server needs --data-dir (or data_dir in --config)")
 	}
@@ -98,7 +100,7 @@ func checked(stdout io.Writer, cmd, config string, err error) error {
 		return fmt.Errorf("%s --check: %w", cmd, err)
 	}
 	if config == "" {
-		config = "the defaults"
+		config = "the default config"
 	}
 	_, err = fmt.Fprintf(stdout, "%s: %s is valid and every file it names loads\n", cmd, config)
 	return err
