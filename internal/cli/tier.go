@@ -654,10 +654,13 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 			}
 		}
 	}
-	if *buckets != 0 {
-		schema.Buckets = *buckets
-	}
-	if schema.Buckets == 0 {
+	bucketsGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "buckets" { // given, even as 0: the schema check judges it
+			schema.Buckets, bucketsGiven = *buckets, true
+		}
+	})
+	if schema.Buckets == 0 && !bucketsGiven {
 		schema.Buckets = 1
 	}
 	if *bucketing != "" {

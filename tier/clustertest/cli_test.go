@@ -211,6 +211,7 @@ func TestCLI(t *testing.T) {
 	fails(1, "NOT_FOUND", "partition", "drop", "shop.orders", "2030-01-01")
 	fails(2, `--column "id": want "NAME TYPE [NOT NULL]"`, "table", "create", "shop.t2", "--column", "id", "--primary-key", "id")
 	fails(2, "primary key", "table", "create", "shop.t2", "--column", "id BIGINT")
+	fails(2, "buckets 0 is out of range 1..4096", "table", "create", "shop.t2", "--column", "id BIGINT", "--primary-key", "id", "--buckets", "0")
 	fails(1, `delete shop.orders: key row 2: missing primary-key column "id"`, "delete", "shop.orders", `{"dt":"2024-01-01","id":1}`, `{"dt":"2024-01-01"}`)
 	fails(2, "thaw delete: no keys", "delete", "shop.orders", "--input", os.DevNull)
 	if again := ok(`"fig"`, "scan", "shop.orders", "--output", "json"); again != scanJSON {
