@@ -1703,7 +1703,7 @@ func runGet(ctx context.Context, stdout io.Writer, args []string) error {
 	c, info, name, keys, df := k.c, k.info, k.name, k.keys, k.df
 	rows, err := c.Get(ctx, df.target(name), keys)
 	if err != nil {
-		return wrapTier("get "+df.target(name).String(), err)
+		return k.rows.wrapRows("get "+df.target(name).String(), err)
 	}
 	if df.json() {
 		for _, r := range rows {

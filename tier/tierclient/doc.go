@@ -89,10 +89,11 @@
 // writes and reads fail with it until the load ends, and are not retried)
 // and tierpb.IsNotLeader work on them. IsRetriable tells errors worth
 // retrying later from the ones that are not. Rows that do not fit the
-// schema fail with a *kv.RowError (wrapping kv.ErrInvalidRow); Upsert and
-// Delete wrap the failure of a row they could not encode or route (the
-// partition of an upserted row does not exist, for one) in a *RowError
-// with the row's index.
+// schema fail with a *kv.RowError (wrapping kv.ErrInvalidRow); Upsert,
+// Delete, Get and PrefixGet wrap the failure of a row (key, prefix) they
+// could not encode or route (the partition of an upserted row does not
+// exist, a key of another partition than the call's target, ...) in a
+// *RowError with the row's index.
 //
 // # Transport
 //

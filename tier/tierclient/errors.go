@@ -44,12 +44,13 @@ func (e *BucketError) Error() string {
 
 func (e *BucketError) Unwrap() error { return e.Err }
 
-// RowError is the failure of an Upsert or Delete at one row of its input,
-// which could not be encoded or routed (it does not fit the schema, the
-// partition of an upserted row does not exist, ...); nothing of the call
-// was written.
+// RowError is the failure of an Upsert, Delete, Get or PrefixGet at one
+// row (key, prefix) of its input, which could not be encoded or routed (it
+// does not fit the schema, the partition of an upserted row does not
+// exist, a key of another partition than the call's target, ...); nothing
+// of the call was written or read.
 type RowError struct {
-	Op     string // "upsert", "delete"
+	Op     string // "upsert", "delete", "get", "prefix get"
 	Target Target
 	Index  int // the row's position in the call's input, from 0
 	Err    error

@@ -67,20 +67,22 @@ type keyGroup struct {
 }
 
 // groupKeys encodes rows with encode and groups them by physical target
-// and bucket, in first-seen order.
-func (c *Client) groupKeys(ctx context.Context, t Target, rows []kv.Row,
+// and bucket, in first-seen order. A row that cannot be routed or encoded
+// is a *RowError of op, returned as it is; any other error is wrapped with
+// what (the operation as its errors name it).
+func (c *Client) groupKeys(ctx context.Context, op, what string, t Target, rows []kv.Row,
 	encode func(st *targetState, row kv.Row) ([]byte, int, error),
 ) ([]*keyGroup, error) {
 	r, err := c.newRouter(ctx, t)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tierclient: %s %v: %w", what, t, err)
 	}
 	byKey := make(map[queueKey]*keyGroup)
 	var groups []*keyGroup
 	for i, row := range rows {
 		e, err := r.route(ctx, row)
 		if err != nil {
-			return nil, fmt.Errorf("key %d: %w", i, err)
+			return nil, &RowError{Op: op, Target: t, Index: i, Err: err}
 		}
 		if e == nil {
 			continue // no such partition: nothing to find
@@ -88,7 +90,7 @@ func (c *Client) groupKeys(ctx context.Context, t Target, rows []kv.Row,
 		st := e.state.Load()
 		key, bucket, err := encode(st, row)
 		if err != nil {
-			return nil, fmt.Errorf("key %d: %w", i, err)
+			return nil, &RowError{Op: op, Target: t, Index: i, Err: err}
 		}
 		g := byKey[queueKey{e, bucket}]
 		if g == nil {
@@ -174,7 +176,7 @@ func decodeValue(st *targetState, v []byte) (kv.Row, error) {
 // (per batch row limit), buckets in parallel, from the buckets' leaders,
 // which see every acknowledged write.
 func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, error) {
-	groups, err := c.groupKeys(ctx, t, keys, func(st *targetState, row kv.Row) ([]byte, int, error) {
+	groups, err := c.groupKeys(ctx, "get", "get from", t, keys, func(st *targetState, row kv.Row) ([]byte, int, error) {
 		key, err := st.table.EncodeKey(row)
 		if err != nil {
 			return nil, 0, err
@@ -183,7 +185,7 @@ func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, er
 		return key, bucket, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tierclient: get from %v: %w", t, err)
+		return nil, err
 	}
 	out := make([]kv.Row, len(keys))
 	err = c.fanOut(ctx, "lookup", groups, func(ctx context.Context, g *keyGroup, lo, hi int) (int, error) {
@@ -227,7 +229,7 @@ func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, er
 // lookup. The table's bucket key must be a leading part of its primary key
 // without the partition keys.
 func (c *Client) PrefixGet(ctx context.Context, t Target, prefixes []kv.Row) ([][]kv.Row, error) {
-	groups, err := c.groupKeys(ctx, t, prefixes, func(st *targetState, row kv.Row) ([]byte, int, error) {
+	groups, err := c.groupKeys(ctx, "prefix get", "prefix get from", t, prefixes, func(st *targetState, row kv.Row) ([]byte, int, error) {
 		pt, err := c.prefixTable(st.table)
 		if err != nil {
 			return nil, 0, err
@@ -240,7 +242,7 @@ func (c *Client) PrefixGet(ctx context.Context, t Target, prefixes []kv.Row) ([]
 		return key, bucket, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tierclient: prefix get from %v: %w", t, err)
+		return nil, err
 	}
 	out := make([][]kv.Row, len(prefixes))
 	err = c.fanOut(ctx, "prefix lookup", groups, func(ctx context.Context, g *keyGroup, lo, hi int) (int, error) {

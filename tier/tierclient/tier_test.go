@@ -543,6 +543,14 @@ func TestPartitionedRouting(t *testing.T) {
 	if err := c.Upsert(t.Context(), one, []kv.Row{{days[1], int64(1), "x"}}); !errors.Is(err, tierclient.ErrInvalidArgument) {
 		t.Fatalf("row of another partition: %v", err)
 	}
+	// So does a lookup; the error names the key as an upsert's names the row.
+	g0, _ := info.KeyRow(days[0], int64(1))
+	g1, _ := info.KeyRow(days[1], int64(1))
+	_, err = c.Get(t.Context(), one, []kv.Row{g0, g1})
+	var re *tierclient.RowError
+	if !errors.Is(err, tierclient.ErrInvalidArgument) || !errors.As(err, &re) || re.Op != "get" || re.Index != 1 || re.Target != one {
+		t.Fatalf("key of another partition: %v", err)
+	}
 }
 
 // TestPrefixGet looks rows up by their bucket key, a leading part of the
