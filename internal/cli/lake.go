@@ -564,7 +564,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 		if *limit > 0 && printed >= *limit {
 			fmt.Fprintf(stdout, "(first %d rows)\n", printed)
 		} else {
-			fmt.Fprintf(stdout, "(%d rows)\n", total)
+			fmt.Fprintf(stdout, "(%s)\n", plural(int(total), "row", "rows"))
 		}
 	}
 	return nil

@@ -695,7 +695,7 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	if cf.json() {
 		return writeTierJSON(stdout, info)
 	}
-	fmt.Fprintf(stdout, "created table %s (id %d, %d buckets, replication %d)\n", name, info.TableID, info.Schema.Buckets, info.ReplicationFactor)
+	fmt.Fprintf(stdout, "created table %s (id %d, %s, replication %d)\n", name, info.TableID, plural(info.Schema.Buckets, "bucket", "buckets"), info.ReplicationFactor)
 	return nil
 }
 
@@ -1635,7 +1635,7 @@ func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		return err
 	}
-	return printDone(stdout, df.clientFlags, fmt.Sprintf("wrote %d rows to %s", len(rows), df.target(name)),
+	return printDone(stdout, df.clientFlags, fmt.Sprintf("wrote %s to %s", plural(len(rows), "row", "rows"), df.target(name)),
 		map[string]any{"table": name.String(), "partition": df.partition, "rows": len(rows)})
 }
 
@@ -1766,7 +1766,7 @@ func runDelete(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := k.c.Delete(ctx, t, k.keys); err != nil {
 		return k.rows.wrapRows("delete "+t.String(), err)
 	}
-	text := fmt.Sprintf("deleted %d keys from %s", len(k.keys), t)
+	text := fmt.Sprintf("deleted %s from %s", plural(len(k.keys), "key", "keys"), t)
 	skipped := 0
 	if len(absent) > 0 {
 		var parts []string
@@ -1839,7 +1839,7 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 		_, err = fmt.Fprintf(stdout, "(first %d rows)\n", n)
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "(%d rows)\n", n)
+	_, err = fmt.Fprintf(stdout, "(%s)\n", plural(n, "row", "rows"))
 	return err
 }
 

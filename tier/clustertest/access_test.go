@@ -71,7 +71,7 @@ func TestCLIDataAccess(t *testing.T) {
 	fails(biTok, "caller bi may not write shop.items", "put", "shop.items", `{"id":1,"name":"bi"}`)
 	fails(appTok, "caller app may not write shop.costs", "put", "shop.costs", `{"id":1,"cost":3}`)
 	ok(appTok, "wrote 2 rows to shop.items", "put", "shop.items", `{"id":1,"name":"apple"}`, `{"id":2,"name":"pear"}`)
-	ok(adminTok, "wrote 1 rows to shop.costs", "put", "shop.costs", `{"id":1,"cost":3}`)
+	ok(adminTok, "wrote 1 row to shop.costs", "put", "shop.costs", `{"id":1,"cost":3}`)
 
 	fails(biTok, "caller bi may not write shop.items", "delete", "shop.items", `{"id":1}`)
 	ok(biTok, "apple", "get", "shop.items", `{"id":1}`)

@@ -158,7 +158,7 @@ func TestCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok("wrote 2 rows to shop.orders/2024-01-01", "put", "shop.orders", "--input", rows, "--partition", "2024-01-01")
-	ok("wrote 1 rows to shop.orders", "put", "shop.orders", `{"dt":"2024-01-02","id":4,"item":"fig","qty":2}`)
+	ok("wrote 1 row to shop.orders", "put", "shop.orders", `{"dt":"2024-01-02","id":4,"item":"fig","qty":2}`)
 	ok("wrote 2 rows to crm.users", "put", "crm.users",
 		`{"id":1,"name":"ann","born":"1990-05-17","balance":"10.50"}`, `{"id":2,"balance":7}`)
 	// Two partition keys: partitions named "dt$region", served by the
