@@ -2,8 +2,6 @@ package objstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -339,15 +337,7 @@ func (b *gcBucket) putStaged(ctx context.Context, key string, r io.Reader) (err 
 	if err := os.MkdirAll(staging, b.dirMode); err != nil {
 		return b.errorf("put", key, err)
 	}
-	var f *os.File
-	for range 100 {
-		var name [8]byte
-		_, _ = rand.Read(name[:])
-		f, err = os.OpenFile(filepath.Join(staging, "put-"+hex.EncodeToString(name[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
-		if !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
+	f, err := os.CreateTemp(staging, "put-") // mode 0600, as fileblob's writer makes its files
 	if err != nil {
 		return b.errorf("put", key, err)
 	}

@@ -23,9 +23,7 @@ func TestCheckFlag(t *testing.T) {
 	write := func(name, text string) string {
 		t.Helper()
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, p, text)
 		return p
 	}
 	goodCallers := write("callers.yaml", "callers:\n  - {name: app, token_sha256: "+access.TokenSHA256("token-0123456789abcdef")+", read: ['*']}\n")

@@ -203,9 +203,7 @@ func TestReadSchemaFile(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name, text string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, p, text)
 		return p
 	}
 	for name, text := range map[string]string{"schema": string(doc), "described": string(described)} {
@@ -354,9 +352,7 @@ func TestReadRowArgs(t *testing.T) {
 		t.Fatalf("arguments and --input: %v", err)
 	}
 	file := filepath.Join(t.TempDir(), "rows.json")
-	if err := os.WriteFile(file, []byte("\uFEFF{\"a\":1}\r\n\n   \n{\"a\":2}\r\n\t{\"a\":3}"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, file, "\uFEFF{\"a\":1}\r\n\n   \n{\"a\":2}\r\n\t{\"a\":3}")
 	in, err = readRowArgs(nil, file)
 	if err != nil || !slices.Equal(in.num, []int{1, 4, 5}) || string(in.text[0]) != `{"a":1}` || string(in.text[2]) != `{"a":3}` {
 		t.Fatalf("file: %q %v %v", in.text, in.num, err)
