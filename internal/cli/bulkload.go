@@ -434,8 +434,8 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	if err := writeOutput(stdout, *out, append(b, '\n')); err != nil {
 		return err
 	}
-	fmt.Fprintf(progressOutput, "thaw: began bulk load %s of %s: %d buckets, caller token %s, build deadline %s\n",
-		bc.Handle().TxnID, target, bc.Buckets(), tok, bc.BuildDeadline().Format(time.RFC3339))
+	fmt.Fprintf(progressOutput, "thaw: began bulk load %s of %s: %s, caller token %s, build deadline %s\n",
+		bc.Handle().TxnID, target, plural(bc.Buckets(), "bucket", "buckets"), tok, bc.BuildDeadline().Format(time.RFC3339))
 	return nil
 }
 
@@ -538,8 +538,9 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) (err
 		fmt.Fprintf(progressOutput, "thaw: warning: the build deadline of bulk load %s passed at %s\n", bc.Handle().TxnID, d.Format(time.RFC3339))
 	}
 	prog := newProgress(progressOutput, in)
-	prog.printf("building %d of %d buckets of bulk load %s of %s from %d files (%d rows, %s)",
-		len(buckets), bc.Buckets(), bc.Handle().TxnID, bc.Target(), len(in.files), in.rows, mb(in.bytes))
+	prog.printf("building %d of %s of bulk load %s of %s from %s (%s, %s)",
+		len(buckets), plural(bc.Buckets(), "bucket", "buckets"), bc.Handle().TxnID, bc.Target(), plural(len(in.files), "file", "files"),
+		plural(in.rows, "row", "rows"), humanBytes(in.bytes))
 	results, err := buildInput(ctx, bc, in, o, prog)
 	if err != nil {
 		return fmt.Errorf("build %s: %w", bc.Target(), err)
@@ -648,6 +649,6 @@ func runBulkloadCommit(ctx context.Context, stdout io.Writer, args []string) (er
 	for _, r := range results {
 		rows += r.RowCount
 	}
-	fmt.Fprintf(stdout, "committed bulk load %s of %s: %d rows in %d buckets\n", bc.Handle().TxnID, bc.Target(), rows, len(results))
+	fmt.Fprintf(stdout, "committed bulk load %s of %s: %s in %s\n", bc.Handle().TxnID, bc.Target(), plural(rows, "row", "rows"), plural(len(results), "bucket", "buckets"))
 	return printBulkStatus(stdout, resp.GetStatus())
 }

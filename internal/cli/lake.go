@@ -562,7 +562,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 			return err
 		}
 		if *limit > 0 && printed >= *limit {
-			fmt.Fprintf(stdout, "(first %d rows)\n", printed)
+			fmt.Fprintf(stdout, "(first %s)\n", plural(printed, "row", "rows"))
 		} else {
 			fmt.Fprintf(stdout, "(%s)\n", plural(int(total), "row", "rows"))
 		}

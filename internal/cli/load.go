@@ -14,11 +14,15 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/tierpb"
@@ -74,8 +78,6 @@ func newProgress(w io.Writer, in *parquetInput) *progress {
 	return &progress{w: w, bar: isTerminal(w), in: in, last: time.Now()}
 }
 
-func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
-
 // advance records rows and bytes read; fileDone says a file was read to its end.
 func (p *progress) advance(rows, bytes int64, fileDone bool) {
 	p.mu.Lock()
@@ -95,7 +97,7 @@ func (p *progress) advance(rows, bytes int64, fileDone bool) {
 	}
 	if fileDone || now.Sub(p.last) >= plainProgressInterval {
 		p.last = now
-		fmt.Fprintf(p.w, "read %d rows (%s) from %d/%d files\n", p.rows, mb(p.bytes), p.done, len(p.in.files))
+		fmt.Fprintf(p.w, "read %s (%s) from %d/%d files\n", plural(p.rows, "row", "rows"), humanBytes(p.bytes), p.done, len(p.in.files))
 	}
 }
 
@@ -110,7 +112,7 @@ func (p *progress) drawLocked() {
 	if n < width {
 		bar += ">" + strings.Repeat(" ", width-n-1)
 	}
-	fmt.Fprintf(p.w, "\r\033[K[%s] %3.0f%%  %d/%d rows  %s  %d/%d files", bar, 100*frac, p.rows, p.in.rows, mb(p.bytes), p.done, len(p.in.files))
+	fmt.Fprintf(p.w, "\r\033[K[%s] %3.0f%%  %d/%d rows  %s  %d/%d files", bar, 100*frac, p.rows, p.in.rows, humanBytes(p.bytes), p.done, len(p.in.files))
 	p.barShown = true
 }
 
@@ -255,7 +257,7 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 		}
 		prog.advance(0, f.size-sent, true)
 	}
-	prog.printf("sorting and writing %d buckets", len(sessionBuckets(bc, o.buckets)))
+	prog.printf("sorting and writing %s", plural(len(sessionBuckets(bc, o.buckets)), "bucket", "buckets"))
 	results, err := s.Finish(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("build buckets: %w", err)
@@ -263,12 +265,12 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 	for _, r := range results {
 		note := ""
 		if r.Duplicates > 0 {
-			note = fmt.Sprintf(", %d duplicates dropped", r.Duplicates)
+			note = fmt.Sprintf(", %s dropped", plural(r.Duplicates, "duplicate", "duplicates"))
 		}
 		if r.MetadataAdopted {
 			note += ", adopted an identical earlier build"
 		}
-		prog.printf("built bucket %d: %d rows, %s%s", r.Bucket, r.RowCount, mb(r.Bytes), note)
+		prog.printf("built bucket %d: %s, %s%s", r.Bucket, plural(r.RowCount, "row", "rows"), humanBytes(r.Bytes), note)
 	}
 	return results, nil
 }
@@ -358,9 +360,39 @@ func beginRetrying(ctx context.Context, c *bulkloadclient.Client, target bulkloa
 	}
 }
 
+// checkLoadTarget checks that a partition is named for a partitioned
+// table and only for one, before anything is read or begun.
+func checkLoadTarget(tbl *kv.Table, name tableName, partition string) error {
+	keys := tbl.Schema().PartitionKeys
+	switch {
+	case len(keys) > 0 && partition == "":
+		return usageError("thaw load: %s is partitioned (by %s): name the target partition with --partition", name, strings.Join(keys, ", "))
+	case len(keys) == 0 && partition != "":
+		return usageError("thaw load: %s is not partitioned: --partition is for partitioned tables", name)
+	}
+	return nil
+}
+
+// createPartition creates partition part of table name unless it exists.
+func createPartition(ctx context.Context, server string, name tableName, part string, prog *progress) error {
+	resp, err := coordDo(ctx, dialCoordinator(server), &tierv1.CreatePartitionRequest{
+		Path: name.path(), Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: part},
+	}, tierv1connect.CoordinatorServiceClient.CreatePartition)
+	switch {
+	case connect.CodeOf(err) == connect.CodeAlreadyExists:
+		return nil
+	case err != nil:
+		return wrapTier("create partition "+part+" of "+name.String(), err)
+	}
+	prog.printf("created partition %s of %s (id %d)", resp.GetPartition().GetPartitionName(), name, resp.GetPartition().GetPartitionId())
+	return nil
+}
+
 // beginHint adds what to do to the Begin errors a person can act on.
 func beginHint(err error) error {
 	switch {
+	case errors.Is(err, bulkload.ErrTargetNotFound):
+		return fmt.Errorf("%w\n(a bulk load fills an existing empty table or partition: create a partition with `thaw partition create`, or give thaw load --create-partition)", err)
 	case errors.Is(err, bulkload.ErrTargetNotEmpty):
 		return fmt.Errorf("%w\n(a bulk load fills an empty table or partition only: load into a new partition, or drop the target and create it again)", err)
 	case errors.Is(err, bulkload.ErrTargetOccupied):
@@ -414,6 +446,7 @@ type loadFlags struct {
 	server       string
 	table        string
 	partition    string
+	createPart   bool
 	token        string
 	buildTimeout time.Duration
 	budget       time.Duration
@@ -428,6 +461,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	fs.StringVar(&lf.server, "server", defaultServer(), "coordinator HOST:PORT or URL (https:// for a tier that serves TLS; $THAW_TLS_CA names the CA bundle), or a comma-separated list of the tier's coordinators ($THAW_SERVER sets the default)")
 	fs.StringVar(&lf.table, "table", "", "target table DATABASE.TABLE (required)")
 	fs.StringVar(&lf.partition, "partition", "", "target partition of a partitioned table")
+	fs.BoolVar(&lf.createPart, "create-partition", false, "create the --partition if it does not exist (it stays, empty, if the load fails)")
 	fs.StringVar(&lf.token, "token", "", "caller token of the transaction; repeat it to resume a load (default: a fresh one)")
 	fs.DurationVar(&lf.buildTimeout, "build-timeout", 0, "build window asked of Begin (default: the server's)")
 	fs.DurationVar(&lf.budget, "budget", 10*time.Minute, "how long Commit may retry and wait for every bucket to be readable")
@@ -446,6 +480,9 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	}
 	if len(paths) == 0 {
 		return usageError("thaw load needs Parquet files or directories")
+	}
+	if lf.createPart && lf.partition == "" {
+		return usageError("thaw load: --create-partition goes with --partition")
 	}
 	if lf.server == "" || lf.timeout <= 0 || lf.budget <= 0 || lf.buildTimeout < 0 || lf.build.workers < 0 {
 		return usageError("thaw load: --server must be set, --timeout and --budget positive, --build-timeout and --workers not negative")
@@ -466,6 +503,9 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		return err
 	}
 	tc.Close()
+	if err := checkLoadTarget(info.KV, name, target.Partition); err != nil {
+		return err
+	}
 	if err := checkParquet(in, info.KV, target.Partition); err != nil {
 		return fmt.Errorf("load %s: %w", target, err)
 	}
@@ -478,7 +518,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		return err
 	}
 	prog := newProgress(stdout, in)
-	prog.printf("loading %d rows (%s) from %d files into %s", in.rows, mb(in.bytes), len(in.files), target)
+	prog.printf("loading %s (%s) from %s into %s", plural(in.rows, "row", "rows"), humanBytes(in.bytes), plural(len(in.files), "file", "files"), target)
 
 	c, err := bulkClient(ctx, lf.server, lf.build.scoped, lf.build.store)
 	if err != nil {
@@ -490,14 +530,20 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		token = newCallerToken("thaw-load-")
 	}
 	beginCtx, cancel := context.WithTimeout(ctx, lf.timeout)
+	defer cancel()
+	if lf.createPart {
+		if err := createPartition(beginCtx, lf.server, name, lf.partition, prog); err != nil {
+			return err
+		}
+	}
 	bc, err := beginRetrying(beginCtx, c, target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("load %s: %w", target, err)
 	}
 	txn := bc.Handle().TxnID
-	prog.printf("began bulk load %s of %s: %d buckets, caller token %s, build deadline %s",
-		txn, target, bc.Buckets(), token, bc.BuildDeadline().Format(time.RFC3339))
+	prog.printf("began bulk load %s of %s: %s, caller token %s, build deadline %s",
+		txn, target, plural(bc.Buckets(), "bucket", "buckets"), token, bc.BuildDeadline().Format(time.RFC3339))
 	if err := checkStore(lf.build.store, bc); err != nil {
 		return abortAfter(ctx, c, bc, prog, err)
 	}
@@ -508,7 +554,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	}
 	// Commit must not be cut short by the first interrupt: it runs to its
 	// budget (a second interrupt exits at once).
-	prog.printf("committing bulk load %s (%d buckets)", txn, len(results))
+	prog.printf("committing bulk load %s (%s)", txn, plural(len(results), "bucket", "buckets"))
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lf.budget+30*time.Second)
 	defer cancel()
 	st, err := c.Commit(commitCtx, bc, results, lf.budget)
@@ -528,8 +574,8 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		dups += r.Duplicates
 		bytes += r.Bytes
 	}
-	prog.printf("committed bulk load %s of %s (%s): %d rows (%d duplicates dropped) in %d buckets, %s of snapshots, in %s",
-		txn, target, st.State, rows, dups, len(results), mb(bytes), time.Since(start).Round(time.Millisecond))
+	prog.printf("committed bulk load %s of %s (%s): %s (%s dropped) in %s, %s of snapshots, in %s",
+		txn, target, st.State, plural(rows, "row", "rows"), plural(dups, "duplicate", "duplicates"), plural(len(results), "bucket", "buckets"), humanBytes(bytes), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

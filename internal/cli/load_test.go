@@ -391,6 +391,7 @@ func TestLoadUsageErrors(t *testing.T) {
 		{[]string{"load", "--table", "a.b"}, "thaw load needs Parquet files or directories"},
 		{[]string{"load", "--table", "a.b", "--memory", "lots", "x"}, `invalid value "lots" for flag -memory`},
 		{[]string{"load", "--table", "a.b", "--budget", "0s", "x"}, "--budget positive"},
+		{[]string{"load", "--table", "a.b", "--create-partition", "x"}, "--create-partition goes with --partition"},
 	} {
 		code, _, errOut := run(t, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
@@ -530,4 +531,53 @@ func TestLoad(t *testing.T) {
 	if after := txns(); after != before {
 		t.Errorf("a refused load began a transaction:\nbefore\n%s\nafter\n%s", before, after)
 	}
+
+	// The partition: named for a partitioned table only, before anything
+	// is read; one that does not exist is refused by Begin with a hint,
+	// unless --create-partition creates it.
+	if _, err := tc.CreateTable(ctx, "shop", "flat", itemsTable(t, false), 2); err != nil {
+		t.Fatal(err)
+	}
+	f4 := filepath.Join(dir, "day4.parquet")
+	day4 := makeItems("2024-01-04", 1, 50)
+	writeParquet(t, f4, day4, parquetLayout{withDT: true})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--table", "shop.sales", f4}, "usage: thaw load: shop.sales is partitioned (by dt): name the target partition with --partition"},
+		{[]string{"--table", "shop.flat", "--partition", "2024-01-04", f4}, "usage: thaw load: shop.flat is not partitioned: --partition is for partitioned tables"},
+		{[]string{"--table", "shop.sales", "--partition", "2024-01-04", f4}, "\n(a bulk load fills an existing empty table or partition: create a partition with `thaw partition create`, or give thaw load --create-partition)"},
+	} {
+		out.Reset()
+		err := runLoad(ctx, &out, append(c.args, server))
+		if err == nil || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("load %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if parts, err := tc.Partitions(ctx, "shop", "sales"); err != nil || len(parts) != 3 {
+		t.Errorf("partitions after the refused loads: %v, %v", parts, err)
+	}
+	if after := txns(); after != before {
+		t.Errorf("a refused load began a transaction:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	out.Reset()
+	if err := runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-04", "--create-partition", server, f4}); err != nil ||
+		!strings.Contains(out.String(), "created partition 2024-01-04 of shop.sales (id ") {
+		t.Fatalf("load with --create-partition: %v\n%s", err, out.String())
+	}
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-04"}, 1), lastWins(day4), true)
+	// An existing empty partition is loaded as it is.
+	if err := tc.CreatePartition(ctx, "shop", "sales", "2024-01-05"); err != nil {
+		t.Fatal(err)
+	}
+	f5 := filepath.Join(dir, "day5.parquet")
+	day5 := makeItems("2024-01-05", 1, 1)
+	writeParquet(t, f5, day5, parquetLayout{withDT: true})
+	out.Reset()
+	if err := runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-05", "--create-partition", server, f5}); err != nil ||
+		strings.Contains(out.String(), "created partition") || !strings.Contains(out.String(), "(COMMITTED): 1 row (0 duplicates dropped) in 4 buckets") {
+		t.Fatalf("load of an existing partition with --create-partition: %v\n%s", err, out.String())
+	}
+	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-05"}, 1), lastWins(day5), true)
 }

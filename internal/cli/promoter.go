@@ -197,8 +197,8 @@ func printPlan(w io.Writer, p promoterhttp.Plan) error {
 	case !p.TableExists:
 		state = "missing"
 	}
-	fmt.Fprintf(w, "policy %s: lake %s/%s at snapshot %d -> tier %s.%s (%s), %d buckets\n",
-		p.Policy, p.Catalog, p.LakeTable, p.LakeSnapshotID, p.Database, p.Table, state, p.Buckets)
+	fmt.Fprintf(w, "policy %s: lake %s/%s at snapshot %d -> tier %s.%s (%s), %s\n",
+		p.Policy, p.Catalog, p.LakeTable, p.LakeSnapshotID, p.Database, p.Table, state, plural(p.Buckets, "bucket", "buckets"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tACTION\tROWS\tBYTES\tEST. BUILD\tPROMOTION\tREASON")
 	for _, it := range p.Items {
@@ -464,7 +464,7 @@ func unreadableStatusError(us []promoterhttp.UnreadableRecord) error {
 }
 
 // plural is "1 record" or "2 records".
-func plural(n int, one, many string) string {
+func plural[N ~int | ~int32 | ~int64](n N, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}

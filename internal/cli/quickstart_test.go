@@ -133,7 +133,7 @@ func TestQuickstart(t *testing.T) {
 	if m == nil {
 		t.Fatal("output lacks the thaw get line")
 	}
-	if code, got, errOut := run(t, "get", "--server", e.Address(), m[1], m[2]); code != 0 || !strings.Contains(got, "(1 of 1 keys found)") {
+	if code, got, errOut := run(t, "get", "--server", e.Address(), m[1], m[2]); code != 0 || !strings.Contains(got, "(1 of 1 key found)") {
 		t.Fatalf("thaw get %s %s: exit %d\n%s%s", m[1], m[2], code, got, errOut)
 	}
 	if pol, err := os.ReadFile(filepath.Join(dir, "policies", "quickstart.yaml")); err != nil || string(pol) != quickstartPolicy {

@@ -1188,26 +1188,40 @@ func rowFromJSON(t *kv.Table, data []byte, rowNum int, keyOnly bool) (kv.Row, er
 	return row, nil
 }
 
-// keyRowFromJSON accepts a key as an object of primary-key columns or an
-// array of the primary-key values in primary-key order.
+// keyRowFromJSON accepts a key as an object of primary-key columns, an
+// array of the primary-key values in primary-key order, or, for a
+// one-column primary key, that column's value alone.
 func keyRowFromJSON(t *kv.Table, data []byte, rowNum int) (kv.Row, error) {
+	pk := t.Schema().PrimaryKey
 	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 || trimmed[0] != '[' {
+	switch {
+	case len(trimmed) == 0 || trimmed[0] == '{':
 		return rowFromJSON(t, data, rowNum, true)
+	case trimmed[0] != '[' && len(pk) > 1:
+		return nil, rowErr(rowNum, "want a JSON object of the primary-key columns or an array of their %d values (%s), not %s",
+			len(pk), strings.Join(pk, ", "), jsonKind(trimmed))
 	}
 	if err := strictjson.Text(trimmed); err != nil {
 		return nil, rowErr(rowNum, "%v", err)
 	}
-	var vals []json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
-	if err := dec.Decode(&vals); err != nil {
-		return nil, rowErr(rowNum, "bad JSON array: %v", err)
+	var vals []json.RawMessage
+	if trimmed[0] == '[' {
+		if err := dec.Decode(&vals); err != nil {
+			return nil, rowErr(rowNum, "bad JSON array: %v", err)
+		}
+	} else {
+		// A lone value is the key of a one-column primary key: 42, "abc".
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, rowErr(rowNum, "bad JSON value: %v", err)
+		}
+		vals = []json.RawMessage{v}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, rowErr(rowNum, "trailing data after the JSON array")
+		return nil, rowErr(rowNum, "trailing data after the key")
 	}
-	pk := t.Schema().PrimaryKey
 	if len(vals) != len(pk) {
 		return nil, rowErr(rowNum, "%d key values for the primary key (%s)", len(vals), strings.Join(pk, ", "))
 	}
@@ -1663,7 +1677,7 @@ func keyCommand(ctx context.Context, stdout io.Writer, args []string, cmd string
 		return ctx, func() {}, nil, err
 	}
 	if len(pos) == 0 {
-		return ctx, func() {}, nil, usageError("thaw %s needs DATABASE.TABLE KEY-JSON ... (a key is an object of the primary-key columns or an array of their values)", cmd)
+		return ctx, func() {}, nil, usageError("thaw %s needs DATABASE.TABLE KEY-JSON ... (a key is an object of the primary-key columns, an array of their values, or the value of a one-column key)", cmd)
 	}
 	if k.name, err = parseTableName(pos[0]); err != nil {
 		return ctx, func() {}, nil, err
@@ -1732,7 +1746,7 @@ func runGet(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "(%d of %d keys found)\n", found, len(rows))
+	_, err = fmt.Fprintf(stdout, "(%d of %s found)\n", found, plural(len(rows), "key", "keys"))
 	return err
 }
 
@@ -1836,7 +1850,7 @@ func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	if errors.Is(err, errScanLimit) {
-		_, err = fmt.Fprintf(stdout, "(first %d rows)\n", n)
+		_, err = fmt.Fprintf(stdout, "(first %s)\n", plural(n, "row", "rows"))
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "(%s)\n", plural(n, "row", "rows"))

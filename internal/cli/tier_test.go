@@ -173,8 +173,10 @@ func TestKeyRowFromJSON(t *testing.T) {
 		{`["a"]`, `1 key values for the primary key (dt, id)`},
 		{`["a",null]`, `primary-key column "id" is null`},
 		{`["a","b"]`, `column "id" (BIGINT): want an integer`},
-		{`["a",5] x`, `row 1: trailing data after the JSON array`},
-		{`["a",5] ["b",6]`, `row 1: trailing data after the JSON array`},
+		{`["a",5] x`, `row 1: trailing data after the key`},
+		{`["a",5] ["b",6]`, `row 1: trailing data after the key`},
+		{`5`, `row 1: want a JSON object of the primary-key columns or an array of their 2 values (dt, id), not a number`},
+		{`"a"`, `not a string`},
 		{`["a\udfff",5]`, `row 1: unpaired surrogate \udfff at byte 3`},
 		{"[\"\xc3\",5]", `row 1: invalid utf-8 at byte 2`},
 		{`{"dt":"a","id":null}`, `primary-key column "id" is null`},
@@ -182,6 +184,38 @@ func TestKeyRowFromJSON(t *testing.T) {
 		_, err := keyRowFromJSON(tbl, []byte(tc.in), 1)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("keyRowFromJSON(%s) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+
+	// A one-column key may be given as its value alone.
+	bigint, err := kv.ParseType("BIGINT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := kv.NewTable(kv.TableSchema{
+		Columns:    []kv.Column{{Name: "id", Type: bigint}, {Name: "v", Type: bigint, Nullable: true}},
+		PrimaryKey: []string{"id"}, Buckets: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{`42`, ` 42 `, `[42]`, `{"id":42}`} {
+		row, err := keyRowFromJSON(one, []byte(in), 1)
+		if err != nil || row[0] != int64(42) || row[1] != nil {
+			t.Errorf("one-column key %s = %v, %v", in, row, err)
+		}
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`42 43`, `row 1: trailing data after the key`},
+		{`"x"`, `row 1: column "id" (BIGINT): want an integer`},
+		{`null`, `row 1: primary-key column "id" is null`},
+		{`4x`, `row 1: trailing data after the key`},
+		{`"abc`, `row 1: bad JSON value`},
+		{`"\udfff"`, `row 1: unpaired surrogate`},
+	} {
+		_, err := keyRowFromJSON(one, []byte(tc.in), 1)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("one-column key %s = %v, want %q", tc.in, err, tc.want)
 		}
 	}
 }
