@@ -1566,9 +1566,11 @@ type dataFlags struct {
 	partition string
 }
 
-func (d *dataFlags) register(fs *flag.FlagSet) {
+// register registers the flags; byDefault says what the command does
+// without --partition.
+func (d *dataFlags) register(fs *flag.FlagSet, byDefault string) {
 	d.clientFlags.register(fs)
-	fs.StringVar(&d.partition, "partition", "", "one partition of a partitioned table (default: route rows by their partition-key values; scan every partition)")
+	fs.StringVar(&d.partition, "partition", "", "one partition of a partitioned table (default: "+byDefault+")")
 }
 
 func (d *dataFlags) target(name tableName) tierclient.Target {
@@ -1599,7 +1601,7 @@ func openTable(ctx context.Context, server string, name tableName, opts ...tierc
 func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := tierFlagSet("thaw put", "DATABASE.TABLE [JSON-ROW ...]", stdout)
 	var df dataFlags
-	df.register(fs)
+	df.register(fs, "route each row by its partition-key values")
 	createParts := fs.Bool("create-partitions", false, "create missing partitions of a partitioned table")
 	input := fs.String("input", "", "read rows from this file, one JSON object per line (- or none: stdin)")
 	pos, err := parseArgs(fs, args)
@@ -1670,7 +1672,7 @@ type keyCall struct {
 func keyCommand(ctx context.Context, stdout io.Writer, args []string, cmd string) (context.Context, context.CancelFunc, *keyCall, error) {
 	k := &keyCall{}
 	fs := tierFlagSet("thaw "+cmd, "DATABASE.TABLE [KEY-JSON ...]", stdout)
-	k.df.register(fs)
+	k.df.register(fs, "route each key by its partition-key values")
 	input := fs.String("input", "", "read keys from this file, one per line (- or none: stdin)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -1800,7 +1802,7 @@ var errScanLimit = errors.New("scan limit reached")
 func runScan(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := tierFlagSet("thaw scan", "DATABASE.TABLE", stdout)
 	var df dataFlags
-	df.register(fs)
+	df.register(fs, "every partition")
 	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
 	fs.Lookup("timeout").Usage = "give up when nothing has arrived for this long (a scan runs as long as rows keep coming)"
 	name, err := tierTableArg(fs, args, &df)
