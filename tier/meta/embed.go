@@ -25,6 +25,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // EmbeddedConfig configures a single-member etcd run inside the process.
@@ -510,8 +512,28 @@ var quietEvents = map[string]bool{
 	"Running http and grpc server on single port. This is not recommended for production.": true,
 }
 
-func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+// quiet reports whether an etcd warning is dropped: a quietEvents one, or
+// the client's note that a call failed because its caller cancelled it
+// (the retry interceptor warns of every failed attempt, and a cancelled
+// call is the caller's own doing: a restore given up when its replica was
+// reassigned, a server stopping).
+func quiet(e zapcore.Entry, fields []zapcore.Field) bool {
 	if quietEvents[e.Message] {
+		return true
+	}
+	if e.Message != "retrying of unary invoker failed" {
+		return false
+	}
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && status.Code(err) == codes.Canceled {
+			return true
+		}
+	}
+	return false
+}
+
+func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if quiet(e, fields) {
 		return nil
 	}
 	enc := zapcore.NewMapObjectEncoder()
