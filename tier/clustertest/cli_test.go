@@ -182,11 +182,15 @@ func TestCLI(t *testing.T) {
 	if out := ok("(1 of 2 keys found)", "get", "crm.users", "[1]", "[3]"); !regexp.MustCompile(`1\s+ann\s+1990-05-17\s+10.50`).MatchString(out) {
 		t.Errorf("get table: %q", out)
 	}
+	// A one-column key may be given as its value alone.
+	if out := ok("(1 of 1 key found)", "get", "crm.users", "1"); !regexp.MustCompile(`1\s+ann\s+1990-05-17\s+10.50`).MatchString(out) {
+		t.Errorf("get by a lone key value: %q", out)
+	}
 	scanJSON := ok(`"fig"`, "scan", "shop.orders", "--output", "json")
 	if n := strings.Count(scanJSON, "\n"); n != 4 {
 		t.Errorf("scan json: %d rows:\n%s", n, scanJSON)
 	}
-	if out := ok("(first 1 rows)", "scan", "shop.orders", "--partition", "2024-01-02", "--limit", "1"); !strings.HasPrefix(out, "dt") {
+	if out := ok("(first 1 row)", "scan", "shop.orders", "--partition", "2024-01-02", "--limit", "1"); !strings.HasPrefix(out, "dt") {
 		t.Errorf("scan table: %q", out)
 	}
 	ok("(2 rows)", "scan", "crm.users")
