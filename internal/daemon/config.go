@@ -338,6 +338,10 @@ type CoordinatorOptions struct {
 	// ResyncInterval is how often the coordinator reconciles without an
 	// event (default 30s).
 	ResyncInterval time.Duration `yaml:"resync_interval"`
+	// ServerGrace is how long a coordinator that begins to lead waits for
+	// the tablet servers its assignments name to register before it
+	// replaces their replicas (default 10s; negative: at once).
+	ServerGrace time.Duration `yaml:"server_grace"`
 	// TabletTimeout bounds one coordinator → tablet call (default 30s).
 	TabletTimeout time.Duration `yaml:"tablet_timeout"`
 	// Fanout bounds concurrent coordinator → tablet calls (default 8).
@@ -435,6 +439,7 @@ func (c CoordinatorOptions) coordinatorConfig(id, addr, prefix, remoteDir string
 		MaxMovesPerRound:         c.MaxMovesPerRound,
 		RebalanceInterval:        c.RebalanceInterval,
 		ResyncInterval:           c.ResyncInterval,
+		ServerGrace:              c.ServerGrace,
 		TabletTimeout:            c.TabletTimeout,
 		Fanout:                   c.Fanout,
 		DroppedDataCleanInterval: c.DroppedDataCleanInterval,
@@ -467,6 +472,7 @@ func (c *CoordinatorOptions) defaults() {
 		MaxMovesPerRound:         16,
 		RebalanceInterval:        2 * time.Second,
 		ResyncInterval:           30 * time.Second,
+		ServerGrace:              coordinator.DefaultServerGrace,
 		TabletTimeout:            30 * time.Second,
 		Fanout:                   8,
 		DroppedDataCleanInterval: coordinator.DefaultDroppedDataCleanInterval,

@@ -49,6 +49,14 @@ type Config struct {
 	// ResyncInterval is how often a reconcile round runs without any event
 	// (default 30s).
 	ResyncInterval time.Duration
+	// ServerGrace is how long a new term keeps the replicas of the tablet
+	// servers its assignments name that are not registered when the term
+	// begins, waiting for them to register again instead of replacing
+	// their replicas (default 10s; negative: replace at once). After a
+	// restart of the whole tier the coordinator usually leads before the
+	// tablet servers have registered; without the grace its first rounds
+	// would move every replica away from them and back.
+	ServerGrace time.Duration
 	// TabletTimeout bounds one coordinator → tablet call (default 30s;
 	// TakeSnapshot gets ten times as long).
 	TabletTimeout time.Duration
@@ -142,6 +150,7 @@ const (
 	DefaultMaxMovesPerRound  = 16
 	DefaultRebalanceInterval = 2 * time.Second
 	DefaultResyncInterval    = 30 * time.Second
+	DefaultServerGrace       = 10 * time.Second
 	DefaultTabletTimeout     = 30 * time.Second
 	DefaultFanout            = 8
 	// DefaultDroppedDataCleanInterval and DefaultDroppedDataGrace: see
@@ -176,6 +185,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	def(&cfg.LeaseTTL, DefaultLeaseTTL)
 	def(&cfg.RebalanceInterval, DefaultRebalanceInterval)
 	def(&cfg.ResyncInterval, DefaultResyncInterval)
+	def(&cfg.ServerGrace, DefaultServerGrace)
 	def(&cfg.TabletTimeout, DefaultTabletTimeout)
 	def(&cfg.DroppedDataCleanInterval, DefaultDroppedDataCleanInterval)
 	def(&cfg.DroppedDataGrace, DefaultDroppedDataGrace)

@@ -42,7 +42,9 @@
 //
 // Placement is the pure rule (see its documentation): new targets spread
 // over the least loaded live servers, replicas on dead servers are
-// replaced, a bucket whose leader died gets a surviving replica as leader
+// replaced (except, for Config.ServerGrace at the start of a term, those
+// of servers the assignments name that have not registered yet: awaited,
+// see Server.Awaited), a bucket whose leader died gets a surviving replica as leader
 // with leader_epoch+1, and joins are rebalanced by at most
 // Config.MaxMovesPerRound replicas per round. CreateTable and
 // CreatePartition place the new target's buckets and write them with the

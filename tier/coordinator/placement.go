@@ -19,9 +19,14 @@ type BucketPlacement struct {
 // replicates by tailing its leader's log, and a replica restores from the
 // bucket's last snapshot plus that log. "" is a server of a release that
 // does not report its changelog (see Placement).
+//
+// An Awaited server is not live but expected back (a coordinator's new term
+// gives the servers its assignments name time to register): Placement keeps
+// its replicas where they are instead of replacing them (see Placement).
 type Server struct {
 	ID        string
 	Changelog string
+	Awaited   bool
 }
 
 // TargetPlacement is the current placement of one physical target and its
@@ -122,6 +127,15 @@ type PlacementResult struct {
 //
 // Loads count replicas, not leaders; leaders are spread only when buckets
 // are first placed.
+//
+// Awaited servers (Server.Awaited) are not live, but their replicas are not
+// dead either: rule 1 keeps them in place and does not replace them (they
+// count towards the replication factor, not towards the live replicas, so
+// their buckets are under-replicated until the servers return), rule 2
+// makes a bucket whose leader is awaited led by its first live replica (its
+// awaited leader stays a replica; with no live replica the awaited leader
+// stays, epoch unchanged), and rule 3 moves nothing while any server is
+// awaited.
 func Placement(servers []Server, targets []TargetPlacement, maxMoves int) PlacementResult {
 	p := newPlacer(servers)
 	res := PlacementResult{
@@ -148,7 +162,9 @@ func Placement(servers []Server, targets []TargetPlacement, maxMoves int) Placem
 			}
 		}
 	}
-	res.Moves = p.rebalance(res.Targets, maxMoves)
+	if len(p.awaited) == 0 {
+		res.Moves = p.rebalance(res.Targets, maxMoves)
+	}
 	res.Balanced = p.balanced()
 	if p.legacy {
 		for i, t := range targets {
@@ -179,11 +195,19 @@ type placer struct {
 	legacy  bool              // a live server reports no changelog
 	load    map[string]int    // replicas per live server
 	leads   map[string]int    // leaders per live server
+	awaited map[string]bool   // servers expected back, not live
 }
 
 func newPlacer(servers []Server) *placer {
 	p := &placer{logOf: make(map[string]string, len(servers)), load: make(map[string]int, len(servers)), leads: make(map[string]int, len(servers))}
 	for _, s := range servers {
+		if s.Awaited {
+			if p.awaited == nil {
+				p.awaited = make(map[string]bool)
+			}
+			p.awaited[s.ID] = true
+			continue
+		}
 		if _, dup := p.logOf[s.ID]; dup {
 			continue // the first registration of an id wins
 		}
@@ -192,6 +216,11 @@ func newPlacer(servers []Server) *placer {
 		p.load[s.ID] = 0
 		if !slices.Contains(p.logs, s.Changelog) {
 			p.logs = append(p.logs, s.Changelog)
+		}
+	}
+	for id := range p.awaited {
+		if p.live(id) {
+			delete(p.awaited, id) // live after all
 		}
 	}
 	slices.Sort(p.servers)
@@ -274,10 +303,11 @@ func (p *placer) changelogOf(bp BucketPlacement) string {
 }
 
 // survivors returns bp without replicas on dead servers (unless no server
-// of its changelog is live: then it waits for them, as it is), replicas of
-// other changelogs, duplicates and replicas beyond rf (never the leader),
-// and counts the live replicas it keeps. The leader is kept only if it
-// survives; fill settles it and the epoch.
+// of its changelog is live: then it waits for them, as it is; replicas on
+// awaited servers stay too), replicas of other changelogs, duplicates and
+// replicas beyond rf (never the leader), and counts the live replicas it
+// keeps. The leader is kept only if it survives and is live (or the bucket
+// waits); fill settles it and the epoch.
 func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 	out := BucketPlacement{LeaderEpoch: bp.LeaderEpoch}
 	if neverPlaced(bp) {
@@ -286,7 +316,7 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 	out.Changelog = p.changelogOf(bp)
 	wait := !p.liveIn(out.Changelog)
 	for _, r := range bp.Replicas {
-		keep := wait && !p.live(r) || p.fits(r, out.Changelog)
+		keep := (wait || p.awaited[r]) && !p.live(r) || p.fits(r, out.Changelog)
 		if keep && !slices.Contains(out.Replicas, r) {
 			out.Replicas = append(out.Replicas, r)
 		}
@@ -300,7 +330,7 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 			}
 		}
 	}
-	if slices.Contains(out.Replicas, bp.Leader) {
+	if slices.Contains(out.Replicas, bp.Leader) && (wait || p.live(bp.Leader)) {
 		out.Leader = bp.Leader
 		if p.live(bp.Leader) {
 			p.leads[bp.Leader]++
@@ -354,13 +384,28 @@ func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 			copy(cur.Replicas[1:j+1], cur.Replicas[:j])
 			cur.Replicas[0] = lead
 		}
-		cur.Leader = cur.Replicas[0]
+		cur.Leader = p.firstLive(cur.Replicas, old.Leader)
 		p.leads[cur.Leader]++
 	}
 	if cur.Leader != old.Leader && !first {
 		cur.LeaderEpoch = old.LeaderEpoch + 1
 	}
 	return added
+}
+
+// firstLive returns the first live server of replicas; with none live (the
+// others are awaited), the awaited old leader if it is one of them, else
+// the first replica.
+func (p *placer) firstLive(replicas []string, oldLeader string) string {
+	for _, r := range replicas {
+		if p.live(r) {
+			return r
+		}
+	}
+	if slices.Contains(replicas, oldLeader) {
+		return oldLeader
+	}
+	return replicas[0]
 }
 
 // roomiest returns the changelog for a new bucket of rf replicas: of those

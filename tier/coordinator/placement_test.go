@@ -537,3 +537,89 @@ func TestPlacementProperties(t *testing.T) {
 		})
 	}
 }
+
+// TestPlacementAwaited: replicas on awaited servers (a new term's servers
+// that have not registered again yet) stay where they are, unreplaced; a
+// bucket they lead is led by a live replica; nothing moves for balance.
+// Each case also runs with the awaited servers simply dead, which replaces
+// their replicas as before.
+func TestPlacementAwaited(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		servers         []string // "~b": b is awaited
+		targets         []TargetPlacement
+		want, wantDead  []string
+		underReplicated int
+		leaderChanges   int
+		moves           int
+	}{
+		{
+			name:    "awaited follower stays, a dead one is replaced",
+			servers: []string{"a", "~c", "d"},
+			targets: []TargetPlacement{target(3, "a,b,c@a#4")},
+			want:    []string{"a,c,d@a#4"}, underReplicated: 1,
+			wantDead: []string{"a,d@a#4"},
+		},
+		{
+			name:    "awaited leader: the first live replica leads, the leader stays a replica",
+			servers: []string{"b", "~a"},
+			targets: []TargetPlacement{target(3, "a,b,c@a#4")},
+			want:    []string{"a,b@b#5"}, underReplicated: 1, leaderChanges: 1,
+			wantDead: []string{"b@b#5"},
+		},
+		{
+			name:    "awaited only replica: the bucket keeps it, leader and epoch unchanged",
+			servers: []string{"~a", "b"},
+			targets: []TargetPlacement{target(1, "a@a#2"), target(1, "b@b#0")},
+			want:    []string{"a@a#2", "b@b#0"}, underReplicated: 1,
+			wantDead: []string{"b@b#3", "b@b#0"},
+		},
+		{
+			name:    "every server awaited: nothing changes",
+			servers: []string{"~a", "~b", "~c"},
+			targets: []TargetPlacement{target(3, "a,b,c@b#1", "c,a,b@c#1")},
+			want:    []string{"a,b,c@b#1 c,a,b@c#1"}, underReplicated: 2,
+			wantDead: []string{"a,b,c@b#1 c,a,b@c#1"},
+		},
+		{
+			name:    "nothing moves for balance while a server is awaited",
+			servers: []string{"a", "b", "~c"},
+			targets: []TargetPlacement{target(1, "a@a#0", "a@a#0", "a@a#0", "c@c#0")},
+			want:    []string{"a@a#0 a@a#0 a@a#0 c@c#0"}, underReplicated: 1,
+			wantDead: []string{"b@b#1 a@a#0 a@a#0 b@b#1"}, moves: 1,
+		},
+		{
+			name:     "an awaited server that is live is live",
+			servers:  []string{"~a", "a", "b"},
+			targets:  []TargetPlacement{target(2, "a,c@a#1")},
+			want:     []string{"a,b@a#1"},
+			wantDead: []string{"a,b@a#1"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var withAwaited, dead []Server
+			for _, s := range tt.servers {
+				id, awaited := strings.CutPrefix(s, "~")
+				withAwaited = append(withAwaited, Server{ID: id, Awaited: awaited})
+				if !awaited {
+					dead = append(dead, Server{ID: id})
+				}
+			}
+			res := Placement(withAwaited, tt.targets, 4)
+			if got := render(res.Targets); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			if res.UnderReplicated != tt.underReplicated || res.LeaderChanges != tt.leaderChanges || res.Moves != 0 {
+				t.Errorf("under-replicated %d, leader changes %d, moves %d; want %d, %d, 0",
+					res.UnderReplicated, res.LeaderChanges, res.Moves, tt.underReplicated, tt.leaderChanges)
+			}
+			if again := Placement(withAwaited, res.Targets, 4); slices.Contains(again.Changed, true) {
+				t.Errorf("not a fixed point: %q -> %q", render(res.Targets), render(again.Targets))
+			}
+			resDead := Placement(dead, tt.targets, 4)
+			if got := render(resDead.Targets); !slices.Equal(got, tt.wantDead) || resDead.Moves != tt.moves {
+				t.Errorf("with the awaited servers dead: %q (%d moves), want %q (%d)", got, resDead.Moves, tt.wantDead, tt.moves)
+			}
+		})
+	}
+}

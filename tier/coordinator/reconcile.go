@@ -32,6 +32,14 @@ type reconciler struct {
 
 	underReplicated int // as of the last round; run's goroutine only
 
+	// The servers the term's assignments named that were not registered
+	// at its first round: Placement keeps their replicas (Server.Awaited)
+	// until they register or graceEnd passes (Config.ServerGrace). run's
+	// goroutine only.
+	awaited  map[string]bool
+	graced   bool // the first round has set awaited
+	graceEnd time.Time
+
 	mu struct {
 		sync.Mutex
 		// pending are targets created or dropped by DDL whose servers must
@@ -42,7 +50,7 @@ type reconciler struct {
 }
 
 func newReconciler(c *Coordinator, t *term, log *slog.Logger) *reconciler {
-	r := &reconciler{c: c, t: t, log: log, kick: make(chan struct{}, 1)}
+	r := &reconciler{c: c, t: t, log: log, kick: make(chan struct{}, 1), graceEnd: time.Now().Add(c.cfg.ServerGrace)}
 	r.mu.pending = make(map[meta.Target][]string)
 	return r
 }
@@ -89,6 +97,7 @@ func (r *reconciler) run(ctx context.Context) error {
 	resync := time.NewTicker(r.c.cfg.ResyncInterval)
 	defer resync.Stop()
 	var again <-chan time.Time // a follow-up round: retry, or more moves
+	var graceOver <-chan time.Time
 	retry := newBackoff(100*time.Millisecond, 5*time.Second)
 	r.request()
 	for n := 1; ; n++ {
@@ -98,8 +107,9 @@ func (r *reconciler) run(ctx context.Context) error {
 		case <-r.kick:
 		case <-resync.C:
 		case <-again:
+		case <-graceOver:
 		}
-		again = nil
+		again, graceOver = nil, nil
 		pending := r.takePending()
 		log := r.log.With("round", n)
 		more, err := r.round(ctx, log, pending)
@@ -123,6 +133,10 @@ func (r *reconciler) run(ctx context.Context) error {
 				again = time.After(r.c.cfg.RebalanceInterval)
 			}
 		}
+		if len(r.awaited) > 0 {
+			// A round when the grace ends replaces what is still missing.
+			graceOver = time.After(time.Until(r.graceEnd))
+		}
 	}
 }
 
@@ -143,7 +157,8 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 	if err != nil {
 		return false, err
 	}
-	res := Placement(cl.servers.placement(), cl.placements(), r.c.cfg.MaxMovesPerRound)
+	awaited := r.awaitedServers(log, cl)
+	res := Placement(append(cl.servers.placement(), awaited...), cl.placements(), r.c.cfg.MaxMovesPerRound)
 	var (
 		notes []notice
 		errs  []error
@@ -185,15 +200,59 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 	r.c.m.leaderChanges.Add(float64(res.LeaderChanges))
 	r.c.m.underReplicated.Set(float64(res.UnderReplicated))
 	r.c.m.liveServers.Set(float64(len(cl.servers)))
-	if res.UnderReplicated != r.underReplicated && res.UnderReplicated > 0 {
-		log.Warn("coordinator has under-replicated buckets", "buckets", res.UnderReplicated, "servers", len(cl.servers))
+	// While servers are awaited their buckets are under-replicated
+	// until they register: no news.
+	if len(awaited) == 0 {
+		if res.UnderReplicated != r.underReplicated && res.UnderReplicated > 0 {
+			log.Warn("coordinator has under-replicated buckets", "buckets", res.UnderReplicated, "servers", len(cl.servers))
+		}
+		r.underReplicated = res.UnderReplicated
 	}
-	r.underReplicated = res.UnderReplicated
 	r.push(ctx, log, cl, notes)
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
 	return !res.Balanced && res.Moves > 0, nil
+}
+
+// awaitedServers returns the servers Placement awaits this round: at the
+// term's first round, those its assignments name that are not live (none
+// with a negative ServerGrace); then, until the grace ends, those of them
+// that have not registered since.
+func (r *reconciler) awaitedServers(log *slog.Logger, cl *cluster) []Server {
+	if !r.graced {
+		r.graced = true
+		if r.c.cfg.ServerGrace > 0 {
+			r.awaited = make(map[string]bool)
+			for _, t := range cl.targets {
+				for _, b := range t.assignment.Value.Buckets {
+					for _, id := range b.Replicas {
+						if cl.servers.address(id) == "" {
+							r.awaited[id] = true
+						}
+					}
+				}
+			}
+			if len(r.awaited) > 0 {
+				log.Info("coordinator waits for tablet servers to register before replacing their replicas",
+					"servers", slices.Sorted(maps.Keys(r.awaited)), "grace", r.c.cfg.ServerGrace)
+			}
+		}
+	}
+	if len(r.awaited) > 0 && !time.Now().Before(r.graceEnd) {
+		log.Warn("coordinator stops waiting for tablet servers that did not register: their replicas are replaced",
+			"servers", slices.Sorted(maps.Keys(r.awaited)), "grace", r.c.cfg.ServerGrace)
+		r.awaited = nil
+	}
+	var out []Server
+	for _, id := range slices.Sorted(maps.Keys(r.awaited)) {
+		if cl.servers.address(id) != "" {
+			delete(r.awaited, id) // registered: from now on like any server
+			continue
+		}
+		out = append(out, Server{ID: id, Awaited: true})
+	}
+	return out
 }
 
 // push sends every notice to its live servers, at most Fanout at a time.
