@@ -1207,20 +1207,24 @@ func keyRowFromJSON(t *kv.Table, data []byte, rowNum int) (kv.Row, error) {
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
 	var vals []json.RawMessage
+	hint := ""
 	if trimmed[0] == '[' {
 		if err := dec.Decode(&vals); err != nil {
 			return nil, rowErr(rowNum, "bad JSON array: %v", err)
 		}
 	} else {
 		// A lone value is the key of a one-column primary key: 42, "abc".
+		if trimmed[0] != '"' {
+			hint = fmt.Sprintf(" (text, dates, times, decimals and bytes are JSON strings: %q)", trimmed)
+		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, rowErr(rowNum, "bad JSON value: %v", err)
+			return nil, rowErr(rowNum, "bad JSON value: %v%s", err, hint)
 		}
 		vals = []json.RawMessage{v}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, rowErr(rowNum, "trailing data after the key")
+		return nil, rowErr(rowNum, "trailing data after the key%s", hint)
 	}
 	if len(vals) != len(pk) {
 		return nil, rowErr(rowNum, "%d key values for the primary key (%s)", len(vals), strings.Join(pk, ", "))

@@ -211,6 +211,8 @@ func TestKeyRowFromJSON(t *testing.T) {
 		{`null`, `row 1: primary-key column "id" is null`},
 		{`4x`, `row 1: trailing data after the key`},
 		{`"abc`, `row 1: bad JSON value`},
+		{`ada`, `row 1: bad JSON value: invalid character 'a' looking for beginning of value (text, dates, times, decimals and bytes are JSON strings: "ada")`},
+		{`2024-01-31`, `row 1: trailing data after the key (text, dates, times, decimals and bytes are JSON strings: "2024-01-31")`},
 		{`"\udfff"`, `row 1: unpaired surrogate`},
 	} {
 		_, err := keyRowFromJSON(one, []byte(tc.in), 1)
