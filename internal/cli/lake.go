@@ -564,7 +564,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 		if *limit > 0 && printed >= *limit {
 			fmt.Fprintf(stdout, "(first %s)\n", plural(printed, "row", "rows"))
 		} else {
-			fmt.Fprintf(stdout, "(%s)\n", plural(int(total), "row", "rows"))
+			fmt.Fprintf(stdout, "(%s)\n", plural(total, "row", "rows"))
 		}
 	}
 	return nil

@@ -423,6 +423,9 @@ func (b *byteSizeFlag) Set(s string) error {
 	if err != nil {
 		return err
 	}
+	if v != 0 && v < snapshotbuild.MinMemoryBudget {
+		return fmt.Errorf("%s is below the smallest budget, %s (0: the default)", s, humanBytes(snapshotbuild.MinMemoryBudget))
+	}
 	b.n = int64(v)
 	return nil
 }

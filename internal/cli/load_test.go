@@ -390,6 +390,7 @@ func TestLoadUsageErrors(t *testing.T) {
 		{[]string{"load", "--table", "nodot", "x.parquet"}, `table "nodot": want DATABASE.TABLE`},
 		{[]string{"load", "--table", "a.b"}, "thaw load needs Parquet files or directories"},
 		{[]string{"load", "--table", "a.b", "--memory", "lots", "x"}, `invalid value "lots" for flag -memory`},
+		{[]string{"load", "--table", "a.b", "--memory", "1KiB", "x"}, `invalid value "1KiB" for flag -memory: 1KiB is below the smallest budget, 64.0 KiB (0: the default)`},
 		{[]string{"load", "--table", "a.b", "--budget", "0s", "x"}, "--budget positive"},
 		{[]string{"load", "--table", "a.b", "--create-partition", "x"}, "--create-partition goes with --partition"},
 	} {
