@@ -508,6 +508,16 @@ func TestPlacementProperties(t *testing.T) {
 						targets = slices.Delete(targets, i, i+1)
 					}
 				}
+				if rng.IntN(4) == 0 {
+					// A new term: some dead servers are awaited.
+					res, awaited := placeAwaited(rng, live, pool, targets, maxMoves)
+					checkAwaited(t, live, awaited, targets, res)
+					if t.Failed() {
+						t.Fatalf("round %d, live %v, awaited %v", round, live, awaited)
+					}
+					targets = res.Targets
+					continue
+				}
 				res := Placement(live, targets, maxMoves)
 				checkPlacement(t, live, targets, res)
 				if t.Failed() {
@@ -621,5 +631,50 @@ func TestPlacementAwaited(t *testing.T) {
 				t.Errorf("with the awaited servers dead: %q (%d moves), want %q (%d)", got, resDead.Moves, tt.wantDead, tt.moves)
 			}
 		})
+	}
+}
+
+// placeAwaited runs Placement with a random subset of the dead servers of
+// pool awaited.
+func placeAwaited(rng *rand.Rand, live, pool []Server, targets []TargetPlacement, maxMoves int) (PlacementResult, []string) {
+	servers := slices.Clone(live)
+	var awaited []string
+	for _, s := range pool {
+		if slices.ContainsFunc(live, func(l Server) bool { return l.ID == s.ID }) || rng.IntN(2) == 0 {
+			continue
+		}
+		awaited = append(awaited, s.ID)
+		servers = append(servers, Server{ID: s.ID, Changelog: s.Changelog, Awaited: true})
+	}
+	return Placement(servers, targets, maxMoves), awaited
+}
+
+// checkAwaited checks what holds with awaited servers: their replicas stay
+// and none is added, nothing moves for balance, and a bucket with a live
+// replica is led by one.
+func checkAwaited(t *testing.T, live []Server, awaited []string, in []TargetPlacement, res PlacementResult) {
+	t.Helper()
+	isLive := func(id string) bool { return slices.ContainsFunc(live, func(s Server) bool { return s.ID == id }) }
+	if res.Moves != 0 {
+		t.Errorf("%d moves while servers are awaited", res.Moves)
+	}
+	for i, tp := range res.Targets {
+		for b, nb := range tp.Buckets {
+			ob := in[i].Buckets[b]
+			for _, a := range awaited {
+				if had, has := slices.Contains(ob.Replicas, a), slices.Contains(nb.Replicas, a); had != has {
+					t.Errorf("target %d bucket %d: awaited %s: %v -> %v", i, b, a, ob, nb)
+				}
+			}
+			if slices.ContainsFunc(nb.Replicas, isLive) && !isLive(nb.Leader) && slices.ContainsFunc(live, func(s Server) bool { return s.Changelog == nb.Changelog }) {
+				t.Errorf("target %d bucket %d: led by %q, not live, though a replica is: %v -> %v", i, b, nb.Leader, ob, nb)
+			}
+			if nb.Leader != "" && !slices.Contains(nb.Replicas, nb.Leader) {
+				t.Errorf("target %d bucket %d: leader %q not a replica: %v", i, b, nb.Leader, nb)
+			}
+			if nb.LeaderEpoch < ob.LeaderEpoch || nb.Leader != ob.Leader && !neverPlaced(ob) && nb.LeaderEpoch <= ob.LeaderEpoch {
+				t.Errorf("target %d bucket %d: leader %q#%d -> %q#%d", i, b, ob.Leader, ob.LeaderEpoch, nb.Leader, nb.LeaderEpoch)
+			}
+		}
 	}
 }
