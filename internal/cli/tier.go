@@ -68,11 +68,9 @@ func runServer(ctx context.Context, stdout io.Writer, args []string) error {
 	setIf(&cfg.DataDir, *dataDir)
 	setIf(&cfg.Listen, *listen)
 	setIf(&cfg.Advertise, *advertise)
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "tablets" { // given, even as 0: Validate judges it
-			cfg.Tablets = *tablets
-		}
-	})
+	if flagGiven(fs, "tablets") { // even as 0: Validate judges it
+		cfg.Tablets = *tablets
+	}
 	if cfg.DataDir == "" {
 		return usageError("thaw server needs --data-dir (or data_dir in --config)")
 	}
@@ -194,6 +192,14 @@ func setIf(dst *string, v string) {
 	if v != "" {
 		*dst = v
 	}
+}
+
+// flagGiven reports whether flag name was set on the command line (to any
+// value, its default included).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // ---------------------------------------------------------------------------
@@ -654,13 +660,10 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 			}
 		}
 	}
-	bucketsGiven := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "buckets" { // given, even as 0: the schema check judges it
-			schema.Buckets, bucketsGiven = *buckets, true
-		}
-	})
-	if schema.Buckets == 0 && !bucketsGiven {
+	switch {
+	case flagGiven(fs, "buckets"): // even as 0: the schema check judges it
+		schema.Buckets = *buckets
+	case schema.Buckets == 0:
 		schema.Buckets = 1
 	}
 	if *bucketing != "" {

@@ -69,13 +69,13 @@ type keyGroup struct {
 // groupKeys encodes rows with encode and groups them by physical target
 // and bucket, in first-seen order. A row that cannot be routed or encoded
 // is a *RowError of op, returned as it is; any other error is wrapped with
-// what (the operation as its errors name it).
-func (c *Client) groupKeys(ctx context.Context, op, what string, t Target, rows []kv.Row,
+// "{op} from {t}".
+func (c *Client) groupKeys(ctx context.Context, op string, t Target, rows []kv.Row,
 	encode func(st *targetState, row kv.Row) ([]byte, int, error),
 ) ([]*keyGroup, error) {
 	r, err := c.newRouter(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("tierclient: %s %v: %w", what, t, err)
+		return nil, fmt.Errorf("tierclient: %s from %v: %w", op, t, err)
 	}
 	byKey := make(map[queueKey]*keyGroup)
 	var groups []*keyGroup
@@ -176,7 +176,7 @@ func decodeValue(st *targetState, v []byte) (kv.Row, error) {
 // (per batch row limit), buckets in parallel, from the buckets' leaders,
 // which see every acknowledged write.
 func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, error) {
-	groups, err := c.groupKeys(ctx, "get", "get from", t, keys, func(st *targetState, row kv.Row) ([]byte, int, error) {
+	groups, err := c.groupKeys(ctx, "get", t, keys, func(st *targetState, row kv.Row) ([]byte, int, error) {
 		key, err := st.table.EncodeKey(row)
 		if err != nil {
 			return nil, 0, err
@@ -229,7 +229,7 @@ func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, er
 // lookup. The table's bucket key must be a leading part of its primary key
 // without the partition keys.
 func (c *Client) PrefixGet(ctx context.Context, t Target, prefixes []kv.Row) ([][]kv.Row, error) {
-	groups, err := c.groupKeys(ctx, "prefix get", "prefix get from", t, prefixes, func(st *targetState, row kv.Row) ([]byte, int, error) {
+	groups, err := c.groupKeys(ctx, "prefix get", t, prefixes, func(st *targetState, row kv.Row) ([]byte, int, error) {
 		pt, err := c.prefixTable(st.table)
 		if err != nil {
 			return nil, 0, err
