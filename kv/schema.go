@@ -104,6 +104,53 @@ func (s TableSchema) Validate() error {
 	return err
 }
 
+// SchemaDiff describes the first difference between two schemas as "what
+// have has, want what want has" ("4 buckets, want 8"), or "" when they
+// define the same table. The schema id is ignored (the tier assigns its
+// own) and defaults compare as what they stand for: an empty bucket key is
+// the primary key minus the partition keys, bucketing 0 is fluss.
+func SchemaDiff(have, want TableSchema) string {
+	have, want = normalSchema(have), normalSchema(want)
+	if len(have.Columns) != len(want.Columns) {
+		return fmt.Sprintf("%d columns, want %d", len(have.Columns), len(want.Columns))
+	}
+	for i, h := range have.Columns {
+		if w := want.Columns[i]; h != w {
+			return fmt.Sprintf("column %d is %s, want %s", i, h, w)
+		}
+	}
+	switch {
+	case !slices.Equal(have.PrimaryKey, want.PrimaryKey):
+		return fmt.Sprintf("primary key (%s), want (%s)", strings.Join(have.PrimaryKey, ", "), strings.Join(want.PrimaryKey, ", "))
+	case !slices.Equal(have.PartitionKeys, want.PartitionKeys):
+		return fmt.Sprintf("partition keys (%s), want (%s)", strings.Join(have.PartitionKeys, ", "), strings.Join(want.PartitionKeys, ", "))
+	case !slices.Equal(have.BucketKey, want.BucketKey):
+		return fmt.Sprintf("bucket key (%s), want (%s)", strings.Join(have.BucketKey, ", "), strings.Join(want.BucketKey, ", "))
+	case have.Buckets != want.Buckets:
+		return fmt.Sprintf("%d buckets, want %d", have.Buckets, want.Buckets)
+	case have.Bucketing != want.Bucketing:
+		return fmt.Sprintf("bucketing %s, want %s", have.Bucketing, want.Bucketing)
+	}
+	return ""
+}
+
+// normalSchema is s as compile fills in its defaults, or s itself when it
+// does not compile.
+func normalSchema(s TableSchema) TableSchema {
+	if t, err := compile(s); err == nil {
+		return t.Schema()
+	}
+	return s
+}
+
+// String is the column as a --column flag spells it: "name TYPE [NOT NULL]".
+func (c Column) String() string {
+	if c.Nullable {
+		return c.Name + " " + c.Type.String()
+	}
+	return c.Name + " " + c.Type.String() + " NOT NULL"
+}
+
 func schemaError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidSchema, fmt.Sprintf(format, args...))
 }

@@ -170,3 +170,49 @@ func TestCustomBucketKey(t *testing.T) {
 		t.Fatalf("%v does not wrap ErrInvalidSchema", err)
 	}
 }
+
+func TestSchemaDiff(t *testing.T) {
+	base := TableSchema{
+		Columns: []Column{
+			col(t, "id", "BIGINT", false), col(t, "k", "STRING", false),
+			col(t, "day", "DATE", false), col(t, "v", "STRING", true),
+		},
+		PrimaryKey: []string{"id", "k", "day"}, PartitionKeys: []string{"day"}, Buckets: 4,
+	}
+	same := base
+	same.SchemaID = 3
+	same.BucketKey = []string{"id", "k"} // the default, spelled out
+	same.Bucketing = BucketingFluss
+	if d := SchemaDiff(base, same); d != "" {
+		t.Errorf("equal schemas differ: %s", d)
+	}
+	for name, tc := range map[string]struct {
+		edit func(*TableSchema)
+		want string
+	}{
+		"column type": {func(s *TableSchema) {
+			s.Columns = []Column{s.Columns[0], s.Columns[1], s.Columns[2], col(t, "v", "INT", true)}
+		}, "column 3 is v STRING, want v INT"},
+		"nullability": {func(s *TableSchema) {
+			s.Columns = []Column{s.Columns[0], s.Columns[1], s.Columns[2], col(t, "v", "STRING", false)}
+		}, "column 3 is v STRING, want v STRING NOT NULL"},
+		"columns": {func(s *TableSchema) {
+			s.Columns = append(s.Columns[:4:4], col(t, "w", "INT", true))
+		}, "4 columns, want 5"},
+		"primary key":       {func(s *TableSchema) { s.PrimaryKey = []string{"id", "day"} }, "primary key (id, k, day), want (id, day)"},
+		"primary key order": {func(s *TableSchema) { s.PrimaryKey = []string{"k", "id", "day"} }, "primary key (id, k, day), want (k, id, day)"},
+		"partition keys":    {func(s *TableSchema) { s.PartitionKeys = nil }, "partition keys (day), want ()"},
+		"bucket key":        {func(s *TableSchema) { s.BucketKey = []string{"id"} }, "bucket key (id, k), want (id)"},
+		"buckets":           {func(s *TableSchema) { s.Buckets = 8 }, "4 buckets, want 8"},
+		"bucketing":         {func(s *TableSchema) { s.Bucketing = BucketingPaimon }, "bucketing fluss, want paimon"},
+	} {
+		other := base
+		tc.edit(&other)
+		if err := other.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if d := SchemaDiff(base, other); d != tc.want {
+			t.Errorf("%s: diff %q, want %q", name, d, tc.want)
+		}
+	}
+}

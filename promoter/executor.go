@@ -14,6 +14,7 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/policies"
@@ -314,7 +315,7 @@ func (p *Promoter) ensureTarget(ctx context.Context, src *source, r Record) erro
 	}
 	switch {
 	case ok:
-		if d := SchemaDiff(have, src.schema); d != "" {
+		if d := kv.SchemaDiff(have, src.schema); d != "" {
 			return fmt.Errorf("%w: target %s.%s exists with another schema: %s", ErrSchema, r.Database, r.Table, d)
 		}
 	case !t.CreateIfMissing:

@@ -123,46 +123,6 @@ type planState struct {
 	records map[string][]Record
 }
 
-// SchemaDiff describes the first difference between two tier schemas,
-// ignoring the schema id (the tier assigns its own) and comparing defaults
-// as what they stand for (an empty bucket key is the primary key minus the
-// partition keys); "" when they define the same table.
-func SchemaDiff(have, want kv.TableSchema) string {
-	have, want = normalSchema(have), normalSchema(want)
-	if len(have.Columns) != len(want.Columns) {
-		return fmt.Sprintf("%d columns, the lake table maps to %d", len(have.Columns), len(want.Columns))
-	}
-	for i := range have.Columns {
-		h, w := have.Columns[i], want.Columns[i]
-		if h != w {
-			return fmt.Sprintf("column %d is %s %s (nullable %t), the lake table maps to %s %s (nullable %t)",
-				i, h.Name, h.Type, h.Nullable, w.Name, w.Type, w.Nullable)
-		}
-	}
-	switch {
-	case !slices.Equal(have.PrimaryKey, want.PrimaryKey):
-		return fmt.Sprintf("primary key %v, the policy maps %v", have.PrimaryKey, want.PrimaryKey)
-	case !slices.Equal(have.PartitionKeys, want.PartitionKeys):
-		return fmt.Sprintf("partition keys %v, the policy maps %v", have.PartitionKeys, want.PartitionKeys)
-	case !slices.Equal(have.BucketKey, want.BucketKey):
-		return fmt.Sprintf("bucket key %v, the policy maps %v", have.BucketKey, want.BucketKey)
-	case have.Buckets != want.Buckets:
-		return fmt.Sprintf("%d buckets, the policy asks for %d", have.Buckets, want.Buckets)
-	case have.Bucketing != want.Bucketing:
-		return fmt.Sprintf("bucketing %s, the policy asks for %s", have.Bucketing, want.Bucketing)
-	}
-	return ""
-}
-
-// normalSchema is s as kv compiles it (defaults filled in), or s itself
-// when it does not compile.
-func normalSchema(s kv.TableSchema) kv.TableSchema {
-	if t, err := kv.NewTable(s); err == nil {
-		return t.Schema()
-	}
-	return s
-}
-
 // plan plans pol. With only set, only that tier partition is planned (and
 // ErrNotFound returned when the lake has no such partition). forced items
 // skip the policy's selection (an on-demand request), and identities that
@@ -183,7 +143,7 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	}
 	plan.TableExists = exists
 	if exists {
-		if d := SchemaDiff(have, src.schema); d != "" {
+		if d := kv.SchemaDiff(have, src.schema); d != "" {
 			return nil, fmt.Errorf("%w: policy %s: target %s.%s exists with another schema: %s",
 				ErrSchema, pol.Name(), t.Database, t.Table, d)
 		}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/thawdb/thaw/kv"
 )
 
 func TestPromotionID(t *testing.T) {
@@ -239,44 +237,4 @@ func TestLimiter(t *testing.T) {
 			t.Fatalf("4000 bytes at 1000 B/s took %v, want 3s", d)
 		}
 	})
-}
-
-func TestSchemaDiff(t *testing.T) {
-	ty := func(s string) kv.Type {
-		x, err := kv.ParseType(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
-	base := kv.TableSchema{
-		Columns:    []kv.Column{{Name: "id", Type: ty("BIGINT")}, {Name: "day", Type: ty("DATE")}, {Name: "v", Type: ty("STRING"), Nullable: true}},
-		PrimaryKey: []string{"id", "day"}, PartitionKeys: []string{"day"}, Buckets: 4,
-	}
-	same := base
-	same.SchemaID = 3
-	same.BucketKey = []string{"id"} // the default, spelled out
-	same.Bucketing = kv.BucketingFluss
-	if d := SchemaDiff(base, same); d != "" {
-		t.Errorf("equal schemas differ: %s", d)
-	}
-	for name, tc := range map[string]struct {
-		edit func(*kv.TableSchema)
-		want string
-	}{
-		"column type": {func(s *kv.TableSchema) {
-			s.Columns = []kv.Column{s.Columns[0], s.Columns[1], {Name: "v", Type: ty("INT"), Nullable: true}}
-		}, "column 2 is v"},
-		"buckets":     {func(s *kv.TableSchema) { s.Buckets = 8 }, "4 buckets"},
-		"primary key": {func(s *kv.TableSchema) { s.PrimaryKey = []string{"id", "v", "day"} }, "primary key"},
-		"columns": {func(s *kv.TableSchema) {
-			s.Columns = append(s.Columns[:3:3], kv.Column{Name: "w", Type: ty("INT"), Nullable: true})
-		}, "3 columns"},
-	} {
-		other := base
-		tc.edit(&other)
-		if d := SchemaDiff(base, other); !strings.Contains(d, tc.want) {
-			t.Errorf("%s: diff %q, want it to mention %q", name, d, tc.want)
-		}
-	}
 }

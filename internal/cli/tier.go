@@ -452,8 +452,12 @@ func runDatabaseCreate(ctx context.Context, stdout io.Writer, args []string) err
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	c := dialCoordinator(cf.server)
-	_, err = coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name, IgnoreIfExists: *ifNotExists}, tierv1connect.CoordinatorServiceClient.CreateDatabase)
-	if err != nil {
+	// Without IgnoreIfExists, so that an existing database is told apart.
+	_, err = coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name}, tierv1connect.CoordinatorServiceClient.CreateDatabase)
+	switch {
+	case *ifNotExists && connect.CodeOf(err) == connect.CodeAlreadyExists:
+		return printDone(stdout, cf, "database "+name+" already exists", map[string]any{"database": name, "created": false})
+	case err != nil:
 		return wrapTier("create database "+name, err)
 	}
 	return printDone(stdout, cf, "created database "+name, map[string]any{"database": name, "created": true})
@@ -627,7 +631,7 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	buckets := fs.Int("buckets", 0, "bucket count (default 1; overrides the schema file's)")
 	bucketing := fs.String("bucketing", "", "bucketing function: fluss (default), paimon or iceberg")
 	replication := fs.Int("replication", 0, "replicas per bucket (default: the tier's default)")
-	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the table exists")
+	ifNotExists := fs.Bool("if-not-exists", false, "succeed if the table exists with this schema (and --replication, if given); a different one is an error")
 	name, err := tierTableArg(fs, args, &cf)
 	if err != nil {
 		return err
@@ -685,9 +689,15 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	if _, err := coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name.db, IgnoreIfExists: true}, tierv1connect.CoordinatorServiceClient.CreateDatabase); err != nil {
 		return wrapTier("create database "+name.db, err)
 	}
-	resp, err := coordDo(ctx, c, &tierv1.CreateTableRequest{
-		Path: name.path(), Schema: tierpb.SchemaToProto(schema), ReplicationFactor: int32(*replication), IgnoreIfExists: *ifNotExists,
-	}, tierv1connect.CoordinatorServiceClient.CreateTable)
+	req := &tierv1.CreateTableRequest{Path: name.path(), Schema: tierpb.SchemaToProto(schema), ReplicationFactor: int32(*replication)}
+	resp, err := coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreateTable)
+	created := err == nil
+	if *ifNotExists && connect.CodeOf(err) == connect.CodeAlreadyExists {
+		// Asked again with IgnoreIfExists, the coordinator answers with
+		// the table that exists (or creates it, if it was dropped since).
+		req.IgnoreIfExists = true
+		resp, err = coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreateTable)
+	}
 	if err != nil {
 		return wrapTier("create table "+name.String(), err)
 	}
@@ -695,10 +705,34 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	if err != nil {
 		return err
 	}
+	if !created {
+		if err := sameTable(name, info, schema, *replication); err != nil {
+			return err
+		}
+	}
 	if cf.json() {
 		return writeTierJSON(stdout, info)
 	}
-	fmt.Fprintf(stdout, "created table %s (id %d, %s, replication %d)\n", name, info.TableID, plural(info.Schema.Buckets, "bucket", "buckets"), info.ReplicationFactor)
+	did := "created table"
+	if !created {
+		did = "table already exists:"
+	}
+	fmt.Fprintf(stdout, "%s %s (id %d, %s, replication %d)\n", did, name, info.TableID, plural(info.Schema.Buckets, "bucket", "buckets"), info.ReplicationFactor)
+	return nil
+}
+
+// sameTable checks that the table thaw table create --if-not-exists found
+// is the one it was asked to create: the same schema and, when
+// --replication was given, the same replication factor. Anything else
+// would let a script go on against a table it did not describe.
+func sameTable(name tableName, have tableJSON, want kv.TableSchema, replication int) error {
+	d := kv.SchemaDiff(have.Schema, want)
+	if d == "" && replication > 0 && int(have.ReplicationFactor) != replication {
+		d = fmt.Sprintf("replication %d, want %d", have.ReplicationFactor, replication)
+	}
+	if d != "" {
+		return fmt.Errorf("table %s already exists (id %d) and differs from the one given: %s (thaw table describe %s shows it)", name, have.TableID, d, name)
+	}
 	return nil
 }
 
@@ -1004,9 +1038,14 @@ func runPartitionCreate(ctx context.Context, stdout io.Writer, args []string) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	resp, err := coordDo(ctx, dialCoordinator(cf.server), &tierv1.CreatePartitionRequest{
-		Path: name.path(), Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: part}, IgnoreIfExists: *ifNotExists,
-	}, tierv1connect.CoordinatorServiceClient.CreatePartition)
+	c := dialCoordinator(cf.server)
+	req := &tierv1.CreatePartitionRequest{Path: name.path(), Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: part}}
+	resp, err := coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreatePartition)
+	created := err == nil
+	if *ifNotExists && connect.CodeOf(err) == connect.CodeAlreadyExists {
+		req.IgnoreIfExists = true // answered with the partition that exists
+		resp, err = coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreatePartition)
+	}
 	if err != nil {
 		return wrapTier("create partition "+part+" of "+name.String(), err)
 	}
@@ -1014,7 +1053,11 @@ func runPartitionCreate(ctx context.Context, stdout io.Writer, args []string) er
 	if cf.json() {
 		return writeTierJSON(stdout, p)
 	}
-	fmt.Fprintf(stdout, "created partition %s of %s (id %d)\n", p.Name, name, p.PartitionID)
+	did := "created partition"
+	if !created {
+		did = "partition already exists:"
+	}
+	fmt.Fprintf(stdout, "%s %s of %s (id %d)\n", did, p.Name, name, p.PartitionID)
 	return nil
 }
 

@@ -65,7 +65,7 @@ func (t *Tier) CreateTable(ctx context.Context, database, table string, schema k
 	if !ok {
 		return fmt.Errorf("tieradapter: create table %s.%s: %w", database, table, err)
 	}
-	if d := promoter.SchemaDiff(have, schema); d != "" {
+	if d := kv.SchemaDiff(have, schema); d != "" {
 		return fmt.Errorf("tieradapter: table %s.%s exists with another schema: %s", database, table, d)
 	}
 	return nil

@@ -211,6 +211,24 @@ func TestCLI(t *testing.T) {
 	fails(1, "NOT_FOUND", "scan", "shop.orders", "--partition", "2030-01-01")
 	fails(1, "ALREADY_EXISTS", "table", "create", "crm.users", "--schema", schema)
 	fails(1, "ALREADY_EXISTS", "partition", "create", "shop.orders", "2024-01-01")
+	fails(1, "ALREADY_EXISTS", "database", "create", "crm")
+	// --if-not-exists says that nothing was created, and a table that
+	// exists with another schema (or replication) is an error.
+	ok("database crm already exists", "database", "create", "crm", "--if-not-exists")
+	if out := ok(`"created": false`, "database", "create", "crm", "--if-not-exists", "--output", "json"); strings.Contains(out, "true") {
+		t.Errorf("database create --if-not-exists --output json: %s", out)
+	}
+	ok("created database crm2", "database", "create", "crm2", "--if-not-exists")
+	ok("table already exists: crm.users (id 2, 2 buckets, replication 3)", "table", "create", "crm.users", "--schema", schema, "--if-not-exists")
+	ok("table already exists: crm.users", "table", "create", "crm.users", "--schema", schema, "--if-not-exists", "--replication", "3")
+	fails(1, "table crm.users already exists (id 2) and differs from the one given: 2 buckets, want 4",
+		"table", "create", "crm.users", "--schema", schema, "--buckets", "4", "--if-not-exists")
+	fails(1, "differs from the one given: replication 3, want 2", "table", "create", "crm.users", "--schema", schema, "--replication", "2", "--if-not-exists")
+	fails(1, "differs from the one given: 4 columns, want 1",
+		"table", "create", "crm.users", "--column", "id BIGINT", "--primary-key", "id", "--buckets", "2", "--if-not-exists")
+	ok("partition already exists: 2024-01-01 of shop.orders", "partition", "create", "shop.orders", "2024-01-01", "--if-not-exists")
+	ok("created partition 2024-01-03 of shop.orders", "partition", "create", "shop.orders", "2024-01-03", "--if-not-exists")
+	ok("dropped partition 2024-01-03", "partition", "drop", "shop.orders", "2024-01-03")
 	fails(1, "NOT_FOUND", "table", "describe", "shop.nope")
 	fails(1, "NOT_FOUND", "partition", "drop", "shop.orders", "2030-01-01")
 	fails(2, `--column "id": want "NAME TYPE [NOT NULL]"`, "table", "create", "shop.t2", "--column", "id", "--primary-key", "id")
