@@ -338,6 +338,26 @@ func coordDo[Req, Res any](ctx context.Context, c *coordConn, req *Req,
 	return leaderDo(ctx, c, req, call)
 }
 
+// coordDoLenient makes a create or drop call whose request has an
+// ignore-if-exists (or -not-exists) member. It asks strictly first, so that
+// the answer tells whether this call made the change; when that fails with
+// code and lenient is set, it asks again with the member set by ignore, and
+// the coordinator answers as it does for an existing (or missing) target,
+// or with whatever else is wrong (a partition's table that does not exist).
+// changed reports whether the first call succeeded.
+func coordDoLenient[Req, Res any](ctx context.Context, c *coordConn, req *Req,
+	call func(tierv1connect.CoordinatorServiceClient, context.Context, *connect.Request[Req]) (*connect.Response[Res], error),
+	lenient bool, code connect.Code, ignore func(*Req),
+) (res *Res, changed bool, err error) {
+	res, err = coordDo(ctx, c, req, call)
+	if err == nil || !lenient || connect.CodeOf(err) != code {
+		return res, err == nil, err
+	}
+	ignore(req)
+	res, err = coordDo(ctx, c, req, call)
+	return res, false, err
+}
+
 // tierError prints a tier RPC error as "what: REASON: message" and keeps
 // the error for errors.Is / tierpb.ReasonOf.
 type tierError struct {
@@ -452,15 +472,16 @@ func runDatabaseCreate(ctx context.Context, stdout io.Writer, args []string) err
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	c := dialCoordinator(cf.server)
-	// Without IgnoreIfExists, so that an existing database is told apart.
-	_, err = coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name}, tierv1connect.CoordinatorServiceClient.CreateDatabase)
-	switch {
-	case *ifNotExists && connect.CodeOf(err) == connect.CodeAlreadyExists:
-		return printDone(stdout, cf, "database "+name+" already exists", map[string]any{"database": name, "created": false})
-	case err != nil:
+	_, created, err := coordDoLenient(ctx, c, &tierv1.CreateDatabaseRequest{Database: name}, tierv1connect.CoordinatorServiceClient.CreateDatabase,
+		*ifNotExists, connect.CodeAlreadyExists, func(r *tierv1.CreateDatabaseRequest) { r.IgnoreIfExists = true })
+	if err != nil {
 		return wrapTier("create database "+name, err)
 	}
-	return printDone(stdout, cf, "created database "+name, map[string]any{"database": name, "created": true})
+	text := "created database " + name
+	if !created {
+		text = "database " + name + " already exists"
+	}
+	return printDone(stdout, cf, text, map[string]any{"database": name, "created": created})
 }
 
 func runDatabaseDrop(ctx context.Context, stdout io.Writer, args []string) error {
@@ -483,11 +504,20 @@ func runDatabaseDrop(ctx context.Context, stdout io.Writer, args []string) error
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	c := dialCoordinator(cf.server)
-	_, err = coordDo(ctx, c, &tierv1.DropDatabaseRequest{Database: name, IgnoreIfNotExists: *ifExists, Cascade: *cascade}, tierv1connect.CoordinatorServiceClient.DropDatabase)
+	_, dropped, err := coordDoLenient(ctx, c, &tierv1.DropDatabaseRequest{Database: name, Cascade: *cascade}, tierv1connect.CoordinatorServiceClient.DropDatabase,
+		*ifExists, connect.CodeNotFound, func(r *tierv1.DropDatabaseRequest) { r.IgnoreIfNotExists = true })
 	if err != nil {
-		return wrapTier("drop database "+name, err)
+		err = wrapTier("drop database "+name, err)
+		if tierpb.ReasonOf(err) == tierpb.ReasonNotEmpty {
+			err = fmt.Errorf("%w\n(thaw database drop %s --cascade drops its tables too)", err, name)
+		}
+		return err
 	}
-	return printDone(stdout, cf, "dropped database "+name, map[string]any{"database": name, "dropped": true})
+	text := "dropped database " + name
+	if !dropped {
+		text = "database " + name + " does not exist"
+	}
+	return printDone(stdout, cf, text, map[string]any{"database": name, "dropped": dropped})
 }
 
 func runDatabaseList(ctx context.Context, stdout io.Writer, args []string) error {
@@ -689,15 +719,11 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	if _, err := coordDo(ctx, c, &tierv1.CreateDatabaseRequest{Database: name.db, IgnoreIfExists: true}, tierv1connect.CoordinatorServiceClient.CreateDatabase); err != nil {
 		return wrapTier("create database "+name.db, err)
 	}
-	req := &tierv1.CreateTableRequest{Path: name.path(), Schema: tierpb.SchemaToProto(schema), ReplicationFactor: int32(*replication)}
-	resp, err := coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreateTable)
-	created := err == nil
-	if *ifNotExists && connect.CodeOf(err) == connect.CodeAlreadyExists {
-		// Asked again with IgnoreIfExists, the coordinator answers with
-		// the table that exists (or creates it, if it was dropped since).
-		req.IgnoreIfExists = true
-		resp, err = coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreateTable)
-	}
+	// Asked again with IgnoreIfExists, the coordinator answers with the
+	// table that exists (or creates it, if it was dropped since).
+	resp, created, err := coordDoLenient(ctx, c,
+		&tierv1.CreateTableRequest{Path: name.path(), Schema: tierpb.SchemaToProto(schema), ReplicationFactor: int32(*replication)},
+		tierv1connect.CoordinatorServiceClient.CreateTable, *ifNotExists, connect.CodeAlreadyExists, func(r *tierv1.CreateTableRequest) { r.IgnoreIfExists = true })
 	if err != nil {
 		return wrapTier("create table "+name.String(), err)
 	}
@@ -747,11 +773,16 @@ func runTableDrop(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	_, err = coordDo(ctx, dialCoordinator(cf.server), &tierv1.DropTableRequest{Path: name.path(), IgnoreIfNotExists: *ifExists}, tierv1connect.CoordinatorServiceClient.DropTable)
+	_, dropped, err := coordDoLenient(ctx, dialCoordinator(cf.server), &tierv1.DropTableRequest{Path: name.path()}, tierv1connect.CoordinatorServiceClient.DropTable,
+		*ifExists, connect.CodeNotFound, func(r *tierv1.DropTableRequest) { r.IgnoreIfNotExists = true })
 	if err != nil {
 		return wrapTier("drop table "+name.String(), err)
 	}
-	return printDone(stdout, cf, "dropped table "+name.String(), map[string]any{"table": name.String(), "dropped": true})
+	text := "dropped table " + name.String()
+	if !dropped {
+		text = "table " + name.String() + " does not exist"
+	}
+	return printDone(stdout, cf, text, map[string]any{"table": name.String(), "dropped": dropped})
 }
 
 // tableJSON is a table as the CLI prints it; Schema is in the format of
@@ -1038,14 +1069,9 @@ func runPartitionCreate(ctx context.Context, stdout io.Writer, args []string) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	c := dialCoordinator(cf.server)
-	req := &tierv1.CreatePartitionRequest{Path: name.path(), Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: part}}
-	resp, err := coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreatePartition)
-	created := err == nil
-	if *ifNotExists && connect.CodeOf(err) == connect.CodeAlreadyExists {
-		req.IgnoreIfExists = true // answered with the partition that exists
-		resp, err = coordDo(ctx, c, req, tierv1connect.CoordinatorServiceClient.CreatePartition)
-	}
+	resp, created, err := coordDoLenient(ctx, dialCoordinator(cf.server),
+		&tierv1.CreatePartitionRequest{Path: name.path(), Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: part}},
+		tierv1connect.CoordinatorServiceClient.CreatePartition, *ifNotExists, connect.CodeAlreadyExists, func(r *tierv1.CreatePartitionRequest) { r.IgnoreIfExists = true })
 	if err != nil {
 		return wrapTier("create partition "+part+" of "+name.String(), err)
 	}
@@ -1079,13 +1105,17 @@ func runPartitionDrop(ctx context.Context, stdout io.Writer, args []string) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	_, err = coordDo(ctx, dialCoordinator(cf.server), &tierv1.DropPartitionRequest{
-		Path: name.path(), Partition: &tierv1.DropPartitionRequest_PartitionName{PartitionName: part}, IgnoreIfNotExists: *ifExists,
-	}, tierv1connect.CoordinatorServiceClient.DropPartition)
+	_, dropped, err := coordDoLenient(ctx, dialCoordinator(cf.server),
+		&tierv1.DropPartitionRequest{Path: name.path(), Partition: &tierv1.DropPartitionRequest_PartitionName{PartitionName: part}},
+		tierv1connect.CoordinatorServiceClient.DropPartition, *ifExists, connect.CodeNotFound, func(r *tierv1.DropPartitionRequest) { r.IgnoreIfNotExists = true })
 	if err != nil {
 		return wrapTier("drop partition "+part+" of "+name.String(), err)
 	}
-	return printDone(stdout, cf, "dropped partition "+part+" of "+name.String(), map[string]any{"table": name.String(), "partition": part, "dropped": true})
+	text := "dropped partition " + part + " of " + name.String()
+	if !dropped {
+		text = "partition " + part + " of " + name.String() + " does not exist"
+	}
+	return printDone(stdout, cf, text, map[string]any{"table": name.String(), "partition": part, "dropped": dropped})
 }
 
 func runPartitionList(ctx context.Context, stdout io.Writer, args []string) error {

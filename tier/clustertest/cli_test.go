@@ -263,8 +263,19 @@ func TestCLI(t *testing.T) {
 		t.Errorf("after dropping a partition: %d rows", n)
 	}
 	ok("dropped table crm.users", "table", "drop", "crm.users")
-	ok("dropped table crm.users", "table", "drop", "crm.users", "--if-exists")
+	// --if-exists says that nothing was dropped (it said "dropped").
+	ok("table crm.users does not exist", "table", "drop", "crm.users", "--if-exists")
+	if out := ok(`"dropped": false`, "table", "drop", "crm.users", "--if-exists", "--output", "json"); strings.Contains(out, "true") {
+		t.Errorf("table drop --if-exists --output json: %s", out)
+	}
+	ok("partition 2024-01-02 of shop.orders does not exist", "partition", "drop", "shop.orders", "2024-01-02", "--if-exists")
+	fails(1, "NOT_FOUND: coordinator: read table shop.nope", "partition", "drop", "shop.nope", "2024-01-02", "--if-exists")
+	fails(1, "NOT_EMPTY", "database", "drop", "shop")
+	fails(1, "(thaw database drop shop --cascade drops its tables too)", "database", "drop", "shop")
 	ok("dropped database shop", "database", "drop", "shop", "--cascade")
+	ok("database shop does not exist", "database", "drop", "shop", "--if-exists")
+	ok("dropped database crm", "database", "drop", "crm", "--if-exists")
+	ok("dropped database crm2", "database", "drop", "crm2")
 	if out := ok("", "table", "list"); out != "" {
 		t.Errorf("tables left: %q", out)
 	}
