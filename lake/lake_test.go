@@ -309,6 +309,11 @@ func TestScanOnePartitionAndColumns(t *testing.T) {
 	if _, _, err := l.Scan(t.Context(), "lake.events", ScanOptions{Partitions: []PartitionRef{{SpecID: 9}}}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown spec: %v", err)
 	}
+	// Column names are exact; a wrong one names the columns there are.
+	if _, _, err := l.Scan(t.Context(), "lake.events", ScanOptions{Columns: []string{"id", "ID"}}); !errors.Is(err, ErrNotFound) ||
+		!strings.Contains(err.Error(), `no column "ID" (its columns: id, event_ts,`) {
+		t.Errorf("unknown column: %v", err)
+	}
 	// Time travel: snapshot 2 has every id once at version 1.
 	s2 := info.Snapshots[1].ID
 	r := scan(t, l, "lake.events", ScanOptions{SnapshotID: &s2, Columns: []string{"version"}})

@@ -43,6 +43,26 @@ type ScanOptions struct {
 	Concurrency int
 }
 
+// checkColumns checks that the schema a scan with options so reads (the
+// snapshot's) has every column of cols, by exact name, so that a wrong
+// name gets an ErrNotFound that lists the columns there are.
+func checkColumns(name string, tbl *table.Table, so []table.ScanOption, cols []string) error {
+	schema, err := tbl.Scan(so...).Projection()
+	if err != nil {
+		return fmt.Errorf("lake: scan %s: %w", name, err)
+	}
+	for _, c := range cols {
+		if _, ok := schema.FindFieldByName(c); !ok {
+			names := make([]string, 0, schema.NumFields())
+			for _, f := range schema.Fields() {
+				names = append(names, f.Name)
+			}
+			return fmt.Errorf("%w: scan %s: no column %q (its columns: %s)", ErrNotFound, name, c, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
 // Scan streams the rows of table name, deletes applied, as Arrow record
 // batches. The schema is returned first, also when there are no rows.
 //
@@ -72,6 +92,9 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 		so = append(so, table.WithSnapshotID(snap.SnapshotID))
 	}
 	if len(opts.Columns) > 0 {
+		if err := checkColumns(name, tbl, so, opts.Columns); err != nil {
+			return nil, nil, err
+		}
 		so = append(so, table.WithSelectedFields(opts.Columns...))
 	}
 	if opts.BatchSize > 0 {

@@ -483,7 +483,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 	snapshot := fs.String("snapshot", "", "snapshot id (default: the current snapshot)")
 	var partitions stringList
 	fs.Var(&partitions, "partition", "partition path as `lake partitions` prints it, e.g. event_day=2024-01-01 (repeatable; spec given as SPEC:PATH, default the default spec)")
-	columns := fs.String("columns", "", "comma-separated columns (default all)")
+	columns := fs.String("columns", "", "comma-separated columns (default all), printed in the table's order")
 	limit := fs.Int("limit", 20, "print at most this many rows (0 = all)")
 	asJSON := fs.Bool("json", false, "print one JSON object per row")
 	name, args := splitTable(args)
@@ -500,15 +500,21 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 	if *limit < 0 {
 		return usageError("--limit must not be negative")
 	}
+	cols := splitList(*columns)
+	for i, c := range cols {
+		switch {
+		case c == "":
+			return usageError("--columns %q: an empty column name", *columns)
+		case slices.Contains(cols[:i], c):
+			return usageError("--columns %q: %s given twice", *columns, c)
+		}
+	}
 	l, err := cf.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeLake(l, &err)
-	opts := lake.ScanOptions{SnapshotID: snap}
-	if *columns != "" {
-		opts.Columns = strings.Split(*columns, ",")
-	}
+	opts := lake.ScanOptions{SnapshotID: snap, Columns: cols}
 	if len(partitions) > 0 {
 		info, err := l.Describe(ctx, name)
 		if err != nil {

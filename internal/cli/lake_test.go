@@ -6,8 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/thawdb/thaw/lake"
 )
 
 func lakeCmd(t *testing.T, args ...string) (string, error) {
@@ -89,6 +92,16 @@ func TestLakeCommands(t *testing.T) {
 			t.Fatalf("scan row %q (%v)", line, err)
 		}
 	}
+	// Spaces around names are dropped; a name that is not a column
+	// gets the list of those there are.
+	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--columns", "version, id", "--limit", "1")
+	if err != nil || !regexp.MustCompile(`^id\s+version\n\d+\s+\d+\n\(first 1 row\)\n$`).MatchString(out) {
+		t.Errorf("scan --columns \"version, id\": %v\n%s", err, out)
+	}
+	if _, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--columns", "id,Version"); !errors.Is(err, lake.ErrNotFound) ||
+		!strings.Contains(err.Error(), `no column "Version" (its columns: id, event_ts, user_name, region, amount, score, active, updated_at, version)`) {
+		t.Errorf("scan --columns id,Version: %v", err)
+	}
 	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--limit", "3")
 	if err != nil || !strings.HasPrefix(out, "id") || !strings.Contains(out, "(first 3 rows)") || strings.Count(out, "\n") != 5 {
 		t.Errorf("scan table: %v\n%s", err, out)
@@ -101,6 +114,8 @@ func TestLakeCommands(t *testing.T) {
 		{[]string{"describe", "--uri", uri}, "needs a table"},
 		{[]string{"tables"}, "no catalog"},
 		{[]string{"scan", "lake.events", "--uri", uri, "--snapshot", "x"}, "not a snapshot id"},
+		{[]string{"scan", "lake.events", "--uri", uri, "--columns", "id,,version"}, "an empty column name"},
+		{[]string{"scan", "lake.events", "--uri", uri, "--columns", "id, version,id"}, "id given twice"},
 		{[]string{"sample"}, "needs --dir"},
 		{[]string{"nope"}, "unknown command"},
 		{[]string{"tables", "--uri", uri, "--type", "oracle"}, "unknown catalog type"},
