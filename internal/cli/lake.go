@@ -573,6 +573,29 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 			fmt.Fprintf(stdout, "(%s)\n", plural(total, "row", "rows"))
 		}
 	}
+	if len(opts.Partitions) > 0 {
+		return noteMissingPartitions(ctx, stdout, l, name, snap, opts.Partitions, *asJSON)
+	}
+	return nil
+}
+
+// noteMissingPartitions says which of the partitions a scan named are not
+// in the table (a typo reads nothing, which is not an error): on stdout
+// after the table, on stderr with --json.
+func noteMissingPartitions(ctx context.Context, stdout io.Writer, l *lake.Lake, name string, snap *int64, refs []lake.PartitionRef, asJSON bool) error {
+	parts, err := l.Partitions(ctx, name, snap)
+	if err != nil {
+		return err
+	}
+	w := stdout
+	if asJSON {
+		w = progressOutput
+	}
+	for _, ref := range refs {
+		if !slices.ContainsFunc(parts, func(p lake.PartitionStats) bool { return p.Ref() == ref }) {
+			fmt.Fprintf(w, "(%s has no partition %s in spec %d: thaw lake partitions %s lists them)\n", name, ref.Path, ref.SpecID, name)
+		}
+	}
 	return nil
 }
 

@@ -102,6 +102,20 @@ func TestLakeCommands(t *testing.T) {
 		!strings.Contains(err.Error(), `no column "Version" (its columns: id, event_ts, user_name, region, amount, score, active, updated_at, version)`) {
 		t.Errorf("scan --columns id,Version: %v", err)
 	}
+	// A partition that is not there reads nothing, and says so: after the
+	// table, or on stderr with --json.
+	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--columns", "id", "--partition", "event_day=2024-13-01", "--partition", "0:event_day=2024-01-02")
+	if err != nil || !strings.HasSuffix(out, " rows)\n(lake.events has no partition event_day=2024-13-01 in spec 0: thaw lake partitions lake.events lists them)\n") ||
+		strings.Contains(out, "2024-01-02 in spec") {
+		t.Errorf("scan of a partition that is not there: %v\n%s", err, out)
+	}
+	var notes bytes.Buffer
+	progressOutput = &notes
+	t.Cleanup(func() { progressOutput = os.Stderr })
+	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--json", "--partition", "day=2024-01-01")
+	if err != nil || out != "" || notes.String() != "(lake.events has no partition day=2024-01-01 in spec 0: thaw lake partitions lake.events lists them)\n" {
+		t.Errorf("scan --json of a partition that is not there: %v\nstdout %q\nstderr %q", err, out, notes.String())
+	}
 	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--limit", "3")
 	if err != nil || !strings.HasPrefix(out, "id") || !strings.Contains(out, "(first 3 rows)") || strings.Count(out, "\n") != 5 {
 		t.Errorf("scan table: %v\n%s", err, out)

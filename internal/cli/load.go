@@ -33,8 +33,8 @@ import (
 // transaction (Begin, one build session for every bucket, Commit; Abort on
 // any failure before Commit).
 
-// progressOutput receives the progress of commands whose stdout carries
-// data (thaw bulkload begin and build).
+// progressOutput receives the progress and notes of commands whose stdout
+// carries data (thaw bulkload begin and build, thaw lake scan --json).
 var progressOutput io.Writer = os.Stderr
 
 // plainProgressInterval is how often plain progress lines repeat while one
