@@ -64,6 +64,14 @@ func OpenBucket(ctx context.Context, storeURL string) (Bucket, error) {
 	return openBucket(ctx, loc)
 }
 
+// CheckURL reports whether storeURL has one of the forms OpenBucket and
+// Open take (see doc.go), without opening anything. The driver parameters
+// in its query are checked only when the store is opened.
+func CheckURL(storeURL string) error {
+	_, err := parseLocation(storeURL)
+	return err
+}
+
 // location is a parsed store URL.
 type location struct {
 	scheme string

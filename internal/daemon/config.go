@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/meta"
@@ -767,6 +769,9 @@ func (c *ServerConfig) Validate() error {
 	if c.Advertise != "" {
 		errs = append(errs, validateHostPort("advertise", c.Advertise))
 	}
+	if c.ObjectStore != "" {
+		errs = append(errs, validateObjectStore(c.ObjectStore))
+	}
 	if c.Tablets < 1 || c.Tablets > MaxEmbeddedTabletServers {
 		errs = append(errs, fmt.Errorf("tablets %d not in 1..%d", c.Tablets, MaxEmbeddedTabletServers))
 	}
@@ -818,6 +823,19 @@ func (c *CoordinatorConfig) Defaults() {
 	c.Log.defaults()
 }
 
+// validateObjectStore checks object_store before anything starts: a URL
+// objstore takes, and not mem://, whose objects live in one process's
+// memory and would be gone at the next start while etcd still names them.
+func validateObjectStore(storeURL string) error {
+	if err := objstore.CheckURL(storeURL); err != nil {
+		return fmt.Errorf("object_store: %w", err)
+	}
+	if u, err := url.Parse(storeURL); err == nil && u.Scheme == "mem" {
+		return fmt.Errorf("object_store %q: mem:// lives in this process's memory only; use file:// or s3://", storeURL)
+	}
+	return nil
+}
+
 // Validate implements Config.
 func (c *CoordinatorConfig) Validate() error {
 	var errs []error
@@ -828,6 +846,8 @@ func (c *CoordinatorConfig) Validate() error {
 	}
 	if c.ObjectStore == "" {
 		errs = append(errs, errors.New("object_store is required"))
+	} else {
+		errs = append(errs, validateObjectStore(c.ObjectStore))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout %v must be positive", c.ShutdownTimeout))
@@ -891,6 +911,8 @@ func (c *TabletConfig) Validate() error {
 	}
 	if c.ObjectStore == "" {
 		errs = append(errs, errors.New("object_store is required"))
+	} else {
+		errs = append(errs, validateObjectStore(c.ObjectStore))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout %v must be positive", c.ShutdownTimeout))

@@ -144,6 +144,10 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"etcd advertise no port", "data_dir: /d\netcd:\n  advertise: db1.example\n", &ServerConfig{}, []string{`etcd.advertise`, "db1.example"}},
 		{"kafka changelog", "id: ts-1\ndata_dir: /d\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\nchangelog:\n  dir: /x\n  kafka:\n    brokers: [k1, 'k2:9092']\n    topic_prefix: thaw/log\n    poll_interval: 1h\n    replication_factor: -3\n",
 			&TabletConfig{}, []string{"changelog.dir: not used with changelog.kafka", `brokers: "k1": want HOST:PORT`, "topic prefix", "replication factor -3"}},
+		{"object store not a url", "data_dir: /d\nobject_store: /srv/remote\n", &ServerConfig{}, []string{`object_store: objstore: store url "/srv/remote": unsupported scheme ""`}},
+		{"object store without bucket", "data_dir: /d\nobject_store: 's3://'\n", &ServerConfig{}, []string{"the host must name the s3 bucket"}},
+		{"object store in memory", "id: c1\nobject_store: MEM://snapshots\netcd:\n  endpoints: [http://e:2379]\n", &CoordinatorConfig{}, []string{"mem:// lives in this process's memory only"}},
+		{"object store relative", "id: ts-1\ndata_dir: /d\nobject_store: file://remote/x\netcd:\n  endpoints: [http://e:2379]\n", &TabletConfig{}, []string{`object_store: objstore: store url "file://remote/x": host must be empty`}},
 		{"kafka changelog needs brokers", "data_dir: /d\nchangelog:\n  kafka:\n    topic_prefix: t\n", &ServerConfig{}, []string{"no brokers"}},
 		{"kafka changelog unknown key", "data_dir: /d\nchangelog:\n  kafka:\n    broker: [k:1]\n", &ServerConfig{}, []string{"line 4", "broker"}},
 	} {
