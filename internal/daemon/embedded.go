@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/flock"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/meta"
@@ -183,6 +184,7 @@ func fillZero[T any](dst *T, def T) {
 type Embedded struct {
 	cfg     EmbeddedConfig
 	log     *slog.Logger
+	lock    *os.File // flock of {data_dir}/LOCK
 	etcd    *meta.Embedded
 	cli     *clientv3.Client
 	leases  *leaseLedger // every lease its clients hold, for the next start
@@ -264,6 +266,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	var closers []func() error
 	defer func() {
 		if err != nil {
+			e.draining.Store(true) // etcd's complaints about closing early
 			for _, c := range slices.Backward(closers) {
 				err = errors.Join(err, c())
 			}
@@ -274,6 +277,32 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 			return nil, fmt.Errorf("daemon: embedded: %w", err)
 		}
 	}
+	// One process per data directory: a second one would wait for etcd's
+	// database lock forever, without a word.
+	if e.lock, err = flock.Lock(filepath.Join(cfg.DataDir, "LOCK")); err != nil {
+		return nil, fmt.Errorf("daemon: data_dir %s (is another thaw process using it?): %w", cfg.DataDir, err)
+	}
+	closers = append(closers, e.lock.Close)
+	// The listener before etcd, so that a port in use fails at once.
+	if err := cfg.TLS.validate(); err != nil {
+		return nil, fmt.Errorf("daemon: embedded: %w", err)
+	}
+	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
+	if err != nil {
+		return nil, err
+	}
+	e.scheme = cfg.TLS.Scheme()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: listen: %w", err)
+	}
+	closers = append(closers, func() error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+	e.addr = advertised(cfg.Advertise, ln.Addr())
 	e.etcd, err = meta.StartEmbedded(ctx, meta.EmbeddedConfig{
 		Dir:                 filepath.Join(cfg.DataDir, "etcd"),
 		ClientURL:           cfg.EtcdListen,
@@ -317,25 +346,6 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		}
 		closers = append(closers, e.logs.Close)
 	}
-	if err := cfg.TLS.validate(); err != nil {
-		return nil, fmt.Errorf("daemon: embedded: %w", err)
-	}
-	serverTLS, clientTLS, err := cfg.TLS.load(log.With("component", "tls"))
-	if err != nil {
-		return nil, err
-	}
-	e.scheme = cfg.TLS.Scheme()
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: listen: %w", err)
-	}
-	closers = append(closers, func() error {
-		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			return err
-		}
-		return nil
-	})
-	e.addr = advertised(cfg.Advertise, ln.Addr())
 	e.hc = newHTTPClient(clientTLS)
 	if e.token, err = newInternalToken(); err != nil {
 		return nil, err
@@ -809,6 +819,9 @@ func (e *Embedded) Close() error {
 		errs = append(errs, err)
 	}
 	if err := e.etcd.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.lock.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

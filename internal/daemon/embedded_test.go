@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/flock"
 	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -146,4 +148,52 @@ func TestEmbeddedStartsQuietAndPrivate(t *testing.T) {
 			t.Errorf("etcd warned: %s", line)
 		}
 	}
+}
+
+// TestEmbeddedRefusesBusyDataDirAndPort: a second tier on the data
+// directory of a running one fails at once (it waited for etcd's database
+// lock forever, without a word), and a listener address in use fails
+// before etcd starts, quietly, leaving the data directory free.
+func TestEmbeddedRefusesBusyDataDirAndPort(t *testing.T) {
+	dir := t.TempDir()
+	first := startTest(t, EmbeddedConfig{DataDir: dir, TabletServers: 1})
+	try := func(cfg EmbeddedConfig) error {
+		t.Helper()
+		cfg.EtcdUnsafeNoFsync = true
+		done := make(chan error, 1)
+		go func() {
+			e, err := StartEmbedded(t.Context(), cfg)
+			if err == nil {
+				err = errors.Join(errors.New("started"), e.Close())
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute): // a hang guard, not a speed goal
+			t.Fatal("StartEmbedded did not return within a minute")
+			return nil
+		}
+	}
+	if err := try(EmbeddedConfig{DataDir: dir, TabletServers: 1}); !errors.Is(err, flock.ErrLocked) ||
+		!strings.Contains(err.Error(), "data_dir "+dir+" (is another thaw process using it?)") {
+		t.Errorf("second tier on the same data_dir: %v", err)
+	}
+	var logs testlog.Buffer
+	other := t.TempDir()
+	err := try(EmbeddedConfig{DataDir: other, TabletServers: 1, Listen: first.HostPort(),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err == nil || !strings.Contains(err.Error(), "daemon: listen: ") {
+		t.Errorf("tier on a listener address in use: %v", err)
+	}
+	if _, serr := os.Stat(filepath.Join(other, "etcd", "member")); !errors.Is(serr, os.ErrNotExist) || logs.String() != "" {
+		t.Errorf("etcd started before the listener failed (stat etcd/member: %v); logs:\n%s", serr, logs.String())
+	}
+	// The lock goes with the tier: the same directory starts again after
+	// Close.
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	startTest(t, EmbeddedConfig{DataDir: dir, TabletServers: 1})
 }

@@ -143,7 +143,7 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 		}
 		e, err := StartEmbedded(ctx, ec)
 		if err != nil {
-			return nil, fmt.Errorf("daemon: embedded tier on %s (is another thaw process using data_dir?): %w", ec.DataDir, err)
+			return nil, fmt.Errorf("daemon: embedded tier: %w", err)
 		}
 		pp.embedded, pp.etcd, pp.store, hc = e, e.Etcd(), e.Objects(), e.HTTPClient()
 		pp.closers = append(pp.closers, e.Close)
