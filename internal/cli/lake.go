@@ -228,12 +228,28 @@ func (m *mappingFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.pk, "primary-key", "", "comma-separated tier primary key (default: the identifier fields)")
 }
 
-func (m *mappingFlags) options(snapshot *int64) lake.MappingOptions {
-	o := lake.MappingOptions{Buckets: m.buckets, Bucketing: m.bucketing, SnapshotID: snapshot}
-	if m.pk != "" {
-		o.PrimaryKey = strings.Split(m.pk, ",")
+// check refuses mapping flags without --tier (they were ignored) and
+// values the mapping would refuse only after the catalog was read.
+func (m *mappingFlags) check(cmd string) error {
+	if !m.tier && (m.buckets != 0 || m.bucketing != "" || m.pk != "") {
+		return usageError("%s: --buckets, --bucketing and --primary-key shape the tier mapping: add --tier", cmd)
 	}
-	return o
+	if m.buckets < 0 {
+		return usageError("--buckets must not be negative")
+	}
+	if m.bucketing != "" {
+		if _, err := kv.ParseBucketing(m.bucketing); err != nil {
+			return usageError("--bucketing: %v", err)
+		}
+	}
+	if slices.Contains(splitList(m.pk), "") {
+		return usageError("--primary-key %q: an empty column name", m.pk)
+	}
+	return nil
+}
+
+func (m *mappingFlags) options(snapshot *int64) lake.MappingOptions {
+	return lake.MappingOptions{Buckets: m.buckets, Bucketing: m.bucketing, SnapshotID: snapshot, PrimaryKey: splitList(m.pk)}
 }
 
 func runLakeDescribe(ctx context.Context, stdout io.Writer, args []string) (err error) {
@@ -248,6 +264,9 @@ func runLakeDescribe(ctx context.Context, stdout io.Writer, args []string) (err 
 		return err
 	}
 	if name, err = tableArg(fs, name); err != nil {
+		return err
+	}
+	if err := mf.check("thaw lake describe"); err != nil {
 		return err
 	}
 	l, err := cf.open(ctx)
@@ -391,6 +410,9 @@ func runLakePartitions(ctx context.Context, stdout io.Writer, args []string) (er
 		return err
 	}
 	if name, err = tableArg(fs, name); err != nil {
+		return err
+	}
+	if err := mf.check("thaw lake partitions"); err != nil {
 		return err
 	}
 	snap, err := parseSnapshot(*snapshot)

@@ -52,6 +52,11 @@ func TestLakeCommands(t *testing.T) {
 			t.Errorf("describe output misses %q:\n%s", want, out)
 		}
 	}
+	// --primary-key takes a list as people write it.
+	out, err = lakeCmd(t, "describe", "lake.events", "--uri", uri, "--tier", "--buckets", "4", "--primary-key", "id, event_ts")
+	if err != nil || !regexp.MustCompile(`primary key\s+id, event_ts, event_day\n`).MatchString(out) {
+		t.Errorf("describe --primary-key \"id, event_ts\": %v\n%s", err, out)
+	}
 	out, err = lakeCmd(t, "describe", "--uri", uri, "--json", "lake.events")
 	var info struct {
 		Name      string `json:"name"`
@@ -129,6 +134,11 @@ func TestLakeCommands(t *testing.T) {
 		{[]string{"tables"}, "no catalog"},
 		{[]string{"scan", "lake.events", "--uri", uri, "--snapshot", "x"}, "not a snapshot id"},
 		{[]string{"scan", "lake.events", "--uri", uri, "--columns", "id,,version"}, "an empty column name"},
+		{[]string{"describe", "lake.events", "--uri", uri, "--buckets", "4"}, "shape the tier mapping: add --tier"},
+		{[]string{"partitions", "lake.events", "--uri", uri, "--primary-key", "id"}, "shape the tier mapping: add --tier"},
+		{[]string{"describe", "lake.events", "--uri", uri, "--tier", "--bucketing", "hash"}, `--bucketing: kv: invalid schema: unknown bucketing "hash"`},
+		{[]string{"describe", "lake.events", "--uri", uri, "--tier", "--buckets", "-2"}, "--buckets must not be negative"},
+		{[]string{"describe", "lake.events", "--uri", uri, "--tier", "--primary-key", "id,"}, "an empty column name"},
 		{[]string{"scan", "lake.events", "--uri", uri, "--columns", "id, version,id"}, "id given twice"},
 		{[]string{"sample"}, "needs --dir"},
 		{[]string{"nope"}, "unknown command"},
