@@ -232,6 +232,11 @@ func (c PromoterTierConfig) validate(dataDir string) error {
 			errs = append(errs, errors.New("data_dir is required with the embedded tier"))
 		}
 		errs = append(errs, validateHostPort("tier.listen", c.Listen))
+		if c.ObjectStore != "" {
+			if err := validateObjectStore(c.ObjectStore); err != nil {
+				errs = append(errs, fmt.Errorf("tier.%w", err))
+			}
+		}
 		if c.Tablets < 1 || c.Tablets > MaxEmbeddedTabletServers {
 			errs = append(errs, fmt.Errorf("tier.tablets %d not in 1..%d", c.Tablets, MaxEmbeddedTabletServers))
 		}

@@ -105,6 +105,12 @@ policies: [p]
 catalogs: {default: {uri: /c.db}}
 tier: {embedded: true, address: "h:1"}
 `, []string{"address is set but embedded is true"}},
+		{"embedded tier object store", `
+data_dir: /d
+policies: [p]
+catalogs: {default: {uri: /c.db}}
+tier: {object_store: "s3:///remote"}
+`, []string{`tier.object_store: objstore: store url "s3:///remote": the host must name the s3 bucket`}},
 		{"external without address", `
 policies: [p]
 catalogs: {default: {uri: /c.db}}
