@@ -342,7 +342,8 @@ type CoordinatorOptions struct {
 	ResyncInterval time.Duration `yaml:"resync_interval"`
 	// ServerGrace is how long a coordinator that begins to lead waits for
 	// the tablet servers its assignments name to register before it
-	// replaces their replicas (default 10s; negative: at once).
+	// replaces their replicas and leaderships (default 10s; negative: at
+	// once).
 	ServerGrace time.Duration `yaml:"server_grace"`
 	// TabletTimeout bounds one coordinator → tablet call (default 30s).
 	TabletTimeout time.Duration `yaml:"tablet_timeout"`

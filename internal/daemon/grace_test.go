@@ -12,15 +12,18 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tierclient"
 )
 
 // TestCoordinatorAwaitsServers: a tier restarted whole, its coordinator
 // leading before its tablet servers register again. With the server grace
-// the coordinator keeps the replicas of the servers its assignments name
-// (moving only leadership to a server that is back) until they register,
-// or until the grace ends; without it, its first round with one server
-// back drops the others' replicas.
+// the coordinator keeps the replicas and the leaders of the servers its
+// assignments name until they register, so the tier comes back as it was
+// (no assignment is written at all); when the grace ends, or without it,
+// its first round with one server back drops the others' replicas and
+// leads every bucket from the one server back.
 func TestCoordinatorAwaitsServers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -49,6 +52,9 @@ func TestCoordinatorAwaitsServers(t *testing.T) {
 			if got := replicaSets(t, e); got != strings.Repeat("ts-1,ts-2,ts-3 ", 4) {
 				t.Fatalf("placed: %q", got)
 			}
+			placed := buckets(t, e, func(b meta.BucketAssignment) string { return fmt.Sprintf("%s#%d", b.Leader, b.LeaderEpoch) })
+			revs := assignmentRevs(t, e)
+			kept := tc.grace == time.Minute
 
 			// The whole tier goes down; the coordinator comes back first,
 			// then ts-1 alone.
@@ -70,21 +76,25 @@ func TestCoordinatorAwaitsServers(t *testing.T) {
 			if err := e.StartTablet(ctx, "ts-1"); err != nil {
 				t.Fatal(err)
 			}
-			// Rounds with ts-1 back have run once ts-1 leads every bucket.
-			retry(t, "ts-1 leads every bucket", func() error {
-				if got := leaders(t, e); got != strings.Repeat("ts-1 ", 4) {
-					return fmt.Errorf("leaders %q", got)
-				}
-				return nil
-			})
+			if !kept {
+				// Rounds with ts-1 back have run once ts-1 leads every
+				// bucket.
+				retry(t, "ts-1 leads every bucket", func() error {
+					if got := leaders(t, e); got != strings.Repeat("ts-1 ", 4) {
+						return fmt.Errorf("leaders %q", got)
+					}
+					return nil
+				})
+			}
 			retry(t, "replicas "+tc.want, func() error {
 				if got := replicaSets(t, e); got != strings.Repeat(tc.want+" ", 4) {
 					return fmt.Errorf("replicas %q", got)
 				}
 				return nil
 			})
-			if tc.grace == time.Minute {
-				// Still kept a moment later: the rounds do not drop them.
+			if kept {
+				// A moment with ts-1 back changes nothing (the end of
+				// the test checks that nothing was written at all).
 				time.Sleep(500 * time.Millisecond)
 				if got := replicaSets(t, e); got != strings.Repeat(tc.want+" ", 4) {
 					t.Fatalf("replicas while awaited: %q", got)
@@ -107,8 +117,67 @@ func TestCoordinatorAwaitsServers(t *testing.T) {
 			if err := e.WaitReady(wctx); err != nil {
 				t.Fatal(err)
 			}
+			if kept {
+				// Back as it was: the same leaders and epochs, and no
+				// assignment written during the restart (a replica
+				// dropped and given back would have written it twice).
+				if got := buckets(t, e, func(b meta.BucketAssignment) string { return fmt.Sprintf("%s#%d", b.Leader, b.LeaderEpoch) }); got != placed {
+					t.Errorf("leaders after the restart %q, before %q", got, placed)
+				}
+				if got := assignmentRevs(t, e); got != revs {
+					t.Errorf("assignments written during the restart: revisions %s, before %s", got, revs)
+				}
+			}
+			// Every bucket takes writes and answers reads again.
+			writeAndRead(t, e)
 		})
 	}
+}
+
+// assignmentRevs returns the etcd revision of every assignment.
+func assignmentRevs(t *testing.T, e *Embedded) string {
+	t.Helper()
+	as, err := e.Meta().ListAssignments(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, "%d ", a.Rev)
+	}
+	return b.String()
+}
+
+// writeAndRead writes 64 rows to d.t (every bucket gets some) and reads
+// them back, retrying while leaders settle.
+func writeAndRead(t *testing.T, e *Embedded) {
+	t.Helper()
+	ctx := t.Context()
+	c, err := tierclient.New(ctx, e.Address(), tierclient.WithHTTPClient(e.HTTPClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target := tierclient.Target{Database: "d", Table: "t"}
+	rows := make([]kv.Row, 64)
+	for i := range rows {
+		rows[i] = kv.Row{int64(i)}
+	}
+	retry(t, "write and read every bucket", func() error {
+		if err := c.Upsert(ctx, target, rows); err != nil {
+			return err
+		}
+		got, err := c.Get(ctx, target, rows)
+		if err != nil {
+			return err
+		}
+		for i, r := range got {
+			if r == nil {
+				return fmt.Errorf("key %d not found", i)
+			}
+		}
+		return nil
+	})
 }
 
 // buckets returns what f says of each bucket of every assignment,

@@ -49,13 +49,14 @@ type Config struct {
 	// ResyncInterval is how often a reconcile round runs without any event
 	// (default 30s).
 	ResyncInterval time.Duration
-	// ServerGrace is how long a new term keeps the replicas of the tablet
-	// servers its assignments name that are not registered when the term
-	// begins, waiting for them to register again instead of replacing
-	// their replicas (default 10s; negative: replace at once). After a
-	// restart of the whole tier the coordinator usually leads before the
-	// tablet servers have registered; without the grace its first rounds
-	// would move every replica away from them and back.
+	// ServerGrace is how long a new term keeps the replicas and
+	// leaderships of the tablet servers its assignments name that are not
+	// registered when the term begins, waiting for them to register again
+	// instead of replacing them (default 10s; negative: replace at once).
+	// After a restart of the whole tier the coordinator usually leads
+	// before the tablet servers have registered; without the grace its
+	// first rounds would move every replica away from them and back, and
+	// leave every bucket led by the first server back.
 	ServerGrace time.Duration
 	// TabletTimeout bounds one coordinator → tablet call (default 30s;
 	// TakeSnapshot gets ten times as long).

@@ -44,8 +44,8 @@
 // over the least loaded live servers, replicas on dead servers are
 // replaced (except, for Config.ServerGrace at the start of a term, those
 // of servers the assignments name that have not registered yet: awaited,
-// see Server.Awaited), a bucket whose leader died gets a surviving replica as leader
-// with leader_epoch+1, and joins are rebalanced by at most
+// see Server.Awaited, which also keep their leaderships), a bucket whose
+// leader died gets a surviving replica as leader with leader_epoch+1, and joins are rebalanced by at most
 // Config.MaxMovesPerRound replicas per round. CreateTable and
 // CreatePartition place the new target's buckets and write them with the
 // table or partition record in one transaction, so a target never exists

@@ -132,10 +132,11 @@ type PlacementResult struct {
 // dead either: rule 1 keeps them in place and does not replace them (they
 // count towards the replication factor, not towards the live replicas, so
 // their buckets are under-replicated until the servers return), rule 2
-// makes a bucket whose leader is awaited led by its first live replica (its
-// awaited leader stays a replica; with no live replica the awaited leader
-// stays, epoch unchanged), and rule 3 moves nothing while any server is
-// awaited.
+// keeps an awaited leader leading, epoch unchanged (its bucket has no
+// serving leader until it returns or is no longer awaited, as after a
+// crash until the lease expires; a restarted tier so comes back with the
+// leaders it had instead of every bucket led by the first server back), and
+// rule 3 moves nothing while any server is awaited.
 func Placement(servers []Server, targets []TargetPlacement, maxMoves int) PlacementResult {
 	p := newPlacer(servers)
 	res := PlacementResult{
@@ -306,8 +307,8 @@ func (p *placer) changelogOf(bp BucketPlacement) string {
 // of its changelog is live: then it waits for them, as it is; replicas on
 // awaited servers stay too), replicas of other changelogs, duplicates and
 // replicas beyond rf (never the leader), and counts the live replicas it
-// keeps. The leader is kept only if it survives and is live (or the bucket
-// waits); fill settles it and the epoch.
+// keeps. The leader is kept only if it survives and is live or awaited (or
+// the bucket waits); fill settles it and the epoch.
 func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 	out := BucketPlacement{LeaderEpoch: bp.LeaderEpoch}
 	if neverPlaced(bp) {
@@ -330,7 +331,7 @@ func (p *placer) survivors(bp BucketPlacement, rf int) BucketPlacement {
 			}
 		}
 	}
-	if slices.Contains(out.Replicas, bp.Leader) && (wait || p.live(bp.Leader)) {
+	if slices.Contains(out.Replicas, bp.Leader) && (wait || p.live(bp.Leader) || p.awaited[bp.Leader]) {
 		out.Leader = bp.Leader
 		if p.live(bp.Leader) {
 			p.leads[bp.Leader]++
@@ -384,7 +385,7 @@ func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 			copy(cur.Replicas[1:j+1], cur.Replicas[:j])
 			cur.Replicas[0] = lead
 		}
-		cur.Leader = p.firstLive(cur.Replicas, old.Leader)
+		cur.Leader = p.firstLive(cur.Replicas)
 		p.leads[cur.Leader]++
 	}
 	if cur.Leader != old.Leader && !first {
@@ -393,17 +394,13 @@ func (p *placer) fill(cur *BucketPlacement, rf int, old BucketPlacement) int {
 	return added
 }
 
-// firstLive returns the first live server of replicas; with none live (the
-// others are awaited), the awaited old leader if it is one of them, else
-// the first replica.
-func (p *placer) firstLive(replicas []string, oldLeader string) string {
+// firstLive returns the first live server of replicas, or the first
+// replica when none is live (they are awaited).
+func (p *placer) firstLive(replicas []string) string {
 	for _, r := range replicas {
 		if p.live(r) {
 			return r
 		}
-	}
-	if slices.Contains(replicas, oldLeader) {
-		return oldLeader
 	}
 	return replicas[0]
 }

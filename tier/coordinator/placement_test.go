@@ -571,11 +571,25 @@ func TestPlacementAwaited(t *testing.T) {
 			wantDead: []string{"a,d@a#4"},
 		},
 		{
-			name:    "awaited leader: the first live replica leads, the leader stays a replica",
+			name:    "awaited leader keeps leading, epoch unchanged",
 			servers: []string{"b", "~a"},
 			targets: []TargetPlacement{target(3, "a,b,c@a#4")},
-			want:    []string{"a,b@b#5"}, underReplicated: 1, leaderChanges: 1,
+			want:    []string{"a,b@a#4"}, underReplicated: 1,
 			wantDead: []string{"b@b#5"},
+		},
+		{
+			name:    "a dead leader's bucket is led by a live replica, not an awaited one",
+			servers: []string{"~a", "c"},
+			targets: []TargetPlacement{target(3, "b,a,c@b#2")},
+			want:    []string{"a,c@c#3"}, underReplicated: 1, leaderChanges: 1,
+			wantDead: []string{"c@c#3"},
+		},
+		{
+			name:    "a dead leader's bucket with only awaited replicas is led by the first",
+			servers: []string{"~a", "~c", "d"},
+			targets: []TargetPlacement{target(2, "b,c,a@b#7"), target(1, "d@d#0")},
+			want:    []string{"c,a@c#8", "d@d#0"}, underReplicated: 1, leaderChanges: 1,
+			wantDead: []string{"d@d#8", "d@d#0"},
 		},
 		{
 			name:    "awaited only replica: the bucket keeps it, leader and epoch unchanged",
@@ -666,7 +680,11 @@ func checkAwaited(t *testing.T, live []Server, awaited []string, in []TargetPlac
 					t.Errorf("target %d bucket %d: awaited %s: %v -> %v", i, b, a, ob, nb)
 				}
 			}
-			if slices.ContainsFunc(nb.Replicas, isLive) && !isLive(nb.Leader) && slices.ContainsFunc(live, func(s Server) bool { return s.Changelog == nb.Changelog }) {
+			// An awaited leader keeps leading; a bucket whose leader
+			// is dead is led by a live replica if it has one.
+			if awaitedLeader := slices.Contains(awaited, ob.Leader) && slices.Contains(ob.Replicas, ob.Leader); awaitedLeader && (nb.Leader != ob.Leader || nb.LeaderEpoch != ob.LeaderEpoch) {
+				t.Errorf("target %d bucket %d: awaited leader %q replaced: %v -> %v", i, b, ob.Leader, ob, nb)
+			} else if !awaitedLeader && slices.ContainsFunc(nb.Replicas, isLive) && !isLive(nb.Leader) && slices.ContainsFunc(live, func(s Server) bool { return s.Changelog == nb.Changelog }) {
 				t.Errorf("target %d bucket %d: led by %q, not live, though a replica is: %v -> %v", i, b, nb.Leader, ob, nb)
 			}
 			if nb.Leader != "" && !slices.Contains(nb.Replicas, nb.Leader) {
