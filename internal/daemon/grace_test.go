@@ -134,15 +134,20 @@ func TestCoordinatorAwaitsServers(t *testing.T) {
 	}
 }
 
-// assignmentRevs returns the etcd revision of every assignment.
-func assignmentRevs(t *testing.T, e *Embedded) string {
+// assignments returns every assignment.
+func assignments(t *testing.T, e *Embedded) []meta.Versioned[meta.Assignment] {
 	t.Helper()
 	as, err := e.Meta().ListAssignments(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return as
+}
+
+// assignmentRevs returns the etcd revision of every assignment.
+func assignmentRevs(t *testing.T, e *Embedded) string {
 	var b strings.Builder
-	for _, a := range as {
+	for _, a := range assignments(t, e) {
 		fmt.Fprintf(&b, "%d ", a.Rev)
 	}
 	return b.String()
@@ -183,13 +188,8 @@ func writeAndRead(t *testing.T, e *Embedded) {
 // buckets returns what f says of each bucket of every assignment,
 // space-separated.
 func buckets(t *testing.T, e *Embedded, f func(meta.BucketAssignment) string) string {
-	t.Helper()
-	as, err := e.Meta().ListAssignments(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
-	for _, a := range as {
+	for _, a := range assignments(t, e) {
 		for _, bk := range a.Value.Buckets {
 			b.WriteString(f(bk) + " ")
 		}
