@@ -140,6 +140,7 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 // services: the CoordinatorService, the BulkLoadService and the upload
 // gateway (uploadcap.Path).
 func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append([]connect.HandlerOption{tierpb.StrictJSON()}, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...))
 	bulkOpts := opts

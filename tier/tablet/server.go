@@ -20,6 +20,7 @@ import (
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet/replica"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // Server is one tablet server. Create it with New, run it with Run and
@@ -107,7 +108,7 @@ func (s *Server) ID() string { return s.cfg.ID }
 // the daemon to mount (under "/t/{id}/" with http.StripPrefix on the
 // shared listener).
 func (s *Server) Handler() (string, http.Handler) {
-	return tierv1connect.NewTabletServiceHandler(&service{s: s}, connect.WithReadMaxBytes(64<<20))
+	return tierv1connect.NewTabletServiceHandler(&service{s: s}, tierpb.StrictJSON(), connect.WithReadMaxBytes(64<<20))
 }
 
 // Run registers the server, follows its assignment and serves its
