@@ -309,9 +309,9 @@ func TestBadInput(t *testing.T) {
 		}{
 			{"truncated JSON", coordURL + "CreateTable", "application/json", `{"path": {"database": "shop", "table": "t"`, 400, "invalid_argument", ""},
 			{"wrong JSON type", coordURL + "CreateTable", "application/json", `{"path": {"database": "shop", "table": 5}}`, 400, "invalid_argument", ""},
-			// Connect's JSON codec ignores unknown fields (forward
-			// compatibility): the misspelt schema is simply missing.
-			{"misspelt field", coordURL + "CreateTable", "application/json", `{"path": {"database": "shop", "table": "t"}, "schemma": {}}`, 400, "invalid_argument", tierpb.ReasonInvalidArgument},
+			// An unknown member is refused by the codec (tierpb.StrictJSON),
+			// like other undecodable bodies: no reason header.
+			{"misspelt field", coordURL + "CreateTable", "application/json", `{"path": {"database": "shop", "table": "t"}, "schemma": {}}`, 400, "invalid_argument", ""},
 			{"invalid schema", coordURL + "CreateTable", "application/json",
 				`{"path": {"database": "shop", "table": "t"}, "schema": {"columns": [{"name": "id", "type": "BIGNUM"}], "primaryKey": ["id"], "buckets": 1}}`,
 				400, "invalid_argument", tierpb.ReasonInvalidArgument},
@@ -325,6 +325,9 @@ func TestBadInput(t *testing.T) {
 			status, hdr, body := post(tc.url, tc.ctype, tc.body)
 			if status != tc.status || (tc.code != "" && code(body) != tc.code) || tierpb.Reason(hdr) != tc.reason {
 				t.Errorf("%s: status %d, reason %q, body %s; want %d, code %q, reason %q", tc.name, status, hdr, body, tc.status, tc.code, tc.reason)
+			}
+			if tc.name == "misspelt field" && !strings.Contains(body, `unknown field \"schemma\"`) {
+				t.Errorf("%s: the body does not name the member: %s", tc.name, body)
 			}
 		}
 	})
