@@ -234,13 +234,13 @@ func (r *reconciler) awaitedServers(log *slog.Logger, cl *cluster) []Server {
 				}
 			}
 			if len(r.awaited) > 0 {
-				log.Info("coordinator waits for tablet servers to register before replacing their replicas",
+				log.Info("coordinator waits for tablet servers to register before replacing their replicas and leaderships",
 					"servers", slices.Sorted(maps.Keys(r.awaited)), "grace", r.c.cfg.ServerGrace)
 			}
 		}
 	}
 	if len(r.awaited) > 0 && !time.Now().Before(r.graceEnd) {
-		log.Warn("coordinator stops waiting for tablet servers that did not register: their replicas are replaced",
+		log.Warn("coordinator stops waiting for tablet servers that did not register: their replicas and leaderships are replaced",
 			"servers", slices.Sorted(maps.Keys(r.awaited)), "grace", r.c.cfg.ServerGrace)
 		r.awaited = nil
 	}
