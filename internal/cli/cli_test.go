@@ -2,14 +2,24 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	// A deadline, so that a command that never ends fails its test with
+	// what it printed instead of hanging the package until go test's
+	// timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
 	var out, errOut bytes.Buffer
-	code = Main(t.Context(), args, &out, &errOut)
+	code = Main(ctx, args, &out, &errOut)
+	if ctx.Err() != nil {
+		t.Fatalf("thaw %s: still running after 3 minutes (exit %d)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	}
 	return code, out.String(), errOut.String()
 }
 

@@ -14,8 +14,9 @@ import (
 )
 
 // startRole starts `thaw ROLE --config cfg` and returns once it serves
-// (its "serving on" line). The process is killed at the end of the test;
-// its log is printed if the test failed.
+// (its "serving on" line), failing the test if it does not within a
+// minute. The process is killed at the end of the test; its log is printed
+// if the test failed.
 func startRole(t *testing.T, role, cfg string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(thawBinary(t), role, "--config", cfg)
@@ -36,18 +37,28 @@ func startRole(t *testing.T, role, cfg string) *exec.Cmd {
 			t.Logf("thaw %s's log:\n%s", role, stderr.String())
 		}
 	})
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "serving on ") {
-			go func() { // keep draining
-				for sc.Scan() {
+	serving := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving on ") {
+				serving <- true
+				for sc.Scan() { // keep draining
 				}
-			}()
-			return cmd
+				return
+			}
 		}
+		serving <- false
+	}()
+	select {
+	case ok := <-serving:
+		if !ok {
+			t.Fatalf("thaw %s ended without serving: %v", role, cmd.Wait())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("thaw %s did not serve within a minute", role) // the cleanup kills it and prints its log
 	}
-	t.Fatalf("thaw %s ended without serving: %v", role, cmd.Wait())
-	return nil
+	return cmd
 }
 
 // kill9 kills cmd with SIGKILL and waits for it.
