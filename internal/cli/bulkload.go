@@ -310,15 +310,37 @@ func runBulkloadAbort(ctx context.Context, stdout io.Writer, args []string) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	resp, err := bulkDo(ctx, dialBulkLoad(cf.server), &tierv1.AbortBulkLoadRequest{Handle: &tierv1.BulkLoadHandle{TxnId: id}},
-		tierv1connect.BulkLoadServiceClient.Abort)
+	handle := &tierv1.BulkLoadHandle{TxnId: id}
+	bl := dialBulkLoad(cf.server)
+	// Abort is idempotent: the status first, so that the command does not
+	// claim to have aborted a transaction that was aborted before (by the
+	// tier's deadlines or an earlier abort).
+	before, err := bulkDo(ctx, bl, &tierv1.BulkLoadStatusRequest{Handle: handle}, tierv1connect.BulkLoadServiceClient.Status)
 	if err != nil {
 		return wrapTier("abort bulk load "+id, err)
 	}
-	if cf.json() {
-		return writeTierJSON(stdout, bulkStatusJSONOf(resp.GetStatus()))
+	already := before.GetStatus().GetState() == tierv1.BulkLoadState_BULK_LOAD_STATE_ABORTED
+	st := before.GetStatus()
+	if !already {
+		resp, err := bulkDo(ctx, bl, &tierv1.AbortBulkLoadRequest{Handle: handle}, tierv1connect.BulkLoadServiceClient.Abort)
+		if err != nil {
+			return wrapTier("abort bulk load "+id, err)
+		}
+		st = resp.GetStatus()
 	}
-	fmt.Fprintf(stdout, "aborted bulk load %s of %s\n", id, bulkTargetName(resp.GetStatus().GetHandle()))
+	if cf.json() {
+		return writeTierJSON(stdout, bulkStatusJSONOf(st))
+	}
+	if already {
+		j := bulkStatusJSONOf(st)
+		why := j.AbortReason
+		if j.AbortMessage != "" {
+			why += ": " + j.AbortMessage
+		}
+		fmt.Fprintf(stdout, "bulk load %s of %s was already aborted (%s at %s)\n", id, j.Target, orDash(why), j.Updated)
+		return nil
+	}
+	fmt.Fprintf(stdout, "aborted bulk load %s of %s\n", id, bulkTargetName(st.GetHandle()))
 	return nil
 }
 

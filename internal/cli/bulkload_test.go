@@ -151,9 +151,13 @@ func TestBulkloadCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "NOT_FOUND") {
 		t.Fatalf("status of an unknown transaction: %v", err)
 	}
-	_, err = runBulk(t, "abort", id, server, "--output", "json")
-	if err != nil {
-		t.Fatalf("abort again (idempotent): %v", err)
+	out, err = runBulk(t, "abort", id, server)
+	if err != nil || !strings.Contains(out, "bulk load "+id+" of shop.items was already aborted (ABORTED_BY_CALLER") {
+		t.Fatalf("abort again (idempotent, and says so): %v\n%s", err, out)
+	}
+	out, err = runBulk(t, "abort", id, server, "--output", "json")
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.State != "ABORTED" || st.AbortReason != "ABORTED_BY_CALLER" {
+		t.Fatalf("abort again, json: %v\n%s", err, out)
 	}
 }
 
