@@ -292,16 +292,11 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		return nil, err
 	}
 	e.scheme = cfg.TLS.Scheme()
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("daemon: listen: %w", err)
+		return nil, err
 	}
-	closers = append(closers, func() error {
-		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			return err
-		}
-		return nil
-	})
+	closers = append(closers, func() error { return closeListener(ln) })
 	e.addr = advertised(cfg.Advertise, ln.Addr())
 	e.etcd, err = meta.StartEmbedded(ctx, meta.EmbeddedConfig{
 		Dir:                 filepath.Join(cfg.DataDir, "etcd"),

@@ -182,6 +182,11 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	}
 	opts = opts.withDefaults()
 	log := opts.Logger
+	ln, err := listen(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeListener(ln)) }()
 	cli, err := connectEtcd(ctx, cfg.Etcd, log)
 	if err != nil {
 		return err
@@ -200,15 +205,11 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("daemon: listen: %w", err)
-	}
 	addr := advertised(cfg.Advertise, ln.Addr())
 	o := cfg.Coordinator
 	key, err := uploadKey()
 	if err != nil {
-		return errors.Join(err, ln.Close())
+		return err
 	}
 	ccfg := o.coordinatorConfig(cfg.ID, cfg.TLS.coordinatorAddress(addr), cfg.Etcd.Prefix, objects.Base(), o.DefaultReplicationFactor)
 	var c *coordinator.Coordinator
@@ -220,7 +221,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 			}
 		})
 		if err != nil {
-			return errors.Join(err, ln.Close())
+			return err
 		}
 		ccfg.Callers = callers.callers()
 	}
@@ -234,7 +235,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		UploadKey:  key,
 	})
 	if err != nil {
-		return errors.Join(err, ln.Close())
+		return err
 	}
 	var draining atomic.Bool
 	healthz, readyz := healthHandlers(draining.Load, []readiness{
@@ -274,6 +275,25 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	return g.Wait()
 }
 
+// listen binds a role's listener. A role binds it first, before etcd and
+// the object store, so that an address in use fails at once and in one
+// line.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: listen: %w", err)
+	}
+	return ln, nil
+}
+
+// closeListener closes ln unless its server already has.
+func closeListener(ln net.Listener) error {
+	if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
 func ignoreCanceled(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return nil
@@ -307,6 +327,11 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return fmt.Errorf("daemon: data_dir %s (is another thaw tablet using it?): %w", cfg.DataDir, err)
 	}
 	defer func() { err = errors.Join(err, lock.Close()) }()
+	ln, err := listen(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeListener(ln)) }()
 	cli, err := connectEtcd(ctx, cfg.Etcd, log)
 	if err != nil {
 		return err
@@ -334,10 +359,6 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("daemon: listen: %w", err)
-	}
 	addr := advertised(cfg.Advertise, ln.Addr())
 	hc := newHTTPClient(clientTLS)
 	coordHC := &http.Client{Transport: newLeaderTransport(cli, store, token.transport(hc.Transport))}
@@ -351,7 +372,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		Registerer:  opts.Registry,
 	})
 	if err != nil {
-		return errors.Join(err, ln.Close())
+		return err
 	}
 	var draining atomic.Bool
 	serverKey := cfg.Etcd.Prefix + "/servers/" + cfg.ID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -366,4 +367,39 @@ func readBack(ctx context.Context, c *tierclient.Client, target tierclient.Targe
 		}
 	}
 	return nil
+}
+
+// TestRolesBindBeforeEtcd: thaw coordinator and thaw tablet bind their
+// listener before anything else they start, so a listen address in use is
+// the error, at once, even when etcd is unreachable too (an etcd error
+// here means etcd was dialled first).
+func TestRolesBindBeforeEtcd(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	nobody, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadEtcd := "http://" + nobody.Addr().String()
+	nobody.Close()
+	roles := roleTest{dir: t.TempDir(), remote: "file://" + t.TempDir(), endpoints: []string{deadEtcd}}
+	cc := roles.coordinator()
+	cc.Listen = busy.Addr().String()
+	tc := roles.tablet("ts-1")
+	tc.Listen = busy.Addr().String()
+	// A role that dials etcd first waits for it to come up: the deadline
+	// turns that into a failure instead of a hang.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for name, run := range map[string]func() error{
+		"coordinator": func() error { return RunCoordinator(ctx, cc, RunOptions{}) },
+		"tablet":      func() error { return RunTablet(ctx, tc, RunOptions{}) },
+	} {
+		if err := run(); err == nil || !strings.Contains(err.Error(), "daemon: listen:") || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("%s on a listen address in use with etcd unreachable: %v", name, err)
+		}
+	}
 }
