@@ -149,7 +149,9 @@ func tierState(t *testing.T, e *daemon.Embedded) string {
 func TestPlanChangesNothing(t *testing.T) {
 	s := newPromoterSetup(t, 400, "")
 	d := s.start(t, daemon.PromoterOptions{})
-	if _, err := d.Promoter().Promote(t.Context(), promoter.Key{Policy: "quickstart", Partition: "2024-01-04"}); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if _, err := d.Promoter().Promote(ctx, promoter.Key{Policy: "quickstart", Partition: "2024-01-04"}); err != nil {
 		t.Fatal(withClose(err, d.Close()))
 	}
 	ledger, tier := ledgerState(t, d.Etcd()), tierState(t, d.Tier())
@@ -196,9 +198,7 @@ func TestPlanChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.WaitReady(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, e)
 	if after := ledgerState(t, e.Etcd()); !mapsEqual(after, ledger) {
 		t.Errorf("ledger changed by plan:\nbefore %v\nafter  %v", ledger, after)
 	}

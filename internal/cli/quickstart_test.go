@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -91,9 +92,7 @@ func TestQuickstart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.WaitReady(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	waitReady(t, e)
 	tc, err := tierclient.New(t.Context(), e.Address(), tierclient.WithHTTPClient(e.HTTPClient()))
 	if err != nil {
 		t.Fatal(err)
@@ -148,15 +147,27 @@ func TestQuickstart(t *testing.T) {
 
 // scanUntilReady counts the rows of a partition, retrying while the
 // restarted tier still restores its replicas.
+// waitReady waits up to a minute for e to be ready.
+func waitReady(t *testing.T, e *daemon.Embedded) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func scanUntilReady(t *testing.T, tc *tierclient.Client, partition string, n *int) error {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		*n = 0
-		err := tc.Scan(t.Context(), tierclient.Target{Database: "quickstart", Table: "events", Partition: partition}, func(kv.Row) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		err := tc.Scan(ctx, tierclient.Target{Database: "quickstart", Table: "events", Partition: partition}, func(kv.Row) error {
 			*n++
 			return nil
 		})
+		cancel()
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
