@@ -261,7 +261,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 				it.Reason = "already promoted by " + r.ID
 				return it
 			case !r.Phase.Terminal():
-				it.Reason = "in progress: " + r.ID
+				it.Reason = ReasonInProgress + r.ID
 				return it
 			case r.Phase == PhaseFailed && !r.Retriable && !forced:
 				it.Reason = fmt.Sprintf("failed: %s (attempt %d; request it to try again)", r.Error, r.Attempt)
@@ -280,7 +280,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 				r.SourceSnapshotID, r.ID, it.SourceSnapshotID)
 			return it
 		case !r.Phase.Terminal():
-			it.Reason = "in progress: " + r.ID
+			it.Reason = ReasonInProgress + r.ID
 			return it
 		}
 	}

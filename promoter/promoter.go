@@ -315,7 +315,7 @@ func (p *Promoter) ReconcilePolicy(ctx context.Context, policy string) (Reconcil
 			rep.Enqueued++
 		case strings.HasPrefix(it.Reason, "already promoted"):
 			rep.Promoted++
-		case strings.HasPrefix(it.Reason, "in progress") && !p.q.isRunning(it.Key):
+		case strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key):
 			p.q.add(it.Key, item{})
 			rep.Enqueued++
 		default:
@@ -358,7 +358,7 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 		return nil, err
 	}
 	for _, it := range ps.plan.Items {
-		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, "in progress") && !p.q.isRunning(it.Key)) {
+		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key)) {
 			p.q.add(it.Key, item{forced: only != nil})
 		}
 	}
@@ -438,7 +438,7 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 				if r.ID == pi.PromotionID {
 					return r, nil
 				}
-			case !r.Phase.Terminal() && strings.HasPrefix(pi.Reason, "in progress"):
+			case !r.Phase.Terminal() && strings.HasPrefix(pi.Reason, ReasonInProgress):
 				return p.resumeRecord(ctx, pol, r)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -291,6 +292,17 @@ const (
 	ActionPromote = "promote"
 	ActionSkip    = "skip"
 )
+
+// ReasonInProgress starts the reason of an item skipped because a
+// promotion of its target is running; the promotion's id follows it.
+const ReasonInProgress = "in progress: "
+
+// InProgressOf returns the id of the running promotion a skip reason
+// names, and whether it names one.
+func InProgressOf(reason string) (id string, ok bool) {
+	id, ok = strings.CutPrefix(reason, ReasonInProgress)
+	return id, ok && id != ""
+}
 
 // Progress is the live progress of a running promotion.
 type Progress struct {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -252,7 +253,7 @@ func runPromote(ctx context.Context, stdout io.Writer, args []string) error {
 	addr := fs.String("promoter", defaultPromoter(), "promoter HOST:PORT or URL ($THAW_PROMOTER sets the default)")
 	partition := fs.String("partition", "", "tier partition to promote (default: every partition the policy selects)")
 	policy := fs.String("policy", "", "policy name (needed only when several policies target the table)")
-	wait := fs.Bool("wait", false, "wait until every promotion ends; exit 1 if one failed")
+	wait := fs.Bool("wait", false, "wait until every promotion it starts or finds running ends; exit 1 if one failed")
 	output := fs.String("output", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (with --wait)")
 	pos, err := parseArgs(fs, args)
@@ -314,14 +315,22 @@ func printItems(w io.Writer, items []promoterhttp.Item) error {
 	return tw.Flush()
 }
 
-// waitPromotions polls the promotions of the items to promote until each
-// is terminal, drawing progress on a terminal, then prints them.
+// waitPromotions polls the promotions of the items to promote, and of
+// those skipped because a promotion of their target is already running,
+// until each is terminal, drawing progress on a terminal, then prints
+// them.
 func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Client, items []promoterhttp.Item, asJSON bool) error {
 	var ids []string
 	for _, it := range items {
 		if it.Action == promoter.ActionPromote && it.PromotionID != "" {
 			ids = append(ids, it.PromotionID)
+		} else if id, ok := promoter.InProgressOf(it.Reason); ok && !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
+	}
+	if len(ids) == 0 && !asJSON {
+		_, err := fmt.Fprintln(stdout, "nothing to wait for: no item is promoted or in progress")
+		return err
 	}
 	bar := !asJSON && promoterIsTerminal(stdout)
 	final := make(map[string]promoterhttp.Promotion)

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
@@ -269,6 +270,77 @@ func TestPromoteAndStatus(t *testing.T) {
 	var pr promoterhttp.PromoteResponse
 	if code != 0 || json.Unmarshal([]byte(out), &pr) != nil || len(pr.Items) != 1 || pr.Items[0].Action != promoter.ActionSkip {
 		t.Fatalf("second promote: %d %s", code, out)
+	}
+}
+
+// TestPromoteWaitsForARunningPromotion: `thaw promote --wait` for a target
+// whose promotion is already running (started by someone else) waits for
+// that promotion and prints it, instead of returning at once with nothing;
+// with nothing promoted or running it says there is nothing to wait for.
+func TestPromoteWaitsForARunningPromotion(t *testing.T) {
+	s := newPromoterSetup(t, 300, "")
+	logs := &testlog.Buffer{}
+	running, release := make(chan string, 1), make(chan struct{})
+	d := s.start(t, daemon.PromoterOptions{
+		RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(logs, daemon.LogConfig{Level: "info", Format: "text"})},
+		Hooks: promoter.Hooks{AfterPhase: func(ctx context.Context, r promoter.Record) error {
+			if r.Phase != promoter.PhaseBuilding {
+				return nil
+			}
+			running <- r.ID
+			select {
+			case <-release:
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return nil
+		}},
+	})
+	defer func() {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	url := d.URL()
+	if code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--promoter", url); code != 0 || !strings.Contains(out, "2024-01-03  promote") {
+		t.Fatalf("promote: %d\n%s\n%s", code, out, errOut)
+	}
+	var id string
+	select {
+	case id = <-running:
+	case <-time.After(time.Minute):
+		t.Fatal("the promotion did not reach building")
+	}
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--wait", "--promoter", url)
+		done <- result{code, out, errOut}
+	}()
+	// The second request has been planned (its item is "in progress")
+	// before the promotion may go on.
+	for deadline := time.Now().Add(time.Minute); strings.Count(logs.String(), "promotion requested") < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second request did not arrive:\n%s", logs.String())
+		}
+	}
+	close(release)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("promote --wait did not return")
+	}
+	if r.code != 0 || !strings.Contains(r.out, "in progress: "+id) || !strings.Contains(r.out, id) || !strings.Contains(r.out, "committed") {
+		t.Fatalf("promote --wait of a running promotion: %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	// Now it is promoted: nothing to wait for, and it says so.
+	code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--wait", "--promoter", url)
+	if code != 0 || !strings.Contains(out, "already promoted by "+id) || !strings.Contains(out, "nothing to wait for") {
+		t.Fatalf("promote --wait of a promoted partition: %d\n%s\n%s", code, out, errOut)
 	}
 }
 
