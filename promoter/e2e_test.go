@@ -607,6 +607,17 @@ spec:
 			t.Fatalf("promote of a requested partition after drain: %+v %v", r, err)
 		}
 		e.checkTier("events", r.Partition, e.lakeRows("2024-01-01"))
+		// The plan still does not select it, and says the tier holds it.
+		plan, err := runner.Plan(ctx, pol.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range plan.Items {
+			if it.Key.Partition == r.Partition && (it.Action != promoter.ActionSkip ||
+				!strings.HasPrefix(it.Reason, "not selected: ") || !strings.HasSuffix(it.Reason, " (promoted by "+r.ID+")")) {
+				t.Errorf("plan item of the requested partition: %+v", it)
+			}
+		}
 
 		noReq := windowPolicy(t, "no-request", "other", "3d", "  triggers:\n    onRequest: false\n")
 		np := e.promoter(e.config([]*policies.Policy{noReq}))

@@ -237,6 +237,26 @@ func candidate(g *group, m lake.PartitionMapping) policies.Candidate {
 }
 
 // planItem decides one tier partition.
+// promotedNote is what a not-selected item's reason adds when its target
+// was promoted all the same (on request, or while the selection included
+// it): the tier holds it, which "not selected" alone would hide.
+func promotedNote(records []Record, it PlanItem) string {
+	var older *Record
+	for i, r := range records {
+		switch {
+		case r.Phase != PhaseCommitted:
+		case r.ID == it.PromotionID || r.SourceSnapshotID == it.SourceSnapshotID:
+			return " (promoted by " + r.ID + ")"
+		case older == nil || r.UpdatedAt.After(older.UpdatedAt):
+			older = &records[i]
+		}
+	}
+	if older == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (promoted by %s from lake snapshot %d)", older.ID, older.SourceSnapshotID)
+}
+
 func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d policies.Decision, forced bool) PlanItem {
 	plan := ps.plan
 	newest := g.newest()
@@ -251,7 +271,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 	}
 	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
 	if !d.Selected && !forced {
-		it.Reason = "not selected: " + d.Reason
+		it.Reason = "not selected: " + d.Reason + promotedNote(ps.records[g.name], it)
 		return it
 	}
 	for _, r := range ps.records[g.name] {

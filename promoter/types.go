@@ -278,8 +278,10 @@ type PlanItem struct {
 	Bytes            int64    `json:"bytes"`
 	// Action is "promote" or "skip".
 	Action string `json:"action"`
-	// Reason, for skip: "not selected: ...", "already promoted by p-..",
-	// "target not empty", "in progress: p-..", "stale: ...", "failed: ...".
+	// Reason, for skip: "not selected: ..." (ending in "(promoted by
+	// p-..)" when the tier holds the target all the same), "already
+	// promoted by p-..", "target not empty", "in progress: p-..",
+	// "stale: ...", "failed: ...".
 	Reason string `json:"reason,omitempty"`
 	// EstimatedBuild is a rough estimate from the lake bytes (see doc.go).
 	EstimatedBuild time.Duration `json:"estimated_build"`
