@@ -584,6 +584,39 @@ spec:
 		}
 	})
 
+	t.Run("unknown selection field", func(t *testing.T) {
+		// A selection naming a field the lake table is not partitioned by
+		// (a typo) is refused, rather than selecting nothing forever.
+		for field, sel := range map[string]string{
+			"event_dy": "      window: {field: event_dy, last: 3d}\n",
+			"region":   "      where:\n        region: {eq: eu}\n",
+		} {
+			name := "typo-" + field
+			typo := policy(t, `apiVersion: thaw.dev/v1
+kind: PromotionPolicy
+metadata:
+  name: `+strings.ReplaceAll(name, "_", "-")+`
+spec:
+  source:
+    table: lake.events
+  target:
+    database: shop
+    table: typo
+    buckets: 2
+  selection:
+    partitions:
+`+sel)
+			tp := e.promoter(e.config([]*policies.Policy{typo}))
+			_, err := tp.Plan(ctx, typo.Name())
+			if !errors.Is(err, promoter.ErrSchema) || !strings.Contains(err.Error(), "names partition field "+field+", which lake table lake.events does not have (its partition fields: event_day)") {
+				t.Fatalf("plan of a selection on %s: %v", field, err)
+			}
+			if _, err := tp.Reconcile(ctx); !errors.Is(err, promoter.ErrSchema) {
+				t.Fatalf("reconcile: %v", err)
+			}
+		}
+	})
+
 	t.Run("request", func(t *testing.T) {
 		// A partition outside the window is promoted on request.
 		items, err := runner.Request(ctx, promoter.Request{Table: "shop.events", Partition: e.partitionOf("2024-01-01")})

@@ -106,11 +106,49 @@ func (p *Promoter) openSource(ctx context.Context, pol *policies.Policy, snapsho
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: policy %s: lake table %s: %w", ErrSchema, pol.Name(), src.Table, err)
 	}
+	if err := checkSelectionFields(pol, info); err != nil {
+		return nil, nil, err
+	}
 	s := &source{pol: pol, lk: lk, schema: schema, mapping: mapping}
 	if snapshot != nil {
 		s.scan = *snapshot
 	}
 	return s, info, nil
+}
+
+// checkSelectionFields refuses a policy whose selection (where, window)
+// names a field that no partition spec of the lake table has: such a
+// policy (a typo, most likely) would select nothing, forever, each item
+// merely "not selected".
+func checkSelectionFields(pol *policies.Policy, info *lake.TableInfo) error {
+	var have []string
+	for _, spec := range info.Specs {
+		for _, f := range spec.Fields {
+			if !slices.Contains(have, f.Name) {
+				have = append(have, f.Name)
+			}
+		}
+	}
+	sel := pol.Selection()
+	var named []string
+	for _, c := range sel.Where {
+		named = append(named, c.Field)
+	}
+	if sel.Window != nil {
+		named = append(named, sel.Window.Field)
+	}
+	for _, f := range named {
+		if slices.Contains(have, f) {
+			continue
+		}
+		fields := "it is not partitioned"
+		if len(have) > 0 {
+			fields = "its partition fields: " + strings.Join(have, ", ")
+		}
+		return fmt.Errorf("%w: policy %s: the selection names partition field %s, which lake table %s does not have (%s)",
+			ErrSchema, pol.Name(), f, pol.Source().Table, fields)
+	}
+	return nil
 }
 
 // planState is a plan plus what executing its items needs.
@@ -236,7 +274,6 @@ func candidate(g *group, m lake.PartitionMapping) policies.Candidate {
 	return c
 }
 
-// planItem decides one tier partition.
 // promotedNote is what a not-selected item's reason adds when its target
 // was promoted all the same (on request, or while the selection included
 // it): the tier holds it, which "not selected" alone would hide.
@@ -257,6 +294,7 @@ func promotedNote(records []Record, it PlanItem) string {
 	return fmt.Sprintf(" (promoted by %s from lake snapshot %d)", older.ID, older.SourceSnapshotID)
 }
 
+// planItem decides one tier partition.
 func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d policies.Decision, forced bool) PlanItem {
 	plan := ps.plan
 	newest := g.newest()
