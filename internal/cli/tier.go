@@ -1828,8 +1828,63 @@ func runGet(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "(%d of %s found)\n", found, plural(len(rows), "key", "keys"))
+	note := ""
+	if found < len(rows) {
+		var missing []kv.Row
+		for i, r := range rows {
+			if r == nil {
+				missing = append(missing, keys[i])
+			}
+		}
+		absent, err := k.absentPartitions(ctx, missing)
+		if err != nil {
+			return wrapTier("get "+df.target(name).String(), err)
+		}
+		if text, _ := absentText(absent); text != "" {
+			note = "; " + text
+		}
+	}
+	_, err = fmt.Fprintf(stdout, "(%d of %s found%s)\n", found, plural(len(rows), "key", "keys"), note)
 	return err
+}
+
+// absentPartitions counts, by partition, the keys whose partition does not
+// exist, when keys of a partitioned table are routed by their values (no
+// --partition): a key there has no row, and a mistyped partition value
+// should show.
+func (k *keyCall) absentPartitions(ctx context.Context, keys []kv.Row) (map[string]int, error) {
+	if len(keys) == 0 || k.df.partition != "" || !k.info.Partitioned() {
+		return nil, nil
+	}
+	names, err := k.c.Partitions(ctx, k.name.db, k.name.table)
+	if err != nil {
+		return nil, err
+	}
+	var absent map[string]int
+	for _, key := range keys {
+		p, err := k.info.KV.PartitionName(key)
+		if err == nil && !slices.Contains(names, p) {
+			if absent == nil {
+				absent = map[string]int{}
+			}
+			absent[p]++
+		}
+	}
+	return absent, nil
+}
+
+// absentText names the partitions of absentPartitions with their key
+// counts, and returns how many keys they hold.
+func absentText(absent map[string]int) (text string, keys int) {
+	if len(absent) == 0 {
+		return "", 0
+	}
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(absent)) {
+		keys += absent[p]
+		parts = append(parts, fmt.Sprintf("%s (%d)", p, absent[p]))
+	}
+	return "keys in partitions that do not exist (no row): " + strings.Join(parts, ", "), keys
 }
 
 // runDelete deletes rows by primary key (a missing key is not an error).
@@ -1843,34 +1898,20 @@ func runDelete(ctx context.Context, stdout io.Writer, args []string) error {
 	t := k.df.target(k.name)
 	// Keys of partitions that do not exist have no row to delete; Delete
 	// skips them. Say which, so that a mistyped partition value shows.
-	var absent map[string]int // partition -> keys
-	if t.Partition == "" && k.info.Partitioned() {
-		names, err := k.c.Partitions(ctx, k.name.db, k.name.table)
-		if err != nil {
-			return wrapTier("delete "+t.String(), err)
-		}
-		for _, key := range k.keys {
-			p, err := k.info.KV.PartitionName(key)
-			if err == nil && !slices.Contains(names, p) {
-				if absent == nil {
-					absent = map[string]int{}
-				}
-				absent[p]++
-			}
-		}
+	absent, err := k.absentPartitions(ctx, k.keys)
+	if err != nil {
+		return wrapTier("delete "+t.String(), err)
 	}
 	if err := k.c.Delete(ctx, t, k.keys); err != nil {
 		return k.rows.wrapRows("delete "+t.String(), err)
 	}
-	text := fmt.Sprintf("deleted %s from %s", plural(len(k.keys), "key", "keys"), t)
-	skipped := 0
-	if len(absent) > 0 {
-		var parts []string
-		for _, p := range slices.Sorted(maps.Keys(absent)) {
-			skipped += absent[p]
-			parts = append(parts, fmt.Sprintf("%s (%d)", p, absent[p]))
-		}
-		text += "; keys in partitions that do not exist (no row to delete): " + strings.Join(parts, ", ")
+	note, skipped := absentText(absent)
+	text := fmt.Sprintf("deleted %s from %s", plural(len(k.keys)-skipped, "key", "keys"), t)
+	if skipped == len(k.keys) {
+		text = "nothing deleted from " + t.String()
+	}
+	if note != "" {
+		text += "; " + note
 	}
 	return printDone(stdout, k.df.clientFlags, text,
 		map[string]any{"table": k.name.String(), "partition": k.df.partition, "keys": len(k.keys), "keys_in_absent_partitions": skipped})

@@ -247,9 +247,13 @@ func TestCLI(t *testing.T) {
 	// Delete by primary key; a missing key is no error, nor is a key of a
 	// partition that does not exist (which the delete does not create).
 	// It says which keys' partitions do not exist (a mistyped value shows).
-	ok("deleted 3 keys from shop.orders; keys in partitions that do not exist (no row to delete): 2030-01-01 (1)\n",
+	ok("deleted 2 keys from shop.orders; keys in partitions that do not exist (no row): 2030-01-01 (1)\n",
 		"delete", "shop.orders", `{"dt":"2024-01-01","id":3}`, `["2024-01-01",99]`, `["2030-01-01",1]`)
+	ok("nothing deleted from shop.orders; keys in partitions that do not exist (no row): 2030-01-01 (1), 2031-01-01 (2)\n",
+		"delete", "shop.orders", `["2030-01-01",1]`, `["2031-01-01",1]`, `["2031-01-01",2]`)
 	fails(1, "NOT_FOUND", "scan", "shop.orders", "--partition", "2030-01-01")
+	ok("(1 of 3 keys found; keys in partitions that do not exist (no row): 2030-01-01 (1))\n",
+		"get", "shop.orders", `["2024-01-01",1]`, `["2024-01-01",99]`, `["2030-01-01",1]`)
 	if out := ok("(1 of 2 keys found)", "get", "shop.orders", `["2024-01-01",3]`, `["2024-01-01",1]`); !strings.Contains(out, "apple") {
 		t.Errorf("get after the delete: %q", out)
 	}
