@@ -14,31 +14,9 @@ import (
 // loaded. Problems in the documents are reported together as Errors; an
 // unreadable path is an ordinary error.
 func Load(paths ...string) ([]*Policy, error) {
-	var files []string
-	for _, path := range paths {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("policies: load: %w", err)
-		}
-		if !fi.IsDir() {
-			files = append(files, path)
-			continue
-		}
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, fmt.Errorf("policies: load: %w", err)
-		}
-		var names []string
-		for _, e := range entries {
-			ext := strings.ToLower(filepath.Ext(e.Name()))
-			if (ext == ".yaml" || ext == ".yml") && e.Type().IsRegular() {
-				names = append(names, e.Name())
-			}
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			files = append(files, filepath.Join(path, n))
-		}
+	files, err := Files(paths...)
+	if err != nil {
+		return nil, err
 	}
 	var (
 		out  []*Policy
@@ -69,4 +47,37 @@ func Load(paths ...string) ([]*Policy, error) {
 		return nil, errs
 	}
 	return out, nil
+}
+
+// Files lists the files Load parses for paths, in the order it parses
+// them: a file path as it is, a directory's *.yaml and *.yml files (not
+// subdirectories) in name order.
+func Files(paths ...string) ([]string, error) {
+	var files []string
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("policies: load: %w", err)
+		}
+		if !fi.IsDir() {
+			files = append(files, path)
+			continue
+		}
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, fmt.Errorf("policies: load: %w", err)
+		}
+		var names []string
+		for _, e := range entries {
+			ext := strings.ToLower(filepath.Ext(e.Name()))
+			if (ext == ".yaml" || ext == ".yml") && e.Type().IsRegular() {
+				names = append(names, e.Name())
+			}
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			files = append(files, filepath.Join(path, n))
+		}
+	}
+	return files, nil
 }

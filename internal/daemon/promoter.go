@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,8 +56,11 @@ type promoterParts struct {
 	scoped   bool            // tier.scoped_uploads: builds write through the upload gateway
 	lakes    map[string]*lake.Lake
 	policies []*policies.Policy
-	tempDir  string
-	closers  []func() error
+	// policyDigest is policyDigest of the policy files just before they
+	// were read.
+	policyDigest [sha256.Size]byte
+	tempDir      string
+	closers      []func() error
 }
 
 // LoadPolicies loads the policies of cfg and checks them against it and
@@ -104,6 +108,9 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 			err = errors.Join(err, pp.close())
 		}
 	}()
+	// The files' digest before they are read: a change in between shows
+	// as a change (policyWatch). LoadPolicies reports unreadable paths.
+	pp.policyDigest, _ = policyDigest(cfg.Policies)
 	if pp.policies, err = LoadPolicies(cfg); err != nil {
 		return nil, err
 	}
@@ -294,6 +301,8 @@ type PromoterDaemon struct {
 	httpDone chan error
 	leadDone chan struct{} // closed when the leader goroutine returned
 	leadErr  error         // set before leadDone closes
+	// watchDone is closed when the policy files' watch has stopped.
+	watchDone chan struct{}
 
 	api atomic.Pointer[http.Handler] // nil: not leading
 	mu  struct {
@@ -381,6 +390,11 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	go func() { d.httpDone <- srv.Start(hctx) }()
 
 	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.watchDone = make(chan struct{})
+	go func() {
+		defer close(d.watchDone)
+		newPolicyWatch(cfg.Policies, d.pp.policyDigest, d.log.With("component", "policies")).run(d.ctx)
+	}()
 	go func() {
 		defer close(d.leadDone)
 		d.leadErr = d.lead(d.ctx)
@@ -599,6 +613,7 @@ func (d *PromoterDaemon) Close() error {
 		errs = append(errs, err)
 	}
 	d.cancel()
+	<-d.watchDone
 	timer := time.NewTimer(d.cfg.ShutdownTimeout)
 	defer timer.Stop()
 	select {

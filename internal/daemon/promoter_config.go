@@ -48,7 +48,9 @@ type PromoterConfig struct {
 	// Required with the embedded tier.
 	DataDir string `yaml:"data_dir"`
 	// Policies are policy files or directories of them (*.yaml, *.yml).
-	// Relative paths are relative to the config file's directory.
+	// Relative paths are relative to the config file's directory. They
+	// are read at start only; a running promoter logs a warning when they
+	// change (policyWatch).
 	Policies []string `yaml:"policies"`
 	// Catalogs are the lake catalogs policies read from, by the name their
 	// source.catalog uses.
