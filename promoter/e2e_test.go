@@ -658,6 +658,62 @@ spec:
 			t.Fatalf("request without onRequest: %v", err)
 		}
 	})
+
+	t.Run("dropped", func(t *testing.T) {
+		// A promoted partition dropped from the tier (by an operator, or a
+		// retention job): plans and reconciles leave it dropped and say
+		// so; a request promotes it again, as its record's next attempt.
+		key := promoter.Key{Policy: pol.Name(), Partition: newPart}
+		before, err := runner.Promote(ctx, key)
+		if err != nil || before.Phase != promoter.PhaseCommitted {
+			t.Fatalf("the promoted partition: %+v %v", before, err)
+		}
+		if err := e.tc.DropPartition(ctx, "shop", "events", newPart); err != nil {
+			t.Fatal(err)
+		}
+		planned := func() promoter.PlanItem {
+			t.Helper()
+			plan, err := runner.Plan(ctx, pol.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range plan.Items {
+				if it.Key == key {
+					return it
+				}
+			}
+			t.Fatalf("no plan item of %s", newPart)
+			return promoter.PlanItem{}
+		}
+		want := "already promoted by " + before.ID + " (dropped from the tier since; a request promotes it again)"
+		if it := planned(); it.Action != promoter.ActionSkip || it.Reason != want {
+			t.Fatalf("plan item of the dropped partition: %+v, want reason %q", it, want)
+		}
+		if _, err := runner.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := runner.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if parts, err := e.tc.Partitions(ctx, "shop", "events"); err != nil || slices.Contains(parts, newPart) {
+			t.Fatalf("after a reconcile the tier has partitions %v (%v): the dropped %s came back", parts, err, newPart)
+		}
+		items, err := runner.Request(ctx, promoter.Request{Table: "shop.events", Partition: newPart})
+		if err != nil || len(items) != 1 || items[0].Action != promoter.ActionPromote || items[0].PromotionID != before.ID || items[0].Attempt != before.Attempt+1 {
+			t.Fatalf("request of the dropped partition: %+v %v", items, err)
+		}
+		if err := runner.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		after, err := runner.Promote(ctx, key)
+		if err != nil || after.Phase != promoter.PhaseCommitted || after.ID != before.ID || after.Attempt != before.Attempt+1 || after.TxnID == before.TxnID {
+			t.Fatalf("promoted again: %+v %v (before: attempt %d, txn %s)", after, err, before.Attempt, before.TxnID)
+		}
+		e.checkTier("events", newPart, e.lakeRows("2024-01-08"))
+		if it := planned(); it.Reason != "already promoted by "+before.ID {
+			t.Fatalf("plan item after the new promotion: %+v", it)
+		}
+	})
 }
 
 // metricValue sums the counters or gauges of family name whose label has

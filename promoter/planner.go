@@ -159,6 +159,9 @@ type planState struct {
 	// records are the ledger's records of this policy's lake table, by
 	// tier partition.
 	records map[string][]Record
+	// tierParts are the target table's partitions in the tier, read by
+	// targetDropped when first needed.
+	tierParts map[string]bool
 }
 
 // plan plans pol. With only set, only that tier partition is planned (and
@@ -274,6 +277,29 @@ func candidate(g *group, m lake.PartitionMapping) policies.Candidate {
 	return c
 }
 
+// targetDropped reports whether the tier no longer has a target the ledger
+// has a commit of: its table, or its partition, was dropped since. The
+// plan's partition list is read once, when first needed.
+func (p *Promoter) targetDropped(ctx context.Context, ps *planState, partition string) (bool, error) {
+	if !ps.plan.TableExists {
+		return true, nil
+	}
+	if partition == "" {
+		return false, nil
+	}
+	if ps.tierParts == nil {
+		parts, err := p.cfg.Tier.Partitions(ctx, ps.plan.Database, ps.plan.Table)
+		if err != nil {
+			return false, err
+		}
+		ps.tierParts = make(map[string]bool, len(parts))
+		for _, n := range parts {
+			ps.tierParts[n] = true
+		}
+	}
+	return !ps.tierParts[partition], nil
+}
+
 // promotedNote is what a not-selected item's reason adds when its target
 // was promoted all the same (on request, or while the selection included
 // it): the tier holds it, which "not selected" alone would hide.
@@ -309,14 +335,40 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 	}
 	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
 	if !d.Selected && !forced {
-		it.Reason = "not selected: " + d.Reason + promotedNote(ps.records[g.name], it)
+		note := promotedNote(ps.records[g.name], it)
+		if note != "" {
+			if dropped, err := p.targetDropped(ctx, ps, g.name); err == nil && dropped {
+				note = strings.TrimSuffix(note, ")") + "; dropped from the tier since)"
+			}
+		}
+		it.Reason = "not selected: " + d.Reason + note
 		return it
+	}
+	// A committed record's target may have been dropped from the tier since
+	// (by an operator, or a retention job of its own): a plan goes on
+	// skipping it, so that what was dropped is not promoted back on its
+	// own, and says so; a request (forced) promotes it again.
+	committed := func(reason string) (string, bool) {
+		dropped, err := p.targetDropped(ctx, ps, g.name)
+		switch {
+		case err != nil:
+			return "cannot check the target: " + err.Error(), true
+		case dropped && forced:
+			return "", false
+		case dropped:
+			return reason + " (dropped from the tier since; a request promotes it again)", true
+		}
+		return reason, true
 	}
 	for _, r := range ps.records[g.name] {
 		if r.ID == it.PromotionID {
 			switch {
 			case r.Phase == PhaseCommitted:
-				it.Reason = "already promoted by " + r.ID
+				reason, skip := committed("already promoted by " + r.ID)
+				if !skip {
+					continue
+				}
+				it.Reason = reason
 				return it
 			case !r.Phase.Terminal():
 				it.Reason = ReasonInProgress + r.ID
@@ -328,14 +380,19 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 			continue
 		}
 		switch {
-		case r.Phase == PhaseCommitted && r.SourceSnapshotID == it.SourceSnapshotID:
-			// The same lake data under another id (a ledger written before the
-			// identity named the tier table).
-			it.Reason = "already promoted by " + r.ID
-			return it
 		case r.Phase == PhaseCommitted:
-			it.Reason = fmt.Sprintf("stale: promoted from snapshot %d by %s, lake now at %d",
-				r.SourceSnapshotID, r.ID, it.SourceSnapshotID)
+			// The same lake data under another id (a ledger written before the
+			// identity named the tier table), or older lake data.
+			reason := "already promoted by " + r.ID
+			if r.SourceSnapshotID != it.SourceSnapshotID {
+				reason = fmt.Sprintf("stale: promoted from snapshot %d by %s, lake now at %d",
+					r.SourceSnapshotID, r.ID, it.SourceSnapshotID)
+			}
+			reason, skip := committed(reason)
+			if !skip {
+				continue
+			}
+			it.Reason = reason
 			return it
 		case !r.Phase.Terminal():
 			it.Reason = ReasonInProgress + r.ID
@@ -353,6 +410,11 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 			return it
 		}
 	}
-	it.Action, it.Reason = ActionPromote, ""
+	it.Action, it.Reason, it.Attempt = ActionPromote, "", 1
+	for _, r := range ps.records[g.name] {
+		if r.ID == it.PromotionID {
+			it.Attempt = r.Attempt + 1
+		}
+	}
 	return it
 }

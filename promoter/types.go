@@ -287,6 +287,10 @@ type PlanItem struct {
 	EstimatedBuild time.Duration `json:"estimated_build"`
 	// PromotionID is the ledger id the item has or will have.
 	PromotionID string `json:"promotion_id"`
+	// Attempt is, for promote, the attempt of that id the promotion will
+	// run as (1, or one after the ledger's last attempt): a waiter tells
+	// its own promotion from an earlier attempt by it.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Plan actions.

@@ -321,9 +321,11 @@ func printItems(w io.Writer, items []promoterhttp.Item) error {
 // them.
 func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Client, items []promoterhttp.Item, asJSON bool) error {
 	var ids []string
+	attempt := map[string]int{} // the attempt that ends a promotion; 0: any
 	for _, it := range items {
 		if it.Action == promoter.ActionPromote && it.PromotionID != "" {
 			ids = append(ids, it.PromotionID)
+			attempt[it.PromotionID] = it.Attempt
 		} else if id, ok := promoter.InProgressOf(it.Reason); ok && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
@@ -346,7 +348,9 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 			case err != nil:
 				return err
 			}
-			if pr.Record.Phase.Terminal() {
+			// A terminal record of an earlier attempt (a partition promoted
+			// again after it was dropped) is not this promotion's end.
+			if pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id] {
 				final[id] = pr
 			} else if bar {
 				fmt.Fprintf(stdout, "\r%s", progressLine(pr, 30))

@@ -342,6 +342,25 @@ func TestPromoteWaitsForARunningPromotion(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "already promoted by "+id) || !strings.Contains(out, "nothing to wait for") {
 		t.Fatalf("promote --wait of a promoted partition: %d\n%s\n%s", code, out, errOut)
 	}
+	// Dropped from the tier, it is promoted again on request, as attempt
+	// 2 of the same record: --wait waits for that attempt, not attempt 1's
+	// committed record it finds at first.
+	tc, err := tierclient.New(t.Context(), d.Tier().Address(), tierclient.WithHTTPClient(d.Tier().HTTPClient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if err := tc.DropPartition(t.Context(), "quickstart", "events", "2024-01-03"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--wait", "--promoter", url, "--output", "json")
+	var again promoterhttp.PromotionsResponse
+	if code != 0 || json.Unmarshal([]byte(out), &again) != nil || len(again.Promotions) != 1 {
+		t.Fatalf("promote --wait of the dropped partition: %d\n%s\n%s", code, out, errOut)
+	}
+	if r := again.Promotions[0].Record; r.ID != id || r.Attempt != 2 || r.Phase != promoter.PhaseCommitted {
+		t.Fatalf("promote --wait of the dropped partition ended with %s attempt %d %s, want %s attempt 2 committed", r.ID, r.Attempt, r.Phase, id)
+	}
 }
 
 // TestPromoterCLIUsage: bad invocations exit 2 before contacting anything.

@@ -50,6 +50,9 @@ type Item struct {
 	Rows             int64    `json:"rows"`
 	Bytes            int64    `json:"bytes"`
 	EstimatedBuild   Duration `json:"estimated_build"`
+	// Attempt is, for promote, the attempt of PromotionID the promotion
+	// will run as; an earlier attempt's record is not its end.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // ItemOf converts a plan item.
@@ -65,6 +68,7 @@ func ItemOf(it promoter.PlanItem) Item {
 		Rows:             it.Rows,
 		Bytes:            it.Bytes,
 		EstimatedBuild:   Duration(it.EstimatedBuild),
+		Attempt:          it.Attempt,
 	}
 }
 

@@ -208,6 +208,23 @@ func (c *Client) CreatePartition(ctx context.Context, database, table, partition
 	return nil
 }
 
+// DropPartition drops a partition of a partitioned table by name unless
+// it does not exist, and forgets what the client cached about it.
+func (c *Client) DropPartition(ctx context.Context, database, table, partition string) error {
+	_, err := coordCall(ctx, c, connect.NewRequest(&tierv1.DropPartitionRequest{
+		Path:              &tierv1.TablePath{Database: database, Table: table},
+		Partition:         &tierv1.DropPartitionRequest_PartitionName{PartitionName: partition},
+		IgnoreIfNotExists: true,
+	}), tierv1connect.CoordinatorServiceClient.DropPartition)
+	if err != nil {
+		return fmt.Errorf("tierclient: drop partition %s.%s/%s: %w", database, table, partition, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.mu.targets, Target{Database: database, Table: table, Partition: partition})
+	return nil
+}
+
 // Partitions lists the partition names of a partitioned table.
 func (c *Client) Partitions(ctx context.Context, database, table string) ([]string, error) {
 	resp, err := coordCall(ctx, c, connect.NewRequest(&tierv1.ListPartitionsRequest{
