@@ -81,7 +81,7 @@ func (w *policyWatch) check() {
 		w.log.Info("policy files are as they were at start again", "policies", w.paths)
 	default:
 		w.log.Warn("policy files changed since the promoter started; policies are read at start only: "+
-			"restart the promoter to apply them (thaw promoter --check --config validates them first)", "policies", w.paths)
+			"restart the promoter to apply them (thaw promoter --check with its --config validates them first)", "policies", w.paths)
 	}
 	w.last = d
 }

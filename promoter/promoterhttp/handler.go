@@ -266,7 +266,7 @@ func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {
 	}
 	policy := q.Get("policy")
 	if policy != "" && !h.hasPolicy(policy) {
-		h.fail(w, r, fmt.Errorf("policy %q: %w", policy, promoter.ErrUnknownPolicy))
+		h.fail(w, r, fmt.Errorf("%w: %q", promoter.ErrUnknownPolicy, policy))
 		return
 	}
 	// Records that cannot be read are listed beside the others (the

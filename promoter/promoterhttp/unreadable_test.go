@@ -200,8 +200,9 @@ func TestPromotionsWithUnreadableRecords(t *testing.T) {
 	}
 
 	// A policy filter does not hide them (their policy cannot be read);
-	// an unknown policy is still 404.
-	if status, body := get(t, e.srv, promoterhttp.PathPromotions+"?policy=nope"); status != http.StatusNotFound {
+	// an unknown policy is still 404, worded as the plan's.
+	if status, body := get(t, e.srv, promoterhttp.PathPromotions+"?policy=nope"); status != http.StatusNotFound ||
+		!strings.Contains(string(body), `promoter: unknown policy: \"nope\"`) {
 		t.Fatalf("unknown policy: %d %s", status, body)
 	}
 
