@@ -300,9 +300,9 @@ func (p *Promoter) targetDropped(ctx context.Context, ps *planState, partition s
 	return !ps.tierParts[partition], nil
 }
 
-// promotedNote is what a not-selected item's reason adds when its target
-// was promoted all the same (on request, or while the selection included
-// it): the tier holds it, which "not selected" alone would hide.
+// promotedNote is what a not-selected item's reason adds when the ledger
+// has a commit of its target all the same (promoted on request, or while
+// the selection included it), which "not selected" alone would hide.
 func promotedNote(records []Record, it PlanItem) string {
 	var older *Record
 	for i, r := range records {
