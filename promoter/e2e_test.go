@@ -713,6 +713,23 @@ spec:
 		if it := planned(); it.Reason != "already promoted by "+before.ID {
 			t.Fatalf("plan item after the new promotion: %+v", it)
 		}
+
+		// A partition outside the selection, promoted on request ("request"
+		// above) and dropped since: its not-selected reason says both.
+		old := e.partitionOf("2024-01-01")
+		oldKey := promoter.Key{Policy: pol.Name(), Partition: old}
+		r, err := runner.Promote(ctx, oldKey)
+		if err != nil || r.Phase != promoter.PhaseCommitted {
+			t.Fatalf("the requested partition: %+v %v", r, err)
+		}
+		if err := e.tc.DropPartition(ctx, "shop", "events", old); err != nil {
+			t.Fatal(err)
+		}
+		key = oldKey
+		if it := planned(); it.Action != promoter.ActionSkip || !strings.HasPrefix(it.Reason, "not selected: ") ||
+			!strings.HasSuffix(it.Reason, " (promoted by "+r.ID+"; dropped from the tier since)") {
+			t.Fatalf("plan item of a requested partition dropped since: %+v", it)
+		}
 	})
 }
 

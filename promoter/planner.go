@@ -303,21 +303,33 @@ func (p *Promoter) targetDropped(ctx context.Context, ps *planState, partition s
 // promotedNote is what a not-selected item's reason adds when the ledger
 // has a commit of its target all the same (promoted on request, or while
 // the selection included it), which "not selected" alone would hide.
-func promotedNote(records []Record, it PlanItem) string {
-	var older *Record
+// dropped is asked only when there is such a commit: it reports whether
+// the tier has dropped the target since.
+func promotedNote(records []Record, it PlanItem, dropped func() bool) string {
+	var found *Record // a commit of this lake data, else the newest commit
 	for i, r := range records {
-		switch {
-		case r.Phase != PhaseCommitted:
-		case r.ID == it.PromotionID || r.SourceSnapshotID == it.SourceSnapshotID:
-			return " (promoted by " + r.ID + ")"
-		case older == nil || r.UpdatedAt.After(older.UpdatedAt):
-			older = &records[i]
+		if r.Phase != PhaseCommitted {
+			continue
+		}
+		if r.ID == it.PromotionID || r.SourceSnapshotID == it.SourceSnapshotID {
+			found = &records[i]
+			break
+		}
+		if found == nil || r.UpdatedAt.After(found.UpdatedAt) {
+			found = &records[i]
 		}
 	}
-	if older == nil {
+	if found == nil {
 		return ""
 	}
-	return fmt.Sprintf(" (promoted by %s from lake snapshot %d)", older.ID, older.SourceSnapshotID)
+	note := "promoted by " + found.ID
+	if found.SourceSnapshotID != it.SourceSnapshotID {
+		note += fmt.Sprintf(" from lake snapshot %d", found.SourceSnapshotID)
+	}
+	if dropped() {
+		note += "; dropped from the tier since"
+	}
+	return " (" + note + ")"
 }
 
 // planItem decides one tier partition.
@@ -335,12 +347,10 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 	}
 	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
 	if !d.Selected && !forced {
-		note := promotedNote(ps.records[g.name], it)
-		if note != "" {
-			if dropped, err := p.targetDropped(ctx, ps, g.name); err == nil && dropped {
-				note = strings.TrimSuffix(note, ")") + "; dropped from the tier since)"
-			}
-		}
+		note := promotedNote(ps.records[g.name], it, func() bool {
+			dropped, err := p.targetDropped(ctx, ps, g.name)
+			return err == nil && dropped
+		})
 		it.Reason = "not selected: " + d.Reason + note
 		return it
 	}
@@ -399,7 +409,9 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 			return it
 		}
 	}
-	if plan.TableExists {
+	// A partition the plan's list (read for a dropped target) lacks is
+	// empty without asking the tier again.
+	if plan.TableExists && !(g.name != "" && ps.tierParts != nil && !ps.tierParts[g.name]) {
 		empty, err := p.cfg.Tier.IsEmpty(ctx, plan.Database, plan.Table, g.name)
 		switch {
 		case err != nil:
