@@ -405,7 +405,7 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	buildTimeout := fs.Duration("build-timeout", 0, "build window: the server aborts the transaction if no Commit comes in time (default: the server's)")
 	out := fs.String("out", "", "write the build context to this file instead of stdout")
 	table := fs.String("table", "", "target table DATABASE.TABLE, as thaw load takes it (instead of the argument)")
-	partition := fs.String("partition", "", "with --table: the target partition")
+	partition := fs.String("partition", "", "the target partition (with DATABASE.TABLE or --table)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -414,8 +414,13 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	switch {
 	case *table != "" && len(pos) > 0:
 		return usageError("%s: give the target as DATABASE.TABLE[/PARTITION] or with --table, not both", fs.Name())
-	case *table == "" && *partition != "":
-		return usageError("%s: --partition goes with --table", fs.Name())
+	case *table == "" && *partition != "" && len(pos) == 1 && strings.Contains(pos[0], "/"):
+		return usageError("%s: %s names a partition already: give it once", fs.Name(), pos[0])
+	case *table == "" && *partition != "" && len(pos) == 1:
+		// As thaw scan and thaw get take it: DATABASE.TABLE --partition P.
+		spec = pos[0] + "/" + *partition
+	case *table == "" && *partition != "" && len(pos) == 0:
+		return usageError("%s: --partition goes with a DATABASE.TABLE argument or --table", fs.Name())
 	case *table != "":
 		spec = *table
 		if *partition != "" {

@@ -44,7 +44,8 @@ func TestBulkloadUsageErrors(t *testing.T) {
 		{[]string{"begin", "a.b", "c.d"}, "(got 2 arguments)"},
 		{[]string{"begin", "nodot"}, `target "nodot": want DATABASE.TABLE`},
 		{[]string{"begin", "a.b", "--table", "a.b"}, "give the target as DATABASE.TABLE[/PARTITION] or with --table, not both"},
-		{[]string{"begin", "--partition", "p"}, "--partition goes with --table"},
+		{[]string{"begin", "--partition", "p"}, "--partition goes with a DATABASE.TABLE argument or --table"},
+		{[]string{"begin", "a.b/p", "--partition", "p"}, "a.b/p names a partition already: give it once"},
 		{[]string{"begin", "--table", "nodot"}, `target "nodot": want DATABASE.TABLE`},
 		{[]string{"begin", "a.b", "--build-timeout", "-1s"}, "--build-timeout must not be negative"},
 		{[]string{"begin", "a.b", "--server", ""}, "--server is empty"},
@@ -113,6 +114,10 @@ func TestBulkloadCommands(t *testing.T) {
 	}
 	id := begun.GetStatus().GetHandle().GetTxnId()
 
+	// DATABASE.TABLE --partition P names the partition, as thaw scan takes it.
+	if _, err := runBulk(t, "begin", "shop.items", "--partition", "p0", server); err == nil || !strings.Contains(err.Error(), "begin shop.items/p0: ") {
+		t.Fatalf("begin shop.items --partition p0 (a table without partitions): %v", err)
+	}
 	out, err := runBulk(t, "list", server)
 	if err != nil || !strings.Contains(out, "TXN") || !strings.Contains(out, id) || !strings.Contains(out, "BEGUN") || !strings.Contains(out, "shop.items") {
 		t.Fatalf("list: %v\n%s", err, out)
