@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/internal/tieradapter"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
@@ -149,6 +150,57 @@ func TestKillAndResume(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("aborted from outside", func(t *testing.T) {
+		// An operator aborts the transactions while they build (thaw
+		// bulkload abort): the commits are refused, the attempts are
+		// recorded as aborted by the tier, retriable, and the retries
+		// promote the targets as second attempts.
+		const table = "outside"
+		pols := []*policies.Policy{twoDayPolicy(t, "outside", table)}
+		cfg := e.configAt(pols, "/thaw-test/outside")
+		var aborted atomic.Int32
+		var mu sync.Mutex
+		var recorded []promoter.Record // the attempts recorded as aborted
+		cfg.Hooks.AfterPhase = func(ctx context.Context, r promoter.Record) error {
+			switch {
+			case r.Phase == promoter.PhaseAborted:
+				mu.Lock()
+				recorded = append(recorded, r)
+				mu.Unlock()
+			case r.Phase == promoter.PhaseBuilding && r.Attempt == 1:
+				st, err := e.bl.Abort(ctx, bulkload.Handle{Target: r.Target(), TxnID: r.TxnID})
+				if err != nil || st.State != bulkload.Aborted {
+					return fmt.Errorf("abort %s: %v %v", r.TxnID, st.State, err)
+				}
+				aborted.Add(1)
+			}
+			return nil
+		}
+		p := e.promoter(cfg)
+		if _, err := p.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if aborted.Load() != 2 {
+			t.Fatalf("aborted %d transactions from outside, want 2", aborted.Load())
+		}
+		for _, r := range check(t, p, table) {
+			if r.Attempt != 2 {
+				t.Errorf("%s: attempt %d, want 2 (attempt 1 was aborted from outside)", r.ID, r.Attempt)
+			}
+		}
+		if len(recorded) != 2 {
+			t.Fatalf("%d attempts recorded as aborted, want 2: %+v", len(recorded), recorded)
+		}
+		for _, r := range recorded {
+			if r.Attempt != 1 || !r.Retriable || !strings.Contains(r.Error, "aborted by the tier: ABORTED_BY_CALLER") {
+				t.Errorf("the aborted attempt of %s: attempt %d, retriable %t, error %q", r.ID, r.Attempt, r.Retriable, r.Error)
+			}
+		}
+	})
 
 	t.Run("shutdown", func(t *testing.T) {
 		const table = "shutdown"
