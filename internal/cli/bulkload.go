@@ -242,6 +242,20 @@ func runBulkloadList(ctx context.Context, stdout io.Writer, args []string) error
 		}
 		return writeTierJSON(stdout, out)
 	}
+	if len(resp.GetTransactions()) == 0 {
+		what := "no bulk load is in progress"
+		if *all {
+			what = "no bulk load is in progress or retained"
+		}
+		if req.Target != nil {
+			what += " for " + *targetFlag
+		}
+		if !*all {
+			what += " (--all also lists the finished ones the tier retains)"
+		}
+		_, err := fmt.Fprintln(stdout, what)
+		return err
+	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TXN\tTARGET\tSTATE\tPHASE\tADOPTED\tCREATED\tDETAIL")
 	for _, st := range resp.GetTransactions() {
