@@ -298,7 +298,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	}
 	closers = append(closers, func() error { return closeListener(ln) })
 	e.addr = advertised(cfg.Advertise, ln.Addr())
-	e.etcd, err = meta.StartEmbedded(ctx, meta.EmbeddedConfig{
+	etcdCfg := meta.EmbeddedConfig{
 		Dir:                 filepath.Join(cfg.DataDir, "etcd"),
 		ClientURL:           cfg.EtcdListen,
 		Advertise:           cfg.EtcdAdvertise,
@@ -308,11 +308,25 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 		CertFile:            cfg.EtcdTLS.CertFile,
 		KeyFile:             cfg.EtcdTLS.KeyFile,
 		ClientCAFile:        cfg.EtcdTLS.ClientCAFile,
-	})
+	}
+	// A default listener (port 0) takes the previous run's port again.
+	ports := newEtcdPortFile(cfg.DataDir, log)
+	listenAt, prev := ports.listen(cfg.EtcdListen)
+	etcdCfg.ClientURL = listenAt
+	e.etcd, err = meta.StartEmbedded(ctx, etcdCfg)
+	if err != nil && prev != 0 && isAddrInUse(err) {
+		// Taken between the check and etcd's bind.
+		ports.warnMoved(prev, err)
+		etcdCfg.ClientURL = cfg.EtcdListen
+		e.etcd, err = meta.StartEmbedded(ctx, etcdCfg)
+	}
 	if err != nil {
 		return nil, err
 	}
 	closers = append(closers, e.etcd.Close)
+	if _, zero := zeroPortHost(cfg.EtcdListen); zero {
+		ports.write(e.etcd.Addrs())
+	}
 	log.Info("embedded etcd serving", "endpoints", e.etcd.Endpoints(), "listen", e.etcd.Addrs())
 	warnPlainEtcd(log, cfg.EtcdTLS, e.etcd.Addrs())
 	if e.cli, err = e.etcd.Client(ctx); err != nil {
