@@ -55,7 +55,7 @@ func TestEmbeddedEtcdKeepsItsPort(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || string(b) != strconv.Itoa(first)+"\n" {
 		t.Fatalf("%s after the first run: %q %v, want %d", etcdPortFileName, b, err, first)
 	}
-	if again, logs := run(EmbeddedConfig{}); again != first || logs != "" {
+	if again, logs := run(EmbeddedConfig{}); again != first || strings.Contains(logs, "port") {
 		t.Fatalf("restart: etcd on port %d, want %d (the last run's); warnings:\n%s", again, first, logs)
 	}
 
