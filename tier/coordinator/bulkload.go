@@ -133,6 +133,9 @@ func (m *bulkManager) load(ctx context.Context) error {
 			}
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err() // the term or the process ends: no warning
+		}
 		m.log.Warn("coordinator cannot list bulk loads", "err", err)
 		if !b.wait(ctx) {
 			return ctx.Err()
