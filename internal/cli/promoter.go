@@ -534,10 +534,17 @@ func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
 	}
 	line("created", r.CreatedAt.Local().Format(time.RFC3339))
 	line("updated", r.UpdatedAt.Local().Format(time.RFC3339))
+	if r.BegunAt != nil {
+		line("begun", r.BegunAt.Local().Format(time.RFC3339))
+	}
 	if r.CommittedAt != nil {
 		line("committed", r.CommittedAt.Local().Format(time.RFC3339))
 	}
-	line("duration", durationText(recordDuration(r)))
+	dur := durationText(recordDuration(r))
+	if r.Attempt > 1 && r.BegunAt != nil {
+		dur += fmt.Sprintf(" (attempt %d, from its begin)", r.Attempt)
+	}
+	line("duration", dur)
 	if r.Error != "" {
 		retr := ""
 		if r.Retriable {
@@ -562,12 +569,19 @@ func targetText(r promoter.Record) string {
 	return r.Database + "." + r.Table + "/" + r.Partition
 }
 
-// recordDuration is how long the promotion took (or has taken so far).
+// recordDuration is how long the promotion took (or has taken so far):
+// its first attempt from the record's creation; a later one (a retry, or
+// a promotion again after the target was dropped, maybe days later) from
+// that attempt's Begin, once it has begun.
 func recordDuration(r promoter.Record) time.Duration {
-	if r.CommittedAt != nil {
-		return r.CommittedAt.Sub(r.CreatedAt)
+	start := r.CreatedAt
+	if r.Attempt > 1 && r.BegunAt != nil {
+		start = *r.BegunAt
 	}
-	return r.UpdatedAt.Sub(r.CreatedAt)
+	if r.CommittedAt != nil {
+		return r.CommittedAt.Sub(start)
+	}
+	return r.UpdatedAt.Sub(start)
 }
 
 // progressText is progress without a bar: "building: 2/4 buckets, 1000 rows read".

@@ -405,3 +405,36 @@ func TestProgressLine(t *testing.T) {
 		t.Fatalf("table without bar: %v %s", err, b.String())
 	}
 }
+
+// TestStatusDuration: a promotion's duration is its first attempt's from
+// the record's creation, and a later attempt's (a promotion again after
+// the target was dropped, days later) from that attempt's Begin.
+func TestStatusDuration(t *testing.T) {
+	created := time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := created.Add(d); return &t }
+	first := promoter.Record{ID: "p-1", Attempt: 1, Phase: promoter.PhaseCommitted, CreatedAt: created,
+		UpdatedAt: *at(1500 * time.Millisecond), BegunAt: at(200 * time.Millisecond), CommittedAt: at(1500 * time.Millisecond)}
+	again := first
+	again.Attempt, again.BegunAt, again.CommittedAt, again.UpdatedAt = 2, at(72*time.Hour), at(72*time.Hour+400*time.Millisecond), *at(72*time.Hour + 400*time.Millisecond)
+	planned := again
+	planned.Phase, planned.BegunAt, planned.CommittedAt = promoter.PhasePlanned, nil, nil
+	for _, tc := range []struct {
+		r    promoter.Record
+		want time.Duration
+	}{
+		{first, 1500 * time.Millisecond},
+		{again, 400 * time.Millisecond},
+		{planned, 72*time.Hour + 400*time.Millisecond}, // not begun yet: since the creation
+	} {
+		if got := recordDuration(tc.r); got != tc.want {
+			t.Errorf("attempt %d %s: duration %v, want %v", tc.r.Attempt, tc.r.Phase, got, tc.want)
+		}
+	}
+	var b bytes.Buffer
+	if err := printPromotion(&b, promoterhttp.Promotion{Record: again}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(attempt 2, from its begin)") || !strings.Contains(b.String(), "begun") {
+		t.Errorf("one promotion, attempt 2:\n%s", b.String())
+	}
+}
