@@ -359,7 +359,9 @@ func coordDoLenient[Req, Res any](ctx context.Context, c *coordConn, req *Req,
 }
 
 // tierError prints a tier RPC error as "what: REASON: message" and keeps
-// the error for errors.Is / tierpb.ReasonOf.
+// the error for errors.Is / tierpb.ReasonOf. Of an error tierclient
+// returns it prints the tier's message only: tierclient's wrapping names
+// the operation and the target again, which what already says.
 type tierError struct {
 	what string
 	err  error
@@ -371,7 +373,7 @@ func (e *tierError) Error() string {
 		return fmt.Sprintf("%s: %v", e.what, e.err)
 	}
 	msg := e.err.Error()
-	if ce == e.err {
+	if ce == e.err || strings.HasPrefix(msg, "tierclient: ") {
 		msg = ce.Message()
 	}
 	reason := tierpb.ReasonOf(e.err)
