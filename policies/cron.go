@@ -71,68 +71,108 @@ func ValidateCron(expr string) error {
 	if len(fields) != 5 {
 		return fmt.Errorf("cron %q: want 5 fields (minute hour day-of-month month day-of-week), got %d", expr, len(fields))
 	}
+	var sets [5]cronSet
 	for i, f := range fields {
-		if err := cronFields[i].check(f); err != nil {
+		set, err := cronFields[i].check(f)
+		if err != nil {
 			return fmt.Errorf("cron %q: %s field %q: %w", expr, cronFields[i].name, f, err)
 		}
+		sets[i] = set
 	}
-	return nil
-}
-
-func (cf cronField) check(field string) error {
-	for part := range strings.SplitSeq(field, ",") {
-		if err := cf.checkPart(part); err != nil {
-			return err
+	// As in the trigger's parser: a day-of-week written * (or ?) leaves the
+	// day to the day of the month alone; if no day of the month it names
+	// occurs in a month it names (February has 29 days in leap years), the
+	// schedule never fires.
+	days, months, weekdays := sets[2], sets[3], sets[4]
+	if !days.star && weekdays.star {
+		for m := 1; m <= 12; m++ {
+			for d := 1; d <= daysIn[m]; d++ {
+				if months.bits&(1<<m) != 0 && days.bits&(1<<d) != 0 {
+					return nil
+				}
+			}
 		}
+		return fmt.Errorf("cron %q: never fires: no day of the month it names (%s) occurs in a month it names (%s)", expr, fields[2], fields[3])
 	}
 	return nil
 }
 
-func (cf cronField) checkPart(part string) error {
+// daysIn is the most days each month has (February's in a leap year).
+var daysIn = [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+// cronSet is the values a field selects, and whether it is written * or ?
+// (without a step above 1), which the trigger's parser treats as "any".
+type cronSet struct {
+	bits uint64
+	star bool
+}
+
+func (cf cronField) check(field string) (cronSet, error) {
+	var set cronSet
+	for part := range strings.SplitSeq(field, ",") {
+		ps, err := cf.checkPart(part)
+		if err != nil {
+			return cronSet{}, err
+		}
+		set.bits |= ps.bits
+		set.star = set.star || ps.star
+	}
+	return set, nil
+}
+
+// checkPart checks one list element and returns what it selects.
+func (cf cronField) checkPart(part string) (cronSet, error) {
 	if part == "" {
-		return fmt.Errorf("empty list element")
+		return cronSet{}, fmt.Errorf("empty list element")
 	}
 	rng, stepText, hasStep := strings.Cut(part, "/")
 	if hasStep && strings.Contains(stepText, "/") {
-		return fmt.Errorf("%q: too many slashes", part)
+		return cronSet{}, fmt.Errorf("%q: too many slashes", part)
 	}
 	lowText, highText, hasHigh := strings.Cut(rng, "-")
 	var low, high int
-	if lowText == "*" || lowText == "?" {
+	wild := lowText == "*" || lowText == "?"
+	if wild {
 		if hasHigh {
-			return fmt.Errorf("%q: a range cannot start with %s", part, lowText)
+			return cronSet{}, fmt.Errorf("%q: a range cannot start with %s", part, lowText)
 		}
 		low, high = cf.min, cf.max
 	} else {
 		var err error
 		if low, err = cf.value(lowText); err != nil {
-			return err
+			return cronSet{}, err
 		}
 		high = low
 		if hasHigh {
 			if high, err = cf.value(highText); err != nil {
-				return err
+				return cronSet{}, err
 			}
 		}
 	}
+	step := 1
 	if hasStep {
-		step, err := strconv.Atoi(stepText)
+		var err error
+		step, err = strconv.Atoi(stepText)
 		if err != nil || strings.TrimLeft(stepText, "0123456789") != "" || step <= 0 {
-			return fmt.Errorf("%q: the step must be a positive integer", part)
+			return cronSet{}, fmt.Errorf("%q: the step must be a positive integer", part)
 		}
-		if !hasHigh && lowText != "*" && lowText != "?" {
+		if !hasHigh && !wild {
 			high = cf.max // "N/step" means N-max/step
 		}
 	}
 	switch {
 	case low < cf.min:
-		return fmt.Errorf("%d is below the minimum %d", low, cf.min)
+		return cronSet{}, fmt.Errorf("%d is below the minimum %d", low, cf.min)
 	case high > cf.max:
-		return fmt.Errorf("%d is above the maximum %d", high, cf.max)
+		return cronSet{}, fmt.Errorf("%d is above the maximum %d", high, cf.max)
 	case low > high:
-		return fmt.Errorf("%q: the range starts after it ends", part)
+		return cronSet{}, fmt.Errorf("%q: the range starts after it ends", part)
 	}
-	return nil
+	set := cronSet{star: wild && step == 1}
+	for v := low; v <= high; v += step {
+		set.bits |= 1 << v
+	}
+	return set, nil
 }
 
 func (cf cronField) value(s string) (int, error) {

@@ -89,6 +89,7 @@ func TestParseBad(t *testing.T) {
 		{"cron bad step", doc("  triggers:\n    schedule: {cron: \"*/0 * * * *\"}\n"), "9:22", "the step must be a positive integer"},
 		{"cron reversed range", doc("  triggers:\n    schedule: {cron: \"0 5-3 * * *\"}\n"), "9:22", "the range starts after it ends"},
 		{"cron bad month name", doc("  triggers:\n    schedule: {cron: \"0 0 1 JANUARY *\"}\n"), "9:22", `"JANUARY" is not a number or a month name`},
+		{"cron never fires", doc("  triggers:\n    schedule: {cron: \"0 0 30 2 *\"}\n"), "9:22", "never fires: no day of the month it names (30) occurs in a month it names (2)"},
 		{"cron unknown descriptor", doc("  triggers:\n    schedule: {cron: \"@fortnightly\"}\n"), "9:22", "unknown descriptor"},
 		{"cron TZ prefix", doc("  triggers:\n    schedule: {cron: \"CRON_TZ=UTC 0 2 * * *\"}\n"), "9:22", "set the zone with timeZone"},
 		{"cron missing", doc("  triggers:\n    schedule: {timeZone: UTC}\n"), "9:15", `missing field "cron"`},
