@@ -141,27 +141,20 @@ func (c *catalogFlags) open(ctx context.Context) (*lake.Lake, error) {
 	return lake.Open(ctx, cfg)
 }
 
-// splitTable takes the leading TABLE argument, so flags may follow it.
-func splitTable(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
+// tableArg parses the flags, which may come before or after the one TABLE
+// argument (or between flags), and returns the table.
+func tableArg(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return "", err
 	}
-	return "", args
-}
-
-// tableArg returns the table named before or after the flags.
-func tableArg(fs *flag.FlagSet, table string) (string, error) {
-	rest := fs.Args()
-	if table == "" && len(rest) > 0 {
-		table, rest = rest[0], rest[1:]
-	}
-	if len(rest) > 0 {
-		return "", usageError("%s: unexpected arguments: %s", fs.Name(), strings.Join(rest, " "))
-	}
-	if table == "" {
+	switch {
+	case len(pos) == 0:
 		return "", usageError("%s needs a table (namespace.table)", fs.Name())
+	case len(pos) > 1:
+		return "", usageError("%s: unexpected arguments: %s", fs.Name(), strings.Join(pos[1:], " "))
 	}
-	return table, nil
+	return pos[0], nil
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -181,16 +174,16 @@ func runLakeTables(ctx context.Context, stdout io.Writer, args []string) (err er
 	var cf catalogFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	ns, args := splitTable(args)
-	if err := parseFlags(fs, args, true); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
-	if ns == "" && len(rest) > 0 {
-		ns, rest = rest[0], rest[1:]
-	}
-	if len(rest) > 0 {
+	if len(pos) > 1 {
 		return usageError("thaw lake tables takes at most one namespace")
+	}
+	var ns string
+	if len(pos) == 1 {
+		ns = pos[0]
 	}
 	l, err := cf.open(ctx)
 	if err != nil {
@@ -259,11 +252,8 @@ func runLakeDescribe(ctx context.Context, stdout io.Writer, args []string) (err 
 	var mf mappingFlags
 	mf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	name, args := splitTable(args)
-	if err := parseFlags(fs, args, true); err != nil {
-		return err
-	}
-	if name, err = tableArg(fs, name); err != nil {
+	name, err := tableArg(fs, args)
+	if err != nil {
 		return err
 	}
 	if err := mf.check("thaw lake describe"); err != nil {
@@ -405,11 +395,8 @@ func runLakePartitions(ctx context.Context, stdout io.Writer, args []string) (er
 	mf.register(fs)
 	snapshot := fs.String("snapshot", "", "snapshot id (default: the current snapshot)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	name, args := splitTable(args)
-	if err := parseFlags(fs, args, true); err != nil {
-		return err
-	}
-	if name, err = tableArg(fs, name); err != nil {
+	name, err := tableArg(fs, args)
+	if err != nil {
 		return err
 	}
 	if err := mf.check("thaw lake partitions"); err != nil {
@@ -508,11 +495,8 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 	columns := fs.String("columns", "", "comma-separated columns (default all), printed in the table's order")
 	limit := fs.Int("limit", 20, "print at most this many rows (0 = all)")
 	asJSON := fs.Bool("json", false, "print one JSON object per row")
-	name, args := splitTable(args)
-	if err := parseFlags(fs, args, true); err != nil {
-		return err
-	}
-	if name, err = tableArg(fs, name); err != nil {
+	name, err := tableArg(fs, args)
+	if err != nil {
 		return err
 	}
 	snap, err := parseSnapshot(*snapshot)

@@ -125,12 +125,18 @@ func TestLakeCommands(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "id") || !strings.Contains(out, "(first 3 rows)") || strings.Count(out, "\n") != 5 {
 		t.Errorf("scan table: %v\n%s", err, out)
 	}
+	// Flags on both sides of the table, as the tier commands take them.
+	if again, err := lakeCmd(t, "scan", "--uri", uri, "lake.events", "--limit", "3"); err != nil || again != out {
+		t.Errorf("scan with flags before and after the table: %v\n%s", err, again)
+	}
 
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"describe", "--uri", uri}, "needs a table"},
+		{[]string{"scan", "--uri", uri, "lake.events", "--limit", "1", "lake.x"}, "thaw lake scan: unexpected arguments: lake.x"},
+		{[]string{"tables", "--uri", uri, "lake", "--json", "other"}, "takes at most one namespace"},
 		{[]string{"tables"}, "no catalog"},
 		{[]string{"scan", "lake.events", "--uri", uri, "--snapshot", "x"}, "not a snapshot id"},
 		{[]string{"scan", "lake.events", "--uri", uri, "--columns", "id,,version"}, "an empty column name"},
