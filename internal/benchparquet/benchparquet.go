@@ -49,13 +49,14 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.IntVar(&c.gen.ValueBytes, "value-bytes", 100, "bytes of the STRING payload column")
 	fs.Uint64Var(&c.gen.Seed, "seed", 1, "seed of the synthetic data")
 	fs.BoolVar(&c.dictionary, "dictionary", false, "dictionary-encode the columns (the payload has 4,096 distinct values, so a dictionary makes the files unrealistically cheap to read)")
-	if err := flagutil.Parse(fs, args); err != nil {
+	pos, err := flagutil.ParseArgs(fs, args)
+	if err != nil {
 		return c, err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return c, flagutil.Usagef("bench parquet: want one DIR argument")
 	}
-	c.dir = fs.Arg(0)
+	c.dir = pos[0]
 	switch {
 	case c.gen.Validate(c.rows) != nil:
 		return c, fmt.Errorf("bench parquet: %w", c.gen.Validate(c.rows))

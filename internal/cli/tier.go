@@ -241,18 +241,7 @@ func tierFlagSet(name, argsUsage string, stdout io.Writer) *flag.FlagSet {
 
 // parseArgs parses flags and positional arguments in any order.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args, true); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
+	return flagutil.ParseArgs(fs, args)
 }
 
 // leaderConn talks to the active coordinator through one of its services

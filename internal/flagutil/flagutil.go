@@ -70,3 +70,21 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return Usagef("%s: %v (%s --help lists the flags)", fs.Name(), err, fs.Name())
 	}
 }
+
+// ParseArgs parses args into fs with flags before, between and after the
+// positional arguments, which it returns in order. "--" makes the one
+// argument after it positional, even if it starts with "-".
+func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := Parse(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,30 @@ func TestParse(t *testing.T) {
 		if !strings.HasPrefix(out.String(), "usage: thaw x ARG [flags]\n") {
 			t.Errorf("%v: Usage after Parse printed %q", tc.args, out.String())
 		}
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		pos  []string
+		n    int
+	}{
+		{[]string{"a", "-n", "3", "b"}, []string{"a", "b"}, 3},
+		{[]string{"-n", "3", "a"}, []string{"a"}, 3},
+		{[]string{"a", "b", "--n=4"}, []string{"a", "b"}, 4},
+		{[]string{"--", "-n", "-n", "5"}, []string{"-n"}, 5},
+		{nil, nil, 1},
+	} {
+		fs := New("thaw x", "ARG...", &bytes.Buffer{})
+		n := fs.Int("n", 1, "count")
+		pos, err := ParseArgs(fs, tc.args)
+		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
+			t.Errorf("%q: %q -n %d %v, want %q -n %d", tc.args, pos, *n, err, tc.pos, tc.n)
+		}
+	}
+	fs := New("thaw x", "ARG...", &bytes.Buffer{})
+	if _, err := ParseArgs(fs, []string{"a", "--nope"}); !errors.Is(err, ErrUsage) {
+		t.Errorf("an unknown flag after an argument: %v", err)
 	}
 }
