@@ -117,12 +117,13 @@ type bulkProgressJSON struct {
 	TotalBytes int64 `json:"total_bytes"`
 }
 
-// msTime renders ms since the Unix epoch as RFC 3339 (UTC); "" for 0.
+// msTime renders ms since the Unix epoch as RFC 3339 (UTC) with three
+// fractional digits, so that a column of them lines up; "" for 0.
 func msTime(ms int64) string {
 	if ms == 0 {
 		return ""
 	}
-	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func bulkTargetName(h *tierv1.BulkLoadHandle) string {
@@ -256,10 +257,30 @@ func runBulkloadList(ctx context.Context, stdout io.Writer, args []string) error
 		_, err := fmt.Fprintln(stdout, what)
 		return err
 	}
+	return printBulkList(stdout, resp.GetTransactions())
+}
+
+// printBulkList prints transactions as a table. When the list holds
+// transactions of a table dropped and created again under its name, their
+// targets name the table ids.
+func printBulkList(stdout io.Writer, txns []*tierv1.BulkLoadStatus) error {
+	tableOf := func(st *tierv1.BulkLoadStatus) string {
+		return st.GetHandle().GetTarget().GetDatabase() + "." + st.GetHandle().GetTarget().GetTable()
+	}
+	ids := map[string]map[int64]bool{} // table name → the table ids listed
+	for _, st := range txns {
+		if ids[tableOf(st)] == nil {
+			ids[tableOf(st)] = map[int64]bool{}
+		}
+		ids[tableOf(st)][st.GetHandle().GetTableId()] = true
+	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TXN\tTARGET\tSTATE\tPHASE\tADOPTED\tCREATED\tDETAIL")
-	for _, st := range resp.GetTransactions() {
+	for _, st := range txns {
 		j := bulkStatusJSONOf(st)
+		if len(ids[tableOf(st)]) > 1 {
+			j.Target += fmt.Sprintf(" (table id %d)", j.TableID)
+		}
 		detail := j.AbortReason
 		if detail == "" {
 			detail = j.Error

@@ -268,3 +268,37 @@ func TestBulkloadBearerToken(t *testing.T) {
 		t.Fatal("the CLI printed the token")
 	}
 }
+
+// TestPrintBulkList: transactions of a table dropped and created again
+// under its name name their table ids; others do not; times line up.
+func TestPrintBulkList(t *testing.T) {
+	txn := func(id string, table string, tableID int64, partition *string, createdMs int64) *tierv1.BulkLoadStatus {
+		return &tierv1.BulkLoadStatus{
+			Handle: &tierv1.BulkLoadHandle{TxnId: id, TableId: tableID,
+				Target: &tierv1.TargetPath{Database: "shop", Table: table, Partition: partition}},
+			State: tierv1.BulkLoadState_BULK_LOAD_STATE_COMMITTED, Phase: "committed", BucketCount: 2, AdoptedBuckets: 2,
+			CreatedMs: createdMs,
+		}
+	}
+	day := "2024-01-01"
+	var b bytes.Buffer
+	err := printBulkList(&b, []*tierv1.BulkLoadStatus{
+		txn("t1", "items", 1, nil, 1_700_000_000_000),
+		txn("t2", "items", 4, nil, 1_700_000_000_290),
+		txn("t3", "sales", 2, &day, 1_700_000_000_123),
+		txn("t4", "sales", 2, nil, 1_700_000_000_120),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"t1   shop.items (table id 1)  ", "t2   shop.items (table id 4)  ", "t3   shop.sales/2024-01-01    COMMITTED",
+		"2023-11-14T22:13:20.000Z", "2023-11-14T22:13:20.290Z"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "sales (table id") || strings.Contains(out, "sales/2024-01-01 (table id") {
+		t.Errorf("a table listed under one id names it:\n%s", out)
+	}
+}
