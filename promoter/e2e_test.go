@@ -730,6 +730,40 @@ spec:
 			!strings.HasSuffix(it.Reason, " (promoted by "+r.ID+"; dropped from the tier since)") {
 			t.Fatalf("plan item of a requested partition dropped since: %+v", it)
 		}
+
+		// The whole table dropped by another client (thaw table drop): the
+		// promoter's client cached the table, and plans read it from the
+		// cache ("exists", then "cannot check the target: not found").
+		other, err := tierclient.New(ctx, e.tier.Address())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if err := other.DropTable(ctx, "shop", "events"); err != nil {
+			t.Fatal(err)
+		}
+		plan, err := runner.Plan(ctx, pol.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.TableExists {
+			t.Fatalf("plan after the table was dropped: exists %t", plan.TableExists)
+		}
+		key = promoter.Key{Policy: pol.Name(), Partition: newPart}
+		if it := planned(); it.Reason != "already promoted by "+before.ID+" (dropped from the tier since; a request promotes it again)" {
+			t.Fatalf("plan item after the table was dropped: %+v", it)
+		}
+		if items, err := runner.Request(ctx, promoter.Request{Table: "shop.events", Partition: newPart}); err != nil || len(items) != 1 || items[0].Action != promoter.ActionPromote {
+			t.Fatalf("request after the table was dropped: %+v %v", items, err)
+		}
+		if err := runner.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		again, err := runner.Promote(ctx, key)
+		if err != nil || again.Phase != promoter.PhaseCommitted || again.Attempt != after.Attempt+1 {
+			t.Fatalf("promoted into the table created again: %+v %v (attempt before %d)", again, err, after.Attempt)
+		}
+		e.checkTier("events", newPart, e.lakeRows("2024-01-08"))
 	})
 }
 

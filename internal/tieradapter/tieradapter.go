@@ -33,10 +33,11 @@ func New(c *tierclient.Client) promoter.Tier { return &Tier{c: c} }
 
 func isNotFound(err error) bool { return tierpb.ReasonOf(err) == tierpb.ReasonNotFound }
 
-// TableSchema implements promoter.Tier: the coordinator's answer, or the
-// client's cache of it.
+// TableSchema implements promoter.Tier: the coordinator's answer now, not
+// the client's cache (the table may have been dropped, or dropped and
+// created again, by another client since it was cached).
 func (t *Tier) TableSchema(ctx context.Context, database, table string) (kv.TableSchema, bool, error) {
-	info, err := t.c.Table(ctx, database, table)
+	info, err := t.c.RefreshTable(ctx, database, table)
 	if err != nil {
 		if isNotFound(err) {
 			return kv.TableSchema{}, false, nil

@@ -125,21 +125,54 @@ func (c *Client) Table(ctx context.Context, database, table string) (*TableInfo,
 	return c.refreshTable(ctx, p)
 }
 
+// RefreshTable describes a table as the coordinator has it now, not from
+// the cache, and updates the cache: a table dropped by another client (or
+// dropped and created again) since it was cached is forgotten, with the
+// locations cached for it. Callers that decide on a table's existence or
+// schema (the promoter's plans) use it; data calls find a changed table on
+// their own.
+func (c *Client) RefreshTable(ctx context.Context, database, table string) (*TableInfo, error) {
+	return c.refreshTable(ctx, tablePath{database, table})
+}
+
 func (c *Client) refreshTable(ctx context.Context, p tablePath) (*TableInfo, error) {
 	resp, err := coordCall(ctx, c, connect.NewRequest(&tierv1.GetTableRequest{
 		Path: &tierv1.TablePath{Database: p.database, Table: p.table},
 	}), tierv1connect.CoordinatorServiceClient.GetTable)
 	if err != nil {
+		if tierpb.ReasonOf(err) == tierpb.ReasonNotFound {
+			c.forgetTable(p, 0)
+		}
 		return nil, fmt.Errorf("tierclient: get table %s.%s: %w", p.database, p.table, err)
 	}
 	t, err := tableInfoFromProto(resp.Msg.GetTable())
 	if err != nil {
 		return nil, fmt.Errorf("tierclient: table %s.%s: %w", p.database, p.table, err)
 	}
+	c.forgetTable(p, t.ID)
 	c.mu.Lock()
 	c.mu.tables[p] = t
 	c.mu.Unlock()
 	return t, nil
+}
+
+// forgetTable drops what the client cached about table p (its
+// description, the locations of its targets) that is not of the table of
+// id keep (0: the table does not exist).
+func (c *Client) forgetTable(p tablePath, keep int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.mu.tables[p]; t != nil && t.ID != keep {
+		delete(c.mu.tables, p)
+	}
+	for t, e := range c.mu.targets {
+		if t.Database != p.database || t.Table != p.table {
+			continue
+		}
+		if st := e.state.Load(); keep == 0 || st != nil && st.id.GetTableId() != keep {
+			delete(c.mu.targets, t)
+		}
+	}
 }
 
 // CreateDatabase creates a database unless it exists.
@@ -183,14 +216,7 @@ func (c *Client) DropTable(ctx context.Context, database, table string) error {
 	if err != nil {
 		return fmt.Errorf("tierclient: drop table %s.%s: %w", database, table, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.mu.tables, tablePath{database, table})
-	for t := range c.mu.targets {
-		if t.Database == database && t.Table == table {
-			delete(c.mu.targets, t)
-		}
-	}
+	c.forgetTable(tablePath{database, table}, 0)
 	return nil
 }
 
