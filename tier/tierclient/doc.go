@@ -36,7 +36,10 @@
 // finds too large (BATCH_TOO_LARGE) is halved and sent again. A target
 // found dropped and created again, or with a new schema, fails the rows
 // encoded for the old one with ErrTargetChanged: they never land in the
-// new one.
+// new one. Table descriptions (Table) are cached too; a table another
+// client dropped, or dropped and created again, stays cached until a data
+// call finds it changed: RefreshTable asks the coordinator and updates
+// the cache, for callers that decide on a table's existence or schema.
 //
 // # Writes: batching, ordering, delivery
 //
