@@ -57,6 +57,13 @@ func commands() []command {
 // Main runs the command named by args[0] and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, "thaw", commands(), args, stdout)
+	// A command cut short by a signal ends in "context canceled"; say why
+	// ("interrupt signal received", the cause signal.NotifyContext gives).
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) && !strings.Contains(err.Error(), cause.Error()) {
+			err = fmt.Errorf("%v: %w", cause, err)
+		}
+	}
 	switch {
 	case err == nil:
 		return 0
