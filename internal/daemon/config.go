@@ -72,7 +72,7 @@ func decodeStrict(r io.Reader, v any) error {
 	case errors.Is(err, io.EOF):
 		return nil
 	case err != nil:
-		return err
+		return describeYAMLError(err, v)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {

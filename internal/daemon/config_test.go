@@ -109,7 +109,7 @@ func TestLoadConfigStrict(t *testing.T) {
 		cfg        Config
 		want       []string
 	}{
-		{"unknown key", "data_dir: /d\nlisten: 127.0.0.1:1\ntablet:\n  cache_sise: 1MiB\n", &ServerConfig{}, []string{"line 4", "cache_sise"}},
+		{"unknown key", "data_dir: /d\nlisten: 127.0.0.1:1\ntablet:\n  cache_sise: 1MiB\n", &ServerConfig{}, []string{"line 4: unknown key \"cache_sise\" (did you mean cache_size?)"}},
 		{"unknown top key", "data_dir: /d\nlisen: x\n", &ServerConfig{}, []string{"line 2", "lisen"}},
 		{"wrong type", "tablets: many\n", &ServerConfig{}, []string{"line 1", "many"}},
 		{"bad duration", "data_dir: /d\ncoordinator:\n  lease_ttl: soon\n", &ServerConfig{}, []string{"line 3"}},

@@ -68,8 +68,8 @@ tier:
 // names every bad key.
 func TestPromoterConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
-		{"unknown key", "data_dir: /d\nworkerz: 3\n", "line 2: field workerz not found"},
-		{"unknown catalog key", "catalogs:\n  default: {uri: /c.db, passwd: x}\n", "field passwd not found"},
+		{"unknown key", "data_dir: /d\nworkerz: 3\n", "line 2: unknown key \"workerz\" (did you mean workers?)"},
+		{"unknown catalog key", "catalogs:\n  default: {uri: /c.db, passwd: x}\n", "unknown key \"passwd\" (did you mean password?)"},
 		{"wrong type", "workers: many\n", "cannot unmarshal"},
 		{"two documents", "data_dir: /d\n---\ndata_dir: /e\n", "more than one YAML document"},
 	} {

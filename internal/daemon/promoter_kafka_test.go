@@ -411,7 +411,7 @@ kafka:
 	if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadPromoterConfig(file); err == nil || !strings.Contains(err.Error(), "line 7: field password not found") {
+	if _, err := LoadPromoterConfig(file); err == nil || !strings.Contains(err.Error(), "line 7: unknown key \"password\"") {
 		t.Errorf("a password in the file: %v", err)
 	}
 

@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// unknownField is how yaml.v3 words a key that the target type does not
+// have: "line 15: field wokers not found in type daemon.PromoterConfig".
+var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type (\S+)$`)
+
+// describeYAMLError rewords yaml.v3's errors for a config file's reader:
+// an unknown key is named as such, with the closest key of its section
+// when there is one (no Go type names); other errors are left as they are.
+func describeYAMLError(err error, v any) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	var keys map[string][]string
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		sm := unknownField.FindStringSubmatch(m)
+		if sm == nil {
+			msgs[i] = m
+			continue
+		}
+		if keys == nil {
+			keys = map[string][]string{}
+			yamlKeys(reflect.TypeOf(v), keys)
+		}
+		msgs[i] = fmt.Sprintf("line %s: unknown key %q", sm[1], sm[2])
+		if k := closestKey(sm[2], keys[sm[3]]); k != "" {
+			msgs[i] += fmt.Sprintf(" (did you mean %s?)", k)
+		}
+	}
+	return fmt.Errorf("yaml: %s", strings.Join(msgs, "; "))
+}
+
+// yamlKeys records, by type name as yaml.v3 prints it, the keys (yaml
+// tags) of every struct reachable from t through pointers, slices, arrays
+// and map values.
+func yamlKeys(t reflect.Type, keys map[string][]string) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return
+	}
+	if _, seen := keys[t.String()]; seen {
+		return
+	}
+	keys[t.String()] = []string{}
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+			keys[t.String()] = append(keys[t.String()], name)
+		}
+		yamlKeys(f.Type, keys)
+	}
+}
+
+// closestKey returns the key nearest to s by edit distance, if it is near
+// enough to be a typo of it (at most 2 edits, fewer than half of s).
+func closestKey(s string, keys []string) string {
+	best, bestD := "", 3
+	for _, k := range keys {
+		if d := editDistance(strings.ToLower(s), k); d < bestD && 2*d < len(s) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
