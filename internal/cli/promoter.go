@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/flock"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/promoter/promoterhttp"
 )
@@ -145,6 +146,11 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 			lc.Level = "error" // plan prints its answer; the embedded tier's start-up warnings are noise here
 		}
 		ps, err := daemon.PlanPromoter(ctx, cfg, *policy, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: daemon.NewLogger(promoterLogOutput, lc)}})
+		if errors.Is(err, flock.ErrLocked) {
+			// The embedded tier's data_dir is in use: most likely by the
+			// promoter of this config, which can be asked instead.
+			return fmt.Errorf("%w\n(if a promoter runs with this config, ask it: thaw plan --promoter %s)", err, cfg.Listen)
+		}
 		if err != nil {
 			return err
 		}

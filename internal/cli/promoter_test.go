@@ -200,6 +200,12 @@ func TestPlanChangesNothing(t *testing.T) {
 	}
 	defer e.Close()
 	waitReady(t, e)
+	// The data_dir in use (as by the config's own running promoter): the
+	// error says whom to ask instead.
+	if code, _, errOut := run(t, "plan", "--config", s.configPath); code != 1 ||
+		!strings.Contains(errOut, "is another thaw process using it?") || !strings.Contains(errOut, "(if a promoter runs with this config, ask it: thaw plan --promoter ") {
+		t.Errorf("plan --config while the tier runs: %d %s", code, errOut)
+	}
 	if after := ledgerState(t, e.Etcd()); !mapsEqual(after, ledger) {
 		t.Errorf("ledger changed by plan:\nbefore %v\nafter  %v", ledger, after)
 	}
