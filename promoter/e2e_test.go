@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,12 +17,15 @@ import (
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/internal/cli"
 	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/internal/tieradapter"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
 	"github.com/thawdb/thaw/tier/tierclient"
 )
 
@@ -803,4 +807,113 @@ func (e *env) bulkLoadIDs(table string, partitions []string) []string {
 		out = append(out, loc.BulkLoadID)
 	}
 	return out
+}
+
+// TestRequestSkippedAtItsTurn: a requested promotion that the plan no
+// longer promotes when its turn comes (its target was written meanwhile)
+// is noted as skipped: Skipped names the reason, GET
+// /v1/promotions/{id} answers a conflict saying so, and `thaw promote
+// --wait`, which waited for a record that would never come until its
+// --timeout, ends at once with the reason.
+func TestRequestSkippedAtItsTurn(t *testing.T) {
+	e := newEnv(t, 500)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	pol := windowPolicy(t, "events-window", "events", "3d", "")
+	runner := e.promoter(e.config([]*policies.Policy{pol}))
+	inWindow := promoter.Key{Policy: pol.Name(), Partition: e.partitionOf("2024-01-05")}
+	if r, err := runner.Promote(ctx, inWindow); err != nil || r.Phase != promoter.PhaseCommitted {
+		t.Fatalf("promote %s: %+v %v", inWindow.Partition, r, err)
+	}
+	srv := httptest.NewServer(promoterhttp.NewHandler(runner, nil))
+	defer srv.Close()
+
+	// thaw promote --wait of a partition outside the window: the request
+	// is queued (the runner's queue is drained below, by hand).
+	part := e.partitionOf("2024-01-02")
+	var out, errOut testlog.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- cli.Main(ctx, []string{"promote", "shop.events", "--partition", part, "--wait", "--promoter", srv.URL, "--timeout", "1m"}, &out, &errOut)
+	}()
+	waitFor(t, "the request", func() bool { return strings.Contains(out.String(), "promote") })
+
+	// Meanwhile a row is written into the target (its partition created).
+	var row kv.Row
+	src := tierclient.Target{Database: "shop", Table: "events", Partition: inWindow.Partition}
+	if err := e.tc.Scan(ctx, src, func(r kv.Row) error { row = slices.Clone(r); return errors.New("one row") }); row == nil {
+		t.Fatalf("scan %s: %v", src, err)
+	}
+	info, err := e.tc.Table(ctx, "shop", "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := slices.IndexFunc(info.KV.Schema().Columns, func(c kv.Column) bool { return c.Name == "event_day" })
+	for _, lr := range e.lakeRows("2024-01-02") {
+		row[day] = lr.day
+		break
+	}
+	if err := e.tc.CreatePartition(ctx, "shop", "events", part); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tc.Upsert(ctx, tierclient.Target{Database: "shop", Table: "events", Partition: part}, []kv.Row{row}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Its turn: skipped, and said so.
+	if err := runner.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := runner.Plan(ctx, pol.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, it := range plan.Items {
+		if it.Key.Partition == part {
+			id = it.PromotionID
+		}
+	}
+	if s, ok := runner.Skipped(id); !ok || s.Reason != "target not empty" {
+		t.Fatalf("Skipped(%s) = %+v %t", id, s, ok)
+	}
+	if _, err := runner.Promotion(ctx, id); !errors.Is(err, promoter.ErrNotFound) {
+		t.Fatalf("a record of the skipped promotion: %v", err)
+	}
+	select {
+	case c := <-code:
+		want := "promotion " + id + " was requested and then skipped when its turn came ("
+		if c != 1 || !strings.Contains(errOut.String(), want) || !strings.Contains(errOut.String(), "): target not empty") {
+			t.Fatalf("thaw promote --wait: exit %d\nstdout %s\nstderr %s", c, out.String(), errOut.String())
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a speed goal
+		t.Fatalf("thaw promote --wait still waits after the skip:\n%s", out.String())
+	}
+
+	// A promoted partition dropped, requested again (its record's attempt
+	// 2), and created again before its turn: the plan then finds it
+	// promoted and skips it; the waiter for attempt 2 ends with that.
+	if err := e.tc.DropPartition(ctx, "shop", "events", inWindow.Partition); err != nil {
+		t.Fatal(err)
+	}
+	var out2, errOut2 testlog.Buffer
+	go func() {
+		code <- cli.Main(ctx, []string{"promote", "shop.events", "--partition", inWindow.Partition, "--wait", "--promoter", srv.URL, "--timeout", "1m"}, &out2, &errOut2)
+	}()
+	waitFor(t, "the second request", func() bool { return strings.Contains(out2.String(), "promote") })
+	if err := e.tc.CreatePartition(ctx, "shop", "events", inWindow.Partition); err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 1 || !strings.Contains(errOut2.String(), "was requested and then skipped when its turn came (") ||
+			!strings.Contains(errOut2.String(), "): already promoted by p-") {
+			t.Fatalf("thaw promote --wait of attempt 2: exit %d\nstdout %s\nstderr %s", c, out2.String(), errOut2.String())
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a speed goal
+		t.Fatalf("thaw promote --wait of attempt 2 still waits after the skip:\n%s", out2.String())
+	}
 }

@@ -119,6 +119,7 @@ func (p *Promoter) setPhase(ctx context.Context, r *Record, phase Phase) error {
 // the tier: a new record (attempt 1), or the next attempt of an identity
 // whose last attempt was aborted or failed.
 func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) (Record, error) {
+	p.clearSkip(it.PromotionID)
 	now := p.now()
 	var existing *Record
 	for _, r := range ps.records[it.Key.Partition] {

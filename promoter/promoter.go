@@ -38,6 +38,10 @@ type Promoter struct {
 		halted error
 		// unreadable ledger records logged at error level: key → reason
 		unreadable map[string]string
+		// skips: requested promotions skipped when their turn came, by
+		// promotion id, until the id's record is written or it is
+		// requested again (see Skipped)
+		skips map[string]Skip
 	}
 }
 
@@ -112,6 +116,7 @@ func New(cfg Config) (*Promoter, error) {
 		return 0
 	})
 	p.mu.live = map[string]*liveProgress{}
+	p.mu.skips = map[string]Skip{}
 	return p, nil
 }
 
@@ -197,6 +202,45 @@ func (p *Promoter) liveOf(id string) *liveProgress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mu.live[id]
+}
+
+// maxSkips bounds the skip notes kept; the oldest go first.
+const maxSkips = 4096
+
+// noteSkip records that requested promotion id was skipped when its turn
+// came, for Skipped.
+func (p *Promoter) noteSkip(id, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.mu.skips) >= maxSkips {
+		oldest := ""
+		for k, s := range p.mu.skips {
+			if oldest == "" || s.At.Before(p.mu.skips[oldest].At) {
+				oldest = k
+			}
+		}
+		delete(p.mu.skips, oldest)
+	}
+	p.mu.skips[id] = Skip{Reason: reason, At: p.now()}
+}
+
+func (p *Promoter) clearSkip(id string) {
+	p.mu.Lock()
+	delete(p.mu.skips, id)
+	p.mu.Unlock()
+}
+
+// Skipped reports whether promotion id, requested (Request) and not
+// written to the ledger since, was skipped when its turn came, and why: the
+// plan at that time no longer promoted it (the target was written or
+// created meanwhile, say). A request's waiter (thaw promote --wait) ends
+// on it instead of waiting for a record that will not come. The notes live
+// in memory: a restart forgets them.
+func (p *Promoter) Skipped(id string) (Skip, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.mu.skips[id]
+	return s, ok
 }
 
 // Progress returns the live progress of a running promotion.
@@ -359,7 +403,8 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	}
 	for _, it := range ps.plan.Items {
 		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key)) {
-			p.q.add(it.Key, item{forced: only != nil})
+			p.clearSkip(it.PromotionID)
+			p.q.add(it.Key, item{forced: only != nil, requested: true})
 		}
 	}
 	p.updateDepth()
@@ -434,13 +479,17 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 	if pi.Action != ActionPromote {
 		for _, r := range ps.records[k.Partition] {
 			switch {
-			case r.Phase == PhaseCommitted && strings.HasPrefix(pi.Reason, "already promoted"):
-				if r.ID == pi.PromotionID {
-					return r, nil
-				}
 			case !r.Phase.Terminal() && strings.HasPrefix(pi.Reason, ReasonInProgress):
 				return p.resumeRecord(ctx, pol, r)
+			case r.Phase == PhaseCommitted && strings.HasPrefix(pi.Reason, "already promoted") && r.ID == pi.PromotionID:
+				if it.requested {
+					p.noteSkip(pi.PromotionID, pi.Reason)
+				}
+				return r, nil
 			}
+		}
+		if it.requested {
+			p.noteSkip(pi.PromotionID, pi.Reason)
 		}
 		if pi.Reason == "target not empty" {
 			return Record{}, fmt.Errorf("%w: %s: %s", ErrTargetNotEmpty, k, pi.Reason)

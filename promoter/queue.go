@@ -7,12 +7,17 @@ import (
 
 // item is what the queue holds for a key besides the key itself.
 type item struct {
-	// forced: an on-demand request; the policy's selection is not applied
-	// (prechecks still are).
+	// forced: an on-demand request of one target; the policy's selection
+	// is not applied (prechecks still are).
 	forced bool
+	// requested: enqueued by Request (forced or not); a skip when its turn
+	// comes is noted for the requester (Skipped).
+	requested bool
 }
 
-func (it item) merge(o item) item { return item{forced: it.forced || o.forced} }
+func (it item) merge(o item) item {
+	return item{forced: it.forced || o.forced, requested: it.requested || o.requested}
+}
 
 // queue is a de-duplicating work queue of keys with per-key exclusion and
 // a per-policy concurrency limit, in the manner of controller-runtime's

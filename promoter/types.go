@@ -310,7 +310,16 @@ func InProgressOf(reason string) (id string, ok bool) {
 	return id, ok && id != ""
 }
 
-// Progress is the live progress of a running promotion.
+// Skip is a requested promotion skipped when its turn came
+// (Promoter.Skipped).
+type Skip struct {
+	// Reason is the plan's reason for the skip ("target not empty", ...).
+	Reason string `json:"reason"`
+	// At is when the promotion's turn came.
+	At time.Time `json:"at"`
+}
+
+// Progress is the live progress of a running promotion (Promoter.Progress).
 type Progress struct {
 	ID        string           `json:"id"`
 	Phase     Phase            `json:"phase"`

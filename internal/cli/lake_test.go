@@ -187,7 +187,7 @@ func TestLakeCommands(t *testing.T) {
 		{[]string{"tables", "--config", jsonCfg, "--catalog", "default"}, "is a lake config (JSON)", true},
 		{[]string{"tables", "--config", emptyCfg}, "promoter config " + emptyCfg + " has no catalogs", true},
 		{[]string{"tables", "--uri", uri, "--catalog", "default"}, "--catalog names a catalog of a promoter --config", true},
-		{[]string{"tables", "--config", notPromoter}, "field uri not found in type daemon.PromoterConfig (--config takes a lake config as JSON or a promoter config)", false},
+		{[]string{"tables", "--config", notPromoter}, "unknown key \"uri\" (--config takes a lake config as JSON or a promoter config)", false},
 	} {
 		_, err := lakeCmd(t, tc.args...)
 		if err == nil || errors.Is(err, ErrUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {

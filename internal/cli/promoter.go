@@ -342,27 +342,42 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 	}
 	bar := !asJSON && promoterIsTerminal(stdout)
 	final := make(map[string]promoterhttp.Promotion)
-	for len(final) < len(ids) {
+	skipped := map[string]string{} // promotions skipped when their turn came: why
+	for len(final)+len(skipped) < len(ids) {
 		for _, id := range ids {
 			if _, ok := final[id]; ok {
 				continue
 			}
+			if _, ok := skipped[id]; ok {
+				continue
+			}
 			pr, err := c.Promotion(ctx, id)
+			var ae *promoterhttp.Error
 			switch {
 			case errors.Is(err, promoter.ErrNotFound):
 				continue // queued; the record is written when it is planned
+			case errors.Is(err, promoter.ErrConflict) && errors.As(err, &ae):
+				// Requested, then skipped when its turn came: no record will
+				// be written for it.
+				skipped[id] = ae.Message
+				continue
 			case err != nil:
 				return err
 			}
+			switch {
 			// A terminal record of an earlier attempt (a partition promoted
-			// again after it was dropped) is not this promotion's end.
-			if pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id] {
+			// again after it was dropped) is not this promotion's end...
+			case pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id]:
 				final[id] = pr
-			} else if bar {
+			// ... unless the attempt asked for was skipped when its turn came.
+			case pr.Skipped != nil && pr.Record.Attempt < attempt[id]:
+				skipped[id] = fmt.Sprintf("promotion %s was requested and then skipped when its turn came (%s): %s",
+					id, pr.Skipped.At.UTC().Format(time.RFC3339), pr.Skipped.Reason)
+			case bar:
 				fmt.Fprintf(stdout, "\r%s", progressLine(pr, 30))
 			}
 		}
-		if len(final) == len(ids) {
+		if len(final)+len(skipped) == len(ids) {
 			break
 		}
 		select {
@@ -377,6 +392,10 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 	out := make([]promoterhttp.Promotion, 0, len(ids))
 	var failed []string
 	for _, id := range ids {
+		if why, ok := skipped[id]; ok {
+			failed = append(failed, why)
+			continue
+		}
 		pr := final[id]
 		out = append(out, pr)
 		if pr.Record.Phase != promoter.PhaseCommitted {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/promoter"
@@ -243,6 +244,13 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := h.p.Promotion(r.Context(), id)
+	if errors.Is(err, promoter.ErrNotFound) {
+		// Requested, and skipped when its turn came: no record will come.
+		if s, ok := h.p.Skipped(id); ok {
+			err = fmt.Errorf("%w: promotion %s was requested and then skipped when its turn came (%s): %s",
+				promoter.ErrSkipped, id, s.At.UTC().Format(time.RFC3339), s.Reason)
+		}
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -254,6 +262,9 @@ func (h *handler) withProgress(rec promoter.Record) Promotion {
 	out := Promotion{Record: rec}
 	if pr, ok := h.p.Progress(rec.ID); ok {
 		out.Progress = ProgressOf(pr)
+	}
+	if s, ok := h.p.Skipped(rec.ID); ok {
+		out.Skipped = &s
 	}
 	return out
 }

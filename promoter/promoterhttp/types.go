@@ -167,6 +167,11 @@ func ProgressOf(p promoter.Progress) *Progress {
 type Promotion struct {
 	Record   promoter.Record `json:"record"`
 	Progress *Progress       `json:"progress,omitempty"`
+	// Skipped: the promotion was requested again after this record was
+	// written, and skipped when its turn came (promoter.Promoter.Skipped).
+	// A request of a promotion that has no record and was skipped answers
+	// GET /v1/promotions/{id} with a conflict naming the reason instead.
+	Skipped *promoter.Skip `json:"skipped,omitempty"`
 }
 
 // PromotionsResponse answers GET /v1/promotions: the records the promoter
