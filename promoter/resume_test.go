@@ -31,6 +31,13 @@ func (e *env) killedAt(ctx context.Context, t *testing.T, cfg promoter.Config, p
 		}
 		return nil
 	}
+	return e.reconciled(ctx, t, cfg), killed.Load()
+}
+
+// reconciled returns a promoter of cfg that has reconciled once and
+// drained its queue.
+func (e *env) reconciled(ctx context.Context, t *testing.T, cfg promoter.Config) *promoter.Promoter {
+	t.Helper()
 	p := e.promoter(cfg)
 	if _, err := p.Reconcile(ctx); err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func (e *env) killedAt(ctx context.Context, t *testing.T, cfg promoter.Config, p
 	if err := p.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return p, killed.Load()
+	return p
 }
 
 // twoDayPolicy promotes 2024-01-02 and 2024-01-03 into shop.table.
@@ -177,13 +184,7 @@ func TestKillAndResume(t *testing.T) {
 			}
 			return nil
 		}
-		p := e.promoter(cfg)
-		if _, err := p.Reconcile(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Drain(ctx); err != nil {
-			t.Fatal(err)
-		}
+		p := e.reconciled(ctx, t, cfg)
 		if aborted.Load() != 2 {
 			t.Fatalf("aborted %d transactions from outside, want 2", aborted.Load())
 		}
