@@ -4,14 +4,18 @@
 //
 //	POST /v1/promotions          body: promoter.Request (JSON) -> 202 {"items": [Item]}
 //	GET  /v1/promotions          ?policy=NAME (optional) -> 200 {"promotions": [Promotion], "unreadable": [UnreadableRecord]}
-//	GET  /v1/promotions/{id}     -> 200 Promotion (the ledger record, plus live progress while it runs)
+//	GET  /v1/promotions/{id}     -> 200 Promotion (the ledger record, plus live progress while it runs,
+//	                                and "skipped" when a later request of it was skipped at its turn)
 //	GET  /v1/policies            -> 200 {"policies": [PolicyInfo]} (name, source, target, canonical YAML)
 //	GET  /v1/plan                ?policy=NAME (optional: every policy) -> 200 {"plans": [Plan]}
 //
 // POST /v1/promotions enqueues what the request selects and answers at
 // once; the items say which targets will be promoted ("promote") and which
-// not, and why ("skip"). Follow them with GET /v1/promotions/{id}. GET
-// /v1/plan is the dry run of `thaw plan`: it changes nothing.
+// not, and why ("skip"). Follow them with GET /v1/promotions/{id}; a
+// requested promotion that the promoter skips when its turn comes (the
+// target written meanwhile, say) writes no record: GET of its id then
+// answers 409 conflict with the reason, not 404. GET /v1/plan is the dry
+// run of `thaw plan`: it changes nothing.
 //
 // GET /v1/promotions answers the ledger records the promoter can read and,
 // under "unreadable" (omitted when there is none), each record it cannot
@@ -37,7 +41,8 @@
 //	403 not_allowed   the policy does not allow on-request promotion
 //	404 not_found     no such promotion, policy or route
 //	405 invalid       wrong method (the Allow header lists the right ones)
-//	409 conflict      the target is not empty, its schema does not match, or the record changed
+//	409 conflict      the target is not empty, its schema does not match, the record changed, or
+//	                  (GET /v1/promotions/{id}) the requested promotion was skipped when its turn came
 //	503 unavailable   the promoter is not leading or not resumed yet
 //	500 unreadable    a ledger record the answer needs cannot be read (the message names its key and why):
 //	                  GET /v1/promotions/{id} of it, or a plan or promotion request, which reads the whole ledger
