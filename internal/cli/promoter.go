@@ -577,6 +577,9 @@ func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
 		}
 		line("error", r.Error+retr)
 	}
+	if s := pr.Skipped; s != nil {
+		line("requested again", fmt.Sprintf("skipped when its turn came (%s): %s", s.At.Local().Format(time.RFC3339), s.Reason))
+	}
 	if p := pr.Progress; p != nil && !r.Phase.Terminal() {
 		if bar {
 			line("progress", progressLine(pr, 30))

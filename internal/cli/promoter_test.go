@@ -440,7 +440,15 @@ func TestStatusDuration(t *testing.T) {
 	if err := printPromotion(&b, promoterhttp.Promotion{Record: again}, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "(attempt 2, from its begin)") || !strings.Contains(b.String(), "begun") {
+	if !strings.Contains(b.String(), "(attempt 2, from its begin)") || !strings.Contains(b.String(), "begun") || strings.Contains(b.String(), "requested again") {
 		t.Errorf("one promotion, attempt 2:\n%s", b.String())
+	}
+	b.Reset()
+	skip := promoter.Skip{Reason: "target not empty", At: *at(96 * time.Hour)}
+	if err := printPromotion(&b, promoterhttp.Promotion{Record: again, Skipped: &skip}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "requested again:") || !strings.Contains(b.String(), "skipped when its turn came (") || !strings.Contains(b.String(), "): target not empty") {
+		t.Errorf("one promotion whose later request was skipped:\n%s", b.String())
 	}
 }
