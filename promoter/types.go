@@ -3,6 +3,7 @@ package promoter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"strings"
@@ -317,6 +318,12 @@ type Skip struct {
 	Reason string `json:"reason"`
 	// At is when the promotion's turn came.
 	At time.Time `json:"at"`
+}
+
+// Text words the skip of promotion id, as the API and the CLI say it.
+func (s Skip) Text(id string) string {
+	return fmt.Sprintf("promotion %s was requested and then skipped when its turn came (%s): %s",
+		id, s.At.UTC().Format(time.RFC3339), s.Reason)
 }
 
 // Progress is the live progress of a running promotion (Promoter.Progress).

@@ -371,8 +371,7 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 				final[id] = pr
 			// ... unless the attempt asked for was skipped when its turn came.
 			case pr.Skipped != nil && pr.Record.Attempt < attempt[id]:
-				skipped[id] = fmt.Sprintf("promotion %s was requested and then skipped when its turn came (%s): %s",
-					id, pr.Skipped.At.UTC().Format(time.RFC3339), pr.Skipped.Reason)
+				skipped[id] = pr.Skipped.Text(id)
 			case bar:
 				fmt.Fprintf(stdout, "\r%s", progressLine(pr, 30))
 			}

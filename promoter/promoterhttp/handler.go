@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/promoter"
@@ -247,8 +246,7 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, promoter.ErrNotFound) {
 		// Requested, and skipped when its turn came: no record will come.
 		if s, ok := h.p.Skipped(id); ok {
-			err = fmt.Errorf("%w: promotion %s was requested and then skipped when its turn came (%s): %s",
-				promoter.ErrSkipped, id, s.At.UTC().Format(time.RFC3339), s.Reason)
+			err = fmt.Errorf("%w: %s", promoter.ErrSkipped, s.Text(id))
 		}
 	}
 	if err != nil {
