@@ -22,6 +22,29 @@ func notFound(format string, args ...any) *connect.Error {
 	return tierpb.NewError(tierpb.ReasonNotFound, "coordinator: "+fmt.Sprintf(format, args...), nil)
 }
 
+// readError is the error of a read of what ("table shop.orders",
+// "partition P of table shop.orders"): a record that is not there is
+// NOT_FOUND "coordinator: what does not exist", named as the caller named
+// it (meta names a partition's table by its id); anything else goes
+// through rpcError.
+func (c *Coordinator) readError(ctx context.Context, what string, err error) error {
+	if errors.Is(err, meta.ErrNotFound) {
+		return notFound("%s does not exist", what)
+	}
+	return c.rpcError(ctx, "read "+what, err)
+}
+
+// tableReadError is readError of a table: a table that is missing because
+// its database is says so.
+func (c *Coordinator) tableReadError(ctx context.Context, db, table string, err error) error {
+	if errors.Is(err, meta.ErrNotFound) {
+		if _, derr := c.store.GetDatabase(ctx, db); errors.Is(derr, meta.ErrNotFound) {
+			return notFound("database %s does not exist", db)
+		}
+	}
+	return c.readError(ctx, "table "+db+"."+table, err)
+}
+
 // unavailable returns an UNAVAILABLE error.
 func unavailable(format string, args ...any) *connect.Error {
 	return tierpb.NewError(tierpb.ReasonUnavailable, "coordinator: "+fmt.Sprintf(format, args...), nil)

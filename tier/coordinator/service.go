@@ -113,8 +113,11 @@ func (s *service) dropDatabase(ctx context.Context, m *tierv1.DropDatabaseReques
 	}
 	err = s.c.store.DropDatabase(ctx, t.guard, db, m.GetCascade())
 	s.c.notifyDropped(t, gone) // whatever was dropped before an error, too
-	if errors.Is(err, meta.ErrNotFound) && m.GetIgnoreIfNotExists() {
-		return nil
+	if errors.Is(err, meta.ErrNotFound) {
+		if m.GetIgnoreIfNotExists() {
+			return nil
+		}
+		return notFound("database %s does not exist", db)
 	}
 	return s.c.rpcError(ctx, "drop database "+db, err)
 }
@@ -216,7 +219,7 @@ func (s *service) dropTable(ctx context.Context, m *tierv1.DropTableRequest) err
 		return nil
 	}
 	if err != nil {
-		return s.c.rpcError(ctx, what, err)
+		return s.c.tableReadError(ctx, db, name, err)
 	}
 	gone, err := s.c.assignedServers(ctx, []int64{cur.Value.ID}, 0)
 	if err != nil {
@@ -249,13 +252,12 @@ func (c *Coordinator) liveTable(ctx context.Context, p *tierv1.TablePath) (meta.
 	if err := checkTablePath(p); err != nil {
 		return meta.Versioned[meta.TableRecord]{}, err
 	}
-	what := "table " + p.GetDatabase() + "." + p.GetTable()
 	tv, err := c.store.GetTable(ctx, p.GetDatabase(), p.GetTable())
 	switch {
 	case err != nil:
-		return tv, c.rpcError(ctx, "read "+what, err)
+		return tv, c.tableReadError(ctx, p.GetDatabase(), p.GetTable(), err)
 	case tv.Value.Dropping:
-		return tv, notFound("%s is being dropped", what)
+		return tv, notFound("table %s.%s is being dropped", p.GetDatabase(), p.GetTable())
 	}
 	return tv, nil
 }
@@ -272,7 +274,7 @@ func (s *service) ListTables(ctx context.Context, req *connect.Request[tierv1.Li
 		return nil, err
 	}
 	if _, err := s.c.store.GetDatabase(ctx, db); err != nil {
-		return nil, s.c.rpcError(ctx, "list tables of "+db, err)
+		return nil, s.c.readError(ctx, "database "+db, err)
 	}
 	tables, err := s.c.store.ListTables(ctx, db)
 	if err != nil {
@@ -414,7 +416,7 @@ func (s *service) dropPartition(ctx context.Context, m *tierv1.DropPartitionRequ
 		return nil
 	}
 	if err != nil {
-		return s.c.rpcError(ctx, what, err)
+		return s.c.readError(ctx, "partition "+name+" of table "+tv.Value.Database+"."+tv.Value.Name, err)
 	}
 	gone, err := s.c.assignedServers(ctx, []int64{tv.Value.ID}, cur.Value.ID)
 	if err != nil {
@@ -478,7 +480,7 @@ func (c *Coordinator) resolveTarget(ctx context.Context, p *tierv1.TargetPath) (
 		}
 		pv, err := c.store.GetPartition(ctx, tv.Value.ID, p.GetPartition())
 		if err != nil {
-			return nil, c.rpcError(ctx, "read partition "+p.GetPartition()+" of "+what, err)
+			return nil, c.readError(ctx, "partition "+p.GetPartition()+" of "+what, err)
 		}
 		if pv.Value.Dropping {
 			return nil, notFound("partition %s of %s is being dropped", p.GetPartition(), what)

@@ -51,7 +51,8 @@ func (s *Store) DropDatabase(ctx context.Context, g Guard, name string, cascade 
 				return err
 			}
 			for _, t := range ts {
-				if err := s.DropTable(ctx, g, name, t.Value.Name); err != nil {
+				// A table another caller dropped meanwhile is gone either way.
+				if err := s.DropTable(ctx, g, name, t.Value.Name); err != nil && !errors.Is(err, ErrNotFound) {
 					return err
 				}
 			}

@@ -1,6 +1,7 @@
 package meta_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/kv"
@@ -77,6 +80,51 @@ func TestDropDatabaseWithTables(t *testing.T) {
 	if got := e.keys(); !slices.Equal(got, []string{"/dropped/1", "/dropped/2", "/seq/partition", "/seq/table"}) {
 		t.Fatalf("after cascade: %v", got)
 	}
+}
+
+// TestDropDatabaseCascadeRace: a table another caller drops between the
+// cascade's listing and its drop of that table does not fail the cascade.
+func TestDropDatabaseCascadeRace(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.createDB("d")
+	e.createTable("d", "plain", 2, false)
+	e.createTable("d", "other", 2, false)
+
+	cli := newClient(t, endpoints)
+	tableKey, raced := e.prefix+"/tables/d/plain", false
+	cli.KV = &getHookKV{KV: cli.KV, onGet: func(key string) {
+		if key == tableKey && !raced {
+			raced = true
+			if err := e.s.DropTable(ctx, e.g, "d", "plain"); err != nil {
+				t.Errorf("the racing drop: %v", err)
+			}
+		}
+	}}
+	s, err := meta.New(cli, e.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropDatabase(ctx, e.g, "d", true); err != nil {
+		t.Fatalf("cascade with a table dropped meanwhile: %v", err)
+	}
+	if !raced {
+		t.Fatal("the cascade never read the table")
+	}
+	if got := e.keys(); !slices.Equal(got, []string{"/dropped/1", "/dropped/2", "/seq/table"}) {
+		t.Fatalf("after cascade: %v", got)
+	}
+}
+
+// getHookKV calls onGet with the key of every Get before making it.
+type getHookKV struct {
+	clientv3.KV
+	onGet func(key string)
+}
+
+func (h *getHookKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	h.onGet(key)
+	return h.KV.Get(ctx, key, opts...)
 }
 
 func TestCreateTable(t *testing.T) {
