@@ -138,6 +138,30 @@ func scan(t testing.TB, l *Lake, name string, opts ScanOptions) rows {
 	return collect(t, schema, seq)
 }
 
+// TestSampleFewerIDsThanDays: with fewer ids than days, the sample's
+// Partitions counts the day partitions that hold live rows, as a scan
+// sees them, not the days asked for.
+func TestSampleFewerIDsThanDays(t *testing.T) {
+	ctx := t.Context()
+	info, err := Sample(ctx, SampleOptions{Dir: t.TempDir(), Rows: 10, Days: 400, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(ctx, info.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r := scan(t, l, "lake.events", ScanOptions{})
+	days := map[string]bool{}
+	for _, ts := range r.col(t, "event_ts") {
+		days[fmt.Sprint(ts)[:10]] = true
+	}
+	if len(days) == 0 || info.Partitions != len(days) || info.Keys != r.n {
+		t.Fatalf("info: %d partitions, %d keys; a scan: %d rows on %d days", info.Partitions, info.Keys, r.n, len(days))
+	}
+}
+
 func TestSamplePartitionsMatchInspect(t *testing.T) {
 	l, info := sample(t)
 	ctx := t.Context()
@@ -148,8 +172,8 @@ func TestSamplePartitionsMatchInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(parts) != sampleDays {
-		t.Fatalf("got %d partitions, want %d: %+v", len(parts), sampleDays, parts)
+	if len(parts) != sampleDays || info.Partitions != sampleDays {
+		t.Fatalf("got %d partitions (info says %d), want %d: %+v", len(parts), info.Partitions, sampleDays, parts)
 	}
 	var records int64
 	var posDeletes, eqDeletes int64

@@ -47,6 +47,10 @@ type SampleInfo struct {
 	// their older row too, before the newer one).
 	Keys int `json:"keys"`
 	Rows int `json:"rows"`
+	// Partitions is the number of day partitions that hold live rows: Days
+	// at most, fewer when there are fewer ids than days or a partition's
+	// every id was deleted.
+	Partitions int `json:"partitions"`
 	// UpdatedByDelete are ids rewritten by equality delete + append;
 	// UpdatedByAppend ids rewritten by a plain append of a newer version;
 	// Deleted ids removed by position deletes.
@@ -262,6 +266,7 @@ func writeSample(ctx context.Context, cat catalog.Catalog, opts SampleOptions) (
 	}
 	info.Keys, info.Rows = len(first)+len(second), len(first)+len(second)
 	if opts.AppendOnly {
+		info.Partitions = livePartitions(n, int64(opts.Days), nil)
 		return info, nil
 	}
 
@@ -308,7 +313,23 @@ func writeSample(ctx context.Context, cat catalog.Catalog, opts SampleOptions) (
 		info.Rows -= len(del)
 	}
 	info.UpdatedByDelete, info.UpdatedByAppend, info.Deleted = upd1, upd2, del
+	info.Partitions = livePartitions(n, int64(opts.Days), del)
 	return info, nil
+}
+
+// livePartitions counts the days that ids 0..n-1 but deleted fall on.
+func livePartitions(n, days int64, deleted []int64) int {
+	gone := make(map[int64]bool, len(deleted))
+	for _, id := range deleted {
+		gone[id] = true
+	}
+	live := make(map[int64]bool)
+	for id := range n {
+		if !gone[id] {
+			live[id%days] = true
+		}
+	}
+	return len(live)
 }
 
 func oneBatch(rec arrow.RecordBatch) iter.Seq2[arrow.RecordBatch, error] {

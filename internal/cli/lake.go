@@ -665,7 +665,7 @@ func runLakeSample(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	fmt.Fprintf(stdout, "created %s in %s (%s)\n", info.Table, *dir, time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "  catalog   %s (sql on SQLite)\n  warehouse %s\n", info.Config.URI, info.Config.Warehouse)
-	fmt.Fprintf(stdout, "  %d live ids, %d rows in a scan, %d day partitions\n", info.Keys, info.Rows, *days)
+	fmt.Fprintf(stdout, "  %d live ids, %d rows in a scan, %d day partitions\n", info.Keys, info.Rows, info.Partitions)
 	fmt.Fprintf(stdout, "  updated by equality delete + append: %d ids; by append only: %d ids; position-deleted: %d ids\n",
 		len(info.UpdatedByDelete), len(info.UpdatedByAppend), len(info.Deleted))
 	fmt.Fprintln(stdout, "snapshots:")

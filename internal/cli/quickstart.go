@@ -116,7 +116,7 @@ func (q *quickstart) run(ctx context.Context, dir string) (err error) {
 		return fmt.Errorf("quickstart: sample lake: %w", err)
 	}
 	q.step("lake", t, "created %s in a SQLite Iceberg catalog: %d ids over %d day partitions, %d snapshots (appends, updates, deletes)",
-		info.Table, info.Keys, q.days, len(info.Snapshots))
+		info.Table, info.Keys, info.Partitions, len(info.Snapshots))
 
 	// 2. The policy, and a config to run the same setup as a daemon later.
 	policyPath, configPath := filepath.Join(dir, "policies", "quickstart.yaml"), filepath.Join(dir, "promoter.yaml")
