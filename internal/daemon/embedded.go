@@ -84,6 +84,10 @@ type EmbeddedConfig struct {
 	// together with every component's metrics (labelled coordinator="id"
 	// or server="id"). Default: a new registry.
 	Registry *prometheus.Registry
+
+	// etcdProbed, a test's hook, runs between the check that the last
+	// run's etcd port is free and etcd's bind of it.
+	etcdProbed func(addr string)
 }
 
 // withDefaults fills zero fields.
@@ -313,6 +317,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	ports := newEtcdPortFile(cfg.DataDir, log)
 	listenAt, prev := ports.listen(cfg.EtcdListen)
 	etcdCfg.ClientURL = listenAt
+	if cfg.etcdProbed != nil && prev != 0 {
+		cfg.etcdProbed(listenAt)
+	}
 	e.etcd, err = meta.StartEmbedded(ctx, etcdCfg)
 	if err != nil && prev != 0 && isAddrInUse(err) {
 		// Taken between the check and etcd's bind.

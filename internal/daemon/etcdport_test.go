@@ -74,6 +74,26 @@ func TestEmbeddedEtcdKeepsItsPort(t *testing.T) {
 		t.Fatalf("restart after the move: etcd on port %d, want %d", again, moved)
 	}
 
+	// The port taken after the check that it is free, before etcd binds
+	// it: etcd starts again on a new one, said so, recorded.
+	var racer net.Listener
+	raced, logs := run(EmbeddedConfig{etcdProbed: func(addr string) {
+		if racer, err = net.Listen("tcp", addr); err != nil {
+			t.Errorf("take %s: %v", addr, err)
+		}
+	}})
+	if racer == nil {
+		t.Fatal("the hook never ran")
+	}
+	_ = racer.Close()
+	if raced == moved || !strings.Contains(logs, "the embedded etcd's port of the last run is not free; it listens on a new one") ||
+		!strings.Contains(logs, "port="+strconv.Itoa(moved)) {
+		t.Fatalf("port %d taken before etcd bound it: etcd on %d; warnings:\n%s", moved, raced, logs)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != strconv.Itoa(raced)+"\n" {
+		t.Fatalf("%s after the race: %q %v, want %d", etcdPortFileName, b, err, raced)
+	}
+
 	// A damaged file: a new free port and a warning, then a good file.
 	if err := os.WriteFile(file, []byte("70000\n"), 0o600); err != nil {
 		t.Fatal(err)
