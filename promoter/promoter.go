@@ -324,6 +324,7 @@ func (p *Promoter) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		sum.Selected += r.Selected
 		sum.Enqueued += r.Enqueued
 		sum.Promoted += r.Promoted
+		sum.Running += r.Running
 		sum.Skipped += r.Skipped
 	}
 	return sum, errors.Join(errs...)
@@ -333,8 +334,8 @@ func (p *Promoter) Reconcile(ctx context.Context) (ReconcileReport, error) {
 // not promoted yet, and every unsettled promotion of the policy that does
 // not run (it is resumed). It does not wait for them (see Drain).
 // Selected counts the targets the policy selects; Enqueued, Promoted
-// (already committed) and Skipped (selected, but skipped for another
-// reason, e.g. the target is not empty) split them.
+// (already committed), Running (being promoted now) and Skipped (selected,
+// but skipped for another reason, e.g. the target is not empty) split them.
 func (p *Promoter) ReconcilePolicy(ctx context.Context, policy string) (ReconcileReport, error) {
 	rep := ReconcileReport{Policy: policy}
 	pol, err := p.policy(policy)
@@ -362,13 +363,15 @@ func (p *Promoter) ReconcilePolicy(ctx context.Context, policy string) (Reconcil
 		case strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key):
 			p.q.add(it.Key, item{})
 			rep.Enqueued++
+		case strings.HasPrefix(it.Reason, ReasonInProgress):
+			rep.Running++
 		default:
 			rep.Skipped++
 		}
 	}
 	p.updateDepth()
 	p.log.Info("reconciled", "policy", policy, "lake_snapshot", ps.plan.LakeSnapshotID,
-		"selected", rep.Selected, "enqueued", rep.Enqueued, "promoted", rep.Promoted, "skipped", rep.Skipped)
+		"selected", rep.Selected, "enqueued", rep.Enqueued, "promoted", rep.Promoted, "running", rep.Running, "skipped", rep.Skipped)
 	return rep, nil
 }
 

@@ -39,13 +39,19 @@ func (e *env) killedAt(ctx context.Context, t *testing.T, cfg promoter.Config, p
 func (e *env) reconciled(ctx context.Context, t *testing.T, cfg promoter.Config) *promoter.Promoter {
 	t.Helper()
 	p := e.promoter(cfg)
+	e.reconcile(ctx, t, p)
+	return p
+}
+
+// reconcile reconciles p's policies and drains its queue.
+func (e *env) reconcile(ctx context.Context, t *testing.T, p *promoter.Promoter) {
+	t.Helper()
 	if _, err := p.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return p
 }
 
 // twoDayPolicy promotes 2024-01-02 and 2024-01-03 into shop.table.
@@ -199,6 +205,38 @@ func TestKillAndResume(t *testing.T) {
 		for _, r := range recorded {
 			if r.Attempt != 1 || !r.Retriable || !strings.Contains(r.Error, "aborted by the tier: ABORTED_BY_CALLER") {
 				t.Errorf("the aborted attempt of %s: attempt %d, retriable %t, error %q", r.ID, r.Attempt, r.Retriable, r.Error)
+			}
+		}
+	})
+
+	t.Run("reconcile while running", func(t *testing.T) {
+		// A reconcile while the policy's promotions build counts them as
+		// running, neither enqueued again nor skipped.
+		const table = "busy"
+		pols := []*policies.Policy{twoDayPolicy(t, "busy", table)}
+		cfg := e.configAt(pols, "/thaw-test/busy")
+		var p *promoter.Promoter
+		var mu sync.Mutex
+		var reps []promoter.ReconcileReport
+		cfg.Hooks.AfterPhase = func(ctx context.Context, r promoter.Record) error {
+			if r.Phase != promoter.PhaseBuilding {
+				return nil
+			}
+			rep, err := p.ReconcilePolicy(ctx, "busy")
+			mu.Lock()
+			reps = append(reps, rep)
+			mu.Unlock()
+			return err
+		}
+		p = e.promoter(cfg)
+		e.reconcile(ctx, t, p)
+		check(t, p, table)
+		if len(reps) != 2 {
+			t.Fatalf("%d reconciles while building, want 2", len(reps))
+		}
+		for _, rep := range reps {
+			if rep.Selected != 2 || rep.Running < 1 || rep.Enqueued != 0 || rep.Skipped != 0 || rep.Running+rep.Promoted != 2 {
+				t.Errorf("reconcile while building: %+v", rep)
 			}
 		}
 	})

@@ -351,5 +351,6 @@ type ReconcileReport struct {
 	Selected int    `json:"selected"` // items the policy selects
 	Enqueued int    `json:"enqueued"` // of those, queued for promotion
 	Promoted int    `json:"promoted"` // of those, already promoted (committed)
+	Running  int    `json:"running"`  // of those, being promoted now
 	Skipped  int    `json:"skipped"`  // items not promoted for another reason
 }

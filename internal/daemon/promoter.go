@@ -453,7 +453,7 @@ func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 				log.Warn("scheduled reconcile", "policy", policy, "err", err)
 				return
 			}
-			log.Info("scheduled reconcile", "policy", policy, "selected", rep.Selected, "enqueued", rep.Enqueued, "skipped", rep.Skipped)
+			log.Info("scheduled reconcile", "policy", policy, "selected", rep.Selected, "enqueued", rep.Enqueued, "promoted", rep.Promoted, "running", rep.Running, "skipped", rep.Skipped)
 		}, log.With("component", "cron"))
 		if err != nil {
 			return fmt.Errorf("daemon: cron trigger: %w", err)
