@@ -611,8 +611,12 @@ func recordDuration(r promoter.Record) time.Duration {
 	return r.UpdatedAt.Sub(start)
 }
 
-// progressText is progress without a bar: "building: 2/4 buckets, 1000 rows read".
+// progressText is progress without a bar: "building: 2/4 buckets, 1000 rows
+// read", or the phase alone before Begin has given the buckets.
 func progressText(p *promoterhttp.Progress) string {
+	if len(p.Buckets) == 0 && p.RowsRead == 0 {
+		return string(p.Phase)
+	}
 	return fmt.Sprintf("%s: %d/%d buckets, %d rows read (%s)", p.Phase, p.BucketsDone, len(p.Buckets), p.RowsRead, humanBytes(p.BytesRead))
 }
 

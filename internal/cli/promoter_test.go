@@ -410,6 +410,12 @@ func TestProgressLine(t *testing.T) {
 	if err := printPromotions(&b, []promoterhttp.Promotion{pr}, false); err != nil || strings.Contains(b.String(), "[#") {
 		t.Fatalf("table without bar: %v %s", err, b.String())
 	}
+	// Before Begin there are no buckets to count yet.
+	planned := promoterhttp.Promotion{Record: promoter.Record{Phase: promoter.PhasePlanned},
+		Progress: &promoterhttp.Progress{Phase: "planned"}}
+	if got, want := progressLine(planned, 8), "[........]   0% planned"; got != want {
+		t.Fatalf("planned: got %q, want %q", got, want)
+	}
 }
 
 // TestStatusDuration: a promotion's duration is its first attempt's from
