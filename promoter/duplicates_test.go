@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/policies"
@@ -64,6 +65,35 @@ func TestDuplicateKeysError(t *testing.T) {
 		parts = append(parts, e.partitionOf(d))
 	}
 	e.noTxnInProgress("strict", parts)
+
+	// A failure that is not retriable stays until it is requested: a
+	// reconcile leaves it, a request of the whole table tries it again.
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)) // the window holds every day
+	rep, err := p.Reconcile(ctx)
+	if err != nil || rep.Enqueued != 0 || rep.Skipped != len(dupDays) {
+		t.Fatalf("reconcile after the failures: %+v %v", rep, err)
+	}
+	items, err := p.Request(ctx, promoter.Request{Table: "shop.strict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if again := dupDays[it.Key.Partition]; (it.Action == promoter.ActionPromote) != again || again && it.Attempt != 2 {
+			t.Errorf("request of the table: %+v (a failed one: %t)", it, again)
+		}
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := p.Promotions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if dupDays[r.Partition] && (r.Attempt != 2 || r.Phase != promoter.PhaseFailed) {
+			t.Errorf("%s after the request: attempt %d, %s", r.Partition, r.Attempt, r.Phase)
+		}
+	}
 
 	// The default keeps the last row of a key: every day is promoted.
 	lenient := windowPolicy(t, "lenient", "lenient", "7d", "")

@@ -164,11 +164,13 @@ type planState struct {
 	tierParts map[string]bool
 }
 
-// plan plans pol. With only set, only that tier partition is planned (and
-// ErrNotFound returned when the lake has no such partition). forced items
-// skip the policy's selection (an on-demand request), and identities that
-// failed terminally are tried again.
-func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string, forced bool) (*planState, error) {
+// plan plans pol for who asks (the zero item: the policy's own
+// reconcile). With only set, only that tier partition is planned (and
+// ErrNotFound returned when the lake has no such partition). A request's
+// items promote again targets dropped from the tier since their
+// promotion, and try again identities that failed terminally; a forced
+// one (a request of one target) also skips the policy's selection.
+func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string, asker item) (*planState, error) {
 	src, info, err := p.openSource(ctx, pol, nil)
 	if err != nil {
 		return nil, err
@@ -251,7 +253,7 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 			continue
 		}
 		d := decisions[i]
-		it := p.planItem(ctx, ps, ps.groups[n], d, forced)
+		it := p.planItem(ctx, ps, ps.groups[n], d, asker)
 		plan.Items = append(plan.Items, it)
 	}
 	return ps, nil
@@ -333,7 +335,8 @@ func promotedNote(records []Record, it PlanItem, dropped func() bool) string {
 }
 
 // planItem decides one tier partition.
-func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d policies.Decision, forced bool) PlanItem {
+func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d policies.Decision, asker item) PlanItem {
+	requested := asker.requested || asker.forced
 	plan := ps.plan
 	newest := g.newest()
 	it := PlanItem{
@@ -346,7 +349,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 		EstimatedBuild:   (time.Duration(d.Candidate.Bytes) * time.Second / estimatedBuildRate).Round(time.Millisecond),
 	}
 	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
-	if !d.Selected && !forced {
+	if !d.Selected && !asker.forced {
 		note := promotedNote(ps.records[g.name], it, func() bool {
 			dropped, err := p.targetDropped(ctx, ps, g.name)
 			return err == nil && dropped
@@ -357,13 +360,13 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 	// A committed record's target may have been dropped from the tier since
 	// (by an operator, or a retention job of its own): a plan goes on
 	// skipping it, so that what was dropped is not promoted back on its
-	// own, and says so; a request (forced) promotes it again.
+	// own, and says so; a request promotes it again.
 	committed := func(reason string) (string, bool) {
 		dropped, err := p.targetDropped(ctx, ps, g.name)
 		switch {
 		case err != nil:
 			return "cannot check the target: " + err.Error(), true
-		case dropped && forced:
+		case dropped && requested:
 			return "", false
 		case dropped:
 			return reason + " (dropped from the tier since; a request promotes it again)", true
@@ -383,7 +386,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 			case !r.Phase.Terminal():
 				it.Reason = ReasonInProgress + r.ID
 				return it
-			case r.Phase == PhaseFailed && !r.Retriable && !forced:
+			case r.Phase == PhaseFailed && !r.Retriable && !requested:
 				it.Reason = fmt.Sprintf("failed: %s (attempt %d; request it to try again)", r.Error, r.Attempt)
 				return it
 			}

@@ -304,7 +304,7 @@ func (p *Promoter) Plan(ctx context.Context, policy string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := p.plan(ctx, pol, nil, false)
+	ps, err := p.plan(ctx, pol, nil, item{})
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (p *Promoter) ReconcilePolicy(ctx context.Context, policy string) (Reconcil
 	if err != nil {
 		return rep, err
 	}
-	ps, err := p.plan(ctx, pol, nil, false)
+	ps, err := p.plan(ctx, pol, nil, item{})
 	if err != nil {
 		p.m.reconciles.WithLabelValues(policy, "error").Inc()
 		p.log.Error("reconcile failed", "policy", policy, "err", err)
@@ -400,14 +400,15 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	if r.Partition != "" {
 		only = &r.Partition
 	}
-	ps, err := p.plan(ctx, pol, only, only != nil)
+	asker := item{forced: only != nil, requested: true}
+	ps, err := p.plan(ctx, pol, only, asker)
 	if err != nil {
 		return nil, err
 	}
 	for _, it := range ps.plan.Items {
 		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key)) {
 			p.clearSkip(it.PromotionID)
-			p.q.add(it.Key, item{forced: only != nil, requested: true})
+			p.q.add(it.Key, asker)
 		}
 	}
 	p.updateDepth()
@@ -474,7 +475,7 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 	if err != nil {
 		return Record{}, err
 	}
-	ps, err := p.plan(ctx, pol, &k.Partition, it.forced)
+	ps, err := p.plan(ctx, pol, &k.Partition, it)
 	if err != nil {
 		return Record{}, err
 	}

@@ -10,8 +10,9 @@ type item struct {
 	// forced: an on-demand request of one target; the policy's selection
 	// is not applied (prechecks still are).
 	forced bool
-	// requested: enqueued by Request (forced or not); a skip when its turn
-	// comes is noted for the requester (Skipped).
+	// requested: enqueued by Request (forced or not): a target dropped
+	// from the tier since its promotion is promoted again, and a skip
+	// when its turn comes is noted for the requester (Skipped).
 	requested bool
 }
 
