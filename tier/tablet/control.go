@@ -113,7 +113,10 @@ func (h *service) NotifyAssignment(ctx context.Context, req *connect.Request[tie
 // SetDataState applies a pushed data state (if newer than the one held),
 // waits until every request admitted under the previous state has finished
 // and, for LOADING, until every replica here has applied the whole
-// changelog, then confirms each replica.
+// changelog, then confirms each replica. A replica still opening (the
+// fence of a bulk load right after its partition was created) is waited
+// for, up to restoreWait, so that it is confirmed in this answer rather
+// than at the coordinator's next resend.
 func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.SetDataStateRequest]) (_ *connect.Response[tierv1.SetDataStateResponse], err error) {
 	s := h.s
 	defer func() { s.m.control.WithLabelValues("set_data_state", resultOf(err)).Inc() }()
@@ -156,6 +159,7 @@ func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.
 		g.SetLimit(statusFanout)
 		for _, e := range entries {
 			g.Go(func() error {
+				awaitRestore(gctx, e, restoreWait)
 				if rep := e.rep.Load(); rep != nil {
 					if err := rep.CatchUp(gctx); err != nil {
 						return replicaErr("set data state: catch up", err)

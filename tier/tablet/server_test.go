@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -661,4 +662,85 @@ func TestPartitionedTarget(t *testing.T) {
 	// The table id alone names no target of a partitioned table.
 	_, err = write(t.Context(), ts, &table{id: &tierv1.TargetId{TableId: tv.Value.ID}}, 0, 1, mut("eu", 5))
 	wantReason(t, err, tierpb.ReasonNotFound)
+}
+
+// TestSetDataStateWaitsForOpening: a LOADING push that reaches replicas
+// still opening (a bulk load's fence right after its partition was
+// created) waits for them and confirms them in its answer, instead of
+// leaving them to the coordinator's next resend.
+func TestSetDataStateWaitsForOpening(t *testing.T) {
+	c := newCluster(t)
+	gate, opening := make(chan struct{}), make(chan struct{}, 8)
+	c.deps = func(d *tablet.Deps) {
+		d.Changelog = gatedLogs{Provider: d.Changelog, gate: gate, opening: opening}
+	}
+	ts := c.startServer("ts-1")
+	tb := c.createTable("t", []string{"ts-1"}, []string{"ts-1"})
+	for range 2 {
+		select {
+		case <-opening:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the replicas never opened their changelogs")
+		}
+	}
+	type answer struct {
+		resp *connect.Response[tierv1.SetDataStateResponse]
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := ts.client.SetDataState(t.Context(), connect.NewRequest(&tierv1.SetDataStateRequest{
+			CoordinatorEpoch: int64(c.lead.Epoch()), Target: tb.id, DataState: tierv1.DataState_DATA_STATE_LOADING,
+			BulkLoadId: "bulk-1", StateRevision: 1 << 40,
+		}))
+		done <- answer{resp, err}
+	}()
+	// The push has applied LOADING (what the server reports) while the
+	// replicas are still held opening; then they may open.
+	eventually(t, "LOADING applied", func() error {
+		resp, err := ts.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.Msg.Replicas {
+			if r.DataState != tierv1.DataState_DATA_STATE_LOADING || r.State == tierv1.ReplicaState_REPLICA_STATE_READY {
+				return fmt.Errorf("replica %v", r)
+			}
+		}
+		return nil
+	})
+	close(gate)
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.resp.Msg.Replicas) != 2 {
+		t.Fatalf("answer %v", a.resp.Msg.Replicas)
+	}
+	for _, r := range a.resp.Msg.Replicas {
+		if r.State != tierv1.ReplicaState_REPLICA_STATE_READY || r.DataState != tierv1.DataState_DATA_STATE_LOADING || !r.Empty {
+			t.Errorf("bucket %d in the answer: %v (want READY, LOADING, empty)", r.Bucket, r)
+		}
+	}
+}
+
+// gatedLogs is a changelog provider whose Open announces itself on opening
+// and then waits for gate to close.
+type gatedLogs struct {
+	changelog.Provider
+	gate    <-chan struct{}
+	opening chan<- struct{}
+}
+
+func (p gatedLogs) Open(ctx context.Context, id changelog.BucketLogID) (changelog.Log, error) {
+	select {
+	case p.opening <- struct{}{}:
+	default:
+	}
+	select {
+	case <-p.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return p.Provider.Open(ctx, id)
 }
