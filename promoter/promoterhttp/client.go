@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -153,6 +154,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.hc.Do(req)
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return fmt.Errorf("promoter api: no promoter answered at %s (is thaw promoter running and listening there?): %s %s: %w", c.base, method, path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("promoter api: %s %s: %w", method, path, err)
 	}

@@ -2,6 +2,7 @@ package promoterhttp
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -87,5 +88,21 @@ func TestClientErrors(t *testing.T) {
 	}
 	if _, err := NewClient("127.0.0.1:7080", nil); err != nil {
 		t.Fatal(err)
+	}
+
+	// Nothing listening: the error says no promoter answered, and where.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	gone, err := NewClient(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gone.Promotions(t.Context(), "")
+	if want := "promoter api: no promoter answered at http://" + addr + " (is thaw promoter running and listening there?): GET /v1/promotions: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("no promoter: %v\nwant the prefix %q", err, want)
 	}
 }
