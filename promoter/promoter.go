@@ -14,6 +14,7 @@ import (
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/internal/periodic"
+	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 )
 
@@ -42,6 +43,9 @@ type Promoter struct {
 		// promotion id, until the id's record is written or it is
 		// requested again (see Skipped)
 		skips map[string]Skip
+		// lakeParts: each lake table's partitions at the snapshot a plan
+		// last listed them (see lakePartitions)
+		lakeParts map[lakeSnapshot][]lake.PartitionStats
 	}
 }
 
@@ -117,6 +121,7 @@ func New(cfg Config) (*Promoter, error) {
 	})
 	p.mu.live = map[string]*liveProgress{}
 	p.mu.skips = map[string]Skip{}
+	p.mu.lakeParts = map[lakeSnapshot][]lake.PartitionStats{}
 	return p, nil
 }
 
