@@ -115,7 +115,7 @@ func (h *service) NotifyAssignment(ctx context.Context, req *connect.Request[tie
 // and, for LOADING, until every replica here has applied the whole
 // changelog, then confirms each replica. A replica still opening (the
 // fence of a bulk load right after its partition was created) is waited
-// for, up to restoreWait, so that it is confirmed in this answer rather
+// for, up to fenceOpenWait, so that it is confirmed in this answer rather
 // than at the coordinator's next resend.
 func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.SetDataStateRequest]) (_ *connect.Response[tierv1.SetDataStateResponse], err error) {
 	s := h.s
@@ -159,7 +159,7 @@ func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.
 		g.SetLimit(statusFanout)
 		for _, e := range entries {
 			g.Go(func() error {
-				awaitRestore(gctx, e, restoreWait)
+				awaitRestore(gctx, e, fenceOpenWait)
 				if rep := e.rep.Load(); rep != nil {
 					if err := rep.CatchUp(gctx); err != nil {
 						return replicaErr("set data state: catch up", err)
@@ -238,6 +238,12 @@ func (h *service) RestoreSnapshot(ctx context.Context, req *connect.Request[tier
 // started or reports to finish, so that the coordinator's round learns of a
 // quick restore at once instead of at its next poll (the resend interval).
 const restoreWait = 2 * time.Second
+
+// fenceOpenWait bounds how long a LOADING push waits for a replica that is
+// still opening: a new, empty replica opens in milliseconds; one restoring
+// a large snapshot is answered unconfirmed after this, and the
+// coordinator asks again, without holding one of its calls for long.
+const fenceOpenWait = 500 * time.Millisecond
 
 // awaitRestore waits until e is READY or FAILED, ctx ends, or max has
 // passed (less a margin before ctx's deadline, so the answer still arrives).
