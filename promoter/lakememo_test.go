@@ -2,6 +2,7 @@ package promoter_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,5 +78,48 @@ func TestLakePartitionsListedOncePerSnapshot(t *testing.T) {
 	}
 	if n := lk.partitions.Load(); n != 3 {
 		t.Fatalf("%d listings after the lake moved back, want 3", n)
+	}
+}
+
+// TestRequestSupersededByLakeCommit: a lake commit to the requested
+// partition between the request and its turn gives the target another
+// promotion id; the id the request was answered with gets a note naming
+// the new one, instead of never getting a record.
+func TestRequestSupersededByLakeCommit(t *testing.T) {
+	e := newEnv(t, 400)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	lk := &countingLake{Lake: e.lake}
+	cfg := e.configAt([]*policies.Policy{windowPolicy(t, "moved", "moved", "1d", "")}, "/thaw-test/moved")
+	cfg.Lakes = map[string]promoter.Lake{"default": lk}
+	p := e.promoter(cfg)
+
+	// The request sees the lake one snapshot back; the last snapshot (a
+	// position delete) changed every partition.
+	lk.current.Store(e.sample.Snapshots[len(e.sample.Snapshots)-2].ID)
+	part := e.partitionOf("2024-01-03")
+	items, err := p.Request(ctx, promoter.Request{Table: "shop.moved", Partition: part})
+	if err != nil || len(items) != 1 || items[0].Action != promoter.ActionPromote {
+		t.Fatalf("request: %+v %v", items, err)
+	}
+	requested := items[0].PromotionID
+	lk.current.Store(0)
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := p.Promotions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].ID == requested || recs[0].Phase != promoter.PhaseCommitted {
+		t.Fatalf("records %+v, want one committed promotion of the current data (requested %s)", recs, requested)
+	}
+	s, ok := p.Skipped(requested)
+	if !ok || !strings.HasPrefix(s.Reason, "the lake partition changed after the request (the lake is at snapshot ") ||
+		!strings.HasSuffix(s.Reason, "): its current data is promotion "+recs[0].ID) {
+		t.Fatalf("the requested id %s: note %+v %t, want one naming %s", requested, s, ok, recs[0].ID)
+	}
+	if _, ok := p.Skipped(recs[0].ID); ok {
+		t.Fatalf("the promotion that committed has a skip note")
 	}
 }

@@ -413,7 +413,9 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	for _, it := range ps.plan.Items {
 		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key)) {
 			p.clearSkip(it.PromotionID)
-			p.q.add(it.Key, asker)
+			req := asker
+			req.ids = []string{it.PromotionID}
+			p.q.add(it.Key, req)
 		}
 	}
 	p.updateDepth()
@@ -485,6 +487,12 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 		return Record{}, err
 	}
 	pi := ps.plan.Items[0]
+	for _, id := range it.ids {
+		if id != pi.PromotionID {
+			p.noteSkip(id, fmt.Sprintf("the lake partition changed after the request (the lake is at snapshot %d now): its current data is promotion %s",
+				ps.plan.LakeSnapshotID, pi.PromotionID))
+		}
+	}
 	if pi.Action != ActionPromote {
 		for _, r := range ps.records[k.Partition] {
 			switch {

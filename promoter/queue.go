@@ -2,6 +2,7 @@ package promoter
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -14,10 +15,20 @@ type item struct {
 	// from the tier since its promotion is promoted again, and a skip
 	// when its turn comes is noted for the requester (Skipped).
 	requested bool
+	// ids: the promotion ids the requests were answered with. When the
+	// turn comes the lake may have moved on and the target's id with it;
+	// the requested ids are then noted as superseded (Skipped).
+	ids []string
 }
 
 func (it item) merge(o item) item {
-	return item{forced: it.forced || o.forced, requested: it.requested || o.requested}
+	ids := it.ids
+	for _, id := range o.ids {
+		if !slices.Contains(ids, id) {
+			ids = append(slices.Clip(ids), id)
+		}
+	}
+	return item{forced: it.forced || o.forced, requested: it.requested || o.requested, ids: ids}
 }
 
 // queue is a de-duplicating work queue of keys with per-key exclusion and

@@ -3,6 +3,7 @@ package promoter
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,13 +69,14 @@ func TestQueueDedup(t *testing.T) {
 	if !q.add(a, item{}) || q.add(a, item{}) || !q.add(b, item{}) {
 		t.Fatal("add: a new key must be added once")
 	}
-	q.add(a, item{forced: true}) // merges into the pending entry
+	q.add(a, item{forced: true, ids: []string{"p-1"}}) // merges into the pending entry
+	q.add(a, item{requested: true, ids: []string{"p-2", "p-1"}})
 	if p, r := q.depth(); p != 2 || r != 0 {
 		t.Fatalf("depth %d/%d, want 2 pending", p, r)
 	}
 	k, it, err := q.get(t.Context())
-	if err != nil || k != a || !it.forced {
-		t.Fatalf("get: %v %+v %v, want a (forced)", k, it, err)
+	if err != nil || k != a || !it.forced || !it.requested || !slices.Equal(it.ids, []string{"p-1", "p-2"}) {
+		t.Fatalf("get: %v %+v %v, want a (forced, requested, ids p-1 and p-2)", k, it, err)
 	}
 	// a is running: adding it again marks it dirty, it is not handed out.
 	if !q.add(a, item{}) || q.add(a, item{}) {
