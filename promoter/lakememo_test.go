@@ -33,17 +33,23 @@ func (l *countingLake) Partitions(ctx context.Context, name string, snapshotID *
 	return l.Lake.Partitions(ctx, name, snapshotID)
 }
 
+// countingEnv is an env on 2024-01-08 with a promoter of a window policy
+// (name, last) into shop.name that reads the lake through a countingLake.
+func countingEnv(t *testing.T, name, last string) (*env, *countingLake, *promoter.Promoter) {
+	e := newEnv(t, 400)
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	lk := &countingLake{Lake: e.lake}
+	cfg := e.configAt([]*policies.Policy{windowPolicy(t, name, name, last, "")}, "/thaw-test/"+name)
+	cfg.Lakes = map[string]promoter.Lake{"default": lk}
+	return e, lk, e.promoter(cfg)
+}
+
 // TestLakePartitionsListedOncePerSnapshot: promoting a table's partitions
 // one by one lists the lake's partitions once for the snapshot, not once
 // for each promotion; another current snapshot is listed anew.
 func TestLakePartitionsListedOncePerSnapshot(t *testing.T) {
-	e := newEnv(t, 400)
+	e, lk, p := countingEnv(t, "memo", "3d")
 	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
-	lk := &countingLake{Lake: e.lake}
-	cfg := e.configAt([]*policies.Policy{windowPolicy(t, "memo", "memo", "3d", "")}, "/thaw-test/memo")
-	cfg.Lakes = map[string]promoter.Lake{"default": lk}
-	p := e.promoter(cfg)
 	e.reconcile(ctx, t, p)
 	recs, err := p.Promotions(ctx)
 	if err != nil {
@@ -86,13 +92,8 @@ func TestLakePartitionsListedOncePerSnapshot(t *testing.T) {
 // promotion id; the id the request was answered with gets a note naming
 // the new one, instead of never getting a record.
 func TestRequestSupersededByLakeCommit(t *testing.T) {
-	e := newEnv(t, 400)
+	e, lk, p := countingEnv(t, "moved", "1d")
 	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
-	lk := &countingLake{Lake: e.lake}
-	cfg := e.configAt([]*policies.Policy{windowPolicy(t, "moved", "moved", "1d", "")}, "/thaw-test/moved")
-	cfg.Lakes = map[string]promoter.Lake{"default": lk}
-	p := e.promoter(cfg)
 
 	// The request sees the lake one snapshot back; the last snapshot (a
 	// position delete) changed every partition.
