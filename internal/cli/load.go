@@ -343,13 +343,14 @@ const scopedUploadsUsage = "write snapshot files and the manifest through the co
 	"instead of into the object store directly (this process then needs no object store access)"
 
 // beginRetrying calls Begin until it succeeds, fails for good or ctx ends:
-// a new table answers UNAVAILABLE until its replicas are up.
-func beginRetrying(ctx context.Context, c *bulkloadclient.Client, target bulkload.Target, token string, opts bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
+// a new table answers UNAVAILABLE until its replicas are up. cmd is the
+// command, for the hints of its errors ("thaw load", "thaw bulkload begin").
+func beginRetrying(ctx context.Context, c *bulkloadclient.Client, cmd string, target bulkload.Target, token string, opts bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
 	delay := 50 * time.Millisecond
 	for {
 		bc, err := c.Begin(ctx, target, token, opts)
 		if err == nil || !bulkloadclient.IsRetriable(err) {
-			return bc, beginHint(err)
+			return bc, beginHint(err, cmd, target)
 		}
 		select {
 		case <-ctx.Done():
@@ -388,11 +389,19 @@ func createPartition(ctx context.Context, server string, name tableName, part st
 	return nil
 }
 
-// beginHint adds what to do to the Begin errors a person can act on.
-func beginHint(err error) error {
+// beginHint adds what to do to the Begin errors of cmd on target that a
+// person can act on.
+func beginHint(err error, cmd string, target bulkload.Target) error {
 	switch {
+	case errors.Is(err, bulkload.ErrTargetNotFound) && target.Partition == "":
+		return fmt.Errorf("%w\n(a bulk load fills an existing empty table or partition: create the table with `thaw table create`)", err)
 	case errors.Is(err, bulkload.ErrTargetNotFound):
-		return fmt.Errorf("%w\n(a bulk load fills an existing empty table or partition: create a partition with `thaw partition create`, or give thaw load --create-partition)", err)
+		also := ""
+		if cmd == "thaw load" {
+			also = ", or give thaw load --create-partition"
+		}
+		return fmt.Errorf("%w\n(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create %s.%s %s`%s)",
+			err, target.Database, target.Table, target.Partition, also)
 	case errors.Is(err, bulkload.ErrTargetNotEmpty):
 		return fmt.Errorf("%w\n(a bulk load fills an empty table or partition only: load into a new partition, or drop the target and create it again)", err)
 	case errors.Is(err, bulkload.ErrTargetOccupied):
@@ -539,7 +548,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 			return err
 		}
 	}
-	bc, err := beginRetrying(beginCtx, c, target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
+	bc, err := beginRetrying(beginCtx, c, "thaw load", target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("load %s: %w", target, err)

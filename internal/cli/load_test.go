@@ -548,7 +548,7 @@ func TestLoad(t *testing.T) {
 	}{
 		{[]string{"--table", "shop.sales", f4}, "usage: thaw load: shop.sales is partitioned (by dt): name the target partition with --partition"},
 		{[]string{"--table", "shop.flat", "--partition", "2024-01-04", f4}, "usage: thaw load: shop.flat is not partitioned: --partition is for partitioned tables"},
-		{[]string{"--table", "shop.sales", "--partition", "2024-01-04", f4}, "\n(a bulk load fills an existing empty table or partition: create a partition with `thaw partition create`, or give thaw load --create-partition)"},
+		{[]string{"--table", "shop.sales", "--partition", "2024-01-04", f4}, "\n(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create shop.sales 2024-01-04`, or give thaw load --create-partition)"},
 	} {
 		out.Reset()
 		err := runLoad(ctx, &out, append(c.args, server))
