@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -14,9 +15,34 @@ import (
 // have: "line 15: field wokers not found in type daemon.PromoterConfig".
 var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type (\S+)$`)
 
-// describeYAMLError rewords yaml.v3's errors for a config file's reader:
-// an unknown key is named as such, with the closest key of its section
-// when there is one (no Go type names); other errors are left as they are.
+// wrongType is how yaml.v3 words a value of the wrong kind: "line 15:
+// cannot unmarshal !!str `1x` into time.Duration" (a mapping or a list has
+// no value in the message).
+var wrongType = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) (?:`(.*)` )?into (\\S+)$")
+
+// kindOf words what a value of Go type t (as yaml.v3 prints it) is written as.
+func kindOf(t string) string {
+	switch {
+	case t == "time.Duration":
+		return "a duration (such as 30s, 15m or 720h)"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "a string"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	}
+	return "a mapping of keys to values"
+}
+
+// describeYAMLError rewords yaml.v3's errors for a config file's reader,
+// without Go type names: an unknown key is named as such, with the
+// closest key of its section when there is one, and a value of the wrong
+// kind says what the key takes; other errors are left as they are.
 func describeYAMLError(err error, v any) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -25,6 +51,14 @@ func describeYAMLError(err error, v any) error {
 	var keys map[string][]string
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
+		if wt := wrongType.FindStringSubmatch(m); wt != nil {
+			what := map[string]string{"map": "a mapping", "seq": "a list"}[wt[2]]
+			if wt[3] != "" {
+				what = "`" + wt[3] + "`"
+			}
+			msgs[i] = fmt.Sprintf("line %s: %s is not %s", wt[1], cmp.Or(what, "the value"), kindOf(wt[4]))
+			continue
+		}
 		sm := unknownField.FindStringSubmatch(m)
 		if sm == nil {
 			msgs[i] = m

@@ -17,6 +17,11 @@ func TestDescribeYAMLError(t *testing.T) {
 		{"kafka:\n  brokers: [k:1]\n  password: x\n", `yaml: line 3: unknown key "password"`},
 		{"zzzzzzzz: 1\nlistne: x\n", `yaml: line 1: unknown key "zzzzzzzz"; line 2: unknown key "listne" (did you mean listen?)`},
 		{"catalogs:\n  default: {uri: /c.db, passwrd: x}\n", `(did you mean password?)`},
+		{"ledger_retention: 1x\n", "yaml: line 1: `1x` is not a duration (such as 30s, 15m or 720h)"},
+		{"workers: two\n", "yaml: line 1: `two` is not a whole number"},
+		{"workers: [1, 2]\n", "yaml: line 1: a list is not a whole number"},
+		{"tier: x\n", "yaml: line 1: `x` is not a mapping of keys to values"},
+		{"policies: x\n", "yaml: line 1: `x` is not a list"},
 	} {
 		var cfg PromoterConfig
 		err := decodeStrict(strings.NewReader(tc.doc), &cfg)
