@@ -22,6 +22,7 @@ var wrongType = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) (?:`
 
 // kindOf words what a value of Go type t (as yaml.v3 prints it) is written as.
 func kindOf(t string) string {
+	t = strings.TrimLeft(t, "*")
 	switch {
 	case t == "time.Duration":
 		return "a duration (such as 30s, 15m or 720h)"

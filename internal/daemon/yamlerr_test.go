@@ -22,6 +22,7 @@ func TestDescribeYAMLError(t *testing.T) {
 		{"workers: [1, 2]\n", "yaml: line 1: a list is not a whole number"},
 		{"tier: x\n", "yaml: line 1: `x` is not a mapping of keys to values"},
 		{"policies: x\n", "yaml: line 1: `x` is not a list"},
+		{"tier:\n  embedded: maybe\n", "yaml: line 2: `maybe` is not true or false"},
 	} {
 		var cfg PromoterConfig
 		err := decodeStrict(strings.NewReader(tc.doc), &cfg)
