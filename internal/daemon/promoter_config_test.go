@@ -70,7 +70,7 @@ func TestPromoterConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
 		{"unknown key", "data_dir: /d\nworkerz: 3\n", "line 2: unknown key \"workerz\" (did you mean workers?)"},
 		{"unknown catalog key", "catalogs:\n  default: {uri: /c.db, passwd: x}\n", "unknown key \"passwd\" (did you mean password?)"},
-		{"wrong type", "workers: many\n", "cannot unmarshal"},
+		{"wrong type", "workers: many\n", "line 1: the string `many` is not a whole number"},
 		{"two documents", "data_dir: /d\n---\ndata_dir: /e\n", "more than one YAML document"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

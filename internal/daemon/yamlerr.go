@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -40,6 +41,39 @@ func kindOf(t string) string {
 	return "a mapping of keys to values"
 }
 
+// wrongKind words a value of YAML kind tag ("str", "int", "seq", ...),
+// written as value, that a key of Go type t cannot take.
+func wrongKind(line, tag, value, t string) string {
+	what := map[string]string{"map": "a mapping", "seq": "a list"}[tag]
+	switch {
+	case tag == "str" && value != "":
+		what = "the string `" + value + "`"
+	case value != "":
+		what = "`" + value + "`"
+	}
+	kind := kindOf(t)
+	msg := fmt.Sprintf("line %s: %s is not %s", line, cmp.Or(what, "the value"), kind)
+	if tag == "str" && wouldParse(value, kind) {
+		msg += " (a quoted value is a string: write it without quotes)"
+	}
+	return msg
+}
+
+// wouldParse reports whether value, unquoted, is of kind.
+func wouldParse(value, kind string) bool {
+	switch kind {
+	case "a whole number":
+		_, err := strconv.ParseInt(value, 0, 64)
+		return err == nil
+	case "a number":
+		_, err := strconv.ParseFloat(value, 64)
+		return err == nil
+	case "true or false":
+		return value == "true" || value == "false"
+	}
+	return false
+}
+
 // describeYAMLError rewords yaml.v3's errors for a config file's reader,
 // without Go type names: an unknown key is named as such, with the
 // closest key of its section when there is one, and a value of the wrong
@@ -53,11 +87,7 @@ func describeYAMLError(err error, v any) error {
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
 		if wt := wrongType.FindStringSubmatch(m); wt != nil {
-			what := map[string]string{"map": "a mapping", "seq": "a list"}[wt[2]]
-			if wt[3] != "" {
-				what = "`" + wt[3] + "`"
-			}
-			msgs[i] = fmt.Sprintf("line %s: %s is not %s", wt[1], cmp.Or(what, "the value"), kindOf(wt[4]))
+			msgs[i] = wrongKind(wt[1], wt[2], wt[3], wt[4])
 			continue
 		}
 		sm := unknownField.FindStringSubmatch(m)

@@ -17,16 +17,18 @@ func TestDescribeYAMLError(t *testing.T) {
 		{"kafka:\n  brokers: [k:1]\n  password: x\n", `yaml: line 3: unknown key "password"`},
 		{"zzzzzzzz: 1\nlistne: x\n", `yaml: line 1: unknown key "zzzzzzzz"; line 2: unknown key "listne" (did you mean listen?)`},
 		{"catalogs:\n  default: {uri: /c.db, passwrd: x}\n", `(did you mean password?)`},
-		{"ledger_retention: 1x\n", "yaml: line 1: `1x` is not a duration (such as 30s, 15m or 720h)"},
-		{"workers: two\n", "yaml: line 1: `two` is not a whole number"},
+		{"ledger_retention: 1x\n", "yaml: line 1: the string `1x` is not a duration (such as 30s, 15m or 720h)"},
+		{"ledger_retention: 5\n", "yaml: line 1: `5` is not a duration (such as 30s, 15m or 720h)"},
+		{"workers: two\n", "yaml: line 1: the string `two` is not a whole number"},
+		{"workers: '2'\n", "yaml: line 1: the string `2` is not a whole number (a quoted value is a string: write it without quotes)"},
 		{"workers: [1, 2]\n", "yaml: line 1: a list is not a whole number"},
-		{"tier: x\n", "yaml: line 1: `x` is not a mapping of keys to values"},
-		{"policies: x\n", "yaml: line 1: `x` is not a list"},
-		{"tier:\n  embedded: maybe\n", "yaml: line 2: `maybe` is not true or false"},
+		{"tier: x\n", "yaml: line 1: the string `x` is not a mapping of keys to values"},
+		{"policies: x\n", "yaml: line 1: the string `x` is not a list"},
+		{"tier:\n  embedded: maybe\n", "yaml: line 2: the string `maybe` is not true or false"},
 	} {
 		var cfg PromoterConfig
 		err := decodeStrict(strings.NewReader(tc.doc), &cfg)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "not found in type") {
+		if err == nil || !strings.HasSuffix(err.Error(), tc.want) || strings.Contains(err.Error(), "not found in type") {
 			t.Errorf("%q: %v, want %q", tc.doc, err, tc.want)
 		}
 		if tc.want == `yaml: line 3: unknown key "password"` && err != nil && strings.Contains(err.Error(), "did you mean") {
