@@ -71,6 +71,23 @@ func sample(t testing.TB) (*Lake, SampleInfo) {
 	return l, sampleInfo
 }
 
+// openSample writes a sample of its own (opts.Dir: a temporary directory)
+// and opens it for the test.
+func openSample(t *testing.T, opts SampleOptions) (*Lake, SampleInfo) {
+	t.Helper()
+	opts.Dir = t.TempDir()
+	info, err := Sample(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(t.Context(), info.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, info
+}
+
 // scratch returns a writable empty SQL catalog with namespace "t".
 func scratch(t *testing.T) *Lake {
 	t.Helper()
@@ -142,16 +159,7 @@ func scan(t testing.TB, l *Lake, name string, opts ScanOptions) rows {
 // Partitions counts the day partitions that hold live rows, as a scan
 // sees them, not the days asked for.
 func TestSampleFewerIDsThanDays(t *testing.T) {
-	ctx := t.Context()
-	info, err := Sample(ctx, SampleOptions{Dir: t.TempDir(), Rows: 10, Days: 400, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Open(ctx, info.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, info := openSample(t, SampleOptions{Rows: 10, Days: 400, Seed: 1})
 	r := scan(t, l, "lake.events", ScanOptions{})
 	days := map[string]bool{}
 	for _, ts := range r.col(t, "event_ts") {

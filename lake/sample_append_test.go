@@ -10,15 +10,7 @@ import (
 // partitions keep their last-updated snapshot.
 func TestSampleAppendDay(t *testing.T) {
 	ctx := t.Context()
-	info, err := Sample(ctx, SampleOptions{Dir: t.TempDir(), Rows: 200, Days: 2, Seed: 1, AppendOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Open(ctx, info.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, info := openSample(t, SampleOptions{Rows: 200, Days: 2, Seed: 1, AppendOnly: true})
 	before, err := l.Partitions(ctx, info.Table, nil)
 	if err != nil {
 		t.Fatal(err)
