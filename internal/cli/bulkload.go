@@ -485,7 +485,7 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, sf.timeout)
 	defer cancel()
-	bc, err := beginRetrying(ctx, c, "thaw bulkload begin", target, tok, bulkloadclient.BeginOptions{BuildTimeout: *buildTimeout})
+	bc, err := beginRetrying(ctx, c, "", target, tok, bulkloadclient.BeginOptions{BuildTimeout: *buildTimeout})
 	if err != nil {
 		return err
 	}

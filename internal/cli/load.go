@@ -343,14 +343,15 @@ const scopedUploadsUsage = "write snapshot files and the manifest through the co
 	"instead of into the object store directly (this process then needs no object store access)"
 
 // beginRetrying calls Begin until it succeeds, fails for good or ctx ends:
-// a new table answers UNAVAILABLE until its replicas are up. cmd is the
-// command, for the hints of its errors ("thaw load", "thaw bulkload begin").
-func beginRetrying(ctx context.Context, c *bulkloadclient.Client, cmd string, target bulkload.Target, token string, opts bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
+// a new table answers UNAVAILABLE until its replicas are up. createFlag
+// is how the calling command creates a missing partition
+// ("thaw load --create-partition"; "" when it cannot), for the hint.
+func beginRetrying(ctx context.Context, c *bulkloadclient.Client, createFlag string, target bulkload.Target, token string, opts bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
 	delay := 50 * time.Millisecond
 	for {
 		bc, err := c.Begin(ctx, target, token, opts)
 		if err == nil || !bulkloadclient.IsRetriable(err) {
-			return bc, beginHint(err, cmd, target)
+			return bc, beginHint(err, createFlag, target)
 		}
 		select {
 		case <-ctx.Done():
@@ -389,16 +390,17 @@ func createPartition(ctx context.Context, server string, name tableName, part st
 	return nil
 }
 
-// beginHint adds what to do to the Begin errors of cmd on target that a
-// person can act on.
-func beginHint(err error, cmd string, target bulkload.Target) error {
+// beginHint adds what to do to the Begin errors on target that a person
+// can act on; createFlag names the flag that creates a missing partition
+// ("" for none).
+func beginHint(err error, createFlag string, target bulkload.Target) error {
 	switch {
 	case errors.Is(err, bulkload.ErrTargetNotFound) && target.Partition == "":
 		return fmt.Errorf("%w\n(a bulk load fills an existing empty table or partition: create the table with `thaw table create`)", err)
 	case errors.Is(err, bulkload.ErrTargetNotFound):
 		also := ""
-		if cmd == "thaw load" {
-			also = ", or give thaw load --create-partition"
+		if createFlag != "" {
+			also = ", or give " + createFlag
 		}
 		return fmt.Errorf("%w\n(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create %s.%s %s`%s)",
 			err, target.Database, target.Table, target.Partition, also)
@@ -548,7 +550,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 			return err
 		}
 	}
-	bc, err := beginRetrying(beginCtx, c, "thaw load", target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
+	bc, err := beginRetrying(beginCtx, c, "thaw load --create-partition", target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("load %s: %w", target, err)

@@ -364,32 +364,32 @@ func TestBeginHint(t *testing.T) {
 	table := bulkload.Target{Database: "d", Table: "t"}
 	part := bulkload.Target{Database: "d", Table: "t", Partition: "p1"}
 	occupied := errors.Join(bulkload.ErrTargetOccupied, tierpb.NewError(tierpb.ReasonTargetOccupied, "held", map[string]string{tierpb.KeyTxnID: "t-1"}))
-	if got := beginHint(occupied, "thaw load", part); !errors.Is(got, bulkload.ErrTargetOccupied) || !strings.Contains(got.Error(), "`thaw bulkload abort t-1`") {
+	if got := beginHint(occupied, "thaw load --create-partition", part); !errors.Is(got, bulkload.ErrTargetOccupied) || !strings.Contains(got.Error(), "`thaw bulkload abort t-1`") {
 		t.Errorf("occupied: %v", got)
 	}
-	if got := beginHint(bulkload.ErrTargetOccupied, "thaw load", part); got != bulkload.ErrTargetOccupied { // no id: nothing to name
+	if got := beginHint(bulkload.ErrTargetOccupied, "thaw load --create-partition", part); got != bulkload.ErrTargetOccupied { // no id: nothing to name
 		t.Errorf("occupied without an id: %v", got)
 	}
-	if got := beginHint(bulkload.ErrTargetNotEmpty, "thaw load", part); !errors.Is(got, bulkload.ErrTargetNotEmpty) || !strings.Contains(got.Error(), "load into a new partition") {
+	if got := beginHint(bulkload.ErrTargetNotEmpty, "thaw load --create-partition", part); !errors.Is(got, bulkload.ErrTargetNotEmpty) || !strings.Contains(got.Error(), "load into a new partition") {
 		t.Errorf("not empty: %v", got)
 	}
 	// A missing target: the table, or the partition (thaw load can create
 	// it; thaw bulkload begin cannot).
 	for _, c := range []struct {
-		cmd    string
-		target bulkload.Target
-		want   string
+		createFlag string
+		target     bulkload.Target
+		want       string
 	}{
-		{"thaw bulkload begin", table, "(a bulk load fills an existing empty table or partition: create the table with `thaw table create`)"},
-		{"thaw bulkload begin", part, "(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create d.t p1`)"},
-		{"thaw load", part, "(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create d.t p1`, or give thaw load --create-partition)"},
+		{"", table, "(a bulk load fills an existing empty table or partition: create the table with `thaw table create`)"},
+		{"", part, "(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create d.t p1`)"},
+		{"thaw load --create-partition", part, "(a bulk load fills an existing empty table or partition: create the partition with `thaw partition create d.t p1`, or give thaw load --create-partition)"},
 	} {
-		got := beginHint(bulkload.ErrTargetNotFound, c.cmd, c.target)
+		got := beginHint(bulkload.ErrTargetNotFound, c.createFlag, c.target)
 		if !errors.Is(got, bulkload.ErrTargetNotFound) || !strings.HasSuffix(got.Error(), "\n"+c.want) {
-			t.Errorf("%s %v: %v, want the hint %q", c.cmd, c.target, got, c.want)
+			t.Errorf("%q %v: %v, want the hint %q", c.createFlag, c.target, got, c.want)
 		}
 	}
-	if other := errors.New("x"); beginHint(other, "thaw load", part) != other || beginHint(nil, "thaw load", part) != nil {
+	if other := errors.New("x"); beginHint(other, "thaw load --create-partition", part) != other || beginHint(nil, "thaw load --create-partition", part) != nil {
 		t.Error("other errors changed")
 	}
 }
