@@ -101,12 +101,25 @@
 // decides by (the newest committed record of each target and, without one,
 // its newest failure that is not retriable).
 //
+// # Requests
+//
+// Request stores what it queues in the ledger (StoredRequest, one per key,
+// under prefix+"/requests/") before it answers, and a worker deletes a
+// key's stored request once the key's turn has come and gone — promoted,
+// skipped (noted for Skipped) or failed to start (noted too, with why) —
+// unless the promoter was stopping: then the request stays, and the next
+// promoter's Run queues it again before its workers start. A request is
+// therefore not lost to a restart, a crash or a failover between its
+// answer and its turn. A stored request of a policy the next promoter does
+// not have, or that no longer takes requests, is deleted with a warning.
+//
 // # Shutdown
 //
 // When Run's context is done, the queue stops taking work, promotions before
 // their commit decision are aborted (with a context shutdown does not
 // cancel) and recorded aborted with "shutdown: ..." — retriable, so the next
-// promoter promotes them again as attempt+1 — and a Commit in flight
+// promoter promotes them again as attempt+1 (its reconcile, or the stored
+// request) — and a Commit in flight
 // finishes within CommitBudget (the commit is the decision and is not
 // cancelled); if its outcome is still unknown, the record stays committing
 // for Resume. A transaction that could not be aborted leaves its record in

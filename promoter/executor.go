@@ -377,7 +377,7 @@ func (p *Promoter) abortAttempt(ctx context.Context, r Record, h *bulkload.Handl
 	}
 	r.Phase, r.Error, r.Retriable = PhaseAborted, cause.Error(), IsRetriable(cause)
 	if ctx.Err() != nil {
-		r.Error, r.Retriable = "shutdown: "+cause.Error(), true
+		r.Error, r.Retriable = shutdownPrefix+cause.Error(), true
 	}
 	if err := p.write(dctx, &r); err != nil {
 		return r, errors.Join(cause, err)

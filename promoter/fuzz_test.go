@@ -101,3 +101,46 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeRequest: decoding a stored request never panics, an error says
+// what is wrong, and a decoded request encodes to a value that decodes to
+// the same request and encodes to the same bytes again.
+func FuzzDecodeRequest(f *testing.F) {
+	at := time.Date(2024, 1, 8, 10, 30, 0, 123456789, time.UTC)
+	for _, r := range []StoredRequest{
+		{Key: Key{Policy: "events", Partition: "2024-01-02"}, Forced: true, IDs: []string{PromotionID("default", "lake.events", "shop.events", "2024-01-02", 42)}, At: at},
+		{Key: Key{Policy: "events"}, At: at},
+	} {
+		b, err := encodeRequest(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(bytes.Replace(b, []byte(`"version":1`), []byte(`"version":2`), 1))
+	}
+	f.Add([]byte(`{"version":1,"policy":"p","partition":"x","forced":false,"ids":null,"requested_at":"2024-01-08T12:30:00+02:00"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRequest(b)
+		if err != nil {
+			if msg := err.Error(); !strings.HasPrefix(msg, "decode request: ") || len(msg) == len("decode request: ") {
+				t.Fatalf("error %q names no problem", msg)
+			}
+			return
+		}
+		enc, err := encodeRequest(r)
+		if err != nil {
+			t.Fatalf("encode of decoded %q: %v", b, err)
+		}
+		r2, err := decodeRequest(enc)
+		if err != nil {
+			t.Fatalf("decode of encoded %q: %v", enc, err)
+		}
+		if r2.Key != r.Key || r2.Forced != r.Forced || len(r2.IDs) != len(r.IDs) || !r2.At.Equal(r.At) ||
+			(len(r.IDs) > 0 && !reflect.DeepEqual(r.IDs, r2.IDs)) {
+			t.Fatalf("round trip of %q changed %+v into %+v", b, r, r2)
+		}
+		if enc2, err := encodeRequest(r2); err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding not stable: %q then %q (%v)", enc, enc2, err)
+		}
+	})
+}

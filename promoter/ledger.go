@@ -45,6 +45,17 @@ type Ledger interface {
 	// *UnreadableRecordError (errors.Is ErrUnreadable) per such key. Any
 	// other error returns no records.
 	List(ctx context.Context) ([]Record, error)
+
+	// PutRequests stores on-demand requests (see StoredRequest), each
+	// replacing its key's, and returns the revision that stored each.
+	PutRequests(ctx context.Context, rs []StoredRequest) ([]int64, error)
+	// DeleteRequest removes k's stored request if it is still the one
+	// stored at revision rev (a later one stays; none is no error).
+	DeleteRequest(ctx context.Context, k Key, rev int64) error
+	// Requests returns the stored requests, oldest first, each with its
+	// Revision. Like List, requests it cannot read are left as they are
+	// and reported in an error joining one *UnreadableRecordError each.
+	Requests(ctx context.Context) ([]StoredRequest, error)
 }
 
 // LedgerRecordVersion is the format version of the ledger records this
@@ -111,7 +122,7 @@ func UnreadableRecords(err error) []*UnreadableRecordError {
 }
 
 // EtcdLedger is a Ledger in etcd: one JSON value per record under
-// prefix+"/promotions/{id}", updated by compare-and-swap on the key's mod
+// prefix+"/promotions/{id}" (stored requests under prefix+"/requests/"), updated by compare-and-swap on the key's mod
 // revision. With a Leadership every write is fenced: it runs only while
 // that term of the promoter's election is current (fencing.Leadership.Txn),
 // so a deposed promoter changes nothing.

@@ -178,14 +178,21 @@ func TestEtcdLedger(t *testing.T) {
 
 // TestEtcdLedgerFenced: writes run only while the leadership is current;
 // after it is lost they fail with a fencing error and change nothing.
-func TestEtcdLedgerFenced(t *testing.T) {
+// fencedLedger returns an etcd client and a ledger under /test/promoter
+// fenced by promoter-1's leadership.
+func fencedLedger(t *testing.T) (*clientv3.Client, *fencing.Leadership, *promoter.EtcdLedger) {
+	t.Helper()
 	cli := startEtcd(t)
-	ctx := t.Context()
-	lead, err := fencing.Elect(ctx, cli, "/test/promoter/leader", "promoter-1", time.Second)
+	lead, err := fencing.Elect(t.Context(), cli, "/test/promoter/leader", "promoter-1", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := promoter.NewEtcdLedger(cli, "/test/promoter", lead)
+	return cli, lead, promoter.NewEtcdLedger(cli, "/test/promoter", lead)
+}
+
+func TestEtcdLedgerFenced(t *testing.T) {
+	cli, lead, l := fencedLedger(t)
+	ctx := t.Context()
 	r := sampleRecord(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	created, err := l.Create(ctx, r)
 	if err != nil {

@@ -31,6 +31,7 @@ type Promoter struct {
 	ready   atomic.Bool
 	running atomic.Bool
 	drainMu sync.Mutex // one local drain at a time
+	reqMu   sync.Mutex // one Request stores and queues at a time (enqueueRequests)
 
 	mu struct {
 		sync.Mutex
@@ -392,7 +393,10 @@ func (p *Promoter) updateDepth() {
 // target the policy selects is enqueued; with one, that target is, whether
 // the policy's selection includes it or not (prechecks still apply:
 // already promoted, not empty, in progress). ErrNotFound: the lake has no
-// such partition.
+// such partition. The requests are stored in the ledger before Request
+// answers (when they cannot be, it fails and queues nothing): a promoter
+// that stops before their turn leaves them to the next one, whose Run
+// queues them again.
 func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	pol, err := p.resolve(r)
 	if err != nil {
@@ -410,13 +414,18 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	if err != nil {
 		return nil, err
 	}
+	var keys []Key
+	var reqs []item
 	for _, it := range ps.plan.Items {
 		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key)) {
 			p.clearSkip(it.PromotionID)
 			req := asker
 			req.ids = []string{it.PromotionID}
-			p.q.add(it.Key, req)
+			keys, reqs = append(keys, it.Key), append(reqs, req)
 		}
+	}
+	if err := p.enqueueRequests(ctx, keys, reqs); err != nil {
+		return nil, err
 	}
 	p.updateDepth()
 	p.log.Info("promotion requested", "policy", pol.Name(), "partition", r.Partition, "items", len(ps.plan.Items))
@@ -531,6 +540,7 @@ func (p *Promoter) worker(ctx context.Context) {
 		}
 		p.updateDepth()
 		r, err := p.process(ctx, k, it)
+		p.settleRequest(ctx, k, it, r, err)
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrSkipped):
@@ -564,7 +574,9 @@ func (p *Promoter) Drain(ctx context.Context) error {
 	return err
 }
 
-// Run resumes the ledger (Resume), then runs until ctx is done: Workers
+// Run resumes the ledger (Resume), queues the stored requests a promoter
+// before it answered and did not get to (Request), then runs until ctx is
+// done: Workers
 // queue workers, the periodic reconcile of every policy (at once, then every
 // ReconcileInterval) and the poll of each onLakeCommit policy's lake table
 // (every LakePollInterval; a new current snapshot reconciles the policy).
@@ -596,6 +608,13 @@ func (p *Promoter) Run(ctx context.Context) error {
 		return halted
 	}
 	p.q.reopen()
+	if err := p.loadRequests(rctx); err != nil {
+		p.q.close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	p.ready.Store(true)
 	p.log.Info("promoter running", "policies", len(p.cfg.Policies), "workers", p.cfg.Workers)
 

@@ -19,6 +19,9 @@ type item struct {
 	// turn comes the lake may have moved on and the target's id with it;
 	// the requested ids are then noted as superseded (Skipped).
 	ids []string
+	// rev: the revision of the stored request of the key (0: not stored);
+	// the worker deletes it at that revision once the turn has come.
+	rev int64
 }
 
 func (it item) merge(o item) item {
@@ -28,7 +31,7 @@ func (it item) merge(o item) item {
 			ids = append(slices.Clip(ids), id)
 		}
 	}
-	return item{forced: it.forced || o.forced, requested: it.requested || o.requested, ids: ids}
+	return item{forced: it.forced || o.forced, requested: it.requested || o.requested, ids: ids, rev: max(it.rev, o.rev)}
 }
 
 // queue is a de-duplicating work queue of keys with per-key exclusion and
@@ -87,6 +90,18 @@ func (q *queue) add(k Key, it item) bool {
 	q.mu.order = append(q.mu.order, k)
 	q.broadcastLocked()
 	return true
+}
+
+// queued returns what the queue holds for k waiting to run: pending, or
+// dirty (added again while it runs).
+func (q *queue) queued(k Key) (item, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if it, ok := q.mu.pending[k]; ok {
+		return it, true
+	}
+	it, ok := q.mu.dirty[k]
+	return it, ok
 }
 
 // eligibleLocked reports whether k may start now.
@@ -194,7 +209,7 @@ func (q *queue) done(k Key) {
 }
 
 // close makes get fail; pending keys are dropped (a restart's reconcile
-// finds them again).
+// finds them again, and Run queues stored requests again).
 func (q *queue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()

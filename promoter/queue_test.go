@@ -69,18 +69,27 @@ func TestQueueDedup(t *testing.T) {
 	if !q.add(a, item{}) || q.add(a, item{}) || !q.add(b, item{}) {
 		t.Fatal("add: a new key must be added once")
 	}
-	q.add(a, item{forced: true, ids: []string{"p-1"}}) // merges into the pending entry
-	q.add(a, item{requested: true, ids: []string{"p-2", "p-1"}})
+	q.add(a, item{forced: true, ids: []string{"p-1"}, rev: 7}) // merges into the pending entry
+	q.add(a, item{requested: true, ids: []string{"p-2", "p-1"}, rev: 9})
 	if p, r := q.depth(); p != 2 || r != 0 {
 		t.Fatalf("depth %d/%d, want 2 pending", p, r)
 	}
+	if it, ok := q.queued(a); !ok || it.rev != 9 {
+		t.Fatalf("queued(a) = %+v %t, want the latest stored request's revision 9", it, ok)
+	}
 	k, it, err := q.get(t.Context())
-	if err != nil || k != a || !it.forced || !it.requested || !slices.Equal(it.ids, []string{"p-1", "p-2"}) {
-		t.Fatalf("get: %v %+v %v, want a (forced, requested, ids p-1 and p-2)", k, it, err)
+	if err != nil || k != a || !it.forced || !it.requested || !slices.Equal(it.ids, []string{"p-1", "p-2"}) || it.rev != 9 {
+		t.Fatalf("get: %v %+v %v, want a (forced, requested, ids p-1 and p-2, revision 9)", k, it, err)
+	}
+	if _, ok := q.queued(a); ok {
+		t.Fatal("a running key is not queued")
 	}
 	// a is running: adding it again marks it dirty, it is not handed out.
-	if !q.add(a, item{}) || q.add(a, item{}) {
+	if !q.add(a, item{rev: 11}) || q.add(a, item{}) {
 		t.Fatal("add while running: first add must mark dirty, second must not")
+	}
+	if it, ok := q.queued(a); !ok || it.rev != 11 {
+		t.Fatalf("queued(a) while it runs = %+v %t, want the dirty entry", it, ok)
 	}
 	k, _, err = q.get(t.Context())
 	if err != nil || k != b {

@@ -245,6 +245,18 @@ type Record struct {
 	Revision int64 `json:"-"`
 }
 
+// shutdownPrefix starts the error of an attempt aborted because the
+// promoter stopped.
+const shutdownPrefix = "shutdown: "
+
+// Interrupted reports whether r's attempt was aborted because the promoter
+// stopped (its error starts "shutdown: "; it is retriable): the next
+// promoter promotes it again as attempt+1 when a stored request or its
+// policy's selection asks for it.
+func (r Record) Interrupted() bool {
+	return r.Phase == PhaseAborted && r.Retriable && strings.HasPrefix(r.Error, shutdownPrefix)
+}
+
 // Target returns the record's tier target.
 func (r Record) Target() bulkload.Target {
 	return bulkload.Target{Database: r.Database, Table: r.Table, Partition: r.Partition}

@@ -328,10 +328,12 @@ func printItems(w io.Writer, items []promoterhttp.Item) error {
 func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Client, items []promoterhttp.Item, asJSON bool) error {
 	var ids []string
 	attempt := map[string]int{} // the attempt that ends a promotion; 0: any
+	requested := map[string]bool{}
 	for _, it := range items {
 		if it.Action == promoter.ActionPromote && it.PromotionID != "" {
 			ids = append(ids, it.PromotionID)
 			attempt[it.PromotionID] = it.Attempt
+			requested[it.PromotionID] = true
 		} else if id, ok := promoter.InProgressOf(it.Reason); ok && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
@@ -343,7 +345,9 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 	bar := !asJSON && promoterIsTerminal(stdout)
 	final := make(map[string]promoterhttp.Promotion)
 	skipped := map[string]string{} // promotions skipped when their turn came: why
+	away := false                  // the promoter did not answer the last poll
 	for len(final)+len(skipped) < len(ids) {
+	poll:
 		for _, id := range ids {
 			if _, ok := final[id]; ok {
 				continue
@@ -353,6 +357,19 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 			}
 			pr, err := c.Promotion(ctx, id)
 			var ae *promoterhttp.Error
+			switch {
+			case promoterhttp.IsAway(err) && ctx.Err() == nil:
+				// Restarting or failing over: the requests it answered are
+				// stored, and the next promoter takes them up.
+				if !away {
+					away = true
+					fmt.Fprintf(progressOutput, "\rthaw: %v; still waiting for it\n", err)
+				}
+				break poll
+			case away:
+				away = false
+				fmt.Fprintf(progressOutput, "\rthaw: the promoter answers again\n")
+			}
 			switch {
 			case errors.Is(err, promoter.ErrNotFound):
 				continue // queued; the record is written when it is planned
@@ -365,6 +382,12 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 				return err
 			}
 			switch {
+			// An attempt the promoter's shutdown interrupted is promoted
+			// again by the next promoter (the request is stored).
+			case pr.Record.Interrupted() && requested[id] && pr.Record.Attempt >= attempt[id]:
+				attempt[id] = pr.Record.Attempt + 1
+				fmt.Fprintf(progressOutput, "\rthaw: promotion %s attempt %d was interrupted (%s); waiting for attempt %d\n",
+					id, pr.Record.Attempt, pr.Record.Error, attempt[id])
 			// A terminal record of an earlier attempt (a partition promoted
 			// again after it was dropped) is not this promotion's end...
 			case pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id]:

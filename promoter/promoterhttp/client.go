@@ -156,10 +156,15 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	resp, err := c.hc.Do(req)
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
-		return fmt.Errorf("promoter api: no promoter answered at %s (is thaw promoter running and listening there?): %s %s: %w", c.base, method, path, err)
+		return fmt.Errorf("promoter api: %w at %s (is thaw promoter running and listening there?): %s %s: %w", ErrNoAnswer, c.base, method, path, err)
 	}
 	if err != nil {
-		return fmt.Errorf("promoter api: %s %s: %w", method, path, err)
+		err = fmt.Errorf("promoter api: %s %s: %w", method, path, err)
+		if ctx.Err() == nil {
+			// The connection broke before an answer (the promoter stopped).
+			err = &noAnswerError{err}
+		}
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -189,4 +194,23 @@ var _ error = (*Error)(nil)
 func IsUnavailable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == CodeUnavailable
+}
+
+// ErrNoAnswer: no promoter answered the call: nothing listens at the
+// client's address, or the connection broke before the answer.
+var ErrNoAnswer = errors.New("no promoter answered")
+
+// noAnswerError is a call whose connection broke before the answer; it
+// matches ErrNoAnswer and keeps the transport's message.
+type noAnswerError struct{ err error }
+
+func (e *noAnswerError) Error() string   { return e.err.Error() }
+func (e *noAnswerError) Unwrap() []error { return []error{ErrNoAnswer, e.err} }
+
+// IsAway reports whether err says that no promoter serves at the address
+// now, for a while perhaps (restarting, failing over): nobody answered
+// (ErrNoAnswer) or the promoter does not serve yet (IsUnavailable). A
+// caller that waits for promotions keeps waiting through it.
+func IsAway(err error) bool {
+	return errors.Is(err, ErrNoAnswer) || IsUnavailable(err)
 }

@@ -2,6 +2,7 @@ package promoterhttp
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -104,5 +105,40 @@ func TestClientErrors(t *testing.T) {
 	_, err = gone.Promotions(t.Context(), "")
 	if want := "promoter api: no promoter answered at http://" + addr + " (is thaw promoter running and listening there?): GET /v1/promotions: "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("no promoter: %v\nwant the prefix %q", err, want)
+	}
+	if !errors.Is(err, ErrNoAnswer) || !IsAway(err) {
+		t.Fatalf("no promoter: %v is not ErrNoAnswer", err)
+	}
+	if IsAway(e) {
+		t.Fatalf("an invalid request's answer %v counts as no promoter", e)
+	}
+
+	// A connection that breaks before the answer (the promoter stopped).
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}))
+	defer broken.Close()
+	bc, err := NewClient(broken.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bc.Promotions(t.Context(), "")
+	if !IsAway(err) || !strings.HasPrefix(err.Error(), "promoter api: GET /v1/promotions: ") {
+		t.Fatalf("a broken connection: %v, want no answer", err)
+	}
+	// A standby's answer.
+	standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "this promoter is not leading")
+	}))
+	defer standby.Close()
+	sc, err := NewClient(standby.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Promotions(t.Context(), ""); !IsAway(err) || errors.Is(err, ErrNoAnswer) {
+		t.Fatalf("a standby's answer: %v", err)
 	}
 }

@@ -1,0 +1,276 @@
+package promoter
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/strictjson"
+)
+
+// StoredRequest is an on-demand request of one key, kept in the ledger
+// from the moment Request answers until the key's turn has come (see
+// Ledger.PutRequests): a promoter that stops, crashes or loses its
+// leadership before then does not forget it, and the next one to run
+// (Run) queues it again.
+type StoredRequest struct {
+	Key
+	// Forced: the request named the partition; the policy's selection is
+	// not applied to it.
+	Forced bool
+	// IDs: the promotion ids the requests of the key were answered with.
+	IDs []string
+	// At: when the request was last stored.
+	At time.Time
+	// Revision: the etcd revision that stored it (set by the ledger).
+	Revision int64
+}
+
+// RequestVersion is the format version of the stored requests this
+// promoter writes and the only one it reads.
+const RequestVersion = 1
+
+// storedRequest is a request's stored form.
+type storedRequest struct {
+	Version     int       `json:"version"`
+	Policy      string    `json:"policy"`
+	Partition   string    `json:"partition"`
+	Forced      bool      `json:"forced"`
+	IDs         []string  `json:"ids"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+var requestMembers = []string{"version", "policy", "partition", "forced", "ids", "requested_at"}
+
+// maxRequestOps bounds the puts of one etcd transaction, under etcd's
+// default limit of 128 operations (--max-txn-ops).
+const maxRequestOps = 100
+
+func (l *EtcdLedger) requestDir() string { return l.prefix + "/requests/" }
+
+// requestKey is k's etcd key: a digest of the key, since partition names
+// may hold any character (the value names the key).
+func (l *EtcdLedger) requestKey(k Key) string {
+	sum := sha256.Sum256([]byte(k.Policy + "\x00" + k.Partition))
+	return l.requestDir() + hex.EncodeToString(sum[:16])
+}
+
+// PutRequests implements Ledger: each request replaces its key's, in
+// transactions of up to maxRequestOps (fenced like every write). When one
+// fails, those already stored are deleted again (best effort) and nothing
+// is reported stored.
+func (l *EtcdLedger) PutRequests(ctx context.Context, rs []StoredRequest) ([]int64, error) {
+	revs := make([]int64, 0, len(rs))
+	for chunk := range slices.Chunk(rs, maxRequestOps) {
+		ops := make([]clientv3.Op, 0, len(chunk))
+		for _, r := range chunk {
+			b, err := encodeRequest(r)
+			if err != nil {
+				l.undoRequests(ctx, rs[:len(revs)], revs)
+				return nil, err
+			}
+			ops = append(ops, clientv3.OpPut(l.requestKey(r.Key), string(b)))
+		}
+		resp, _, err := l.txn(ctx, nil, ops, nil)
+		if err != nil {
+			l.undoRequests(ctx, rs[:len(revs)], revs)
+			return nil, fmt.Errorf("promoter: ledger: store requests: %w", err)
+		}
+		for range chunk {
+			revs = append(revs, resp.Header.Revision)
+		}
+	}
+	return revs, nil
+}
+
+func (l *EtcdLedger) undoRequests(ctx context.Context, rs []StoredRequest, revs []int64) {
+	for i, r := range rs {
+		_ = l.DeleteRequest(context.WithoutCancel(ctx), r.Key, revs[i])
+	}
+}
+
+// DeleteRequest implements Ledger.
+func (l *EtcdLedger) DeleteRequest(ctx context.Context, k Key, rev int64) error {
+	key := l.requestKey(k)
+	if _, _, err := l.txn(ctx,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)},
+		[]clientv3.Op{clientv3.OpDelete(key)}, nil); err != nil {
+		return fmt.Errorf("promoter: ledger: delete the request of %s: %w", k, err)
+	}
+	return nil
+}
+
+// Requests implements Ledger.
+func (l *EtcdLedger) Requests(ctx context.Context) ([]StoredRequest, error) {
+	resp, err := l.cli.Get(ctx, l.requestDir(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("promoter: ledger: read requests: %w", err)
+	}
+	var out []StoredRequest
+	var errs []error
+	for _, kv := range resp.Kvs {
+		r, err := decodeRequest(kv.Value)
+		if err == nil && l.requestKey(r.Key) != string(kv.Key) {
+			err = fmt.Errorf("decode request: the request of %s stored under another key", r.Key)
+		}
+		if err != nil {
+			errs = append(errs, &UnreadableRecordError{Key: string(kv.Key), Err: err})
+			continue
+		}
+		r.Revision = kv.ModRevision
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b StoredRequest) int { return cmp.Compare(a.Revision, b.Revision) })
+	return out, errors.Join(errs...)
+}
+
+func encodeRequest(r StoredRequest) ([]byte, error) {
+	ids := r.IDs
+	if ids == nil {
+		ids = []string{}
+	}
+	b, err := json.Marshal(storedRequest{
+		Version: RequestVersion, Policy: r.Policy, Partition: r.Partition,
+		Forced: r.Forced, IDs: ids, RequestedAt: r.At.UTC(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("promoter: encode the request of %s: %w", r.Key, err)
+	}
+	return b, nil
+}
+
+// decodeRequest parses a stored request strictly: one JSON object with
+// exactly the members of version RequestVersion, a policy and valid
+// promotion ids.
+func decodeRequest(b []byte) (StoredRequest, error) {
+	fail := func(format string, args ...any) (StoredRequest, error) {
+		return StoredRequest{}, fmt.Errorf("decode request: %s", fmt.Sprintf(format, args...))
+	}
+	members, err := strictjson.Check(b, strictjson.Options{MaxDepth: 4})
+	if err != nil {
+		return fail("%v", err)
+	}
+	if members == nil {
+		return fail("not a JSON object")
+	}
+	if err := strictjson.Members(members, requestMembers, nil); err != nil {
+		return fail("%v", err)
+	}
+	var s storedRequest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return fail("%v", err)
+	}
+	switch {
+	case s.Version != RequestVersion:
+		return fail("request version %d: this promoter reads version %d; upgrade it", s.Version, RequestVersion)
+	case s.Policy == "":
+		return fail("member \"policy\" is empty")
+	}
+	for _, id := range s.IDs {
+		if validID(id) != nil {
+			return fail("member \"ids\": %q is not a promotion id", abbreviate(id))
+		}
+	}
+	return StoredRequest{Key: Key{Policy: s.Policy, Partition: s.Partition}, Forced: s.Forced, IDs: s.IDs, At: s.RequestedAt}, nil
+}
+
+// enqueueRequests stores the requests of keys (items[i] is keys[i]'s),
+// each merged with what the queue holds for its key already, then queues
+// them with the revisions that stored them. Nothing is queued when they
+// cannot be stored. Requests are stored one call at a time, so that the
+// stored request of a key is always the queue's latest merge.
+func (p *Promoter) enqueueRequests(ctx context.Context, keys []Key, items []item) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	p.reqMu.Lock()
+	defer p.reqMu.Unlock()
+	stored := make([]StoredRequest, len(keys))
+	for i, k := range keys {
+		merged := items[i]
+		if old, ok := p.q.queued(k); ok {
+			merged = old.merge(merged)
+		}
+		stored[i] = StoredRequest{Key: k, Forced: merged.forced, IDs: merged.ids, At: p.now()}
+	}
+	revs, err := p.cfg.Ledger.PutRequests(ctx, stored)
+	if err != nil {
+		if fencing.IsFenced(err) {
+			p.halt(err)
+		}
+		return err
+	}
+	for i, k := range keys {
+		it := items[i]
+		it.rev = revs[i]
+		p.q.add(k, it)
+	}
+	return nil
+}
+
+// settleRequest ends the stored request of a key whose turn came (process
+// returned r and err), unless the promoter is stopping (ctx is done: the
+// next promoter to run takes the request up). A request that could not
+// start (no record written, and not skipped) gets a note with why, so that
+// its waiter ends.
+func (p *Promoter) settleRequest(ctx context.Context, k Key, it item, r Record, err error) {
+	if !it.requested || ctx.Err() != nil {
+		return
+	}
+	if err != nil && r.ID == "" && !errors.Is(err, ErrSkipped) && !errors.Is(err, ErrTargetNotEmpty) {
+		for _, id := range it.ids {
+			if _, ok := p.Skipped(id); !ok {
+				p.noteSkip(id, "it could not start: "+err.Error())
+			}
+		}
+	}
+	if it.rev == 0 {
+		return
+	}
+	if derr := p.cfg.Ledger.DeleteRequest(ctx, k, it.rev); derr != nil && ctx.Err() == nil {
+		p.log.Warn("delete a stored request", "key", k.String(), "err", derr)
+	}
+}
+
+// loadRequests queues the stored requests (Run, before its workers start):
+// those a promoter before this one answered and did not get to. A request
+// of a policy this promoter does not have, or that no longer takes
+// requests, is deleted; one it cannot read is logged and left.
+func (p *Promoter) loadRequests(ctx context.Context) error {
+	rs, err := p.cfg.Ledger.Requests(ctx)
+	if err != nil && !errors.Is(err, ErrUnreadable) {
+		return err
+	}
+	for _, u := range UnreadableRecords(err) {
+		p.log.Error("stored request left unread", "key", u.Key, "err", u.Err)
+	}
+	n := 0
+	for _, r := range rs {
+		if pol := p.pols[r.Policy]; pol == nil || !pol.Triggers().OnRequest {
+			p.log.Warn("stored request dropped: its policy is gone or takes no requests", "key", r.Key.String(), "promotions", r.IDs)
+			if err := p.cfg.Ledger.DeleteRequest(ctx, r.Key, r.Revision); err != nil {
+				return err
+			}
+			continue
+		}
+		p.q.add(r.Key, item{forced: r.Forced, requested: true, ids: r.IDs, rev: r.Revision})
+		n++
+	}
+	if n > 0 {
+		p.log.Info("stored requests queued", "requests", n)
+		p.updateDepth()
+	}
+	return nil
+}

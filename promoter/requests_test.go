@@ -1,0 +1,430 @@
+package promoter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/cli"
+	"github.com/thawdb/thaw/internal/testlog"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
+)
+
+// requestEnv is an env on 2024-01-08 with a window policy of the last 3
+// days; its configurations run no reconcile, lake poll or prune, so that
+// only requests promote.
+func requestEnv(t *testing.T) (*env, *policies.Policy, promoter.Config) {
+	e := newEnv(t, 500)
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	pol := windowPolicy(t, "events-window", "events", "3d", "")
+	cfg := e.config([]*policies.Policy{pol})
+	cfg.ReconcileInterval, cfg.LakePollInterval, cfg.LedgerRetention = -1, -1, -1
+	return e, pol, cfg
+}
+
+// request asks p for one partition and returns the promotion id it was
+// answered with.
+func request(ctx context.Context, t *testing.T, p *promoter.Promoter, pol *policies.Policy, partition string) string {
+	t.Helper()
+	items, err := p.Request(ctx, promoter.Request{Policy: pol.Name(), Partition: partition})
+	if err != nil || len(items) != 1 || items[0].Action != promoter.ActionPromote {
+		t.Fatalf("request %s: %+v %v", partition, items, err)
+	}
+	return items[0].PromotionID
+}
+
+// storedRequests returns the ledger's stored requests.
+func storedRequests(ctx context.Context, t *testing.T, l promoter.Ledger) []promoter.StoredRequest {
+	t.Helper()
+	rs, err := l.Requests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// run runs p until the test ends and returns a function that stops it and
+// returns Run's error.
+func run(t *testing.T, p *promoter.Promoter) (stop func() error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitCommitted waits until p's record id is committed at attempt and
+// returns it.
+func waitCommitted(ctx context.Context, t *testing.T, p *promoter.Promoter, id string, attempt int) promoter.Record {
+	t.Helper()
+	var r promoter.Record
+	waitFor(t, "promotion "+id+" committed", func() bool {
+		var err error
+		r, err = p.Promotion(ctx, id)
+		return err == nil && r.Phase == promoter.PhaseCommitted && r.Attempt == attempt
+	})
+	return r
+}
+
+// TestRequestSurvivesRestart: a request answered by a promoter that stops
+// before the request's turn is kept in the ledger, and the next promoter
+// promotes it (the queue alone forgot it: the next promoter's reconcile
+// does not select a partition outside the window).
+func TestRequestSurvivesRestart(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	part := e.partitionOf("2024-01-02") // outside the window
+	first := e.promoter(cfg)
+	id := request(ctx, t, first, pol, part)
+	rs := storedRequests(ctx, t, cfg.Ledger)
+	if len(rs) != 1 || rs[0].Key != (promoter.Key{Policy: pol.Name(), Partition: part}) || !rs[0].Forced ||
+		len(rs[0].IDs) != 1 || rs[0].IDs[0] != id || rs[0].Revision == 0 || !rs[0].At.Equal(e.clock()) {
+		t.Fatalf("stored requests after the request: %+v", rs)
+	}
+	// The first promoter never runs its queue: it stopped.
+
+	next := e.promoter(cfg)
+	stop := run(t, next)
+	waitCommitted(ctx, t, next, id, 1)
+	waitFor(t, "the stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkTier("events", part, e.lakeRows("2024-01-02"))
+}
+
+// holdFirstBuild makes cfg's first promotion to start building hold there
+// until the promoter stops (its build then fails with the shutdown); the
+// channel is closed when it holds.
+func holdFirstBuild(cfg *promoter.Config) <-chan struct{} {
+	holding := make(chan struct{})
+	var once atomic.Bool
+	cfg.Hooks.AfterPhase = func(ctx context.Context, r promoter.Record) error {
+		if r.Phase == promoter.PhaseBuilding && once.CompareAndSwap(false, true) {
+			close(holding)
+			<-ctx.Done()
+		}
+		return nil
+	}
+	return holding
+}
+
+// TestRequestInterruptedByShutdown: a requested promotion that the
+// promoter's shutdown aborts keeps its stored request, and the next
+// promoter promotes it as attempt 2.
+func TestRequestInterruptedByShutdown(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	part := e.partitionOf("2024-01-03")
+	stopping := holdFirstBuild(&cfg)
+	first := e.promoter(cfg)
+	stop := run(t, first)
+	id := request(ctx, t, first, pol, part)
+	<-stopping
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := first.Promotion(ctx, id)
+	if err != nil || r.Phase != promoter.PhaseAborted || !strings.HasPrefix(r.Error, "shutdown: ") {
+		t.Fatalf("after the shutdown: %+v %v", r, err)
+	}
+	if rs := storedRequests(ctx, t, cfg.Ledger); len(rs) != 1 || rs[0].IDs[0] != id {
+		t.Fatalf("stored requests after the shutdown: %+v", rs)
+	}
+
+	cfg.Hooks.AfterPhase = nil
+	next := e.promoter(cfg)
+	run(t, next)
+	waitCommitted(ctx, t, next, id, 2)
+	waitFor(t, "the stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
+}
+
+// failingLake fails Describe while fail is set.
+type failingLake struct {
+	promoter.Lake
+	fail atomic.Bool
+}
+
+var errLakeDown = errors.New("the lake catalog is down")
+
+func (l *failingLake) Describe(ctx context.Context, name string) (*lake.TableInfo, error) {
+	if l.fail.Load() {
+		return nil, errLakeDown
+	}
+	return l.Lake.Describe(ctx, name)
+}
+
+// TestRequestThatCannotStart: a request whose turn comes while its plan
+// fails (the lake is down) gets a note saying why, which ends its waiter,
+// and its stored request is deleted: the request is answered, not kept.
+func TestRequestThatCannotStart(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	lk := &failingLake{Lake: e.lake}
+	cfg.Lakes = map[string]promoter.Lake{"default": lk}
+	p := e.promoter(cfg)
+	id := request(ctx, t, p, pol, e.partitionOf("2024-01-02"))
+	lk.fail.Store(true)
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := p.Skipped(id)
+	if !ok || !strings.HasPrefix(s.Reason, "it could not start: ") || !strings.Contains(s.Reason, errLakeDown.Error()) {
+		t.Fatalf("Skipped(%s) = %+v %t", id, s, ok)
+	}
+	if rs := storedRequests(ctx, t, cfg.Ledger); len(rs) != 0 {
+		t.Fatalf("stored requests after the turn: %+v", rs)
+	}
+}
+
+// noRequestsLedger is a ledger that cannot store requests.
+type noRequestsLedger struct{ promoter.Ledger }
+
+var errNoStore = errors.New("etcdserver: request timed out")
+
+func (noRequestsLedger) PutRequests(context.Context, []promoter.StoredRequest) ([]int64, error) {
+	return nil, errNoStore
+}
+
+// TestRequestNotStored: a request the ledger cannot store fails with the
+// ledger's error and queues nothing.
+func TestRequestNotStored(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	cfg.Ledger = noRequestsLedger{cfg.Ledger}
+	p := e.promoter(cfg)
+	ctx := t.Context()
+	if _, err := p.Request(ctx, promoter.Request{Policy: pol.Name(), Partition: e.partitionOf("2024-01-02")}); !errors.Is(err, errNoStore) {
+		t.Fatalf("a request the ledger could not store: %v", err)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := p.Promotions(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("promotions after a request that failed: %+v %v", recs, err)
+	}
+}
+
+// TestEtcdLedgerRequests: stored requests replace their key's, come back
+// oldest first with their revisions, are deleted only at the revision
+// that stored them, and are read strictly: a value that is not a request
+// of this version, or one stored under another key, is reported and left.
+func TestEtcdLedgerRequests(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := t.Context()
+	l := promoter.NewEtcdLedger(cli, "/test/promoter", nil)
+	at := time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)
+	id := func(p string) string { return promoter.PromotionID("default", "lake.events", "shop.events", p, 42) }
+	a := promoter.StoredRequest{Key: promoter.Key{Policy: "events", Partition: "2024-01-02"}, Forced: true, IDs: []string{id("2024-01-02")}, At: at}
+	b := promoter.StoredRequest{Key: promoter.Key{Policy: "events"}, IDs: []string{id("")}, At: at}
+
+	// More than one transaction's worth, so that chunks are exercised.
+	many := []promoter.StoredRequest{a, b}
+	for i := range 150 {
+		p := fmt.Sprintf("p%03d", i)
+		many = append(many, promoter.StoredRequest{Key: promoter.Key{Policy: "bulk", Partition: p}, IDs: []string{id(p)}, At: at})
+	}
+	revs, err := l.PutRequests(ctx, many)
+	if err != nil || len(revs) != len(many) || revs[0] == 0 || revs[0] == revs[len(revs)-1] {
+		t.Fatalf("put %d requests: %v %v", len(many), revs, err)
+	}
+	got := storedRequests(ctx, t, l)
+	if len(got) != len(many) {
+		t.Fatalf("%d stored requests, want %d", len(got), len(many))
+	}
+	for _, r := range got[len(got)-50:] {
+		if r.Policy != "bulk" || r.Revision != revs[len(revs)-1] {
+			t.Fatalf("the second transaction's requests come last: %+v", r)
+		}
+	}
+	for i, r := range many[2:] {
+		if err := l.DeleteRequest(ctx, r.Key, revs[2+i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A later request of a key replaces the earlier; deleting the earlier
+	// revision leaves it.
+	a2 := a
+	a2.IDs = append([]string{id("x")}, a.IDs...)
+	revs2, err := l.PutRequests(ctx, []promoter.StoredRequest{a2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteRequest(ctx, a.Key, revs[0]); err != nil {
+		t.Fatal(err)
+	}
+	got = storedRequests(ctx, t, l)
+	want := []promoter.StoredRequest{b, a2}
+	want[0].Revision, want[1].Revision = revs[1], revs2[0]
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("stored requests:\n got %+v\nwant %+v", got, want)
+	}
+	if err := l.DeleteRequest(ctx, a.Key, revs2[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedRequests(ctx, t, l); len(got) != 1 || got[0].Key != b.Key {
+		t.Fatalf("after deleting %s: %+v", a.Key, got)
+	}
+
+	// Values this promoter does not read are reported and left.
+	bKey := storedKey(ctx, t, cli, "/test/promoter/requests/")
+	valid := `{"version":1,"policy":"events","partition":"","forced":false,"ids":[],"requested_at":"2024-01-08T00:00:00Z"}`
+	for _, tc := range []struct{ value, want string }{
+		{`{"version":2,"policy":"events","partition":"","forced":false,"ids":[],"requested_at":"2024-01-08T00:00:00Z"}`, "request version 2: this promoter reads version 1; upgrade it"},
+		{`{"version":1,"policy":"events","partition":"","forced":false,"ids":[],"requested_at":"2024-01-08T00:00:00Z","extra":1}`, `unknown member "extra"`},
+		{`{"version":1,"policy":"events","partition":"","forced":false,"ids":["p-1"],"requested_at":"2024-01-08T00:00:00Z"}`, `member "ids": "p-1" is not a promotion id`},
+		{`{"version":1,"policy":"","partition":"","forced":false,"ids":[],"requested_at":"2024-01-08T00:00:00Z"}`, `member "policy" is empty`},
+		{`{"version":1,"policy":"events","partition":"","forced":"yes","ids":[],"requested_at":"2024-01-08T00:00:00Z"}`, "decode request: "},
+		{`[]`, "not a JSON object"},
+		{`{"version":1,"policy":"other","partition":"","forced":false,"ids":[],"requested_at":"2024-01-08T00:00:00Z"}`, "the request of other stored under another key"},
+	} {
+		if _, err := cli.Put(ctx, bKey, tc.value); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := l.Requests(ctx)
+		u := promoter.UnreadableRecords(err)
+		if len(rs) != 0 || !errors.Is(err, promoter.ErrUnreadable) || len(u) != 1 || u[0].Key != bKey || !strings.Contains(u[0].Err.Error(), tc.want) {
+			t.Errorf("%s: %+v %v, want an unreadable request: %s", tc.value, rs, err, tc.want)
+		}
+		if resp, err := cli.Get(ctx, bKey); err != nil || string(resp.Kvs[0].Value) != tc.value {
+			t.Fatalf("the unreadable request was changed: %v", err)
+		}
+	}
+	if _, err := cli.Put(ctx, bKey, valid); err != nil {
+		t.Fatal(err)
+	}
+	if rs := storedRequests(ctx, t, l); len(rs) != 1 || rs[0].Key != b.Key {
+		t.Fatalf("the valid value back: %+v", rs)
+	}
+}
+
+// storedKey returns the one etcd key under prefix.
+func storedKey(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) string {
+	t.Helper()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("keys under %s: %v %v", prefix, resp, err)
+	}
+	return string(resp.Kvs[0].Key)
+}
+
+// TestEtcdLedgerRequestsFenced: a deposed promoter can neither store nor
+// delete requests.
+func TestEtcdLedgerRequestsFenced(t *testing.T) {
+	cli, lead, l := fencedLedger(t)
+	ctx := t.Context()
+	r := promoter.StoredRequest{Key: promoter.Key{Policy: "events", Partition: "2024-01-02"}, IDs: []string{}, At: time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)}
+	revs, err := l.PutRequests(ctx, []promoter.StoredRequest{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.PutRequests(ctx, []promoter.StoredRequest{r}); !fencing.IsFenced(err) {
+		t.Fatalf("put after leadership loss: %v, want a fencing error", err)
+	}
+	if err := l.DeleteRequest(ctx, r.Key, revs[0]); !fencing.IsFenced(err) {
+		t.Fatalf("delete after leadership loss: %v, want a fencing error", err)
+	}
+	if rs := storedRequests(ctx, t, promoter.NewEtcdLedger(cli, "/test/promoter", nil)); len(rs) != 1 || rs[0].Revision != revs[0] {
+		t.Fatalf("after fenced writes: %+v", rs)
+	}
+}
+
+// switchHandler serves with the handler it holds, or answers
+// `unavailable` as a promoter that does not lead does when it holds none.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchHandler) set(h http.Handler) {
+	if h == nil {
+		s.h.Store(nil)
+		return
+	}
+	s.h.Store(&h)
+}
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := s.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	promoterhttp.WriteError(w, http.StatusServiceUnavailable, promoterhttp.CodeUnavailable, "this promoter is not leading")
+}
+
+// TestWaitThroughRestart: `thaw promote --wait` of a promotion that a
+// promoter restart interrupts keeps waiting while no promoter serves,
+// follows the interrupted attempt to the next one, and ends when the next
+// promoter (which took the stored request up) commits it.
+func TestWaitThroughRestart(t *testing.T) {
+	e, _, cfg := requestEnv(t)
+	ctx := t.Context()
+	part := e.partitionOf("2024-01-02")
+	building := holdFirstBuild(&cfg)
+	first := e.promoter(cfg)
+	stopFirst := run(t, first)
+	sw := &switchHandler{}
+	sw.set(promoterhttp.NewHandler(first, nil))
+	srv := httptest.NewServer(sw)
+	defer srv.Close()
+
+	var out, errOut testlog.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- cli.Main(ctx, []string{"promote", "shop.events", "--partition", part, "--wait", "--promoter", srv.URL, "--timeout", "2m"}, &out, &errOut)
+	}()
+	<-building
+	// The first promoter stops: the API answers unavailable meanwhile.
+	sw.set(nil)
+	if err := stopFirst(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := first.Promotions(ctx)
+	if err != nil || len(recs) != 1 || !recs[0].Interrupted() {
+		t.Fatalf("after the first promoter stopped: %+v %v", recs, err)
+	}
+	time.Sleep(600 * time.Millisecond) // a few of the waiter's polls see no promoter
+
+	// The next promoter answers before its workers took the request up
+	// (they may be busy with other keys): the waiter sees the interrupted
+	// attempt first.
+	cfg.Hooks.AfterPhase = nil
+	next := e.promoter(cfg)
+	sw.set(promoterhttp.NewHandler(next, nil))
+	time.Sleep(600 * time.Millisecond)
+	run(t, next)
+	select {
+	case c := <-code:
+		if c != 0 || !strings.Contains(out.String(), "committed") {
+			t.Fatalf("thaw promote --wait: exit %d\nstdout %s\nstderr %s", c, out.String(), errOut.String())
+		}
+	case <-time.After(90 * time.Second): // a hang guard, not a speed goal
+		t.Fatalf("thaw promote --wait still waits:\n%s", out.String())
+	}
+	if r, err := next.Promotion(ctx, recs[0].ID); err != nil || r.Phase != promoter.PhaseCommitted || r.Attempt != 2 {
+		t.Fatalf("after the wait: %+v %v", r, err)
+	}
+	e.checkTier("events", part, e.lakeRows("2024-01-02"))
+}
