@@ -2,9 +2,12 @@ package lake
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -38,6 +41,44 @@ type TableInfo struct {
 	CurrentSnapshotID *int64 `json:"current_snapshot_id"`
 	// Snapshots are the retained snapshots, oldest first by sequence number.
 	Snapshots []SnapshotInfo `json:"snapshots"`
+}
+
+// CheckRef reports whether ref can name a partition of the table: its spec
+// is one of the table's, and its path names the spec's fields in order, as
+// PartitionStats.Path does ("name=value" joined by "/", URL-query-escaped;
+// the empty path for an unpartitioned spec). Values are not checked: a
+// value no data has is a partition that does not exist, not a malformed
+// one.
+func (t *TableInfo) CheckRef(ref PartitionRef) error {
+	i := slices.IndexFunc(t.Specs, func(s PartitionSpecInfo) bool { return s.ID == ref.SpecID })
+	if i < 0 {
+		ids := make([]string, len(t.Specs))
+		for j, s := range t.Specs {
+			ids[j] = strconv.Itoa(s.ID)
+		}
+		return fmt.Errorf("%s has no partition spec %d (its specs: %s)", t.Name, ref.SpecID, strings.Join(ids, ", "))
+	}
+	spec := t.Specs[i]
+	if len(spec.Fields) == 0 {
+		if ref.Path != "" {
+			return fmt.Errorf("spec %d of %s is unpartitioned: its one partition has the empty path", spec.ID, t.Name)
+		}
+		return nil
+	}
+	form := make([]string, len(spec.Fields))
+	for j, f := range spec.Fields {
+		form[j] = url.QueryEscape(f.Name) + "=VALUE"
+	}
+	segs := strings.Split(ref.Path, "/")
+	fits := len(segs) == len(spec.Fields)
+	for j := 0; fits && j < len(segs); j++ {
+		name, _, ok := strings.Cut(segs[j], "=")
+		fits = ok && name == url.QueryEscape(spec.Fields[j].Name)
+	}
+	if !fits {
+		return fmt.Errorf("not a partition path of spec %d of %s: its paths read %s", spec.ID, t.Name, strings.Join(form, "/"))
+	}
+	return nil
 }
 
 // SchemaInfo is one schema of a table.

@@ -535,6 +535,9 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 				}
 				ref = lake.PartitionRef{SpecID: id, Path: path}
 			}
+			if err := info.CheckRef(ref); err != nil {
+				return usageError("--partition %q: %v (thaw lake partitions %s lists them)", p, err, name)
+			}
 			opts.Partitions = append(opts.Partitions, ref)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thawdb/thaw/internal/flagutil"
 	"github.com/thawdb/thaw/lake"
 )
 
@@ -117,9 +118,22 @@ func TestLakeCommands(t *testing.T) {
 	var notes bytes.Buffer
 	progressOutput = &notes
 	t.Cleanup(func() { progressOutput = os.Stderr })
-	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--json", "--partition", "day=2024-01-01")
-	if err != nil || out != "" || notes.String() != "(lake.events has no partition day=2024-01-01 in spec 0: thaw lake partitions lake.events lists them)\n" {
+	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--json", "--partition", "event_day=1999-01-01")
+	if err != nil || out != "" || notes.String() != "(lake.events has no partition event_day=1999-01-01 in spec 0: thaw lake partitions lake.events lists them)\n" {
 		t.Errorf("scan --json of a partition that is not there: %v\nstdout %q\nstderr %q", err, out, notes.String())
+	}
+	// A path that no partition of the spec can have is a usage error,
+	// before anything is read.
+	for _, tc := range []struct{ partition, want string }{
+		{"day=2024-01-01", `--partition "day=2024-01-01": not a partition path of spec 0 of lake.events: its paths read event_day=VALUE (thaw lake partitions lake.events lists them)`},
+		{"event_day=2024-01-01/region=eu", "not a partition path of spec 0 of lake.events"},
+		{"", "not a partition path of spec 0 of lake.events"},
+		{"3:event_day=2024-01-01", `--partition "3:event_day=2024-01-01": lake.events has no partition spec 3 (its specs: 0)`},
+	} {
+		out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--partition", tc.partition)
+		if !errors.Is(err, flagutil.ErrUsage) || !strings.Contains(err.Error(), tc.want) || out != "" {
+			t.Errorf("scan --partition %q: %v\n%s\nwant a usage error: %s", tc.partition, err, out, tc.want)
+		}
 	}
 	out, err = lakeCmd(t, "scan", "lake.events", "--uri", uri, "--limit", "3")
 	if err != nil || !strings.HasPrefix(out, "id") || !strings.Contains(out, "(first 3 rows)") || strings.Count(out, "\n") != 5 {
