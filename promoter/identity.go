@@ -35,16 +35,25 @@ func CallerToken(id string, attempt int) string {
 	return "thaw-promoter/" + id + "/" + strconv.Itoa(attempt)
 }
 
-// validID checks the form PromotionID produces, so that an id can never
-// address another etcd key.
-func validID(id string) error {
+// IsPromotionID reports whether id has the form PromotionID produces: "p-"
+// and 16 lowercase hex digits.
+func IsPromotionID(id string) bool {
 	if len(id) != 18 || id[:2] != "p-" {
-		return fmt.Errorf("%w: invalid promotion id %q", ErrNotFound, id)
+		return false
 	}
 	for _, c := range id[2:] {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return fmt.Errorf("%w: invalid promotion id %q", ErrNotFound, id)
+			return false
 		}
+	}
+	return true
+}
+
+// validID checks the form PromotionID produces, so that an id can never
+// address another etcd key.
+func validID(id string) error {
+	if !IsPromotionID(id) {
+		return fmt.Errorf("%w: invalid promotion id %q", ErrNotFound, id)
 	}
 	return nil
 }

@@ -238,8 +238,8 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if id == "" || strings.Contains(id, "/") {
-		h.fail(w, r, invalidf("promotion id %q", id))
+	if !promoter.IsPromotionID(id) {
+		h.fail(w, r, invalidf("promotion id %q: an id is p- and 16 lowercase hex digits, as thaw status lists them", id))
 		return
 	}
 	rec, err := h.p.Promotion(r.Context(), id)

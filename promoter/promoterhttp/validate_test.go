@@ -38,6 +38,8 @@ func TestRequestValidation(t *testing.T) {
 		{"method", "DELETE", "/v1/promotions", "", ``, 405, CodeInvalid, "method not allowed"},
 		{"method on id", "POST", "/v1/promotions/p-1", "", `{}`, 405, CodeInvalid, "method not allowed"},
 		{"no route", "GET", "/v1/nothing", "", ``, 404, CodeNotFound, "no route"},
+		{"not an id", "GET", "/v1/promotions/p-zzz", "", ``, 400, CodeInvalid, `promotion id "p-zzz": an id is p- and 16 lowercase hex digits`},
+		{"id in capitals", "GET", "/v1/promotions/p-0123456789ABCDEF", "", ``, 400, CodeInvalid, "16 lowercase hex digits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
