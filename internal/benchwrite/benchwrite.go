@@ -135,19 +135,27 @@ func bench(ctx context.Context, stdout io.Writer, cfg config, addr, where string
 
 	g := benchutil.NewRowGen(cfg.rowGen())
 	target := tierclient.Target{Database: "bench", Table: fmt.Sprintf("write_%d", time.Now().UnixNano())}
-	if err := client.CreateDatabase(ctx, target.Database); err != nil {
-		return fmt.Errorf("bench write: %w", err)
-	}
-	info, err := client.CreateTable(ctx, target.Database, target.Table, g.Schema(), cfg.replication)
+	createdDB, err := client.CreateNewDatabase(ctx, target.Database)
 	if err != nil {
 		return fmt.Errorf("bench write: %w", err)
 	}
 	if cfg.server != "" {
+		// A server's tier is left as it was: the table goes, and the
+		// database too when this run created it and it holds nothing else.
 		defer func() {
-			if derr := client.DropTable(context.WithoutCancel(ctx), target.Database, target.Table); derr != nil {
+			dctx := context.WithoutCancel(ctx)
+			if derr := client.DropTable(dctx, target.Database, target.Table); derr != nil {
 				fmt.Fprintf(stdout, "note: %v\n", derr)
+			} else if createdDB {
+				if derr := client.DropEmptyDatabase(dctx, target.Database); derr != nil {
+					fmt.Fprintf(stdout, "note: database %s left: %v\n", target.Database, derr)
+				}
 			}
 		}()
+	}
+	info, err := client.CreateTable(ctx, target.Database, target.Table, g.Schema(), cfg.replication)
+	if err != nil {
+		return fmt.Errorf("bench write: %w", err)
 	}
 	if err := benchutil.WaitServing(ctx, client, target, info); err != nil {
 		return fmt.Errorf("bench write: %w", err)

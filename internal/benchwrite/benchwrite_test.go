@@ -5,6 +5,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/thawdb/thaw/internal/benchutil"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/tier/tierclient"
 )
 
 // TestSmoke runs the harness with a tiny input against an embedded tier:
@@ -47,5 +51,58 @@ func TestFlags(t *testing.T) {
 		if err := Run(t.Context(), &bytes.Buffer{}, args); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+// TestServerLeftAsItWas runs the harness twice against a running tier
+// (--server): the first time it creates the database bench and drops it
+// with its table at the end; the second time bench exists with a table of
+// someone else's, and both stay.
+func TestServerLeftAsItWas(t *testing.T) {
+	ctx := t.Context()
+	tier, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tier.Close() })
+	if err := tier.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tierclient.New(ctx, tier.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	run := func() string {
+		var out bytes.Buffer
+		if err := Run(ctx, &out, []string{"--server", tier.Address(), "--rows", "2000", "--buckets", "2", "--replication", "1", "--verify-sample", "10"}); err != nil {
+			t.Fatalf("run: %v\n%s", err, out.String())
+		}
+		return out.String()
+	}
+	// absent reports whether the database bench does not exist (creating
+	// it if so).
+	absent := func() bool {
+		created, err := tc.CreateNewDatabase(ctx, "bench")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+
+	if out := run(); !absent() || strings.Contains(out, "note:") {
+		t.Fatalf("the harness left the database bench behind:\n%s", out)
+	}
+	// bench exists now (absent created it), with a table of its own.
+	kept := benchutil.NewRowGen(benchutil.RowGenConfig{Buckets: 1, KeyBytes: 8, ValueBytes: 8})
+	if _, err := tc.CreateTable(ctx, "bench", "keep", kept.Schema(), 1); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if absent() {
+		t.Fatal("the harness dropped a database it did not create")
+	}
+	if _, err := tc.Table(ctx, "bench", "keep"); err != nil {
+		t.Fatalf("the table bench.keep: %v", err)
 	}
 }

@@ -10,7 +10,9 @@
 // creates a table bench.write_{ns} (an id BIGINT or a BYTES key of
 // --key-bytes, and a STRING payload of --value-bytes), and writes --rows
 // synthetic rows through one Writer. Keys are a bijection of the row
-// number, so they are unique and arrive in random order.
+// number, so they are unique and arrive in random order. On a running tier
+// it drops the table at the end, and the database bench too when the run
+// created it and it holds no other table.
 //
 // The measurement runs from NewWriter until Close returned, i.e. until
 // every row is acknowledged: durable in its bucket's changelog and applied

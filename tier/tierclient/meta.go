@@ -185,6 +185,32 @@ func (c *Client) CreateDatabase(ctx context.Context, database string) error {
 	return nil
 }
 
+// CreateNewDatabase creates a database and reports whether it did: false
+// when it exists already (nothing changed then).
+func (c *Client) CreateNewDatabase(ctx context.Context, database string) (bool, error) {
+	_, err := coordCall(ctx, c, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: database}),
+		tierv1connect.CoordinatorServiceClient.CreateDatabase)
+	switch {
+	case connect.CodeOf(err) == connect.CodeAlreadyExists:
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("tierclient: create database %s: %w", database, err)
+	}
+	return true, nil
+}
+
+// DropEmptyDatabase drops a database that holds no table. One that holds
+// tables stays as it is (an error: FAILED_PRECONDITION); one that does not
+// exist is no error.
+func (c *Client) DropEmptyDatabase(ctx context.Context, database string) error {
+	_, err := coordCall(ctx, c, connect.NewRequest(&tierv1.DropDatabaseRequest{Database: database, IgnoreIfNotExists: true}),
+		tierv1connect.CoordinatorServiceClient.DropDatabase)
+	if err != nil {
+		return fmt.Errorf("tierclient: drop database %s: %w", database, err)
+	}
+	return nil
+}
+
 // CreateTable creates a table (replicationFactor 0: the tier's default).
 // A table of that name that exists is an ALREADY_EXISTS error.
 func (c *Client) CreateTable(ctx context.Context, database, table string, schema kv.TableSchema, replicationFactor int) (*TableInfo, error) {
