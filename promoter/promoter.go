@@ -249,6 +249,25 @@ func (p *Promoter) Skipped(id string) (Skip, bool) {
 	return s, ok
 }
 
+// Queued reports whether promotion id was requested and waits in the
+// queue for its turn (it has no record before then), and where: its key
+// and a text for its requester ("queued as policy/partition behind 3
+// other keys", or waiting for the run of its key that is under way).
+func (p *Promoter) Queued(id string) (Key, string, bool) {
+	k, ahead, ok := p.q.find(id)
+	switch {
+	case !ok:
+		return Key{}, "", false
+	case ahead < 0:
+		return k, fmt.Sprintf("it is queued as %s, after the promotion of that target that runs now", k), true
+	case ahead == 0:
+		return k, fmt.Sprintf("it is queued as %s, next to start", k), true
+	case ahead == 1:
+		return k, fmt.Sprintf("it is queued as %s, behind 1 other key", k), true
+	}
+	return k, fmt.Sprintf("it is queued as %s, behind %d other keys", k, ahead), true
+}
+
 // Progress returns the live progress of a running promotion.
 func (p *Promoter) Progress(id string) (Progress, bool) {
 	lp := p.liveOf(id)

@@ -104,6 +104,25 @@ func (q *queue) queued(k Key) (item, bool) {
 	return it, ok
 }
 
+// find returns the key whose queued item carries promotion id and how
+// many keys are queued before it; ahead is -1 for a dirty key (queued
+// again while it runs: it waits for that run).
+func (q *queue) find(id string) (k Key, ahead int, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, k := range q.mu.order {
+		if slices.Contains(q.mu.pending[k].ids, id) {
+			return k, i, true
+		}
+	}
+	for k, it := range q.mu.dirty {
+		if slices.Contains(it.ids, id) {
+			return k, -1, true
+		}
+	}
+	return Key{}, 0, false
+}
+
 // eligibleLocked reports whether k may start now.
 func (q *queue) eligibleLocked(k Key) bool {
 	if q.mu.running[k] {

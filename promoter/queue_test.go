@@ -249,3 +249,30 @@ func TestLimiter(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueFind: find locates a queued promotion id: its key and the keys
+// ahead of it, or -1 for a key queued again while it runs.
+func TestQueueFind(t *testing.T) {
+	q := newQueue(func(string) int { return 0 })
+	a, b := Key{Policy: "p", Partition: "a"}, Key{Policy: "p", Partition: "b"}
+	q.add(a, item{ids: []string{"p-a"}})
+	q.add(b, item{ids: []string{"p-b"}})
+	for id, want := range map[string]int{"p-a": 0, "p-b": 1} {
+		if _, ahead, ok := q.find(id); !ok || ahead != want {
+			t.Errorf("find(%s) = %d %t, want %d keys ahead", id, ahead, ok, want)
+		}
+	}
+	if _, _, err := q.get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := q.find("p-a"); ok {
+		t.Error("a running key's id is not queued")
+	}
+	if _, ahead, ok := q.find("p-b"); !ok || ahead != 0 {
+		t.Errorf("find(p-b) after a started = %d %t, want next", ahead, ok)
+	}
+	q.add(a, item{ids: []string{"p-a2"}})
+	if k, ahead, ok := q.find("p-a2"); !ok || k != a || ahead != -1 {
+		t.Errorf("find of an id queued while its key runs = %v %d %t, want a, -1", k, ahead, ok)
+	}
+}

@@ -428,3 +428,32 @@ func TestWaitThroughRestart(t *testing.T) {
 	}
 	e.checkTier("events", part, e.lakeRows("2024-01-02"))
 }
+
+// TestStatusOfQueuedRequest: `thaw status ID` of a requested promotion
+// that waits for its turn says so, and where it is in the queue, rather
+// than only "not found".
+func TestStatusOfQueuedRequest(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	p := e.promoter(cfg)
+	first := request(ctx, t, p, pol, e.partitionOf("2024-01-01"))
+	second := request(ctx, t, p, pol, e.partitionOf("2024-01-02"))
+	srv := httptest.NewServer(promoterhttp.NewHandler(p, nil))
+	defer srv.Close()
+	for _, tc := range []struct{ id, want string }{
+		{first, "promotion " + first + " has no record yet: it is queued as events-window/" + e.partitionOf("2024-01-01") + ", next to start (not_found, HTTP 404)"},
+		{second, "promotion " + second + " has no record yet: it is queued as events-window/" + e.partitionOf("2024-01-02") + ", behind 1 other key (not_found, HTTP 404)"},
+	} {
+		var out, errOut testlog.Buffer
+		if code := cli.Main(ctx, []string{"status", tc.id, "--promoter", srv.URL}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("thaw status %s: exit %d\n%s\nwant %q", tc.id, code, errOut.String(), tc.want)
+		}
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := p.Queued(second); ok {
+		t.Fatal("queued after its turn")
+	}
+	waitCommitted(ctx, t, p, second, 1)
+}

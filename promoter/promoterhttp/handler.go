@@ -247,6 +247,10 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 		// Requested, and skipped when its turn came: no record will come.
 		if s, ok := h.p.Skipped(id); ok {
 			err = fmt.Errorf("%w: %s", promoter.ErrSkipped, s.Text(id))
+		} else if _, where, ok := h.p.Queued(id); ok {
+			// Requested, and waiting for its turn: the record is written
+			// when it starts.
+			err = fmt.Errorf("%w: promotion %s has no record yet: %s", promoter.ErrNotFound, id, where)
 		}
 	}
 	if err != nil {
