@@ -595,10 +595,10 @@ func (p *Promoter) Drain(ctx context.Context) error {
 
 // Run resumes the ledger (Resume), queues the stored requests a promoter
 // before it answered and did not get to (Request), then runs until ctx is
-// done: Workers
-// queue workers, the periodic reconcile of every policy (at once, then every
-// ReconcileInterval) and the poll of each onLakeCommit policy's lake table
-// (every LakePollInterval; a new current snapshot reconciles the policy).
+// done: Workers queue workers, the periodic reconcile of every policy (at
+// once, then every ReconcileInterval) and the poll of each onLakeCommit
+// policy's lake table (every LakePollInterval; a new current snapshot
+// reconciles the policy).
 // Cron schedules and requests come from outside (ReconcilePolicy, Request).
 //
 // When ctx is done Run shuts down gracefully: the queue stops, promotions

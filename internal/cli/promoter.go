@@ -343,6 +343,12 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 		return err
 	}
 	bar := !asJSON && promoterIsTerminal(stdout)
+	note := func(format string, args ...any) { // on stderr, below the bar
+		if bar {
+			fmt.Fprint(progressOutput, "\r")
+		}
+		fmt.Fprintf(progressOutput, "thaw: "+format+"\n", args...)
+	}
 	final := make(map[string]promoterhttp.Promotion)
 	skipped := map[string]string{} // promotions skipped when their turn came: why
 	away := false                  // the promoter did not answer the last poll
@@ -363,12 +369,12 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 				// stored, and the next promoter takes them up.
 				if !away {
 					away = true
-					fmt.Fprintf(progressOutput, "\rthaw: %v; still waiting for it\n", err)
+					note("%v; still waiting for it", err)
 				}
 				break poll
 			case away:
 				away = false
-				fmt.Fprintf(progressOutput, "\rthaw: the promoter answers again\n")
+				note("the promoter answers again")
 			}
 			switch {
 			case errors.Is(err, promoter.ErrNotFound):
@@ -386,8 +392,7 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 			// again by the next promoter (the request is stored).
 			case pr.Record.Interrupted() && requested[id] && pr.Record.Attempt >= attempt[id]:
 				attempt[id] = pr.Record.Attempt + 1
-				fmt.Fprintf(progressOutput, "\rthaw: promotion %s attempt %d was interrupted (%s); waiting for attempt %d\n",
-					id, pr.Record.Attempt, pr.Record.Error, attempt[id])
+				note("promotion %s attempt %d was interrupted (%s); waiting for attempt %d", id, pr.Record.Attempt, pr.Record.Error, attempt[id])
 			// A terminal record of an earlier attempt (a partition promoted
 			// again after it was dropped) is not this promotion's end...
 			case pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id]:

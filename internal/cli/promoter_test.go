@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -456,5 +459,54 @@ func TestStatusDuration(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "requested again:") || !strings.Contains(b.String(), "skipped when its turn came (") || !strings.Contains(b.String(), "): target not empty") {
 		t.Errorf("one promotion whose later request was skipped:\n%s", b.String())
+	}
+}
+
+// TestWaitThroughUnavailable: the waiter of `thaw promote --wait` keeps
+// polling while the promoter answers unavailable (restarting, failing
+// over) and follows an attempt the shutdown interrupted to the next one,
+// saying so on stderr; the answers come from a scripted API.
+func TestWaitThroughUnavailable(t *testing.T) {
+	const id = "p-0123456789abcdef"
+	rec := promoter.Record{ID: id, Phase: promoter.PhaseAborted, Attempt: 1, Retriable: true, Error: "shutdown: context canceled"}
+	answers := []func(w http.ResponseWriter){
+		func(w http.ResponseWriter) {
+			promoterhttp.WriteError(w, http.StatusServiceUnavailable, promoterhttp.CodeUnavailable, "this promoter is not leading")
+		},
+		func(w http.ResponseWriter) {
+			promoterhttp.WriteError(w, http.StatusServiceUnavailable, promoterhttp.CodeUnavailable, "this promoter is not leading")
+		},
+		func(w http.ResponseWriter) { _ = json.NewEncoder(w).Encode(promoterhttp.Promotion{Record: rec}) },
+		func(w http.ResponseWriter) {
+			r := rec
+			r.Phase, r.Attempt, r.Error, r.Retriable = promoter.PhaseCommitted, 2, "", false
+			_ = json.NewEncoder(w).Encode(promoterhttp.Promotion{Record: r})
+		},
+	}
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != promoterhttp.PathPromotions+"/"+id {
+			t.Errorf("unexpected call %s", r.URL.Path)
+		}
+		answers[min(int(calls.Add(1))-1, len(answers)-1)](w)
+	}))
+	defer srv.Close()
+	c, err := promoterhttp.NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes bytes.Buffer
+	progressOutput = &notes
+	t.Cleanup(func() { progressOutput = os.Stderr })
+	var out bytes.Buffer
+	items := []promoterhttp.Item{{Action: promoter.ActionPromote, PromotionID: id, Attempt: 1}}
+	if err := waitPromotions(t.Context(), &out, c, items, false); err != nil {
+		t.Fatalf("wait: %v\n%s\n%s", err, out.String(), notes.String())
+	}
+	want := "thaw: promoter api: this promoter is not leading (unavailable, HTTP 503); still waiting for it\n" +
+		"thaw: the promoter answers again\n" +
+		"thaw: promotion " + id + " attempt 1 was interrupted (shutdown: context canceled); waiting for attempt 2\n"
+	if notes.String() != want || !strings.Contains(out.String(), "committed") {
+		t.Fatalf("notes:\n%s\nwant\n%s\nstdout:\n%s", notes.String(), want, out.String())
 	}
 }
