@@ -249,23 +249,52 @@ func (p *Promoter) Skipped(id string) (Skip, bool) {
 	return s, ok
 }
 
-// Queued reports whether promotion id was requested and waits in the
-// queue for its turn (it has no record before then), and where: its key
-// and a text for its requester ("queued as policy/partition behind 3
-// other keys", or waiting for the run of its key that is under way).
-func (p *Promoter) Queued(id string) (Key, string, bool) {
-	k, ahead, ok := p.q.find(id)
-	switch {
-	case !ok:
-		return Key{}, "", false
-	case ahead < 0:
-		return k, fmt.Sprintf("it is queued as %s, after the promotion of that target that runs now", k), true
-	case ahead == 0:
-		return k, fmt.Sprintf("it is queued as %s, next to start", k), true
-	case ahead == 1:
-		return k, fmt.Sprintf("it is queued as %s, behind 1 other key", k), true
+// QueuedRequest is a requested promotion waiting in the queue for its turn
+// (it has no record before then, or only its earlier attempts' record).
+type QueuedRequest struct {
+	ID string
+	Key
+	Database, Table string // the policy's target table
+	// Ahead: how many keys are queued before it; -1 when it was requested
+	// while a promotion of its target runs, and waits for that.
+	Ahead int
+}
+
+// Where says where in the queue q is, for its requester.
+func (q QueuedRequest) Where() string {
+	switch q.Ahead {
+	case -1:
+		return "after the promotion of that target that runs now"
+	case 0:
+		return "next to start"
+	case 1:
+		return "behind 1 other key"
 	}
-	return k, fmt.Sprintf("it is queued as %s, behind %d other keys", k, ahead), true
+	return fmt.Sprintf("behind %d other keys", q.Ahead)
+}
+
+// QueuedRequests lists the requested promotions waiting in the queue, in
+// queue order.
+func (p *Promoter) QueuedRequests() []QueuedRequest {
+	var out []QueuedRequest
+	for _, q := range p.q.ids() {
+		qr := QueuedRequest{ID: q.id, Key: q.k, Ahead: q.ahead}
+		if pol := p.pols[q.k.Policy]; pol != nil {
+			qr.Database, qr.Table = pol.Target().Database, pol.Target().Table
+		}
+		out = append(out, qr)
+	}
+	return out
+}
+
+// Queued returns the queued request of promotion id (QueuedRequests).
+func (p *Promoter) Queued(id string) (QueuedRequest, bool) {
+	for _, q := range p.QueuedRequests() {
+		if q.ID == id {
+			return q, true
+		}
+	}
+	return QueuedRequest{}, false
 }
 
 // Progress returns the live progress of a running promotion.

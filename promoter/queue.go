@@ -1,7 +1,9 @@
 package promoter
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -104,23 +106,35 @@ func (q *queue) queued(k Key) (item, bool) {
 	return it, ok
 }
 
-// find returns the key whose queued item carries promotion id and how
-// many keys are queued before it; ahead is -1 for a dirty key (queued
-// again while it runs: it waits for that run).
-func (q *queue) find(id string) (k Key, ahead int, ok bool) {
+// queuedID is a promotion id a queued item carries: its key and how many
+// keys are queued before it (-1 for a dirty key: queued again while it
+// runs, it waits for that run).
+type queuedID struct {
+	id    string
+	k     Key
+	ahead int
+}
+
+// ids lists the promotion ids of the queued items: pending ones in queue
+// order, then dirty ones by key.
+func (q *queue) ids() []queuedID {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var out []queuedID
 	for i, k := range q.mu.order {
-		if slices.Contains(q.mu.pending[k].ids, id) {
-			return k, i, true
+		for _, id := range q.mu.pending[k].ids {
+			out = append(out, queuedID{id: id, k: k, ahead: i})
 		}
 	}
-	for k, it := range q.mu.dirty {
-		if slices.Contains(it.ids, id) {
-			return k, -1, true
+	dirty := slices.SortedFunc(maps.Keys(q.mu.dirty), func(a, b Key) int {
+		return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Partition, b.Partition))
+	})
+	for _, k := range dirty {
+		for _, id := range q.mu.dirty[k].ids {
+			out = append(out, queuedID{id: id, k: k, ahead: -1})
 		}
 	}
-	return Key{}, 0, false
+	return out
 }
 
 // eligibleLocked reports whether k may start now.

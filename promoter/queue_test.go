@@ -250,29 +250,23 @@ func TestLimiter(t *testing.T) {
 	})
 }
 
-// TestQueueFind: find locates a queued promotion id: its key and the keys
-// ahead of it, or -1 for a key queued again while it runs.
-func TestQueueFind(t *testing.T) {
+// TestQueueIDs: ids lists the queued promotion ids in queue order with
+// the keys ahead of each, then those queued again while their key runs
+// (-1).
+func TestQueueIDs(t *testing.T) {
 	q := newQueue(func(string) int { return 0 })
 	a, b := Key{Policy: "p", Partition: "a"}, Key{Policy: "p", Partition: "b"}
 	q.add(a, item{ids: []string{"p-a"}})
-	q.add(b, item{ids: []string{"p-b"}})
-	for id, want := range map[string]int{"p-a": 0, "p-b": 1} {
-		if _, ahead, ok := q.find(id); !ok || ahead != want {
-			t.Errorf("find(%s) = %d %t, want %d keys ahead", id, ahead, ok, want)
-		}
+	q.add(b, item{ids: []string{"p-b", "p-b2"}})
+	q.add(Key{Policy: "p", Partition: "c"}, item{}) // a reconcile's: no id
+	if got, want := q.ids(), []queuedID{{"p-a", a, 0}, {"p-b", b, 1}, {"p-b2", b, 1}}; !slices.Equal(got, want) {
+		t.Fatalf("ids() = %v, want %v", got, want)
 	}
 	if _, _, err := q.get(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := q.find("p-a"); ok {
-		t.Error("a running key's id is not queued")
-	}
-	if _, ahead, ok := q.find("p-b"); !ok || ahead != 0 {
-		t.Errorf("find(p-b) after a started = %d %t, want next", ahead, ok)
-	}
 	q.add(a, item{ids: []string{"p-a2"}})
-	if k, ahead, ok := q.find("p-a2"); !ok || k != a || ahead != -1 {
-		t.Errorf("find of an id queued while its key runs = %v %d %t, want a, -1", k, ahead, ok)
+	if got, want := q.ids(), []queuedID{{"p-b", b, 0}, {"p-b2", b, 0}, {"p-a2", a, -1}}; !slices.Equal(got, want) {
+		t.Fatalf("ids() after a started and was queued again = %v, want %v", got, want)
 	}
 }

@@ -2,11 +2,13 @@ package promoter_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -449,10 +451,31 @@ func TestStatusOfQueuedRequest(t *testing.T) {
 			t.Errorf("thaw status %s: exit %d\n%s\nwant %q", tc.id, code, errOut.String(), tc.want)
 		}
 	}
+	// The list shows them as queued, in queue order, before the records.
+	var out, errOut testlog.Buffer
+	if code := cli.Main(ctx, []string{"status", "--promoter", srv.URL}, &out, &errOut); code != 0 {
+		t.Fatalf("thaw status: exit %d\n%s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !regexp.MustCompile(`^`+first+`\s+events-window\s+shop\.events/`+e.partitionOf("2024-01-01")+`\s+queued\s+next to start$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^`+second+`\s+events-window\s+shop\.events/\S+\s+queued\s+behind 1 other key$`).MatchString(lines[2]) {
+		t.Fatalf("thaw status:\n%s", out.String())
+	}
+	var jsonOut testlog.Buffer
+	if code := cli.Main(ctx, []string{"status", "--promoter", srv.URL, "--output", "json"}, &jsonOut, &errOut); code != 0 {
+		t.Fatalf("thaw status --output json: exit %d\n%s", code, errOut.String())
+	}
+	var st promoterhttp.PromotionsResponse
+	if err := json.Unmarshal([]byte(jsonOut.String()), &st); err != nil || len(st.Queued) != 2 ||
+		st.Queued[1] != (promoterhttp.QueuedPromotion{ID: second, Policy: pol.Name(), Database: "shop", Table: "events",
+			Partition: e.partitionOf("2024-01-02"), Ahead: 1, Where: "behind 1 other key"}) {
+		t.Fatalf("thaw status --output json: %v\n%s", err, jsonOut.String())
+	}
+
 	if err := p.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := p.Queued(second); ok {
+	if _, ok := p.Queued(second); ok {
 		t.Fatal("queued after its turn")
 	}
 	waitCommitted(ctx, t, p, second, 1)

@@ -480,18 +480,19 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	// Records the promoter cannot read come as an error beside the
 	// others: print what can be read, then them, and exit 1.
-	prs, err := c.Promotions(ctx, *policy)
+	st, err := c.Status(ctx, *policy)
 	unreadable := promoterhttp.UnreadableOf(err)
 	if err != nil && (!errors.Is(err, promoter.ErrUnreadable) || len(unreadable) == 0) {
 		return err
 	}
 	if *output == "json" {
-		if prs == nil {
-			prs = []promoterhttp.Promotion{}
+		if st.Promotions == nil {
+			st.Promotions = []promoterhttp.Promotion{}
 		}
-		err = writeJSON(stdout, promoterhttp.PromotionsResponse{Promotions: prs, Unreadable: unreadable})
+		st.Unreadable = unreadable
+		err = writeJSON(stdout, st)
 	} else {
-		err = printPromotions(stdout, prs, promoterIsTerminal(stdout))
+		err = printStatus(stdout, st.Promotions, st.Queued, promoterIsTerminal(stdout))
 		if err == nil && len(unreadable) > 0 {
 			err = printUnreadable(stdout, unreadable)
 		}
@@ -539,12 +540,22 @@ func plural[N ~int | ~int32 | ~int64](n N, one, many string) string {
 // printPromotions prints promotions as a table; bar adds a progress bar to
 // the running ones.
 func printPromotions(w io.Writer, prs []promoterhttp.Promotion, bar bool) error {
-	if len(prs) == 0 {
+	return printStatus(w, prs, nil, bar)
+}
+
+// printStatus prints the requested promotions waiting in the queue (phase
+// queued, in queue order), then the promotions, as one table.
+func printStatus(w io.Writer, prs []promoterhttp.Promotion, queued []promoterhttp.QueuedPromotion, bar bool) error {
+	if len(prs) == 0 && len(queued) == 0 {
 		_, err := fmt.Fprintln(w, "no promotions")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPOLICY\tTARGET\tPHASE\tATTEMPT\tROWS\tBYTES\tDURATION\tUPDATED\tDETAIL")
+	for _, q := range queued {
+		fmt.Fprintf(tw, "%s\t%s\t%s\tqueued\t\t\t\t\t\t%s\n", q.ID, q.Policy,
+			targetText(promoter.Record{Database: q.Database, Table: q.Table, Partition: q.Partition}), q.Where)
+	}
 	for _, pr := range prs {
 		r := pr.Record
 		detail := r.Error

@@ -90,15 +90,23 @@ func (c *Client) Promote(ctx context.Context, req promoter.Request) ([]Item, err
 // promoter.UnreadableRecords) lists them. Any other error returns no
 // promotions.
 func (c *Client) Promotions(ctx context.Context, policy string) ([]Promotion, error) {
+	out, err := c.Status(ctx, policy)
+	return out.Promotions, err
+}
+
+// Status returns the whole answer of GET /v1/promotions: the records, the
+// requested promotions waiting in the queue, and the records the promoter
+// cannot read (also reported as the error, like Promotions).
+func (c *Client) Status(ctx context.Context, policy string) (PromotionsResponse, error) {
 	var q url.Values
 	if policy != "" {
 		q = url.Values{"policy": {policy}}
 	}
 	var out PromotionsResponse
 	if err := c.do(ctx, http.MethodGet, PathPromotions, q, nil, &out); err != nil {
-		return nil, err
+		return PromotionsResponse{}, err
 	}
-	return out.Promotions, unreadableError(out.Unreadable)
+	return out, unreadableError(out.Unreadable)
 }
 
 // Promotion returns one promotion with its live progress. A record the

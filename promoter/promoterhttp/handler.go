@@ -247,10 +247,10 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 		// Requested, and skipped when its turn came: no record will come.
 		if s, ok := h.p.Skipped(id); ok {
 			err = fmt.Errorf("%w: %s", promoter.ErrSkipped, s.Text(id))
-		} else if _, where, ok := h.p.Queued(id); ok {
+		} else if q, ok := h.p.Queued(id); ok {
 			// Requested, and waiting for its turn: the record is written
 			// when it starts.
-			err = fmt.Errorf("%w: promotion %s has no record yet: %s", promoter.ErrNotFound, id, where)
+			err = fmt.Errorf("%w: promotion %s has no record yet: it is queued as %s, %s", promoter.ErrNotFound, id, q.Key, q.Where())
 		}
 	}
 	if err != nil {
@@ -294,6 +294,12 @@ func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range recs {
 		if policy == "" || rec.Policy == policy {
 			out.Promotions = append(out.Promotions, h.withProgress(rec))
+		}
+	}
+	for _, q := range h.p.QueuedRequests() {
+		if policy == "" || q.Policy == policy {
+			out.Queued = append(out.Queued, QueuedPromotion{ID: q.ID, Policy: q.Policy, Database: q.Database, Table: q.Table,
+				Partition: q.Partition, Ahead: q.Ahead, Where: q.Where()})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

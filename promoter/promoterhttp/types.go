@@ -175,12 +175,29 @@ type Promotion struct {
 }
 
 // PromotionsResponse answers GET /v1/promotions: the records the promoter
-// can read, newest first, and the ones it cannot read (omitted when there
-// is none). Unreadable lists every such record whatever the policy asked
-// for: its policy cannot be read.
+// can read, newest first, the requested promotions waiting in the queue
+// (omitted when there is none), and the records it cannot read (omitted
+// when there is none). Unreadable lists every such record whatever the
+// policy asked for: its policy cannot be read.
 type PromotionsResponse struct {
 	Promotions []Promotion        `json:"promotions"`
+	Queued     []QueuedPromotion  `json:"queued,omitempty"`
 	Unreadable []UnreadableRecord `json:"unreadable,omitempty"`
+}
+
+// QueuedPromotion is a requested promotion waiting in the queue for its
+// turn (promoter.QueuedRequest): it has no record yet, or only the record
+// of its earlier attempts.
+type QueuedPromotion struct {
+	ID        string `json:"id"`
+	Policy    string `json:"policy"`
+	Database  string `json:"database"`
+	Table     string `json:"table"`
+	Partition string `json:"partition"`
+	// Ahead: keys queued before it; -1: it waits for the promotion of its
+	// target that runs.
+	Ahead int    `json:"ahead"`
+	Where string `json:"where"` // Ahead in words: "next to start", "behind 3 other keys", ...
 }
 
 // UnreadableRecord is a ledger record the promoter cannot read (see
