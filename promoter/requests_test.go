@@ -479,4 +479,19 @@ func TestStatusOfQueuedRequest(t *testing.T) {
 		t.Fatal("queued after its turn")
 	}
 	waitCommitted(ctx, t, p, second, 1)
+
+	// Requested again after a drop: its record (attempt 1) says that the
+	// next attempt waits in the queue.
+	if err := e.tc.DropPartition(ctx, "shop", "events", e.partitionOf("2024-01-01")); err != nil {
+		t.Fatal(err)
+	}
+	if again := request(ctx, t, p, pol, e.partitionOf("2024-01-01")); again != first {
+		t.Fatalf("requested again as %s, want %s", again, first)
+	}
+	var one testlog.Buffer
+	if code := cli.Main(ctx, []string{"status", first, "--promoter", srv.URL}, &one, &errOut); code != 0 ||
+		!regexp.MustCompile(`(?m)^phase:\s+committed$`).MatchString(one.String()) ||
+		!regexp.MustCompile(`(?m)^requested again:\s+queued for its next attempt, next to start$`).MatchString(one.String()) {
+		t.Fatalf("thaw status %s: exit %d\n%s%s", first, code, one.String(), errOut.String())
+	}
 }

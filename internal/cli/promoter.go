@@ -615,6 +615,9 @@ func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
 		}
 		line("error", r.Error+retr)
 	}
+	if q := pr.Queued; q != nil {
+		line("requested again", "queued for its next attempt, "+q.Where)
+	}
 	if s := pr.Skipped; s != nil {
 		line("requested again", fmt.Sprintf("skipped when its turn came (%s): %s", s.At.Local().Format(time.RFC3339), s.Reason))
 	}

@@ -257,10 +257,13 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.withProgress(rec))
+	_, queued := h.queued("")
+	writeJSON(w, http.StatusOK, h.withProgress(rec, queued))
 }
 
-func (h *handler) withProgress(rec promoter.Record) Promotion {
+// withProgress is rec with its live progress, its skip note, and where it
+// waits when it is queued again (queued: queuedByID's).
+func (h *handler) withProgress(rec promoter.Record, queued map[string]QueuedPromotion) Promotion {
 	out := Promotion{Record: rec}
 	if pr, ok := h.p.Progress(rec.ID); ok {
 		out.Progress = ProgressOf(pr)
@@ -268,7 +271,26 @@ func (h *handler) withProgress(rec promoter.Record) Promotion {
 	if s, ok := h.p.Skipped(rec.ID); ok {
 		out.Skipped = &s
 	}
+	if q, ok := queued[rec.ID]; ok {
+		out.Queued = &q
+	}
 	return out
+}
+
+// queued lists the requested promotions waiting in the queue, of policy
+// ("" = all), and indexes them by id.
+func (h *handler) queued(policy string) ([]QueuedPromotion, map[string]QueuedPromotion) {
+	var list []QueuedPromotion
+	byID := map[string]QueuedPromotion{}
+	for _, q := range h.p.QueuedRequests() {
+		if policy != "" && q.Policy != policy {
+			continue
+		}
+		qp := QueuedPromotion{ID: q.ID, Policy: q.Policy, Database: q.Database, Table: q.Table,
+			Partition: q.Partition, Ahead: q.Ahead, Where: q.Where()}
+		list, byID[q.ID] = append(list, qp), qp
+	}
+	return list, byID
 }
 
 func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {
@@ -291,15 +313,11 @@ func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := PromotionsResponse{Promotions: make([]Promotion, 0, len(recs)), Unreadable: unreadable}
+	var byID map[string]QueuedPromotion
+	out.Queued, byID = h.queued(policy)
 	for _, rec := range recs {
 		if policy == "" || rec.Policy == policy {
-			out.Promotions = append(out.Promotions, h.withProgress(rec))
-		}
-	}
-	for _, q := range h.p.QueuedRequests() {
-		if policy == "" || q.Policy == policy {
-			out.Queued = append(out.Queued, QueuedPromotion{ID: q.ID, Policy: q.Policy, Database: q.Database, Table: q.Table,
-				Partition: q.Partition, Ahead: q.Ahead, Where: q.Where()})
+			out.Promotions = append(out.Promotions, h.withProgress(rec, byID))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

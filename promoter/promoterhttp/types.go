@@ -172,6 +172,9 @@ type Promotion struct {
 	// A request of a promotion that has no record and was skipped answers
 	// GET /v1/promotions/{id} with a conflict naming the reason instead.
 	Skipped *promoter.Skip `json:"skipped,omitempty"`
+	// Queued: the promotion was requested again after this record was
+	// written (its next attempt) and waits in the queue for its turn.
+	Queued *QueuedPromotion `json:"queued,omitempty"`
 }
 
 // PromotionsResponse answers GET /v1/promotions: the records the promoter
