@@ -207,6 +207,10 @@ func txnArg(fs interface{ Name() string }, pos []string) (string, error) {
 	if len(pos) != 1 {
 		return "", usageError("%s takes one TXN_ID (got %d arguments)", fs.Name(), len(pos))
 	}
+	if bulkload.ValidateTxnID(pos[0]) != nil {
+		return "", usageError("%s: %q is not a TXN_ID: a transaction id is a lowercase UUID, as thaw bulkload begin and thaw bulkload list print it",
+			fs.Name(), pos[0])
+	}
 	return pos[0], nil
 }
 

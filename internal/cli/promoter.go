@@ -459,6 +459,9 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 	if len(pos) > 1 {
 		return usageError("thaw status takes at most one promotion id")
 	}
+	if len(pos) == 1 && !promoter.IsPromotionID(pos[0]) {
+		return usageError("thaw status: %q is not a promotion id: an id is p- and 16 lowercase hex digits, as thaw status and thaw promote print it", pos[0])
+	}
 	if err := checkOutput(*output); err != nil {
 		return err
 	}

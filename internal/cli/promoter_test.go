@@ -387,6 +387,7 @@ func TestPromoterCLIUsage(t *testing.T) {
 		{[]string{"promote", "a.b", "--partition", "x/y"}, `partition "x/y"`},
 		{[]string{"promote", "a.b", "--promoter", "ftp://h"}, "want HOST:PORT"},
 		{[]string{"status", "a", "b"}, "at most one promotion id"},
+		{[]string{"status", "quickstart.events"}, `thaw status: "quickstart.events" is not a promotion id: an id is p- and 16 lowercase hex digits`},
 		{[]string{"quickstart", "--rows", "1"}, "--rows >= 2"},
 	} {
 		code, _, errOut := run(t, tc.args...)
