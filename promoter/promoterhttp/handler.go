@@ -262,7 +262,8 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 }
 
 // withProgress is rec with its live progress, its skip note, and where it
-// waits when it is queued again (queued: queuedByID's).
+// waits when it is queued again (queued: the queued requests by id, as
+// h.queued indexes them).
 func (h *handler) withProgress(rec promoter.Record, queued map[string]QueuedPromotion) Promotion {
 	out := Promotion{Record: rec}
 	if pr, ok := h.p.Progress(rec.ID); ok {
