@@ -495,3 +495,41 @@ func TestStatusOfQueuedRequest(t *testing.T) {
 		t.Fatalf("thaw status %s: exit %d\n%s%s", first, code, one.String(), errOut.String())
 	}
 }
+
+// TestStoredRequestOfGonePolicy: at Run, a stored request of a policy the
+// promoter does not have, or of one that no longer takes requests, is
+// deleted and not promoted; the others are queued and promoted.
+func TestStoredRequestOfGonePolicy(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	id := request(ctx, t, e.promoter(cfg), pol, e.partitionOf("2024-01-02"))
+	if _, err := cfg.Ledger.PutRequests(ctx, []promoter.StoredRequest{
+		{Key: promoter.Key{Policy: "gone", Partition: e.partitionOf("2024-01-02")}, At: e.clock()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(storedRequests(ctx, t, cfg.Ledger)); n != 2 {
+		t.Fatalf("%d stored requests, want 2", n)
+	}
+	next := e.promoter(cfg)
+	stop := run(t, next)
+	waitCommitted(ctx, t, next, id, 1)
+	waitFor(t, "every stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The policy stops taking requests: a request stored before is dropped.
+	late := request(ctx, t, e.promoter(cfg), pol, e.partitionOf("2024-01-03"))
+	closed := cfg
+	closed.Policies = []*policies.Policy{windowPolicy(t, pol.Name(), "events", "3d", "  triggers:\n    onRequest: false\n    schedule: {cron: \"0 2 * * *\"}\n")}
+	last := e.promoter(closed)
+	run(t, last)
+	waitFor(t, "the stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
+	if err := last.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := last.Promotion(ctx, late); !errors.Is(err, promoter.ErrNotFound) {
+		t.Fatalf("the request of a policy that no longer takes requests ran: %v", err)
+	}
+}
