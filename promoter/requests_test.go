@@ -90,6 +90,20 @@ func waitCommitted(ctx context.Context, t *testing.T, p *promoter.Promoter, id s
 	return r
 }
 
+// runUntilPromoted runs a new promoter of cfg (the next one after a
+// restart) until it has committed promotion id at attempt and deleted
+// every stored request, then stops it.
+func (e *env) runUntilPromoted(ctx context.Context, t *testing.T, cfg promoter.Config, id string, attempt int) {
+	t.Helper()
+	next := e.promoter(cfg)
+	stop := run(t, next)
+	waitCommitted(ctx, t, next, id, attempt)
+	waitFor(t, "every stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRequestSurvivesRestart: a request answered by a promoter that stops
 // before the request's turn is kept in the ledger, and the next promoter
 // promotes it (the queue alone forgot it: the next promoter's reconcile
@@ -107,13 +121,7 @@ func TestRequestSurvivesRestart(t *testing.T) {
 	}
 	// The first promoter never runs its queue: it stopped.
 
-	next := e.promoter(cfg)
-	stop := run(t, next)
-	waitCommitted(ctx, t, next, id, 1)
-	waitFor(t, "the stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	e.runUntilPromoted(ctx, t, cfg, id, 1)
 	e.checkTier("events", part, e.lakeRows("2024-01-02"))
 }
 
@@ -157,10 +165,7 @@ func TestRequestInterruptedByShutdown(t *testing.T) {
 	}
 
 	cfg.Hooks.AfterPhase = nil
-	next := e.promoter(cfg)
-	run(t, next)
-	waitCommitted(ctx, t, next, id, 2)
-	waitFor(t, "the stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
+	e.runUntilPromoted(ctx, t, cfg, id, 2)
 }
 
 // failingLake fails Describe while fail is set.
@@ -511,13 +516,7 @@ func TestStoredRequestOfGonePolicy(t *testing.T) {
 	if n := len(storedRequests(ctx, t, cfg.Ledger)); n != 2 {
 		t.Fatalf("%d stored requests, want 2", n)
 	}
-	next := e.promoter(cfg)
-	stop := run(t, next)
-	waitCommitted(ctx, t, next, id, 1)
-	waitFor(t, "every stored request deleted", func() bool { return len(storedRequests(ctx, t, cfg.Ledger)) == 0 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	e.runUntilPromoted(ctx, t, cfg, id, 1)
 
 	// The policy stops taking requests: a request stored before is dropped.
 	late := request(ctx, t, e.promoter(cfg), pol, e.partitionOf("2024-01-03"))
