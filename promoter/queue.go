@@ -106,6 +106,24 @@ func (q *queue) queued(k Key) (item, bool) {
 	return it, ok
 }
 
+// remove takes k out of the queue if it waits there (pending, or dirty
+// while it runs) and returns what it held.
+func (q *queue) remove(k Key) (item, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if it, ok := q.mu.pending[k]; ok {
+		delete(q.mu.pending, k)
+		q.mu.order = slices.DeleteFunc(q.mu.order, func(o Key) bool { return o == k })
+		q.broadcastLocked()
+		return it, true
+	}
+	if it, ok := q.mu.dirty[k]; ok {
+		delete(q.mu.dirty, k)
+		return it, true
+	}
+	return item{}, false
+}
+
 // queuedID is a promotion id a queued item carries: its key and how many
 // keys are queued before it (-1 for a dirty key: queued again while it
 // runs, it waits for that run).

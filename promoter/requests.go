@@ -274,3 +274,40 @@ func (p *Promoter) loadRequests(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Cancel withdraws the requested promotion id that waits in the queue for
+// its turn: its key leaves the queue and its stored request is deleted,
+// and the promotion ids the key was requested with are noted as skipped
+// ("cancelled"), so their waiters end. A running promotion is not
+// stopped: ErrNotQueued, as for one that has run or was never requested.
+// A target the policy selects is queued again by the next reconcile.
+func (p *Promoter) Cancel(ctx context.Context, id string) (QueuedRequest, error) {
+	p.reqMu.Lock()
+	defer p.reqMu.Unlock()
+	q, ok := p.Queued(id)
+	if !ok {
+		if _, running := p.Progress(id); running {
+			return QueuedRequest{}, fmt.Errorf("%w: promotion %s runs now (a running promotion is not cancelled)", ErrNotQueued, id)
+		}
+		return QueuedRequest{}, fmt.Errorf("%w: promotion %s waits in no queue (thaw status lists what does)", ErrNotQueued, id)
+	}
+	it, ok := p.q.remove(q.Key)
+	if !ok {
+		return QueuedRequest{}, fmt.Errorf("%w: promotion %s started meanwhile", ErrNotQueued, id)
+	}
+	p.updateDepth()
+	if it.rev != 0 {
+		if err := p.cfg.Ledger.DeleteRequest(ctx, q.Key, it.rev); err != nil {
+			p.q.add(q.Key, it) // nothing changed: queue it again
+			if fencing.IsFenced(err) {
+				p.halt(err)
+			}
+			return QueuedRequest{}, err
+		}
+	}
+	for _, other := range it.ids {
+		p.noteSkip(other, "cancelled while it waited in the queue")
+	}
+	p.log.Info("queued promotion cancelled", "key", q.Key.String(), "promotions", it.ids)
+	return q, nil
+}

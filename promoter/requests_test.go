@@ -532,3 +532,67 @@ func TestStoredRequestOfGonePolicy(t *testing.T) {
 		t.Fatalf("the request of a policy that no longer takes requests ran: %v", err)
 	}
 }
+
+// TestCancelQueuedRequest: `thaw cancel ID` withdraws a requested
+// promotion that waits in the queue: it leaves the queue and the ledger's
+// stored requests, its waiter ends saying it was cancelled, and it never
+// runs; a promotion that does not wait in the queue is not cancelled.
+func TestCancelQueuedRequest(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	p := e.promoter(cfg)
+	srv := httptest.NewServer(promoterhttp.NewHandler(p, nil))
+	defer srv.Close()
+	thaw := func(args ...string) (int, string, string) {
+		var out, errOut testlog.Buffer
+		code := cli.Main(ctx, append(args, "--promoter", srv.URL), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	first := request(ctx, t, p, pol, e.partitionOf("2024-01-01"))
+	second := request(ctx, t, p, pol, e.partitionOf("2024-01-02"))
+	var waitOut, waitErr testlog.Buffer
+	waited := make(chan int, 1)
+	go func() {
+		waited <- cli.Main(ctx, []string{"promote", "shop.events", "--partition", e.partitionOf("2024-01-03"), "--wait", "--promoter", srv.URL, "--timeout", "1m"}, &waitOut, &waitErr)
+	}()
+	waitFor(t, "the third request", func() bool { return len(p.QueuedRequests()) == 3 })
+	third := p.QueuedRequests()[2].ID
+
+	code, out, errOut := thaw("cancel", second, third)
+	want := "cancelled " + second + ": shop.events/" + e.partitionOf("2024-01-02") + " (it was behind 1 other key)\n" +
+		"cancelled " + third + ": shop.events/" + e.partitionOf("2024-01-03") + " (it was behind 1 other key)\n"
+	if code != 0 || out != want {
+		t.Fatalf("thaw cancel: exit %d\n%s%s\nwant\n%s", code, out, errOut, want)
+	}
+	if rs := storedRequests(ctx, t, cfg.Ledger); len(rs) != 1 || rs[0].IDs[0] != first {
+		t.Fatalf("stored requests after the cancel: %+v", rs)
+	}
+	select {
+	case c := <-waited:
+		if c != 1 || !strings.Contains(waitErr.String(), "promotion "+third+" was requested and then skipped when its turn came (") ||
+			!strings.Contains(waitErr.String(), "): cancelled while it waited in the queue") {
+			t.Fatalf("the waiter of the cancelled promotion: exit %d\n%s%s", c, waitOut.String(), waitErr.String())
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a speed goal
+		t.Fatal("the waiter of a cancelled promotion still waits")
+	}
+
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(ctx, t, p, first, 1)
+	for _, id := range []string{second, third} {
+		if _, err := p.Promotion(ctx, id); !errors.Is(err, promoter.ErrNotFound) {
+			t.Fatalf("the cancelled promotion %s ran: %v", id, err)
+		}
+	}
+	// Nothing to cancel: a promotion that has run, one never requested.
+	for _, id := range []string{first, "p-0123456789abcdef"} {
+		if code, _, errOut := thaw("cancel", id); code != 1 || !strings.Contains(errOut, "promotion "+id+" waits in no queue (thaw status lists what does) (conflict, HTTP 409)") {
+			t.Errorf("thaw cancel %s: exit %d %s", id, code, errOut)
+		}
+	}
+	if code, _, errOut := thaw("cancel", "shop.events"); code != 2 || !strings.Contains(errOut, `"shop.events" is not a promotion id`) {
+		t.Errorf("thaw cancel shop.events: exit %d %s", code, errOut)
+	}
+}

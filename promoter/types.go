@@ -47,6 +47,9 @@ var (
 	ErrSkipped = errors.New("promoter: skipped")
 	// ErrClosed: the promoter is shutting down and takes no more work.
 	ErrClosed = errors.New("promoter: shutting down")
+	// ErrNotQueued: Cancel was asked for a promotion that does not wait
+	// in the queue (it runs, has run, or was never requested).
+	ErrNotQueued = errors.New("promoter: not queued")
 )
 
 // Lake is what the promoter reads of a lake catalog. *lake.Lake satisfies it.

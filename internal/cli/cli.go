@@ -51,6 +51,7 @@ func commands() []command {
 		{name: "plan", summary: "print what the promoter's policies would promote now (changes nothing)", run: runPlan},
 		{name: "promote", summary: "ask a running promoter to promote a table or partition now", run: runPromote},
 		{name: "status", summary: "show the promoter's promotions, or one with its progress", run: runStatus},
+		{name: "cancel", summary: "withdraw requested promotions that wait in a running promoter's queue", run: runCancel},
 	}
 }
 

@@ -459,15 +459,9 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 	if len(pos) > 1 {
 		return usageError("thaw status takes at most one promotion id")
 	}
-	if len(pos) == 1 && !promoter.IsPromotionID(pos[0]) {
-		return usageError("thaw status: %q is not a promotion id: an id is p- and 16 lowercase hex digits, as thaw status and thaw promote print it", pos[0])
-	}
-	if err := checkOutput(*output); err != nil {
-		return err
-	}
-	c, err := promoterClient(*addr)
+	c, err := promoterIDClient("thaw status", pos, *output, *addr)
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -504,6 +498,66 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	return unreadableStatusError(unreadable)
+}
+
+// promoterIDClient checks the promotion ids and the --output of cmd (usage
+// errors) and returns the client of the promoter at addr.
+func promoterIDClient(cmd string, ids []string, output, addr string) (*promoterhttp.Client, error) {
+	for _, id := range ids {
+		if !promoter.IsPromotionID(id) {
+			return nil, usageError("%s: %q is not a promotion id: an id is p- and 16 lowercase hex digits, as thaw status and thaw promote print it", cmd, id)
+		}
+	}
+	if err := checkOutput(output); err != nil {
+		return nil, err
+	}
+	c, err := promoterClient(addr)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return c, nil
+}
+
+// runCancel is `thaw cancel ID...`: withdraw requested promotions that
+// wait in the promoter's queue.
+func runCancel(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := tierFlagSet("thaw cancel", "PROMOTION-ID...", stdout)
+	addr := fs.String("promoter", defaultPromoter(), "promoter HOST:PORT or URL ($THAW_PROMOTER sets the default)")
+	output := fs.String("output", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError("thaw cancel needs the ids of the queued promotions to withdraw (thaw status lists them)")
+	}
+	c, err := promoterIDClient("thaw cancel", pos, *output, *addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	out := promoterhttp.CancelledResponse{Cancelled: []promoterhttp.QueuedPromotion{}}
+	var errs []error
+	for _, id := range pos {
+		q, err := c.Cancel(ctx, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.Cancelled = append(out.Cancelled, q)
+		if *output == "table" {
+			fmt.Fprintf(stdout, "cancelled %s: %s (it was %s)\n", q.ID,
+				targetText(promoter.Record{Database: q.Database, Table: q.Table, Partition: q.Partition}), q.Where)
+		}
+	}
+	if *output == "json" {
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // printUnreadable prints the warning section of the ledger records the

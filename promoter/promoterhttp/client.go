@@ -109,6 +109,17 @@ func (c *Client) Status(ctx context.Context, policy string) (PromotionsResponse,
 	return out, unreadableError(out.Unreadable)
 }
 
+// Cancel withdraws a requested promotion that waits in the queue (DELETE
+// /v1/promotions/{id}); one that runs, has run or was never requested is
+// a conflict.
+func (c *Client) Cancel(ctx context.Context, id string) (QueuedPromotion, error) {
+	var out CancelResponse
+	if err := c.do(ctx, http.MethodDelete, PathPromotions+"/"+url.PathEscape(id), nil, nil, &out); err != nil {
+		return QueuedPromotion{}, err
+	}
+	return out.Cancelled, nil
+}
+
 // Promotion returns one promotion with its live progress. A record the
 // promoter cannot read is an *Error with code unreadable (errors.Is
 // promoter.ErrUnreadable) whose message names its key and why.

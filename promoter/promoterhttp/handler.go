@@ -59,7 +59,7 @@ func NewHandler(p *promoter.Promoter, logger *slog.Logger) http.Handler {
 	}
 	h := &handler{p: p, log: logger, mux: http.NewServeMux()}
 	h.route(PathPromotions, map[string]http.HandlerFunc{http.MethodPost: h.promote, http.MethodGet: h.promotions})
-	h.route(PathPromotions+"/{id}", map[string]http.HandlerFunc{http.MethodGet: h.promotion})
+	h.route(PathPromotions+"/{id}", map[string]http.HandlerFunc{http.MethodGet: h.promotion, http.MethodDelete: h.cancel})
 	h.route(PathPolicies, map[string]http.HandlerFunc{http.MethodGet: h.policies})
 	h.route(PathPlan, map[string]http.HandlerFunc{http.MethodGet: h.plan})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +138,7 @@ func statusOf(err error) (int, string) {
 	case errors.Is(err, promoter.ErrNotAllowed):
 		return http.StatusForbidden, CodeNotAllowed
 	case errors.Is(err, promoter.ErrTargetNotEmpty), errors.Is(err, promoter.ErrSchema), errors.Is(err, promoter.ErrSkipped),
-		errors.Is(err, promoter.ErrExists), errors.Is(err, promoter.ErrConflict):
+		errors.Is(err, promoter.ErrExists), errors.Is(err, promoter.ErrConflict), errors.Is(err, promoter.ErrNotQueued):
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, promoter.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeUnavailable
@@ -232,14 +232,38 @@ func (h *handler) promote(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, PromoteResponse{Items: itemsOf(items)})
 }
 
-func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
+// promotionID is the {id} of a request's path, checked; the request takes
+// no query.
+func promotionID(r *http.Request) (string, error) {
 	if _, err := query(r); err != nil {
-		h.fail(w, r, err)
-		return
+		return "", err
 	}
 	id := r.PathValue("id")
 	if !promoter.IsPromotionID(id) {
-		h.fail(w, r, invalidf("promotion id %q: an id is p- and 16 lowercase hex digits, as thaw status lists them", id))
+		return "", invalidf("promotion id %q: an id is p- and 16 lowercase hex digits, as thaw status lists them", id)
+	}
+	return id, nil
+}
+
+// cancel withdraws a requested promotion that waits in the queue.
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
+	id, err := promotionID(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	q, err := h.p.Cancel(r.Context(), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, CancelResponse{Cancelled: queuedPromotion(q)})
+}
+
+func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
+	id, err := promotionID(r)
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	rec, err := h.p.Promotion(r.Context(), id)
@@ -287,11 +311,15 @@ func (h *handler) queued(policy string) ([]QueuedPromotion, map[string]QueuedPro
 		if policy != "" && q.Policy != policy {
 			continue
 		}
-		qp := QueuedPromotion{ID: q.ID, Policy: q.Policy, Database: q.Database, Table: q.Table,
-			Partition: q.Partition, Ahead: q.Ahead, Where: q.Where()}
+		qp := queuedPromotion(q)
 		list, byID[q.ID] = append(list, qp), qp
 	}
 	return list, byID
+}
+
+func queuedPromotion(q promoter.QueuedRequest) QueuedPromotion {
+	return QueuedPromotion{ID: q.ID, Policy: q.Policy, Database: q.Database, Table: q.Table,
+		Partition: q.Partition, Ahead: q.Ahead, Where: q.Where()}
 }
 
 func (h *handler) promotions(w http.ResponseWriter, r *http.Request) {

@@ -188,6 +188,18 @@ type PromotionsResponse struct {
 	Unreadable []UnreadableRecord `json:"unreadable,omitempty"`
 }
 
+// CancelResponse answers DELETE /v1/promotions/{id}: the queued promotion
+// withdrawn (where it waited).
+type CancelResponse struct {
+	Cancelled QueuedPromotion `json:"cancelled"`
+}
+
+// CancelledResponse is what `thaw cancel --output json` prints: the
+// queued promotions it withdrew.
+type CancelledResponse struct {
+	Cancelled []QueuedPromotion `json:"cancelled"`
+}
+
 // QueuedPromotion is a requested promotion waiting in the queue for its
 // turn (promoter.QueuedRequest): it has no record yet, or only the record
 // of its earlier attempts.
