@@ -281,7 +281,11 @@ func (h *handler) promotion(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	_, queued := h.queued("")
+	// Only this id's place in the queue, not the whole queue's.
+	queued := map[string]QueuedPromotion{}
+	if q, ok := h.p.Queued(id); ok {
+		queued[id] = queuedPromotion(q)
+	}
 	writeJSON(w, http.StatusOK, h.withProgress(rec, queued))
 }
 
