@@ -33,6 +33,9 @@ type Replica struct {
 	// lifecycle is read-held by every use of db and log, write-held by Close.
 	lifecycle sync.RWMutex
 	closed    bool // guarded by lifecycle
+	// closing counts iterators being closed in the background
+	// (closeInBackground); Close waits for them before closing db.
+	closing sync.WaitGroup
 
 	// mu is the apply lock: one goroutine at a time applies records and
 	// moves meta, which always equals the state record in db.
@@ -106,9 +109,19 @@ func (r *Replica) Write(ctx context.Context, muts []Mutation) (first int64, err 
 		r.h.log.Warn("replica: slow write", "replica", r.id.String(), "mutations", len(recs), "took", d.Round(time.Millisecond),
 			"append", appended.Sub(start).Round(time.Millisecond), "lock_wait", locked.Sub(appended).Round(time.Millisecond),
 			"apply", time.Since(locked).Round(time.Millisecond), "apply_read", times.read.Round(time.Millisecond),
-			"apply_commit", times.commit.Round(time.Millisecond), "apply_stalled", times.stall.Round(time.Millisecond))
+			"apply_commit", times.commit.Round(time.Millisecond), "apply_stalled", times.stall.Round(time.Millisecond),
+			"block_bytes", times.blockBytes, "block_bytes_uncached", times.blockBytesRead, "block_read", times.blockRead.Round(time.Millisecond),
+			"read_amp", r.readAmp())
 	}
 	return first, nil
+}
+
+// readAmp returns the database's read amplification (L0 sublevels plus
+// the non-empty levels below) and its L0 file count, for the slow write
+// warning.
+func (r *Replica) readAmp() string {
+	m := r.db.Metrics()
+	return fmt.Sprintf("%d (L0: %d files in %d sublevels)", m.ReadAmp(), m.Levels[0].TablesCount, m.Levels[0].Sublevels)
 }
 
 // slowWrite is the time from which Write logs a warning saying where the
@@ -313,9 +326,12 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 			return applyTimes{}, fmt.Errorf("offset %d: %w", first+int64(i), err)
 		}
 	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
+	stats := it.Stats().InternalStats
+	if err := it.Error(); err != nil {
+		_ = it.Close()
 		return applyTimes{}, fmt.Errorf("offsets %d..%d: read existing keys: %w", first, first+int64(len(recs))-1, err)
 	}
+	r.closeInBackground(it, first)
 	meta.next = first + int64(len(recs))
 	if err := b.Set(metaKey, meta.encode(), nil); err != nil {
 		return applyTimes{}, err
@@ -327,13 +343,44 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 	}
 	st := b.CommitStats()
 	r.setMetaLocked(meta)
-	return applyTimes{read: built.Sub(start), commit: time.Since(built), stall: st.MemTableWriteStallDuration + st.L0ReadAmpWriteStallDuration}, nil
+	return applyTimes{
+		read: built.Sub(start), commit: time.Since(built), stall: st.MemTableWriteStallDuration + st.L0ReadAmpWriteStallDuration,
+		blockBytes: stats.BlockBytes, blockBytesRead: stats.BlockBytes - stats.BlockBytesInCache, blockRead: stats.BlockReadDuration,
+	}, nil
 }
 
+// closeInBackground closes the apply's iterator it (of the batch at
+// first) on a goroutine of its own, so that neither the write waiting for
+// the apply nor the apply lock waits for it. Closing an iterator can be
+// slow: when it holds the last reference to a version that a compaction
+// replaced, Pebble deletes the compaction's input files in the closing
+// goroutine and first evicts their blocks from the block cache, yielding
+// the processor every 5 blocks (cache.shard.evictFile). On two busy cores
+// that made single 8,192-mutation writes take 10–30 s (thaw bench load).
+// Close waits for these goroutines before it closes the database.
+func (r *Replica) closeInBackground(it *pebble.Iterator, first int64) {
+	r.closing.Add(1)
+	go func() {
+		defer r.closing.Done()
+		if err := closeIter(it); err != nil {
+			r.h.log.Warn("replica: close the apply's iterator", "replica", r.id.String(), "offset", first, "err", err)
+		}
+	}()
+}
+
+// closeIter closes an apply's iterator (a variable for tests).
+var closeIter = (*pebble.Iterator).Close
+
 // applyTimes split an applyLocked: reading the existing keys and building
-// the batch, committing it, and of that the time Pebble stalled the write.
-// A batch that applied nothing has zero times.
-type applyTimes struct{ read, commit, stall time.Duration }
+// the batch, committing it, and of that the time Pebble stalled the write;
+// and what the reading took from SST blocks: the bytes of the blocks it
+// used, those of them not in the block cache, and the time spent reading
+// those. A batch that applied nothing has zero times.
+type applyTimes struct {
+	read, commit, stall        time.Duration
+	blockBytes, blockBytesRead uint64
+	blockRead                  time.Duration
+}
 
 // setMetaLocked adopts meta and publishes it to the lock-free mirrors.
 func (r *Replica) setMetaLocked(meta replicaMeta) {
@@ -517,6 +564,7 @@ func (r *Replica) Close() error {
 		return fmt.Errorf("replica: close %v: %w", r.id, ErrClosed)
 	}
 	r.closed = true
+	r.closing.Wait()
 	err := errors.Join(r.closeViews(), r.log.Close(), r.db.Close())
 	r.lifecycle.Unlock()
 	r.h.release(r.logID, r)
