@@ -99,10 +99,19 @@
 // of L0 rewrites nearly all of the last level, so half as many halve that
 // work, for a few more cached filter checks per lookup.
 //
+// The apply's iterator is closed on a goroutine of its own (Close waits
+// for those): closing the last iterator that holds a version a compaction
+// replaced makes Pebble delete the compaction's input files right there,
+// after evicting their blocks from the block cache with a yield every 5
+// blocks, which on two busy cores kept single writes waiting 10–30 s.
+//
 // # Reads
 //
 // Lookup reads a batch of keys from one consistent view (nil: not
-// found). PrefixLookup returns the rows under a key prefix (a bucket-key
+// found), the way an apply does: in key order, each distinct key sought
+// once on one iterator, filters on every level, the iterator closed in
+// the background (BenchmarkLookup: 2.5–2.6 µs per key with a Get per key,
+// 1.3–1.4 µs so, at 1 M rows). PrefixLookup returns the rows under a key prefix (a bucket-key
 // prefix), Scan pages through all rows by key: each page is consistent,
 // and paging by key neither repeats nor skips a row that exists for the
 // whole scan. Reads see every acknowledged Write of this replica.

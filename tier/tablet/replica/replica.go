@@ -282,16 +282,7 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 		}
 		muts[i] = m
 	}
-	order := make([]int32, len(muts))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		if c := bytes.Compare(muts[a].Key, muts[b].Key); c != 0 {
-			return c
-		}
-		return int(a - b)
-	})
+	order := keyOrder(len(muts), func(i int) []byte { return muts[i].Key })
 
 	// The caller holds the apply lock, so the database does not change
 	// while the iterator reads it.
@@ -331,7 +322,7 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 		_ = it.Close()
 		return applyTimes{}, fmt.Errorf("offsets %d..%d: read existing keys: %w", first, first+int64(len(recs))-1, err)
 	}
-	r.closeInBackground(it, first)
+	r.closeInBackground(it, "apply")
 	meta.next = first + int64(len(recs))
 	if err := b.Set(metaKey, meta.encode(), nil); err != nil {
 		return applyTimes{}, err
@@ -349,26 +340,27 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 	}, nil
 }
 
-// closeInBackground closes the apply's iterator it (of the batch at
-// first) on a goroutine of its own, so that neither the write waiting for
-// the apply nor the apply lock waits for it. Closing an iterator can be
+// closeInBackground closes the iterator it of an apply or a lookup (use)
+// on a goroutine of its own, so that neither the call nor the apply lock
+// waits for it. Closing an iterator can be
 // slow: when it holds the last reference to a version that a compaction
 // replaced, Pebble deletes the compaction's input files in the closing
 // goroutine and first evicts their blocks from the block cache, yielding
 // the processor every 5 blocks (cache.shard.evictFile). On two busy cores
 // that made single 8,192-mutation writes take 10–30 s (thaw bench load).
 // Close waits for these goroutines before it closes the database.
-func (r *Replica) closeInBackground(it *pebble.Iterator, first int64) {
+func (r *Replica) closeInBackground(it *pebble.Iterator, use string) {
 	r.closing.Add(1)
 	go func() {
 		defer r.closing.Done()
 		if err := closeIter(it); err != nil {
-			r.h.log.Warn("replica: close the apply's iterator", "replica", r.id.String(), "offset", first, "err", err)
+			r.h.log.Warn("replica: close an iterator", "replica", r.id.String(), "of", use, "err", err)
 		}
 	}()
 }
 
-// closeIter closes an apply's iterator (a variable for tests).
+// closeIter closes an iterator closed in the background (a variable for
+// tests).
 var closeIter = (*pebble.Iterator).Close
 
 // applyTimes split an applyLocked: reading the existing keys and building
@@ -426,29 +418,61 @@ func (r *Replica) lookup(ctx context.Context, snap *pebble.Snapshot, keys [][]by
 			return nil, fmt.Errorf("%w: key %d", ErrEmptyKey, i)
 		}
 	}
+	// As in applyLocked: the keys in key order, each looked up once by
+	// SeekPrefixGE on one iterator, filters on every level; the iterator
+	// closes in the background.
+	order := keyOrder(len(keys), func(i int) []byte { return keys[i] })
+	it, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, err
+	}
 	out := make([][]byte, len(keys))
-	for i, k := range keys {
-		if i%ctxCheckEvery == 0 {
+	for j, i := range order {
+		if j%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
+				_ = it.Close()
 				return nil, err
 			}
 		}
-		if bytes.Equal(k, metaKey) {
+		k := keys[i]
+		switch {
+		case bytes.Equal(k, metaKey):
+			continue
+		case j > 0 && bytes.Equal(k, keys[order[j-1]]):
+			out[i] = bytes.Clone(out[order[j-1]])
+			continue
+		case !it.SeekPrefixGE(k):
 			continue
 		}
-		v, closer, err := snap.Get(k)
-		if errors.Is(err, pebble.ErrNotFound) {
-			continue
-		}
+		v, err := it.ValueAndErr()
 		if err != nil {
+			_ = it.Close()
 			return nil, err
 		}
 		out[i] = append(make([]byte, 0, len(v)), v...)
-		if err := closer.Close(); err != nil {
-			return nil, err
-		}
 	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return nil, err
+	}
+	r.closeInBackground(it, "lookup")
 	return out, nil
+}
+
+// keyOrder returns the indexes 0..n-1 ordered by key(i), equal keys by
+// index.
+func keyOrder(n int, key func(i int) []byte) []int32 {
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := bytes.Compare(key(int(a)), key(int(b))); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	return order
 }
 
 // PrefixLookup returns, in key order, up to limit rows whose key starts

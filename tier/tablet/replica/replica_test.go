@@ -47,6 +47,22 @@ func TestWriteAndRead(t *testing.T) {
 	if vals[4] == nil || len(vals[4]) != 0 {
 		t.Fatalf("Lookup of an empty value = %#v, want a non-nil empty slice", vals[4])
 	}
+	// Keys out of order and repeated: each answer is its own key's, in the
+	// caller's order, and repeats do not share memory.
+	keys := [][]byte{key(45), key(3), key(45), []byte("nope"), key(4), key(3), []byte("empty-value"), []byte("empty-value"), []byte("nope"), key(0)}
+	if vals, err = r.Lookup(t.Context(), keys); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		w, ok := want[string(k)]
+		if got := vals[i]; got == nil && ok || got != nil && (!ok || string(got) != w) {
+			t.Errorf("Lookup of %q (%d) = %q; want %q (exists %v)", k, i, got, w, ok)
+		}
+	}
+	vals[0][0] = 'X'
+	if string(vals[2]) != "v00045-b" {
+		t.Errorf("two answers of one key share memory: %q", vals[2])
+	}
 
 	rows, err := r.PrefixLookup(t.Context(), []byte("k0001"), 100)
 	if err != nil {

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -78,12 +80,12 @@ func TestSlowWriteLogged(t *testing.T) {
 	}
 }
 
-// TestApplyIteratorClosedInBackground: a write does not wait for its
-// apply's iterator to close (Pebble may evict a compaction's input files
+// TestIteratorsClosedInBackground: a write or a lookup does not wait
+// for its iterator to close (Pebble may evict a compaction's input files
 // from the block cache there, yielding the processor every few blocks),
 // reads and writes go on meanwhile, and Close waits for such closes
 // before it closes the database (else Pebble reports leaked iterators).
-func TestApplyIteratorClosedInBackground(t *testing.T) {
+func TestIteratorsClosedInBackground(t *testing.T) {
 	e := newEnv(t)
 	h := e.hostOnly(t)
 	r := open(t, h, e.id(0), nil)
@@ -99,22 +101,39 @@ func TestApplyIteratorClosedInBackground(t *testing.T) {
 		<-release
 		return it.Close()
 	}
-	want := map[string]string{}
-	for _, ms := range [][]Mutation{upserts(0, 10, "a"), upserts(5, 10, "b")} {
+	// within runs fn, failing the test if it does not return in 30 s.
+	within := func(what string, fn func() error) {
 		done := make(chan error, 1)
-		go func() { _, err := r.Write(t.Context(), ms); done <- err }()
+		go func() { done <- fn() }()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", what, err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatal("the write waits for its apply's iterator to close")
+			t.Fatalf("%s waits for its iterator to close", what)
 		}
+	}
+	want := map[string]string{}
+	for _, ms := range [][]Mutation{upserts(0, 10, "a"), upserts(5, 10, "b")} {
+		within("a write", func() error { _, err := r.Write(t.Context(), ms); return err })
 		model(want, ms)
 	}
 	<-held
 	sameContents(t, r, want)
+	v, err := r.NewView() // closed by the replica's Close
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, lookup := range map[string]func(context.Context, [][]byte) ([][]byte, error){"a lookup": r.Lookup, "a view's lookup": v.Lookup} {
+		within(what, func() error {
+			vals, err := lookup(t.Context(), [][]byte{key(14), key(3)})
+			if err == nil && (string(vals[0]) != "v00014-b" || string(vals[1]) != "v00003-a") {
+				err = fmt.Errorf("got %q", vals)
+			}
+			return err
+		})
+	}
 
 	closed := make(chan error, 1)
 	go func() { closed <- r.Close() }()
@@ -122,13 +141,13 @@ func TestApplyIteratorClosedInBackground(t *testing.T) {
 		r.lifecycle.RUnlock()
 		select {
 		case err := <-closed:
-			t.Fatalf("Close returned (%v) while an apply's iterator was still open", err)
+			t.Fatalf("Close returned (%v) while an iterator was still open", err)
 		case <-time.After(time.Millisecond):
 		}
 	}
 	select {
 	case err := <-closed:
-		t.Fatalf("Close returned (%v) while an apply's iterator was still open", err)
+		t.Fatalf("Close returned (%v) while an iterator was still open", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	unblock()
