@@ -340,8 +340,8 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 	}, nil
 }
 
-// closeInBackground closes the iterator it of an apply or a lookup (use)
-// on a goroutine of its own, so that neither the call nor the apply lock
+// closeInBackground closes the iterator it of an apply, a lookup or a
+// scan (use) on a goroutine of its own, so that neither the call nor the apply lock
 // waits for it. Closing an iterator can be
 // slow: when it holds the last reference to a version that a compaction
 // replaced, Pebble deletes the compaction's input files in the closing
@@ -533,13 +533,20 @@ func (r *Replica) scan(ctx context.Context, opts *pebble.IterOptions, limit int,
 // collect reads up to limit rows from the iterator newIter opens,
 // skipping metaKey, and with byteLimit also stops at the host's byte
 // limit. next is the last row's key when rows remain. The caller holds
-// lifecycle (read).
+// lifecycle (read). The iterator closes in the background, as an
+// apply's does.
 func (r *Replica) collect(ctx context.Context, newIter func() (*pebble.Iterator, error), limit int, byteLimit bool) (rows []KV, next []byte, err error) {
 	it, err := newIter()
 	if err != nil {
 		return nil, nil, err
 	}
-	defer func() { err = errors.Join(err, it.Close()) }()
+	defer func() {
+		if err != nil {
+			_ = it.Close()
+			return
+		}
+		r.closeInBackground(it, "scan")
+	}()
 	size := 0
 	for it.First(); it.Valid(); it.Next() {
 		if bytes.Equal(it.Key(), metaKey) {

@@ -80,8 +80,8 @@ func TestSlowWriteLogged(t *testing.T) {
 	}
 }
 
-// TestIteratorsClosedInBackground: a write or a lookup does not wait
-// for its iterator to close (Pebble may evict a compaction's input files
+// TestIteratorsClosedInBackground: a write, a lookup or a scan does not
+// wait for its iterator to close (Pebble may evict a compaction's input files
 // from the block cache there, yielding the processor every few blocks),
 // reads and writes go on meanwhile, and Close waits for such closes
 // before it closes the database (else Pebble reports leaked iterators).
@@ -120,10 +120,22 @@ func TestIteratorsClosedInBackground(t *testing.T) {
 		model(want, ms)
 	}
 	<-held
-	sameContents(t, r, want)
 	v, err := r.NewView() // closed by the replica's Close
 	if err != nil {
 		t.Fatal(err)
+	}
+	for what, scan := range map[string]func() ([]KV, error){
+		"a scan":          func() ([]KV, error) { rows, _, err := r.Scan(t.Context(), nil, 100); return rows, err },
+		"a prefix lookup": func() ([]KV, error) { return r.PrefixLookup(t.Context(), []byte("k"), 100) },
+		"a view's scan":   func() ([]KV, error) { p, err := v.Scan(t.Context(), ScanOptions{Limit: 100}); return p.Rows, err },
+	} {
+		within(what, func() error {
+			rows, err := scan()
+			if err == nil && len(rows) != len(want) {
+				err = fmt.Errorf("%d rows, want %d", len(rows), len(want))
+			}
+			return err
+		})
 	}
 	for what, lookup := range map[string]func(context.Context, [][]byte) ([][]byte, error){"a lookup": r.Lookup, "a view's lookup": v.Lookup} {
 		within(what, func() error {
