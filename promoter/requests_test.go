@@ -592,6 +592,13 @@ func TestCancelQueuedRequest(t *testing.T) {
 			t.Errorf("thaw cancel %s: exit %d %s", id, code, errOut)
 		}
 	}
+	// Several ids: one error line each.
+	code, _, errOut = thaw("cancel", first, "p-0123456789abcdef")
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if code != 1 || len(lines) != 2 || !strings.HasPrefix(lines[0], "thaw: ") || !strings.HasSuffix(lines[0], "promotion "+first+" waits in no queue (thaw status lists what does) (conflict, HTTP 409)") ||
+		!strings.HasPrefix(lines[1], "thaw: ") || !strings.HasSuffix(lines[1], "promotion p-0123456789abcdef waits in no queue (thaw status lists what does) (conflict, HTTP 409)") {
+		t.Errorf("thaw cancel of two ids: exit %d %q", code, errOut)
+	}
 	if code, _, errOut := thaw("cancel", "shop.events"); code != 2 || !strings.Contains(errOut, `"shop.events" is not a promotion id`) {
 		t.Errorf("thaw cancel shop.events: exit %d %s", code, errOut)
 	}

@@ -72,6 +72,8 @@ func TestCheckFlag(t *testing.T) {
 		code, out, errOut := run(t, tc.cmd, "--check", "--config", config)
 		if ok := strings.HasSuffix(tc.name, " ok"); ok != (code == 0) || !strings.Contains(out+errOut, tc.want) {
 			t.Errorf("%s: code %d, stdout %q, stderr %q; want %q", tc.name, code, out, errOut, tc.want)
+		} else if !ok && !strings.HasPrefix(errOut, "thaw: check of "+config+": ") {
+			t.Errorf("%s: stderr %q does not begin with the config checked", tc.name, errOut)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {

@@ -71,12 +71,44 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, ErrUsage):
-		fmt.Fprintf(stderr, "thaw: %v\n", err)
+		printError(stderr, err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "thaw: %v\n", err)
+		printError(stderr, err)
 		return 1
 	}
+}
+
+// printError writes err to stderr after "thaw: ", each error of an
+// errorList on a line of its own.
+func printError(stderr io.Writer, err error) {
+	list, ok := err.(errorList)
+	if !ok {
+		list = errorList{err}
+	}
+	for _, err := range list {
+		fmt.Fprintf(stderr, "thaw: %v\n", err)
+	}
+}
+
+// errorList holds the errors of a command that acts on several items one
+// by one (thaw cancel ID...): Main prints each as an error of its own.
+// Build it with joinErrors.
+type errorList []error
+
+func (l errorList) Error() string   { return errors.Join(l...).Error() }
+func (l errorList) Unwrap() []error { return l }
+
+// joinErrors returns nil without errors, the error itself with one, and
+// an errorList of them otherwise.
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errorList(errs)
 }
 
 // dispatch finds the named subcommand among cmds and runs it.

@@ -557,7 +557,7 @@ func runCancel(ctx context.Context, stdout io.Writer, args []string) error {
 			return err
 		}
 	}
-	return errors.Join(errs...)
+	return joinErrors(errs)
 }
 
 // printUnreadable prints the warning section of the ledger records the

@@ -94,11 +94,11 @@ func checkFlag(fs *flag.FlagSet) *bool {
 
 // checked reports the result of --check.
 func checked(stdout io.Writer, cmd, config string, err error) error {
-	if err != nil {
-		return fmt.Errorf("%s --check: %w", cmd, err)
-	}
 	if config == "" {
 		config = "the default config"
+	}
+	if err != nil {
+		return fmt.Errorf("check of %s: %w", config, err)
 	}
 	_, err = fmt.Fprintf(stdout, "%s: %s is valid and every file it names loads\n", cmd, config)
 	return err
