@@ -259,15 +259,20 @@ func mapErr(ctx context.Context, op string, err error) error {
 }
 
 // reasonError is an RPC error that also is its reason's sentinel. Its text
-// names the sentinel only when the server's message does not already
-// (the coordinator's messages usually start with it).
+// is the server's message without the RPC code (the sentinel says it),
+// followed by the sentinel in parentheses when the message does not
+// already name it (the coordinator's messages usually start with it).
 type reasonError struct{ sentinel, err error }
 
 func (e *reasonError) Error() string {
-	if strings.Contains(e.err.Error(), e.sentinel.Error()) {
-		return e.err.Error()
+	msg := e.err.Error()
+	if ce, ok := e.err.(*connect.Error); ok { // not one wrapped with more to say
+		msg = ce.Message()
 	}
-	return e.sentinel.Error() + ": " + e.err.Error()
+	if strings.Contains(msg, e.sentinel.Error()) {
+		return msg
+	}
+	return msg + " (" + e.sentinel.Error() + ")"
 }
 
 func (e *reasonError) Unwrap() []error { return []error{e.sentinel, e.err} }

@@ -134,11 +134,11 @@ func TestMapErr(t *testing.T) {
 		t.Run(code.String(), func(t *testing.T) { check(t, connect.NewError(code, errors.New("transport")), want) })
 	}
 
-	// The text names the sentinel once: not again when the server's
-	// message already does.
+	// The text is the server's message, without the RPC code, naming the
+	// sentinel once: not again when the message already does.
 	for msg, want := range map[string]string{
-		"coordinator: bulkload: target not empty: the target has registered snapshots": "bulkloadclient: commit x: failed_precondition: coordinator: bulkload: target not empty: the target has registered snapshots",
-		"coordinator: the target has registered snapshots":                             "bulkloadclient: commit x: bulkload: target not empty: failed_precondition: coordinator: the target has registered snapshots",
+		"coordinator: bulkload: target not empty: the target has registered snapshots": "bulkloadclient: commit x: coordinator: bulkload: target not empty: the target has registered snapshots",
+		"coordinator: the target has registered snapshots":                             "bulkloadclient: commit x: coordinator: the target has registered snapshots (bulkload: target not empty)",
 	} {
 		err := mapErr(t.Context(), "commit x", tierpb.NewError(tierpb.ReasonNotEmpty, msg, nil))
 		if err.Error() != want || !errors.Is(err, bulkload.ErrTargetNotEmpty) || tierpb.ReasonOf(err) != tierpb.ReasonNotEmpty {
