@@ -341,14 +341,14 @@ func (r *Replica) applyLocked(first int64, recs [][]byte) (applyTimes, error) {
 }
 
 // closeInBackground closes the iterator it of an apply, a lookup or a
-// scan (use) on a goroutine of its own, so that neither the call nor the apply lock
-// waits for it. Closing an iterator can be
-// slow: when it holds the last reference to a version that a compaction
-// replaced, Pebble deletes the compaction's input files in the closing
-// goroutine and first evicts their blocks from the block cache, yielding
-// the processor every 5 blocks (cache.shard.evictFile). On two busy cores
-// that made single 8,192-mutation writes take 10–30 s (thaw bench load).
-// Close waits for these goroutines before it closes the database.
+// scan (use) on a goroutine of its own, so that neither the call nor the
+// apply lock waits for it. Closing an iterator can be slow: when it holds
+// the last reference to a version that a compaction replaced, Pebble
+// deletes the compaction's input files in the closing goroutine and first
+// evicts their blocks from the block cache, yielding the processor every
+// 5 blocks (cache.shard.evictFile). On two busy cores that made single
+// 8,192-mutation writes take 10–30 s (thaw bench load). Close waits for
+// these goroutines before it closes the database.
 func (r *Replica) closeInBackground(it *pebble.Iterator, use string) {
 	r.closing.Add(1)
 	go func() {
