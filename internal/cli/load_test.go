@@ -366,6 +366,30 @@ func TestParquetInput(t *testing.T) {
 			}
 		}
 	}
+	// A file that fails inside an Iceberg table's directory: the error says
+	// so once; outside one (above) it does not.
+	table := filepath.Join(dir, "wh", "db", "events")
+	for _, d := range []string{"data/day=1", "metadata"} {
+		if err := os.MkdirAll(filepath.Join(table, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(table, "metadata", "00001-x.metadata.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeParquet(t, filepath.Join(table, "data", "day=1", "a.parquet"), items, parquetLayout{noName: true})
+	writeParquet(t, filepath.Join(table, "data", "day=1", "b.parquet"), items, parquetLayout{noName: true})
+	in, err = openParquetInput([]string{filepath.Join(dir, "wh")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkParquet(in, tbl, "")
+	if err == nil || strings.Count(err.Error(), "the files are in the Iceberg table at "+table+": ") != 1 || strings.Count(err.Error(), "missing column") != 2 {
+		t.Errorf("check of an Iceberg table's files: %v", err)
+	}
+	if err := checkParquet(&parquetInput{files: []parquetFile{{path: missing}}}, tbl, ""); err == nil || strings.Contains(err.Error(), "Iceberg") {
+		t.Errorf("check of a file outside any Iceberg table: %v", err)
+	}
 	notParquet := filepath.Join(dir, "x.parquet")
 	if err := os.WriteFile(notParquet, []byte("not parquet"), 0o644); err != nil {
 		t.Fatal(err)

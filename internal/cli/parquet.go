@@ -268,17 +268,48 @@ func (r *parquetReader) close() error { return r.pf.Close() }
 // before anything is built.
 func checkParquet(in *parquetInput, tbl *kv.Table, partition string) error {
 	var errs []error
+	var tables []string // Iceberg tables the failing files are in
 	for _, f := range in.files {
 		r, err := openParquet(f, tbl, partition)
-		if err != nil {
-			errs = append(errs, err)
+		if err == nil {
+			err = r.close()
+			if err != nil {
+				err = fmt.Errorf("file %s: %w", f.path, err)
+			}
+		}
+		if err == nil {
 			continue
 		}
-		if err := r.close(); err != nil {
-			errs = append(errs, fmt.Errorf("file %s: %w", f.path, err))
+		errs = append(errs, err)
+		if t := icebergTableOf(f.path); t != "" && !slices.Contains(tables, t) {
+			tables = append(tables, t)
 		}
 	}
+	if len(tables) > 0 {
+		what := "the files are in the Iceberg table at"
+		if len(tables) > 1 {
+			what = "the files are in the Iceberg tables at"
+		}
+		errs = append(errs, fmt.Errorf("(%s %s: besides its current data files, an Iceberg table's directory holds delete files and data that later snapshots replaced, so its files are no input for thaw load; promote the table with a promotion policy instead, see docs/promoter.md)",
+			what, strings.Join(tables, ", ")))
+	}
 	return errors.Join(errs...)
+}
+
+// icebergTableOf returns the directory of the Iceberg table whose files
+// include path (a directory above path with metadata/*.metadata.json), ""
+// if there is none.
+func icebergTableOf(path string) string {
+	for dir := filepath.Dir(path); ; {
+		if m, _ := filepath.Glob(filepath.Join(dir, "metadata", "*.metadata.json")); len(m) > 0 {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // fileRowError names the file and file-relative row of a row error from
