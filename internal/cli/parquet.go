@@ -300,6 +300,9 @@ func checkParquet(in *parquetInput, tbl *kv.Table, partition string) error {
 // include path (a directory above path with metadata/*.metadata.json), ""
 // if there is none.
 func icebergTableOf(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // a relative path looks above the working directory too
+	}
 	for dir := filepath.Dir(path); ; {
 		if m, _ := filepath.Glob(filepath.Join(dir, "metadata", "*.metadata.json")); len(m) > 0 {
 			return dir
