@@ -771,3 +771,56 @@ func TestLocalIntegrity(t *testing.T) {
 		t.Fatalf("_METADATA written: %v", keys)
 	}
 }
+
+// TestFailedRebuildKeepsAdoptedMetadata: a build that adopts some buckets'
+// _METADATA (an earlier build of the same context wrote them) and then
+// fails on another bucket withdraws only the _METADATA it wrote itself: the
+// adopted ones belong to the earlier build (and, once committed, to the
+// live snapshot).
+func TestFailedRebuildKeepsAdoptedMetadata(t *testing.T) {
+	const nb = 3
+	in, _, _ := genPairs(6, 3000, nb, 0)
+	s := newTestStore(t)
+	if _, _, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: 256 << 10, workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.objects(t)
+	keys := s.metadataKeys(t)
+	if len(keys) != nb {
+		t.Fatalf("_METADATA of the first build: %v", keys)
+	}
+	// The same pairs again, but bucket 1's last value differs: buckets 0
+	// and 2 adopt, bucket 1's _METADATA conflicts.
+	changed := slices.Clone(in)
+	for i := len(changed) - 1; i >= 0; i-- {
+		if changed[i].bucket == 1 {
+			changed[i].v = append(slices.Clone(changed[i].v), 'x')
+			break
+		}
+	}
+	_, _, err := buildPairs(t, s, changed, buildCfg{nb: nb, budget: 256 << 10, workers: 1})
+	if !errors.Is(err, objstore.ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	after := s.objects(t)
+	for _, k := range keys {
+		if !bytes.Equal(after[k], before[k]) {
+			t.Errorf("%s: withdrawn or changed by the failed rebuild", k)
+		}
+	}
+	// The same pairs, and the put of bucket 2's _METADATA fails after
+	// buckets 0 and 1 adopted theirs: every _METADATA of the first build
+	// stays.
+	injected := errors.New("injected put failure")
+	s.faults.FailKey(objstore.OpPut, func(k string) bool { return k == keys[2] }, injected)
+	if _, _, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: 256 << 10, workers: 1}); !errors.Is(err, injected) {
+		t.Fatalf("retry: err = %v, want the injected failure", err)
+	}
+	s.faults.Reset()
+	after = s.objects(t)
+	for _, k := range keys {
+		if !bytes.Equal(after[k], before[k]) {
+			t.Errorf("%s: withdrawn or changed by the failed retry", k)
+		}
+	}
+}

@@ -65,8 +65,10 @@
 // Finish uploads every owned bucket's data files first and writes the
 // _METADATA files only after all of them are uploaded. A Finish that fails
 // or is cancelled deletes the _METADATA files it had written, so it leaves
-// no _METADATA (withdrawal is best effort; if it fails, the error says so)
-// and nothing can reference partial output. Data files of a failed build
+// no _METADATA of its own (withdrawal is best effort; if it fails, the
+// error says so) and nothing can reference partial output. A _METADATA it
+// adopted (byte-identical, written by an earlier build of the same context,
+// perhaps already committed) is not its own and stays. Data files of a failed build
 // stay in the store for the orphan cleaner; they are content-addressed, so
 // a retry reuses them. Objects are never overwritten with different bytes.
 // Errors name the bucket (*BucketError). Local temporary files live in one

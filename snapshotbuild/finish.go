@@ -27,8 +27,9 @@ type bucketOutput struct {
 // snapshot and returns one result per owned bucket in bucket order. It writes
 // no _METADATA until every owned bucket's data files are uploaded, and on
 // failure withdraws the _METADATA files it wrote, so a failed or cancelled
-// Finish leaves no _METADATA behind (best effort: a failed withdrawal is part
-// of the returned error). Temporary files are removed on every path. Finish
+// Finish leaves no _METADATA of its own behind (best effort: a failed
+// withdrawal is part of the returned error); identical ones an earlier
+// build wrote, which it adopted, stay. Temporary files are removed on every path. Finish
 // can be called once.
 func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error) {
 	b.mu.Lock()
@@ -96,9 +97,13 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		if err != nil {
 			return &BucketError{Bucket: o.result.Bucket, Err: fmt.Errorf("write _METADATA: %w", err)}
 		}
-		mu.Lock()
-		written = append(written, o.metaKey)
-		mu.Unlock()
+		// An adopted _METADATA is an earlier build's (maybe already
+		// committed): a failure withdraws only those this build wrote.
+		if !obj.Adopted {
+			mu.Lock()
+			written = append(written, o.metaKey)
+			mu.Unlock()
+		}
 		o.result.MetadataAdopted = obj.Adopted
 		b.progress(BucketProgress{Bucket: o.result.Bucket, Phase: PhaseDone, Rows: o.result.RowCount, Bytes: o.result.Bytes})
 		return nil
