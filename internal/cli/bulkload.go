@@ -609,7 +609,7 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) (err
 		plural(in.rows, "row", "rows"), humanBytes(in.bytes))
 	results, err := buildInput(ctx, bc, in, o, prog)
 	if err != nil {
-		return fmt.Errorf("build %s: %w", bc.Target(), err)
+		return prefixErrors("build "+bc.Target().String(), err)
 	}
 	var buf bytes.Buffer
 	if err := writeTierJSON(&buf, results); err != nil {

@@ -111,6 +111,19 @@ func joinErrors(errs []error) error {
 	return errorList(errs)
 }
 
+// prefixErrors is fmt.Errorf(prefix+": %w", err), applied to each error of
+// an errorList, so that each keeps its line.
+func prefixErrors(prefix string, err error) error {
+	if list, ok := err.(errorList); ok {
+		out := make(errorList, len(list))
+		for i, e := range list {
+			out[i] = fmt.Errorf("%s: %w", prefix, e)
+		}
+		return out
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}
+
 // dispatch finds the named subcommand among cmds and runs it.
 func dispatch(ctx context.Context, prefix string, cmds []command, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {

@@ -521,7 +521,7 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 		return err
 	}
 	if err := checkParquet(in, info.KV, target.Partition); err != nil {
-		return fmt.Errorf("load %s: %w", target, err)
+		return prefixErrors("load "+target.String(), err)
 	}
 	if err := lf.build.openStore(ctx); err != nil {
 		return err

@@ -387,6 +387,9 @@ func TestParquetInput(t *testing.T) {
 	if err == nil || strings.Count(err.Error(), "the files are in the Iceberg table at "+table+": ") != 1 || strings.Count(err.Error(), "missing column") != 2 {
 		t.Errorf("check of an Iceberg table's files: %v", err)
 	}
+	if l, ok := err.(errorList); !ok || len(l) != 3 {
+		t.Errorf("check of an Iceberg table's files: %T %v, want a list of 3 (two files, the hint), each printed on a thaw: line", err, err)
+	}
 	if err := checkParquet(&parquetInput{files: []parquetFile{{path: missing}}}, tbl, ""); err == nil || strings.Contains(err.Error(), "Iceberg") {
 		t.Errorf("check of a file outside any Iceberg table: %v", err)
 	}
@@ -552,6 +555,21 @@ func TestLoad(t *testing.T) {
 	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", server, fmiss})
 	if err == nil || !strings.Contains(err.Error(), "file "+fmiss+": missing column \"name\" (STRING)") {
 		t.Errorf("load of a file without a column: %v", err)
+	}
+	// Two such files: one error line each, each a "thaw: " line that says
+	// what failed.
+	fmiss2 := filepath.Join(dir, "noname2.parquet")
+	writeParquet(t, fmiss2, good, parquetLayout{withDT: true, noName: true})
+	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", server, fmiss, fmiss2})
+	var lines bytes.Buffer
+	printError(&lines, err)
+	want := []string{
+		"thaw: load shop.sales/2024-01-03: file " + fmiss + ": missing column \"name\" (STRING)",
+		"thaw: load shop.sales/2024-01-03: file " + fmiss2 + ": missing column \"name\" (STRING)",
+	}
+	if got := strings.Split(strings.TrimSuffix(lines.String(), "\n"), "\n"); len(got) != len(want) ||
+		!strings.HasPrefix(got[0], want[0]) || !strings.HasPrefix(got[1], want[1]) {
+		t.Errorf("load of two files without a column printed:\n%s\nwant lines starting\n%s", lines.String(), strings.Join(want, "\n"))
 	}
 	if after := txns(); after != before {
 		t.Errorf("a refused load began a transaction:\nbefore\n%s\nafter\n%s", before, after)

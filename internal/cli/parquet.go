@@ -293,7 +293,7 @@ func checkParquet(in *parquetInput, tbl *kv.Table, partition string) error {
 		errs = append(errs, fmt.Errorf("(%s %s: besides its current data files, an Iceberg table's directory holds delete files and data that later snapshots replaced, so its files are no input for thaw load; promote the table with a promotion policy instead, see docs/promoter.md)",
 			what, strings.Join(tables, ", ")))
 	}
-	return errors.Join(errs...)
+	return joinErrors(errs)
 }
 
 // icebergTableOf returns the directory of the Iceberg table whose files
