@@ -799,8 +799,9 @@ func TestFailedRebuildKeepsAdoptedMetadata(t *testing.T) {
 		}
 	}
 	_, _, err := buildPairs(t, s, changed, buildCfg{nb: nb, budget: 256 << 10, workers: 1})
-	if !errors.Is(err, objstore.ErrConflict) {
-		t.Fatalf("err = %v, want ErrConflict", err)
+	if !errors.Is(err, objstore.ErrConflict) || !strings.Contains(err.Error(), "bucket 1: write _METADATA: ") ||
+		!strings.Contains(err.Error(), "another build of this bucket wrote its snapshot first") {
+		t.Fatalf("err = %v, want ErrConflict naming bucket 1 and saying why", err)
 	}
 	after := s.objects(t)
 	for _, k := range keys {

@@ -94,6 +94,9 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		defer b.timed(timerMetadata, time.Now())
 		b.progress(BucketProgress{Bucket: o.result.Bucket, Phase: PhaseMetadata, Rows: o.result.RowCount})
 		obj, err := b.store.PutIfAbsent(ctx, o.metaKey, objstore.BytesSource(o.metadata))
+		if errors.Is(err, objstore.ErrConflict) {
+			return &BucketError{Bucket: o.result.Bucket, Err: fmt.Errorf("write _METADATA: %w (%s)", err, metadataConflictHint)}
+		}
 		if err != nil {
 			return &BucketError{Bucket: o.result.Bucket, Err: fmt.Errorf("write _METADATA: %w", err)}
 		}
@@ -117,6 +120,12 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 	}
 	return results, nil
 }
+
+// metadataConflictHint follows the error of a _METADATA that another build
+// of the same snapshot directory wrote with other content.
+const metadataConflictHint = "another build of this bucket wrote its snapshot first, from other input or with options that change the files; " +
+	"a rebuild adopts an earlier build's files only if it reads the same rows with the same options, " +
+	"and the buckets of a committed transaction cannot be built again"
 
 // buildBuckets runs the two stages of every owned bucket: merge, write and
 // checkpoint (CPU-bound, plan.workers buckets at once), then upload
