@@ -426,7 +426,13 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 		pr := final[id]
 		out = append(out, pr)
 		if pr.Record.Phase != promoter.PhaseCommitted {
-			failed = append(failed, fmt.Sprintf("%s %s: %s", id, pr.Record.Phase, pr.Record.Error))
+			why := fmt.Sprintf("%s %s: %s", id, pr.Record.Phase, pr.Record.Error)
+			if pr.Record.Interrupted() && !requested[id] {
+				// Found running, not requested here: no stored request of
+				// this command makes the next promoter run it again.
+				why += " (the promoter stopped during it; this command found it running and did not request it, so it runs again only if its policy still selects it or its own request is stored: run the command again to request it)"
+			}
+			failed = append(failed, why)
 		}
 	}
 	var err error

@@ -511,3 +511,35 @@ func TestWaitThroughUnavailable(t *testing.T) {
 		t.Fatalf("notes:\n%s\nwant\n%s\nstdout:\n%s", notes.String(), want, out.String())
 	}
 }
+
+// TestWaitFoundRunningInterrupted: a promotion `thaw promote --wait` found
+// running (its item a skip, nothing requested) that the promoter's shutdown
+// then interrupts ends the wait as failed, and the error says why it is
+// not followed to a next attempt and what to do.
+func TestWaitFoundRunningInterrupted(t *testing.T) {
+	const id = "p-0123456789abcdef"
+	serve := func(rec promoter.Record) *promoterhttp.Client {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(promoterhttp.Promotion{Record: rec})
+		}))
+		t.Cleanup(srv.Close)
+		c, err := promoterhttp.NewClient(srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var out bytes.Buffer
+	c := serve(promoter.Record{ID: id, Phase: promoter.PhaseAborted, Attempt: 1, Retriable: true, Error: "shutdown: context canceled"})
+	items := []promoterhttp.Item{{Action: promoter.ActionSkip, Reason: promoter.ReasonInProgress + id}}
+	err := waitPromotions(t.Context(), &out, c, items, false)
+	if err == nil || !strings.Contains(err.Error(), id+" aborted: shutdown: context canceled (the promoter stopped during it; this command found it running and did not request it") {
+		t.Fatalf("wait: %v\n%s", err, out.String())
+	}
+	// A requested one that fails otherwise carries no such words.
+	c = serve(promoter.Record{ID: id, Phase: promoter.PhaseAborted, Attempt: 1, Error: "build: disk full"})
+	items = []promoterhttp.Item{{Action: promoter.ActionPromote, PromotionID: id, Attempt: 1}}
+	if err := waitPromotions(t.Context(), &out, c, items, false); err == nil || strings.Contains(err.Error(), "found it running") {
+		t.Fatalf("wait of a failed requested promotion: %v", err)
+	}
+}
