@@ -70,7 +70,7 @@ func (b *Builder) Add(ctx context.Context, rec arrow.RecordBatch) error {
 				b.skippedRows.Add(1)
 				return nil
 			}
-			return fmt.Errorf("%w: batch %d row %d routes to bucket %d", ErrBucketNotOwned, batch, row, bucket)
+			return &NotOwnedError{Batch: batch, Row: row, Bucket: bucket}
 		}
 		if err := b.addLocked(ctx, bucket, key, value); err != nil {
 			return err

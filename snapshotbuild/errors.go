@@ -13,7 +13,8 @@ var (
 	// DuplicatesError. The error is a *DuplicateKeyError.
 	ErrDuplicateKey = errors.New("snapshotbuild: duplicate primary key")
 	// ErrBucketNotOwned reports a row routed to a bucket this builder does not
-	// own (see Target.Buckets and Options.OtherBuckets).
+	// own (see Target.Buckets and Options.OtherBuckets). From Add the error is
+	// a *NotOwnedError.
 	ErrBucketNotOwned = errors.New("snapshotbuild: row for a bucket this builder does not own")
 	// ErrRecordTooLarge reports a key/value pair larger than half the memory
 	// budget: it cannot be sorted in one chunk.
@@ -40,6 +41,22 @@ func (e *BucketError) Error() string {
 }
 
 func (e *BucketError) Unwrap() error { return e.Err }
+
+// NotOwnedError is the error of a row Add routed to a bucket the builder
+// does not own, under OtherBucketsError: the batch (0-based index of the
+// Add call), the row within it and the row's bucket. It is
+// ErrBucketNotOwned.
+type NotOwnedError struct {
+	Batch  int64
+	Row    int
+	Bucket int
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%v: batch %d row %d routes to bucket %d", ErrBucketNotOwned, e.Batch, e.Row, e.Bucket)
+}
+
+func (e *NotOwnedError) Is(target error) bool { return target == ErrBucketNotOwned }
 
 // DuplicateKeyError is the error of a duplicate primary key under
 // DuplicatesError. Key is the encoded key; Values is its decoded form when the

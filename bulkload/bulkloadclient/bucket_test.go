@@ -428,8 +428,10 @@ func TestBucketWriterRejectsOtherBucket(t *testing.T) {
 	defer w.Close()
 	rec := arrowBatch("us", []int64{idOfBucket(t, bc, 3), other}, 1)
 	defer rec.Release()
-	if err := w.Add(ctx, rec); !errors.Is(err, snapshotbuild.ErrBucketNotOwned) {
-		t.Fatalf("batch with a row of bucket 2 in writer of bucket 3: %v", err)
+	err = w.Add(ctx, rec)
+	var ne *snapshotbuild.NotOwnedError
+	if !errors.Is(err, snapshotbuild.ErrBucketNotOwned) || !errors.As(err, &ne) || *ne != (snapshotbuild.NotOwnedError{Batch: 0, Row: 1, Bucket: 2}) {
+		t.Fatalf("batch with a row of bucket 2 in writer of bucket 3: %v (%+v), want batch 0 row 1 of bucket 2", err, ne)
 	}
 	if _, err := w.Finish(ctx); err == nil {
 		t.Fatal("finish of a failed writer succeeded")

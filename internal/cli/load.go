@@ -232,8 +232,9 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 			prog.advance(rec.NumRows(), b-sent, false)
 			sent = b
 			if err := s.Add(ctx, rec); err != nil {
-				if errors.Is(err, snapshotbuild.ErrBucketNotOwned) {
-					return fmt.Errorf("file %s: rows from %d: a row belongs to a bucket this build does not own (--route error): %w", f.path, first, err)
+				if ne := (*snapshotbuild.NotOwnedError)(nil); errors.As(err, &ne) {
+					return fmt.Errorf("file %s: row %d belongs to bucket %d, which this build does not own (--route error; --route skip leaves such rows to the builders of their buckets): %w",
+						f.path, first+int64(ne.Row), ne.Bucket, snapshotbuild.ErrBucketNotOwned)
 				}
 				return fileRowError(f.path, first, err)
 			}
