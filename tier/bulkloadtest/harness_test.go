@@ -614,16 +614,25 @@ func snapTarget(info *tierv1.BulkLoadTargetInfo) snapshot.Target {
 // build builds the snapshots of rows for info with snapshotbuild.
 func (h *harness) build(info *tierv1.BulkLoadTargetInfo, rows []kv.Row) []snapshotbuild.BucketResult {
 	h.t.Helper()
+	res, err := h.buildWith(info, rows, 2)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+// buildWith is build with the given number of workers, returning Finish's
+// error.
+func (h *harness) buildWith(info *tierv1.BulkLoadTargetInfo, rows []kv.Row, workers int) ([]snapshotbuild.BucketResult, error) {
+	h.t.Helper()
 	tb := table(h.t, info)
 	b, err := snapshotbuild.New(h.objects, snapshotbuild.Target{
 		Table: tb, Snapshot: snapTarget(info), SnapshotIDs: info.GetSnapshotIds(),
-	}, snapshotbuild.Options{Workers: 2, MemoryBudget: 8 << 20, TempDir: h.t.TempDir(), TargetFileSize: 64 << 10})
+	}, snapshotbuild.Options{Workers: workers, MemoryBudget: 8 << 20, TempDir: h.t.TempDir(), TargetFileSize: 64 << 10})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer b.Close()
-	enc := tb.NewEncoder()
-	_ = enc
 	for _, r := range rows {
 		key, err := tb.EncodeKey(r)
 		if err != nil {
@@ -643,10 +652,10 @@ func (h *harness) build(info *tierv1.BulkLoadTargetInfo, rows []kv.Row) []snapsh
 	}
 	res, err := b.Finish(h.t.Context())
 	if err != nil {
-		h.t.Fatal(err)
+		return nil, err
 	}
 	slices.SortFunc(res, func(a, b snapshotbuild.BucketResult) int { return a.Bucket - b.Bucket })
-	return res
+	return res, nil
 }
 
 // manifestOf encodes the manifest of results.
@@ -833,13 +842,21 @@ func (h *harness) readAll(ctx context.Context, tp *tierv1.TargetPath, tb *kv.Tab
 // expectAll checks that every replica serves every row.
 func (h *harness) expectAll(tp *tierv1.TargetPath, tb *kv.Table, rows []kv.Row) {
 	h.t.Helper()
-	res, err := h.readAll(h.t.Context(), tp, tb, rows)
-	if err != nil {
+	if err := h.servesAll(tp, tb, rows); err != nil {
 		h.t.Fatal(err)
 	}
-	if res.loading > 0 || res.missing > 0 || res.wrong > 0 || len(res.errs) > 0 || res.found != 3*len(rows) {
-		h.t.Fatalf("read back %s: %+v (want %d rows on 3 replicas each)", targetName(tp), res, len(rows))
+}
+
+// servesAll returns nil if every replica serves every row.
+func (h *harness) servesAll(tp *tierv1.TargetPath, tb *kv.Table, rows []kv.Row) error {
+	res, err := h.readAll(h.t.Context(), tp, tb, rows)
+	if err != nil {
+		return err
 	}
+	if res.loading > 0 || res.missing > 0 || res.wrong > 0 || len(res.errs) > 0 || res.found != 3*len(rows) {
+		return fmt.Errorf("read back %s: %+v (want %d rows on 3 replicas each)", targetName(tp), res, len(rows))
+	}
+	return nil
 }
 
 // expectEmpty checks that the target is readable and holds no row.
