@@ -70,7 +70,7 @@ func runPromoter(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	return daemon.RunPromoter(ctx, cfg, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: log, OnReady: func(addr string) {
 		fmt.Fprintf(stdout, "thaw promoter: serving on %s%s (%s)\n", cfg.TLS.Scheme(), addr, tier)
-	}}})
+	}}, ConfigFile: *config})
 }
 
 // loadPromoterConfig decodes the file strictly over the defaults and

@@ -23,17 +23,23 @@ const policyWatchInterval = 5 * time.Second
 // wait for a change that never comes. check logs a warning once per new
 // content of the files, and a line when they are back as at start.
 type policyWatch struct {
-	paths   []string
-	log     *slog.Logger
-	start   [sha256.Size]byte // the files at start
-	last    [sha256.Size]byte // the files at the last check
-	lastErr string            // the last read error logged
+	paths    []string
+	validate string // how to validate the files, for the warning's hint
+	log      *slog.Logger
+	start    [sha256.Size]byte // the files at start
+	last     [sha256.Size]byte // the files at the last check
+	lastErr  string            // the last read error logged
 }
 
 // newPolicyWatch watches the files of paths, whose policyDigest was start
-// just before the promoter read them.
-func newPolicyWatch(paths []string, start [sha256.Size]byte, log *slog.Logger) *policyWatch {
-	return &policyWatch{paths: paths, log: log, start: start, last: start}
+// just before the promoter read them. configFile is the promoter's config
+// file, named in the hint ("": the hint says "its --config").
+func newPolicyWatch(paths []string, configFile string, start [sha256.Size]byte, log *slog.Logger) *policyWatch {
+	validate := "thaw promoter --check with its --config validates them first"
+	if configFile != "" {
+		validate = "thaw promoter --check --config " + configFile + " validates them first"
+	}
+	return &policyWatch{paths: paths, validate: validate, log: log, start: start, last: start}
 }
 
 // run checks every policyWatchInterval until ctx is done.
@@ -81,7 +87,7 @@ func (w *policyWatch) check() {
 		w.log.Info("policy files are as they were at start again", "policies", w.paths)
 	default:
 		w.log.Warn("policy files changed since the promoter started; policies are read at start only: "+
-			"restart the promoter to apply them (thaw promoter --check with its --config validates them first)", "policies", w.paths)
+			"restart the promoter to apply them ("+w.validate+")", "policies", w.paths)
 	}
 	w.last = d
 }

@@ -28,7 +28,7 @@ func TestPolicyWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs testlog.Buffer
-	w := newPolicyWatch([]string{dir}, start, NewLogger(&logs, LogConfig{Level: "info", Format: "text"}))
+	w := newPolicyWatch([]string{dir}, "/etc/thaw/promoter.yaml", start, NewLogger(&logs, LogConfig{Level: "info", Format: "text"}))
 	lines := func() []string {
 		var out []string
 		for l := range strings.Lines(logs.String()) {
@@ -51,7 +51,7 @@ func TestPolicyWatch(t *testing.T) {
 			}
 		}
 	}
-	const changed = `level=WARN msg="policy files changed since the promoter started; policies are read at start only: restart the promoter`
+	const changed = `level=WARN msg="policy files changed since the promoter started; policies are read at start only: restart the promoter to apply them (thaw promoter --check --config /etc/thaw/promoter.yaml validates them first)"`
 	step("nothing changed", func() {})
 	step("another file of the directory", func() { write("notes.txt", "still not a policy") })
 	step("a policy edited", func() { write("a.yaml", "v2") }, changed)

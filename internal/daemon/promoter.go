@@ -43,6 +43,9 @@ type PromoterOptions struct {
 	// Embedded, if set, adjusts the embedded tier's configuration before
 	// it starts (tests: smaller caches, no fsync).
 	Embedded func(*EmbeddedConfig)
+	// ConfigFile is the file the config was read from, named in hints of
+	// the logs ("" if there is none).
+	ConfigFile string
 }
 
 // promoterParts are the connections a promoter works through.
@@ -393,7 +396,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	d.watchDone = make(chan struct{})
 	go func() {
 		defer close(d.watchDone)
-		newPolicyWatch(cfg.Policies, d.pp.policyDigest, d.log.With("component", "policies")).run(d.ctx)
+		newPolicyWatch(cfg.Policies, opts.ConfigFile, d.pp.policyDigest, d.log.With("component", "policies")).run(d.ctx)
 	}()
 	go func() {
 		defer close(d.leadDone)
