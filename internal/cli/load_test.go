@@ -366,6 +366,18 @@ func TestParquetInput(t *testing.T) {
 			}
 		}
 	}
+	// Two columns missing: both named, in the plural.
+	inMissing, err := openParquetInput([]string{missing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dtTable, err := kv.NewTable(itemsTable(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkParquet(inMissing, dtTable, ""); err == nil || !strings.Contains(err.Error(), `missing columns "dt" (STRING), "name" (STRING) (the file has id, qty)`) {
+		t.Errorf("check of a file without two columns: %v", err)
+	}
 	// A file that fails inside an Iceberg table's directory: the error says
 	// so once; outside one (above) it does not.
 	table := filepath.Join(dir, "wh", "db", "events")

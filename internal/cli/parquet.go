@@ -187,7 +187,11 @@ func openParquet(f parquetFile, tbl *kv.Table, partition string) (_ *parquetRead
 		fields = append(fields, *sf.Field)
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("file %s: missing column %s (the file has %s)", f.path, strings.Join(missing, ", "), strings.Join(names, ", "))
+		what := "column"
+		if len(missing) > 1 {
+			what = "columns"
+		}
+		return nil, fmt.Errorf("file %s: missing %s %s (the file has %s)", f.path, what, strings.Join(missing, ", "), strings.Join(names, ", "))
 	}
 	r.schema = arrow.NewSchema(fields, nil)
 	// The builder checks the Arrow types when it sees a schema; an empty
