@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thawdb/thaw/internal/testetcd"
 )
 
 // startRole starts `thaw ROLE --config cfg` and returns once it serves
@@ -178,4 +180,32 @@ func TestTabletRestartAfterKill(t *testing.T) {
 	if again <= first {
 		t.Fatalf("ts-9 registered at %d before the kill and %d 30 s after its restart: the killed run's lease held it up", first, again)
 	}
+}
+
+// TestCoordinatorRestartAfterKill: a lone `thaw coordinator` with a
+// data_dir, killed with SIGKILL, leads again as soon as it restarts, not
+// when its old election lease (here a minute) expires; a second
+// coordinator on the data_dir in use is refused.
+func TestCoordinatorRestartAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	endpoints, stop, err := testetcd.Start("coordinator-restart", testetcd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	addr := freePort(t)
+	cfg := writeConfig(t, dir, "coord.yaml", "id: coord-9\nlisten: "+addr+"\ndata_dir: "+filepath.Join(dir, "coord")+"\n"+
+		"object_store: file://"+filepath.ToSlash(filepath.Join(dir, "remote"))+"\netcd: {endpoints: ["+strings.Join(endpoints, ", ")+"]}\n"+
+		"coordinator: {lease_ttl: 60s}\n")
+	cmd := startRole(t, "coordinator", cfg)
+	tierClient(t, addr, "database", "create", "before")
+	if code, _, errOut := run(t, "coordinator", "--config", cfg, "--listen", "127.0.0.1:0"); code == 0 || !strings.Contains(errOut, "is another thaw coordinator using it?") {
+		t.Fatalf("a second thaw coordinator on the data_dir: code %d, %s", code, errOut)
+	}
+	kill9(t, cmd)
+
+	startRole(t, "coordinator", cfg)
+	start := time.Now()
+	tierClient(t, addr, "database", "create", "after")
+	t.Logf("the restarted coordinator led within %v", time.Since(start).Round(time.Millisecond))
 }

@@ -112,6 +112,7 @@ func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error 
 	id := fs.String("id", "", "coordinator id; overrides id")
 	listen := fs.String("listen", "", "HOST:PORT to listen on; overrides listen")
 	advertise := fs.String("advertise", "", "HOST:PORT others reach it at; overrides advertise")
+	dataDir := fs.String("data-dir", "", "directory of this coordinator's own for its lease list (a restart after a kill then leads at once); overrides data_dir")
 	check := checkFlag(fs)
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
@@ -126,6 +127,7 @@ func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error 
 	setIf(&cfg.ID, *id)
 	setIf(&cfg.Listen, *listen)
 	setIf(&cfg.Advertise, *advertise)
+	setIf(&cfg.DataDir, *dataDir)
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("coordinator config: %w", err)
 	}

@@ -800,7 +800,12 @@ type CoordinatorConfig struct {
 	Advertise string `yaml:"advertise"`
 	// ObjectStore is the URL of snapshot storage shared by every
 	// coordinator and tablet server (required).
-	ObjectStore     string             `yaml:"object_store"`
+	ObjectStore string `yaml:"object_store"`
+	// DataDir, optional, is a directory of this coordinator's own where
+	// it lists the etcd leases it holds (LEASES, locked by LOCK: one
+	// process per directory), so that a start after a kill revokes them
+	// and campaigns at once instead of after coordinator.lease_ttl.
+	DataDir         string             `yaml:"data_dir"`
 	ShutdownTimeout time.Duration      `yaml:"shutdown_timeout"`
 	Etcd            EtcdConfig         `yaml:"etcd"`
 	Coordinator     CoordinatorOptions `yaml:"coordinator"`

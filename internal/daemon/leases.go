@@ -28,15 +28,16 @@ const maxRecordedLeases = 256
 
 // leaseLedger records every lease a process's own etcd clients grant (and
 // forgets the ones they revoke) in {data_dir}/LEASES: the embedded tier's
-// (thaw server, a promoter's embedded tier) and a `thaw tablet`'s. A
-// process killed without revoking them (SIGKILL, a crash, power loss)
-// leaves them in etcd until their TTL runs out: until then its
-// coordinator's successor cannot win the election and its tablet servers
-// cannot register again. The next start on the same data directory is the
-// only process that can hold them (the embedded etcd locks its data
-// directory, `thaw tablet` its data_dir/LOCK), so it revokes them before
-// its roles start (revokeLeftLeases). Leases of other processes using the
-// same etcd are never in the file.
+// (thaw server, a promoter's embedded tier), a `thaw tablet`'s and a `thaw
+// coordinator`'s that has a data_dir. A process killed without revoking
+// them (SIGKILL, a crash, power loss) leaves them in etcd until their TTL
+// runs out: until then its coordinator's successor cannot win the election
+// and its tablet servers cannot register again. The next start on the same
+// data directory is the only process that can hold them (the embedded etcd
+// locks its data directory, `thaw tablet` and `thaw coordinator` their
+// data_dir/LOCK), so it revokes them before its roles start
+// (revokeLeftLeases). Leases of other processes using the same etcd are
+// never in the file.
 //
 // The file is rewritten (temporary file and rename, no fsync) on every
 // grant and revoke, which happen a few times per role and term, not per

@@ -182,6 +182,13 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	}
 	opts = opts.withDefaults()
 	log := opts.Logger
+	if cfg.DataDir != "" {
+		unlock, lerr := lockDataDir(cfg.DataDir, "thaw coordinator")
+		if lerr != nil {
+			return lerr
+		}
+		defer func() { err = errors.Join(err, unlock()) }()
+	}
 	ln, err := listen(cfg.Listen)
 	if err != nil {
 		return err
@@ -192,6 +199,12 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 		return err
 	}
 	defer func() { err = errors.Join(err, ignoreCanceled(cli.Close())) }()
+	if cfg.DataDir != "" {
+		// A run killed before it resigned would hold the election (and
+		// its address) until the leases expire (coordinator.lease_ttl).
+		revokeLeftLeases(ctx, cli, cfg.DataDir, log)
+		newLeaseLedger(cfg.DataDir, log).record(cli)
+	}
 	store, err := meta.New(cli, cfg.Etcd.Prefix, meta.WithLogger(log.With("component", "meta")))
 	if err != nil {
 		return err
@@ -301,6 +314,20 @@ func ignoreCanceled(err error) error {
 	return err
 }
 
+// lockDataDir creates dir (private) if it is missing and locks its LOCK
+// file for this process; unlock releases it. role names the command in the
+// error when another process holds the lock.
+func lockDataDir(dir, role string) (unlock func() error, err error) {
+	if err := os.MkdirAll(dir, privateDirMode); err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	lock, err := flock.Lock(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("daemon: data_dir %s (is another %s using it?): %w", dir, role, err)
+	}
+	return lock.Close, nil
+}
+
 // RunTablet runs `thaw tablet`: one tablet server against an external
 // etcd, serving its TabletService at / of its own listener (registered as
 // http://{advertise}), with its own local changelog root or the Kafka
@@ -322,11 +349,11 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	}
 	// One process per data directory: its replicas, and the leases it
 	// lists for the next start (leaseLedger), are this process's alone.
-	lock, err := flock.Lock(filepath.Join(cfg.DataDir, "LOCK"))
+	unlock, err := lockDataDir(cfg.DataDir, "thaw tablet")
 	if err != nil {
-		return fmt.Errorf("daemon: data_dir %s (is another thaw tablet using it?): %w", cfg.DataDir, err)
+		return err
 	}
-	defer func() { err = errors.Join(err, lock.Close()) }()
+	defer func() { err = errors.Join(err, unlock()) }()
 	ln, err := listen(cfg.Listen)
 	if err != nil {
 		return err
