@@ -180,15 +180,16 @@ type Stats struct {
 // serialized (calls from several goroutines are safe but take turns; input
 // order is the order in which calls take their turn). Always call Close.
 type Builder struct {
-	store  Store
-	target Target
-	opts   Options
-	log    *slog.Logger
-	nb     int
-	owned  []bool
-	bud    *budget
-	tmp    string
-	wopts  sstable.WriterOptions
+	store   Store
+	target  Target
+	opts    Options
+	log     *slog.Logger
+	nb      int
+	owned   []bool
+	bud     *budget
+	tmp     string
+	tmpLock *os.File // the flock on tmp/LOCK (see stale.go)
+	wopts   sstable.WriterOptions
 
 	// Counters for Stats, which must not take mu: Progress callbacks run
 	// while Finish holds it.
@@ -233,8 +234,9 @@ type Builder struct {
 	}
 }
 
-// New prepares a build. It creates the build's private temporary directory;
-// Close removes it.
+// New prepares a build. It creates the build's private temporary directory
+// under Options.TempDir; Close removes it. It first removes the ones builds
+// of killed processes left there (RemoveStaleTemp), logging what it removed.
 func New(store Store, target Target, opts Options) (*Builder, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -257,11 +259,19 @@ func New(store Store, target Target, opts Options) (*Builder, error) {
 			owned[b] = true
 		}
 	}
-	tmp, err := os.MkdirTemp(opts.TempDir, "thaw-build-")
+	// The disk that builds of killed processes left goes first.
+	if st, err := RemoveStaleTemp(opts.TempDir); err != nil {
+		opts.Logger.Warn("snapshotbuild: cannot remove what builds of killed processes left", "dir", opts.TempDir, "err", err)
+	} else if st.Dirs > 0 {
+		opts.Logger.Info("snapshotbuild: removed the temporary directories of builds whose process was killed",
+			"dir", opts.TempDir, "dirs", st.Dirs, "bytes", st.Bytes)
+	}
+	tmp, lock, err := makeBuildDir(opts.TempDir)
 	if err != nil {
-		return nil, fmt.Errorf("snapshotbuild: create temp dir: %w", err)
+		return nil, err
 	}
 	b := &Builder{
+		tmpLock:   lock,
 		store:     store,
 		target:    target,
 		opts:      opts,
@@ -576,8 +586,8 @@ func (b *Builder) releaseLocked() error {
 	b.stopSpillingLocked()
 	errs := []error{b.releaseInputLocked()}
 	if b.tmp != "" {
-		errs = append(errs, os.RemoveAll(b.tmp))
-		b.tmp = ""
+		errs = append(errs, os.RemoveAll(b.tmp), b.tmpLock.Close())
+		b.tmp, b.tmpLock = "", nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("snapshotbuild: release temp files: %w", err)

@@ -73,7 +73,10 @@
 // a retry reuses them. Objects are never overwritten with different bytes.
 // Errors name the bucket (*BucketError). Local temporary files live in one
 // directory per build under Options.TempDir and are removed on every path:
-// by Finish, or by Close, which callers always defer.
+// by Finish, or by Close, which callers always defer. A build holds a flock
+// on its directory's LOCK while it runs; the directory of a build whose
+// process was killed (its lock dropped by the kernel) is removed by the
+// next New under the same TempDir, or by RemoveStaleTemp.
 //
 // # Concurrency
 //

@@ -389,7 +389,11 @@ func TestDistributed(t *testing.T) {
 		items := makeItems("", 1, 3000)
 		writeParquet(t, in, items, parquetLayout{})
 		mustThaw(t, "bulkload", "begin", server, "shop.returns", "--out", file("returns-ctx.json"))
-		killedBuild(t, "bulkload", "build", "--context", file("returns-ctx.json"), "--buckets", "all", "--temp-dir", t.TempDir(), "--out", file("x.json"), in)
+		killedTemp := t.TempDir()
+		killedBuild(t, "bulkload", "build", "--context", file("returns-ctx.json"), "--buckets", "all", "--temp-dir", killedTemp, "--out", file("x.json"), in)
+		if left, _ := filepath.Glob(filepath.Join(killedTemp, "thaw-build-*")); len(left) != 1 {
+			t.Errorf("the killed build left %v in its temp dir, want its build directory", left)
+		}
 		r := mustThaw(t, "bulkload", "abort", server, "--context", file("returns-ctx.json"))
 		txn := contextTxn(t, file("returns-ctx.json"))
 		if !strings.Contains(r.stdout, "aborted bulk load "+txn+" of shop.returns") {
@@ -414,8 +418,13 @@ func TestDistributed(t *testing.T) {
 			t.Errorf("load of a file with a wrong type: %s", r)
 		}
 		// ... and a good one commits, with plain progress lines.
-		r = mustThaw(t, "load", server, "--table", "shop.returns", "--token", "returns-load", in)
-		for _, want := range []string{"loading 3000 rows", "began bulk load", "caller token returns-load", "read 3000 rows (", "from 1/1 files",
+		// (in the killed builder's temp dir: the directory it left goes)
+		r = mustThaw(t, "load", server, "--table", "shop.returns", "--token", "returns-load", "--temp-dir", killedTemp, in)
+		if left, _ := os.ReadDir(killedTemp); len(left) != 0 {
+			t.Errorf("after thaw load, the temp dir holds %v", left)
+		}
+		for _, want := range []string{"loading 3000 rows", "removed 1 temporary build directory (", "that builds of killed processes left in " + killedTemp,
+			"began bulk load", "caller token returns-load", "read 3000 rows (", "from 1/1 files",
 			"built bucket 3: ", "committed bulk load ", "3000 rows (0 duplicates dropped) in 4 buckets"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("thaw load output misses %q:\n%s", want, r)

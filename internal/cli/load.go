@@ -182,6 +182,23 @@ func checkStoreDir(st *objstore.Store, what, dir string) error {
 	return nil
 }
 
+// removeStaleTemp removes the temporary directories that builds of killed
+// processes left in dir (os.TempDir() if empty) and says so; a failure is
+// a warning (the build goes on).
+func removeStaleTemp(dir string, prog *progress) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	st, err := snapshotbuild.RemoveStaleTemp(dir)
+	if st.Dirs > 0 {
+		prog.printf("removed %s (%s) that builds of killed processes left in %s",
+			plural(st.Dirs, "temporary build directory", "temporary build directories"), humanBytes(st.Bytes), dir)
+	}
+	if err != nil {
+		prog.printf("warning: %v", err)
+	}
+}
+
 // buildInput reads every file of in into a build session of bc and
 // returns the results of the session's buckets. The caller has checked
 // o.store against bc (checkStore).
@@ -190,6 +207,7 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 	if err := checkParquet(in, tbl, bc.Target().Partition); err != nil {
 		return nil, err
 	}
+	removeStaleTemp(o.tempDir, prog)
 	sopts := bulkloadclient.SessionOptions{
 		Buckets: o.buckets, TempDir: o.tempDir, MemoryBudget: o.memory, Workers: o.workers,
 		// A builder of some buckets reads the whole input (--route skip):

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -130,6 +131,12 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 		if err := os.MkdirAll(pp.tempDir, privateDirMode); err != nil {
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
+	}
+	// A promoter killed during a build left its spill and SST files.
+	if st, err := snapshotbuild.RemoveStaleTemp(pp.tempDir); err != nil {
+		log.Warn("cannot remove the temporary files of builds a killed process left", "err", err)
+	} else if st.Dirs > 0 {
+		log.Info("removed the temporary files of builds a killed process left", "dir", cmp.Or(pp.tempDir, os.TempDir()), "dirs", st.Dirs, "bytes", st.Bytes)
 	}
 	var ctls *clientConfig
 	if cfg.Tier.CAFile != "" || cfg.Tier.CertFile != "" || cfg.Tier.KeyFile != "" {

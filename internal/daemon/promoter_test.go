@@ -14,6 +14,7 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
 	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/promoter"
 )
@@ -226,5 +227,37 @@ func TestPromoterShutdownDuringBuild(t *testing.T) {
 	}
 	if rec.Phase != promoter.PhaseCommitted {
 		t.Fatalf("re-promotion: %+v %v", rec, err)
+	}
+}
+
+// TestPromoterRemovesStaleBuilds: a promoter starting on a data_dir whose
+// tmp/ holds the build directory of a killed run (a LOCK nobody holds)
+// removes it and says so; a directory without a LOCK stays.
+func TestPromoterRemovesStaleBuilds(t *testing.T) {
+	cfg := promoterTestConfig(t)
+	tmp := filepath.Join(cfg.DataDir, "tmp")
+	stale, other := filepath.Join(tmp, "thaw-build-1"), filepath.Join(tmp, "thaw-build-2")
+	for _, f := range []string{filepath.Join(stale, "LOCK"), filepath.Join(stale, "run-000001"), filepath.Join(other, "x")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, make([]byte, 100), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs testlog.Buffer
+	d, err := StartPromoter(t.Context(), cfg, PromoterOptions{RunOptions: RunOptions{Logger: NewLogger(&logs, LogConfig{Level: "info", Format: "text"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed run's build directory: %v, want it gone", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the directory without a LOCK: %v, want it kept", err)
+	}
+	if want := `msg="removed the temporary files of builds a killed process left" dir=` + tmp + ` dirs=1 bytes=200`; !strings.Contains(logs.String(), want) {
+		t.Errorf("log misses %q:\n%s", want, logs.String())
 	}
 }

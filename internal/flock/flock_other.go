@@ -7,6 +7,10 @@ import (
 	"os"
 )
 
+// Detects reports whether Lock detects another holder here: not outside
+// unix.
+const Detects = false
+
 // Lock opens (creating it) the file at path without locking it: outside
 // unix a second holder is not detected.
 func Lock(path string) (*os.File, error) {

@@ -9,6 +9,10 @@ import (
 	"syscall"
 )
 
+// Detects reports whether Lock detects another holder here (it does on
+// unix).
+const Detects = true
+
 // Lock opens (creating it) the file at path and takes an exclusive flock
 // on it without waiting; ErrLocked if another open file holds it. The
 // kernel drops the lock when the process dies; Close on the returned file

@@ -1,0 +1,78 @@
+//go:build unix
+
+package snapshotbuild
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestRemoveStaleTemp: the temporary directory of a build whose process
+// died (its LOCK free) is removed with its files; a running build's (its
+// LOCK held, here by a builder of this process), a directory without a
+// LOCK and other entries are left alone; a build then closed removes its
+// own.
+func TestRemoveStaleTemp(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t)
+	live, err := New(s, Target{NumBuckets: 1, Snapshot: testTarget(s), SnapshotIDs: snapIDs(1)}, Options{TempDir: dir, MemoryBudget: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	// A killed build's directory: a LOCK nobody holds, and a spill file.
+	dead := filepath.Join(dir, buildDirPrefix+"123")
+	for name, size := range map[string]int{buildLockName: 0, "run-000001": 5000} {
+		if err := os.MkdirAll(dead, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dead, name), make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{buildDirPrefix + "nolock", "other"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := RemoveStaleTemp(dir)
+	if err != nil || st != (StaleTemp{Dirs: 1, Bytes: 5000}) {
+		t.Fatalf("RemoveStaleTemp: %+v, %v; want one directory of 5000 bytes", st, err)
+	}
+	left := topEntries(t, dir)
+	want := []string{filepath.Base(live.tmp), buildDirPrefix + "nolock", "other"}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+	// Again: nothing more to remove.
+	if st, err := RemoveStaleTemp(dir); err != nil || st.Dirs != 0 {
+		t.Fatalf("second RemoveStaleTemp: %+v, %v", st, err)
+	}
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := topEntries(t, dir); slices.Contains(left, filepath.Base(live.tmp)) {
+		t.Fatalf("the closed build's directory is left: %v", left)
+	}
+	// A missing directory has nothing stale.
+	if st, err := RemoveStaleTemp(filepath.Join(dir, "missing")); err != nil || st.Dirs != 0 {
+		t.Fatalf("RemoveStaleTemp of a missing directory: %+v, %v", st, err)
+	}
+}
+
+// topEntries returns the names in dir, sorted.
+func topEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
