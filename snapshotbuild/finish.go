@@ -29,8 +29,8 @@ type bucketOutput struct {
 // failure withdraws the _METADATA files it wrote, so a failed or cancelled
 // Finish leaves no _METADATA of its own behind (best effort: a failed
 // withdrawal is part of the returned error); identical ones an earlier
-// build wrote, which it adopted, stay. Temporary files are removed on every path. Finish
-// can be called once.
+// build wrote, which it adopted, stay. Temporary files are removed on every
+// path. Finish can be called once.
 func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -132,12 +132,6 @@ func openPromoterParts(ctx context.Context, cfg PromoterConfig, opts PromoterOpt
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	// A promoter killed during a build left its spill and SST files.
-	if st, err := snapshotbuild.RemoveStaleTemp(pp.tempDir); err != nil {
-		log.Warn("cannot remove the temporary files of builds a killed process left", "err", err)
-	} else if st.Dirs > 0 {
-		log.Info("removed the temporary files of builds a killed process left", "dir", cmp.Or(pp.tempDir, os.TempDir()), "dirs", st.Dirs, "bytes", st.Bytes)
-	}
 	var ctls *clientConfig
 	if cfg.Tier.CAFile != "" || cfg.Tier.CertFile != "" || cfg.Tier.KeyFile != "" {
 		if ctls, err = clientTLS(cfg.Tier.CAFile, "tier.ca_file", cfg.Tier.CertFile, cfg.Tier.KeyFile, log.With("component", "tls")); err != nil {
@@ -347,6 +341,13 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	d.pp, err = openPromoterParts(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
+	}
+	// A promoter killed during a build left its spill and SST files (not
+	// thaw plan's to remove: it changes nothing).
+	if st, err := snapshotbuild.RemoveStaleTemp(d.pp.tempDir); err != nil {
+		d.log.Warn("cannot remove the temporary files of builds a killed process left", "err", err)
+	} else if st.Dirs > 0 {
+		d.log.Info("removed the temporary files of builds a killed process left", "dir", cmp.Or(d.pp.tempDir, os.TempDir()), "dirs", st.Dirs, "bytes", st.Bytes)
 	}
 	// Fail now, not after winning the election, on what the promoter
 	// refuses (e.g. two policies of one lake table). This instance only
