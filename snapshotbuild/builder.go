@@ -188,7 +188,7 @@ type Builder struct {
 	owned   []bool
 	bud     *budget
 	tmp     string
-	tmpLock *os.File // the flock on tmp/LOCK (see stale.go)
+	tmpLock *os.File // the flock on tmp/LOCK (see stale.go); nil outside unix
 	wopts   sstable.WriterOptions
 
 	// Counters for Stats, which must not take mu: Progress callbacks run
@@ -586,8 +586,12 @@ func (b *Builder) releaseLocked() error {
 	b.stopSpillingLocked()
 	errs := []error{b.releaseInputLocked()}
 	if b.tmp != "" {
-		errs = append(errs, os.RemoveAll(b.tmp), b.tmpLock.Close())
-		b.tmp, b.tmpLock = "", nil
+		errs = append(errs, os.RemoveAll(b.tmp))
+		b.tmp = ""
+	}
+	if b.tmpLock != nil {
+		errs = append(errs, b.tmpLock.Close())
+		b.tmpLock = nil
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("snapshotbuild: release temp files: %w", err)

@@ -25,8 +25,17 @@ const (
 )
 
 // makeBuildDir creates and locks a build's temporary directory under
-// parent. Closing lock (after removing dir) releases it.
+// parent. Closing lock (after removing dir) releases it. Where flock is not
+// seen (outside unix) the directory is made directly and lock is nil:
+// nothing removes it from outside there, and a directory holding an open
+// file may not be renamable.
 func makeBuildDir(parent string) (dir string, lock *os.File, err error) {
+	if !flock.Detects {
+		if dir, err = os.MkdirTemp(parent, buildDirPrefix); err != nil {
+			return "", nil, fmt.Errorf("snapshotbuild: create temp dir: %w", err)
+		}
+		return dir, nil, nil
+	}
 	tmp, err := os.MkdirTemp(parent, newBuildDirPrefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("snapshotbuild: create temp dir: %w", err)
