@@ -809,6 +809,13 @@ func TestFailedRebuildKeepsAdoptedMetadata(t *testing.T) {
 			t.Errorf("%s: withdrawn or changed by the failed rebuild", k)
 		}
 	}
+	// Bucket 1's conflict is found before its data files go up: the
+	// rebuild leaves no file that no _METADATA lists.
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s: left behind by the failed rebuild", k)
+		}
+	}
 	// The same pairs, and the put of bucket 2's _METADATA fails after
 	// buckets 0 and 1 adopted theirs: every _METADATA of the first build
 	// stays.

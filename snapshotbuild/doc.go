@@ -71,6 +71,11 @@
 // perhaps already committed) is not its own and stays. Data files of a failed build
 // stay in the store for the orphan cleaner; they are content-addressed, so
 // a retry reuses them. Objects are never overwritten with different bytes.
+// On a store the build can read (an *objstore.Store), a bucket whose
+// _METADATA another build already wrote with other content (the buckets of
+// a committed transaction, rebuilt from other input) fails with
+// objstore.ErrConflict before any of its data files goes up, so such a
+// rebuild leaves nothing in the live snapshot directory.
 // Errors name the bucket (*BucketError). Local temporary files live in one
 // directory per build under Options.TempDir and are removed on every path:
 // by Finish, or by Close, which callers always defer. A build holds a flock

@@ -127,6 +127,34 @@ const metadataConflictHint = "another build of this bucket wrote its snapshot fi
 	"a rebuild adopts an earlier build's files only if it reads the same rows with the same options, " +
 	"and the buckets of a committed transaction cannot be built again"
 
+// objectReader is implemented by stores a build may read: *objstore.Store
+// (file://, or S3 with the builder's own credentials). The upload
+// gateway's scoped store is not one; its gateway refuses every write of a
+// transaction that is no longer BEGUN.
+type objectReader interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// checkMetadata refuses, before any of the bucket's data files go up, a
+// bucket whose _METADATA another build already wrote with other content:
+// such a rebuild would end in the same conflict at its _METADATA, and its
+// data files would stay behind in that snapshot directory, listed by no
+// _METADATA. A store the build cannot read, or a failed read, defers the
+// decision to the _METADATA's own write-if-absent (as does a _METADATA
+// written between this check and that write).
+func (b *Builder) checkMetadata(ctx context.Context, key string, enc []byte) error {
+	r, ok := b.store.(objectReader)
+	if !ok {
+		return nil
+	}
+	got, err := r.Get(ctx, key)
+	if err != nil || bytes.Equal(got, enc) {
+		return nil
+	}
+	return fmt.Errorf("write _METADATA: %s: %w, found before any data file was uploaded (%s)",
+		key, objstore.ErrConflict, metadataConflictHint)
+}
+
 // buildBuckets runs the two stages of every owned bucket: merge, write and
 // checkpoint (CPU-bound, plan.workers buckets at once), then upload
 // (I/O-bound, up to uploaders buckets at once, overlapping the next
@@ -311,54 +339,31 @@ func (b *Builder) prepareBucket(ctx context.Context, bucket int, mem []*chunk, p
 // filesPerBucketUpload bounds the concurrent uploads of one bucket's files.
 const filesPerBucketUpload = 3
 
-// uploadBucket uploads a bucket's checkpoint files and encodes (but does not
-// write) its _METADATA. It removes the bucket's directory in any case.
+// uploadBucket encodes (but does not write) a bucket's _METADATA and
+// uploads its checkpoint files, unless checkMetadata finds that _METADATA
+// taken. It removes the bucket's directory in any case.
 func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketOutput, err error) {
 	defer func() { err = errors.Join(err, lb.remove()) }()
 	defer b.timed(timerUpload, time.Now())
 	bucket, sink := lb.bucket, lb.sink
 	snapID := b.target.SnapshotIDs[bucket]
 	snapDir := b.target.Snapshot.SnapshotDir(bucket, snapID)
-	// A bucket's files go up concurrently (a few at a time): the largest
-	// files are SSTs of similar size, and the store's per-object latency
-	// (fsync, rename) then overlaps.
+	// The _METADATA is known before anything goes up: its files are named
+	// and described by the digests taken while they were written.
 	handles := make([]snapshot.KvFileHandle, len(lb.ck.files))
-	var uploaded atomic.Int64
-	b.progress(BucketProgress{Bucket: bucket, Phase: PhaseUpload, Rows: sink.rows})
-	err = forEach(ctx, len(lb.ck.files), filesPerBucketUpload, func(ctx context.Context, i int) error {
-		f := lb.ck.files[i]
+	keys := make([]string, len(lb.ck.files))
+	var total int64
+	for i, f := range lb.ck.files {
 		uri := snapDir + "/" + snapshot.PrivateFileName(f.sha256, f.localPath)
-		key, err := b.store.Key(uri)
-		if err != nil {
-			return fmt.Errorf("upload %s: %w", f.localPath, err)
-		}
-		// PutFileStamped stores the file write-if-absent. On a file://
-		// store on the same file system it links the file instead of
-		// copying it, trusting the digest computed while the file was
-		// written as long as the file keeps the stamp taken then (the
-		// SSTs; the small files carry none and are hashed again); copies
-		// are verified while they stream.
-		if _, err := b.store.PutFileStamped(ctx, key, f.path, f.size, f.sha256, f.stamp); err != nil {
-			if errors.Is(err, objstore.ErrIntegrity) {
-				return fmt.Errorf("%w: %s: %w", ErrLocalIntegrity, f.localPath, err)
-			}
-			return fmt.Errorf("upload %s: %w", f.localPath, err)
+		if keys[i], err = b.store.Key(uri); err != nil {
+			return nil, fmt.Errorf("upload %s: %w", f.localPath, err)
 		}
 		handles[i] = snapshot.KvFileHandle{
 			Handle:    snapshot.FileHandle{Path: uri, Size: f.size, SHA256: f.sha256},
 			LocalPath: f.localPath,
 		}
-		b.progress(BucketProgress{Bucket: bucket, Phase: PhaseUpload, Rows: sink.rows, Bytes: uploaded.Add(f.size)})
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var total int64
-	for _, f := range lb.ck.files {
 		total += f.size
 	}
-
 	rows := sink.rows
 	logOffset := rows
 	if off, ok := b.target.LogOffsets[bucket]; ok {
@@ -387,6 +392,35 @@ func (b *Builder) uploadBucket(ctx context.Context, lb *localBucket) (_ *bucketO
 	metaKey, err := b.store.Key(metaURI)
 	if err != nil {
 		return nil, fmt.Errorf("_METADATA: %w", err)
+	}
+	if err := b.checkMetadata(ctx, metaKey, enc); err != nil {
+		return nil, err
+	}
+
+	// A bucket's files go up concurrently (a few at a time): the largest
+	// files are SSTs of similar size, and the store's per-object latency
+	// (fsync, rename) then overlaps.
+	var uploaded atomic.Int64
+	b.progress(BucketProgress{Bucket: bucket, Phase: PhaseUpload, Rows: sink.rows})
+	err = forEach(ctx, len(lb.ck.files), filesPerBucketUpload, func(ctx context.Context, i int) error {
+		f := lb.ck.files[i]
+		// PutFileStamped stores the file write-if-absent. On a file://
+		// store on the same file system it links the file instead of
+		// copying it, trusting the digest computed while the file was
+		// written as long as the file keeps the stamp taken then (the
+		// SSTs; the small files carry none and are hashed again); copies
+		// are verified while they stream.
+		if _, err := b.store.PutFileStamped(ctx, keys[i], f.path, f.size, f.sha256, f.stamp); err != nil {
+			if errors.Is(err, objstore.ErrIntegrity) {
+				return fmt.Errorf("%w: %s: %w", ErrLocalIntegrity, f.localPath, err)
+			}
+			return fmt.Errorf("upload %s: %w", f.localPath, err)
+		}
+		b.progress(BucketProgress{Bucket: bucket, Phase: PhaseUpload, Rows: sink.rows, Bytes: uploaded.Add(f.size)})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	res := BucketResult{
 		Bucket:         bucket,
