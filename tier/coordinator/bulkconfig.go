@@ -145,14 +145,12 @@ func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.Afte
 
 // BulkObjectStore is what bulk load needs of the object store on top of
 // ObjectStore: bounded reads of the manifest and _METADATA documents,
-// sizes and verified reads of the data files, and listings for the orphan
-// cleaner. *objstore.Store satisfies it; an ObjectStore without it makes
+// verified reads of the data files, and listings for the orphan cleaner. *objstore.Store satisfies it; an ObjectStore without it makes
 // bulk load unavailable.
 type BulkObjectStore interface {
 	ObjectStore
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	OpenVerified(ctx context.Context, key string, size int64, sha string) (io.ReadCloser, error)
-	Stat(ctx context.Context, key string) (objstore.Attrs, error)
 	List(ctx context.Context, prefix string) iter.Seq2[objstore.Attrs, error]
 }
 

@@ -10,12 +10,14 @@ import (
 	"github.com/thawdb/thaw/snapshot"
 )
 
-// ObjectStore is what snapshot retention needs of the object store: read a
-// _METADATA document, delete an object, and map a URI to its key.
-// *objstore.Store satisfies it. Delete of a missing object may return an
-// error wrapping objstore.ErrNotFound; retention treats that as done.
+// ObjectStore is what snapshot registration and retention need of the
+// object store: read a _METADATA document, check that an object exists,
+// delete an object, and map a URI to its key. *objstore.Store satisfies
+// it. Stat and Delete of a missing object return an error wrapping
+// objstore.ErrNotFound; retention treats that as done.
 type ObjectStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
+	Stat(ctx context.Context, key string) (objstore.Attrs, error)
 	Delete(ctx context.Context, key string) error
 	Key(uri string) (string, error)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,6 +291,29 @@ func TestReportSnapshotRetention(t *testing.T) {
 	if got := metricValue(t, n.reg, "thaw_coordinator_snapshot_files_deleted_total", nil); got != 13 {
 		t.Errorf("deleted files metric %v, want 13", got)
 	}
+
+	// A snapshot that reuses a shared file retention deleted (built on
+	// snapshot 2, long dropped) is refused and changes nothing: no replica
+	// could restore it.
+	id8, err := e.store.NextSnapshotID(ctx, term.guard, tgt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path8 := w.write(t, 0, id8, 800, []string{"a.sst", "b.sst"}, 1)
+	keyA, _ := e.objects.Key(sharedA)
+	if err := e.objects.Delete(ctx, keyA); err != nil {
+		t.Fatal(err)
+	}
+	before := e.dump()
+	_, err = n.client.ReportSnapshot(ctx, req(&tierv1.ReportSnapshotRequest{
+		Target: targetIDProto(tgt), Bucket: 0, SnapshotId: id8, LogOffset: 800, MetadataPath: path8, ServerId: "ts-1",
+	}))
+	wantReason(t, err, tierpb.ReasonInvalidArgument)
+	if !strings.Contains(err.Error(), "references 1 shared file the store does not hold (a.sst;") {
+		t.Fatalf("err = %v, want it to name a.sst", err)
+	}
+	sameDump(t, before, e.dump())
+	present(7, true, files[7]...)
 }
 
 // TestTriggerSnapshot forwards a snapshot request to each bucket's leader

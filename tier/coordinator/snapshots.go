@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -25,12 +26,13 @@ import (
 //     registers nothing);
 //  2. its metadata path is the canonical one, and the _METADATA there
 //     describes exactly this snapshot (ids, bucket, log offset, location);
-//  3. the registry entry is added (guarded; idempotent);
-//  4. retention keeps the SnapshotRetention newest entries: it removes the
+//  3. every shared file it references is in the store (missingShared);
+//  4. the registry entry is added (guarded; idempotent);
+//  5. retention keeps the SnapshotRetention newest entries: it removes the
 //     others from the registry first, then deletes their _METADATA, then
 //     their files that no retained snapshot references (see garbage).
 //
-// Reports of one bucket are serialized (snapLocks); step 4 failing to delete
+// Reports of one bucket are serialized (snapLocks); step 5 failing to delete
 // an object only leaks it (logged and counted), it fails nothing.
 func (c *Coordinator) reportSnapshot(ctx context.Context, m *tierv1.ReportSnapshotRequest) (*tierv1.ReportSnapshotResponse, error) {
 	t, err := c.leading(ctx)
@@ -87,6 +89,18 @@ func (c *Coordinator) reportSnapshot(ctx context.Context, m *tierv1.ReportSnapsh
 	if msg := checkMetadata(doc, tgt, bucket, id, m.GetLogOffset(), st.SnapshotDir(bucket, id)); msg != "" {
 		return nil, invalid("%s: _METADATA %s", what, msg)
 	}
+	missing, err := c.missingShared(ctx, doc)
+	switch {
+	case err != nil:
+		return nil, unavailable("%s: %v", what, err)
+	case len(missing) > 0:
+		files := "shared files"
+		if len(missing) == 1 {
+			files = "shared file"
+		}
+		return nil, invalid("%s: _METADATA references %d %s the store does not hold (%s; deleted by retention, or never there): the leader's next snapshot uploads every file",
+			what, len(missing), files, strings.Join(missing[:min(len(missing), 3)], ", "))
+	}
 	snap := meta.BucketSnapshot{SnapshotID: id, LogOffset: m.GetLogOffset(), MetadataPath: m.GetMetadataPath()}
 	if _, err := c.store.AddSnapshot(ctx, t.guard, tgt, bucket, snap); err != nil {
 		return nil, c.rpcError(ctx, what, err)
@@ -102,6 +116,47 @@ func (c *Coordinator) reportSnapshot(ctx context.Context, m *tierv1.ReportSnapsh
 		resp.Retained = append(resp.Retained, &tierv1.BucketSnapshot{Bucket: int32(bucket), SnapshotId: e.ID, LogOffset: e.LogOffset, MetadataPath: e.MetadataPath})
 	}
 	return resp, nil
+}
+
+// missingShared returns the shared files doc references that the store
+// does not hold. A shared file outlives the snapshot that uploaded it only
+// while a registered snapshot references it: retention deletes it with the
+// last one. A leader whose snapshot reused such a file (built on a
+// snapshot retention has dropped since, or adopting an object a concurrent
+// retention then deleted) would register a snapshot no replica can
+// restore. It runs under the bucket's report lock, after any earlier
+// report's retention finished; what exists now stays, as registering makes
+// it referenced. Private files live in the snapshot's own directory, which
+// only the retention of this snapshot deletes.
+func (c *Coordinator) missingShared(ctx context.Context, doc *snapshot.Metadata) ([]string, error) {
+	missing := make([]bool, len(doc.SharedFiles))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.cfg.Fanout)
+	for i, f := range doc.SharedFiles {
+		g.Go(func() error {
+			key, err := c.objects.Key(f.Handle.Path)
+			if err == nil {
+				_, err = c.objects.Stat(gctx, key)
+			}
+			switch {
+			case errors.Is(err, objstore.ErrNotFound), errors.Is(err, objstore.ErrOutsideStore), errors.Is(err, objstore.ErrInvalidKey):
+				missing[i] = true
+			case err != nil:
+				return fmt.Errorf("shared file %s: %w", f.Handle.Path, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, m := range missing {
+		if m {
+			out = append(out, doc.SharedFiles[i].LocalPath)
+		}
+	}
+	return out, nil
 }
 
 // retain applies retention to one bucket and returns the entries it keeps,

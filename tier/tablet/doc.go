@@ -158,8 +158,12 @@
 // records since its last snapshot (taken or restored) and its target is
 // ACTIVE; TakeSnapshot snapshots on demand. A snapshot gets its id from the
 // bucket's sequence (meta.NextSnapshotID, under the guard of the current
-// coordinator's term), is checkpointed and uploaded incrementally over the
-// previous one (replica.Snapshot), and reported with
+// coordinator's term), is checkpointed and uploaded incrementally over a
+// base (replica.Snapshot): the previous one, taken or restored, while the
+// bucket's registry still holds it, else the latest registered one, since
+// retention deletes the shared files of the snapshots it drops (after a
+// report the coordinator refused, none: every file goes up). It is
+// reported with
 // CoordinatorService.ReportSnapshot (with the leader epoch and server id);
 // the coordinator registers it, applies retention and answers the oldest
 // retained log_offset, below which the replica lets the changelog drop

@@ -27,9 +27,11 @@ import (
 	"github.com/thawdb/thaw/internal/testetcd"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet"
+	"github.com/thawdb/thaw/tier/tablet/replica"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -499,13 +501,36 @@ type fakeCoordinator struct {
 
 	mu      sync.Mutex
 	reports []*tierv1.ReportSnapshotRequest
+	// reportMu serializes reports, as the coordinator does a bucket's.
+	reportMu sync.Mutex
+	// refuseNext makes the next report fail as the coordinator refuses a
+	// snapshot that references files the store does not hold.
+	refuseNext atomic.Bool
+}
+
+// readMetadata reads and decodes the _METADATA at uri.
+func (c *cluster) readMetadata(ctx context.Context, uri string) (*snapshot.Metadata, error) {
+	key, err := c.objects.Key(uri)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.objects.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot.DecodeMetadata(b)
 }
 
 func (f *fakeCoordinator) ReportSnapshot(ctx context.Context, req *connect.Request[tierv1.ReportSnapshotRequest]) (*connect.Response[tierv1.ReportSnapshotResponse], error) {
 	m := req.Msg
+	f.reportMu.Lock()
+	defer f.reportMu.Unlock()
 	f.mu.Lock()
 	f.reports = append(f.reports, m)
 	f.mu.Unlock()
+	if f.refuseNext.CompareAndSwap(true, false) {
+		return nil, tierpb.NewError(tierpb.ReasonInvalidArgument, "fake coordinator: _METADATA references 1 shared file the store does not hold", nil)
+	}
 	t := meta.Target{TableID: m.GetTarget().GetTableId(), PartitionID: m.GetTarget().GetPartitionId()}
 	a, err := f.c.store.GetAssignment(ctx, t)
 	if err != nil {
@@ -523,11 +548,25 @@ func (f *fakeCoordinator) ReportSnapshot(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
+	// The coordinator's retention: the registry first, then the files no
+	// retained snapshot references (snapshot.Retain, the rule it shares).
+	docs := make([]snapshot.Metadata, len(snaps))
+	for i, v := range snaps {
+		md, err := f.c.readMetadata(ctx, v.Value.MetadataPath)
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = *md
+	}
+	_, garbage := snapshot.Retain(docs, f.keep)
 	for len(snaps) > f.keep {
 		if err := f.c.store.DeleteSnapshot(ctx, f.c.guard, t, int(m.GetBucket()), snaps[0].Value.SnapshotID); err != nil {
 			return nil, err
 		}
 		snaps = snaps[1:]
+	}
+	if err := replica.DeleteFiles(ctx, f.c.objects, garbage); err != nil {
+		return nil, err
 	}
 	resp := &tierv1.ReportSnapshotResponse{OldestRetainedLogOffset: snaps[0].Value.LogOffset}
 	for _, s := range slices.Backward(snaps) {

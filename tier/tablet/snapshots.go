@@ -1,15 +1,19 @@
 package tablet
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/internal/periodic"
+	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet/replica"
 )
@@ -89,7 +93,8 @@ func (s *Server) takeSnapshot(ctx context.Context, e *replicaEntry, epoch int32,
 	case err != nil:
 		return nil, errUnavailable("snapshot of %v: allocate a snapshot id: %v", e.rid, err)
 	}
-	md, path, err := rep.Snapshot(ctx, id, e.snap.prev)
+	base := s.incrementalBase(ctx, e)
+	md, path, err := rep.Snapshot(ctx, id, base)
 	if err != nil {
 		return nil, replicaErr("snapshot", err)
 	}
@@ -106,11 +111,16 @@ func (s *Server) takeSnapshot(ctx context.Context, e *replicaEntry, epoch int32,
 	if err != nil {
 		var ce *connect.Error
 		if errors.As(err, &ce) {
+			if ce.Code() == connect.CodeInvalidArgument {
+				// Refused as built (say, on shared files the store no
+				// longer holds): the next one uploads every file.
+				e.snap.full = true
+			}
 			return nil, err // the coordinator's own reason (STALE_EPOCH, TARGET_LOADING, ...)
 		}
 		return nil, errUnavailable("snapshot %d of %v: report to the coordinator: %v", id, e.rid, err)
 	}
-	e.snap.prev, e.snap.lastOffset = md, md.LogOffset
+	e.snap.prev, e.snap.lastOffset, e.snap.full = md, md.LogOffset, false
 	e.latestID.Store(id)
 	log := s.log.With(logAttrs(e.key)...)
 	if oldest := resp.Msg.GetOldestRetainedLogOffset(); oldest > 0 {
@@ -121,4 +131,47 @@ func (s *Server) takeSnapshot(ctx context.Context, e *replicaEntry, epoch int32,
 	log.Info("tablet snapshot registered", "snapshot", id, "log_offset", md.LogOffset, "epoch", epoch,
 		"uploaded_bytes", md.IncrementalSize, "trigger", trigger)
 	return &tierv1.BucketSnapshot{Bucket: e.key.bucket, SnapshotId: id, LogOffset: md.LogOffset, MetadataPath: path}, nil
+}
+
+// incrementalBase returns the snapshot a new snapshot of e builds on (its
+// shared files that the replica still holds are referenced, not uploaded
+// again): e's previous one, taken or restored, while the bucket's registry
+// still holds it; else the bucket's latest registered one. Retention
+// deletes the shared files of snapshots it drops, so a replica that
+// restored long ago and leads now (after the old leader's snapshots and
+// retention went on) must not build on the one it restored. Nil, for a
+// snapshot that uploads every file, when the bucket has no registered
+// snapshot, after a report the coordinator refused as built, or when the
+// registry or the latest document cannot be read (logged). e.snap is
+// locked.
+func (s *Server) incrementalBase(ctx context.Context, e *replicaEntry) *snapshot.Metadata {
+	if e.snap.full {
+		return nil
+	}
+	prev := e.snap.prev
+	log := s.log.With(logAttrs(e.key)...)
+	vs, err := s.deps.Meta.ListSnapshots(ctx, e.key.target, int(e.key.bucket))
+	if err != nil {
+		log.Warn("tablet snapshot uploads every file: the bucket's registered snapshots cannot be read", "err", err)
+		return nil
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	if prev != nil && slices.ContainsFunc(vs, func(v meta.Versioned[meta.BucketSnapshot]) bool { return v.Value.SnapshotID == prev.SnapshotID }) {
+		return prev
+	}
+	latest := slices.MaxFunc(vs, func(a, b meta.Versioned[meta.BucketSnapshot]) int {
+		return cmp.Compare(a.Value.SnapshotID, b.Value.SnapshotID)
+	}).Value
+	md, err := s.readMetadata(ctx, latest.MetadataPath)
+	if err == nil && md.SnapshotID != latest.SnapshotID {
+		err = fmt.Errorf("_METADATA at %s names snapshot %d, want %d", latest.MetadataPath, md.SnapshotID, latest.SnapshotID)
+	}
+	if err != nil {
+		log.Warn("tablet snapshot uploads every file: the latest registered snapshot cannot be read", "snapshot", latest.SnapshotID, "err", err)
+		return nil
+	}
+	log.Info("tablet snapshot builds on the latest registered snapshot", "snapshot", latest.SnapshotID, "previous", snapshotIDOf(prev))
+	return md
 }

@@ -157,6 +157,7 @@ type replicaEntry struct {
 		sync.Mutex
 		prev       *snapshot.Metadata // the latest snapshot restored or registered
 		lastOffset int64              // its log offset; 0 for a replica without one
+		full       bool               // the coordinator refused a snapshot as built: upload every file next time
 	}
 
 	leader bool // loop-owned: the role last published for the entry
