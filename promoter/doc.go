@@ -61,10 +61,19 @@
 //     decision may be taken and the promotion is never aborted by the
 //     promoter;
 //   - committed: Commit (or Status) reported COMMITTED: the whole target
-//     is readable.
+//     is readable. Once the tier said COMMITTED no new attempt starts: the
+//     write that records it is tried again (re-reading the record); if it
+//     still fails the record stays committing, and Resume or the next
+//     reconcile records it through Status.
 //
 // Every failure before committing aborts the transaction and records the
-// attempt aborted with the error. A retriable error (IsRetriable: the tier
+// attempt aborted with the error. The transaction is the one the record
+// names or, when a Begin's outcome is unknown (its context ended, the tier
+// unavailable, or a resumed record without a transaction id), the one the
+// record's token may have begun: Begin is asked again with the token (it
+// resumes a token's transaction), on a short deadline shutdown does not
+// cancel, and what it returns is aborted. If that Begin's outcome is
+// unknown too, the record keeps its phase and token for Resume. A retriable error (IsRetriable: the tier
 // or the lake unavailable, a deadline, a conflict — everything but data,
 // schema and target errors) is retried with backoff (Config.Retry) as a new
 // attempt; after Retry.Attempts attempts, or at once for a terminal error,
@@ -83,8 +92,12 @@
 // the next attempt starts — and rebuild (the build is deterministic, so the
 // objects an earlier attempt uploaded are adopted); committing records ask
 // Status: COMMITTED is recorded, COMMITTING awaited, BEGUN rebuilt and
-// committed, ABORTED retried as a new attempt. A record whose policy is gone
-// is released (its transaction aborted). A reconcile also enqueues the
+// committed, ABORTED retried as a new attempt; a transaction the tier no
+// longer knows (bulkload.ErrNotFound: the coordinator forgets a finished
+// one after its result retention) is decided by the target — rows in it:
+// committed; empty: aborted and retried as a new attempt; unreadable: left
+// committing. A record whose policy is gone is released (its transaction
+// aborted). A reconcile also enqueues the
 // unsettled records of its policy that no worker runs. Because Begin takes
 // the record's token and a new attempt starts only after the previous
 // attempt's transaction is aborted (or the tier aborted it), one key never
@@ -117,7 +130,8 @@
 //
 // When Run's context is done, the queue stops taking work, promotions before
 // their commit decision are aborted (with a context shutdown does not
-// cancel) and recorded aborted with "shutdown: ..." — retriable, so the next
+// cancel; a Begin the shutdown cut is asked again with its token to learn
+// its transaction) and recorded aborted with "shutdown: ..." — retriable, so the next
 // promoter promotes them again as attempt+1 (its reconcile, or the stored
 // request) — and a Commit in flight
 // finishes within CommitBudget (the commit is the decision and is not

@@ -25,6 +25,15 @@ import (
 // Abort, Status and the ledger writes that record an outcome.
 const detachedTimeout = 30 * time.Second
 
+// rebeginTimeout bounds the Begin that learns the transaction of a token
+// whose first Begin had an unknown outcome (see abortUnrecorded).
+const rebeginTimeout = 10 * time.Second
+
+// committedWrites is how many times the write that records a commit is
+// tried (re-reading the record between tries) before the record is left
+// committing for Resume.
+const committedWrites = 3
+
 // crashError is a Hooks.AfterPhase failure: the promotion stops at once, as
 // if the process had died (no abort, no ledger write).
 type crashError struct{ err error }
@@ -36,6 +45,12 @@ func (e *crashError) Unwrap() error { return e.err }
 // have been taken and its outcome is not known yet. Resume (or the next
 // reconcile) settles it through Status; nothing else may touch the target.
 var errPending = errors.New("promoter: commit outcome pending")
+
+// errOutcomeExpired reports a committing record whose transaction the tier
+// forgot (its result retention passed) while its target is empty: the
+// transaction did not commit, and the attempt is recorded aborted
+// (retriable).
+var errOutcomeExpired = errors.New("promoter: commit outcome expired")
 
 // errAbortFailed reports a promotion whose transaction could not be
 // aborted: the record keeps its phase, so that it is resumed (rebuilt and
@@ -202,12 +217,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // drive runs attempts of r until it is committed, fails terminally, runs
 // out of retries, or must stop (shutdown, crash, fencing, pending commit).
-func (p *Promoter) drive(ctx context.Context, src *source, r Record) (Record, error) {
+// resumed says that r comes from the ledger, not from this process: a
+// Begin with its token may have reached the tier unrecorded.
+func (p *Promoter) drive(ctx context.Context, src *source, r Record, resumed bool) (Record, error) {
 	retries := 0
 	for {
 		start := time.Now()
 		var err error
-		r, err = p.attempt(ctx, src, r)
+		r, err = p.attempt(ctx, src, r, resumed)
+		resumed = false
 		policy := src.pol.Name()
 		if err == nil {
 			p.m.promotions.WithLabelValues(policy, outcomeCommitted).Inc()
@@ -251,10 +269,16 @@ func (p *Promoter) drive(ctx context.Context, src *source, r Record) (Record, er
 
 // attempt runs one attempt of r: ensure the target, Begin (or resume) with
 // r's token, build, Commit. Before the commit decision every failure aborts
-// the transaction and records the attempt as aborted.
-func (p *Promoter) attempt(ctx context.Context, src *source, r Record) (Record, error) {
+// the transaction and records the attempt as aborted. A failure before
+// Begin answered aborts the transaction r records, or the one r's token
+// may have begun (resumed, or a Begin of unknown outcome): see
+// abortUnrecorded.
+func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed bool) (Record, error) {
 	if err := p.ensureTarget(ctx, src, r); err != nil {
-		return p.abortAttempt(ctx, r, nil, err)
+		if resumed && r.TxnID == "" {
+			return p.abortUnrecorded(ctx, r, err)
+		}
+		return p.abortAttempt(ctx, r, recordedTxn(r), err)
 	}
 	bc, err := p.begin(ctx, r)
 	if errors.Is(err, bulkload.ErrInvalidState) && r.TxnID != "" {
@@ -262,7 +286,10 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record) (Record, 
 		return p.awaitCommit(ctx, r, bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}, err)
 	}
 	if err != nil {
-		return p.abortAttempt(ctx, r, nil, err)
+		if r.TxnID == "" && beginUnknown(err) {
+			return p.abortUnrecorded(ctx, r, err)
+		}
+		return p.abortAttempt(ctx, r, recordedTxn(r), err)
 	}
 	h := bc.Handle()
 	if r.Phase == PhasePlanned || r.TxnID != h.TxnID {
@@ -357,6 +384,59 @@ func (p *Promoter) begin(ctx context.Context, r Record) (*bulkloadclient.BuildCo
 	}
 }
 
+// recordedTxn returns the handle of the transaction r records, nil when
+// it records none.
+func recordedTxn(r Record) *bulkload.Handle {
+	if r.TxnID == "" {
+		return nil
+	}
+	return &bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}
+}
+
+// beginUnknown reports whether a failed Begin may have begun a transaction
+// all the same: the call ended with its context, the tier was unavailable,
+// or the error is not one of the tier's definite refusals.
+func beginUnknown(err error) bool {
+	for _, definite := range []error{
+		bulkload.ErrTargetNotFound, bulkload.ErrTargetOccupied, bulkload.ErrTokenAborted,
+		bulkload.ErrTargetNotEmpty, bulkload.ErrInvalidRequest, bulkload.ErrNotPrimaryKeyTable,
+		bulkload.ErrPermissionDenied, bulkload.ErrTooManyTransactions, bulkload.ErrDeadlineExceeded,
+	} {
+		if errors.Is(err, definite) {
+			return false
+		}
+	}
+	return true
+}
+
+// abortUnrecorded ends a failed attempt whose token may have begun a
+// transaction that r does not record (a Begin of unknown outcome, in this
+// process or in an earlier one). It asks Begin again with r's token, with
+// a short deadline that shutdown does not cancel: Begin resumes a token's
+// transaction, so a transaction it returns is the one to abort; a definite
+// refusal (the token's transaction aborted, the target occupied by another
+// or not empty) means there is none. When even that Begin has an unknown
+// outcome, the record keeps its phase and token (errAbortFailed): Resume
+// begins with the same token again.
+func (p *Promoter) abortUnrecorded(ctx context.Context, r Record, cause error) (Record, error) {
+	if halts(cause) {
+		return r, cause
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rebeginTimeout)
+	defer cancel()
+	bc, err := p.cfg.BulkLoad.Begin(bctx, r.Target(), r.CallerToken, bulkloadclient.BeginOptions{BuildTimeout: p.cfg.BuildTimeout})
+	switch {
+	case err == nil:
+		h := bc.Handle()
+		r.TxnID = h.TxnID
+		return p.abortAttempt(ctx, r, &h, cause)
+	case beginUnknown(err):
+		p.logger(r).Error("the transaction of the token is unknown; the promotion is left for resume", "err", err, "cause", cause)
+		return r, errors.Join(cause, fmt.Errorf("%w: transaction of token %s: %w", errAbortFailed, r.CallerToken, err))
+	}
+	return p.abortAttempt(ctx, r, nil, cause)
+}
+
 // abortAttempt ends a failed attempt before the commit decision: it aborts
 // the transaction (h, when known) with a context that shutdown does not
 // cancel and records the attempt as aborted with the cause. A crash or
@@ -390,17 +470,61 @@ func (p *Promoter) abortAttempt(ctx context.Context, r Record, h *bulkload.Handl
 	return r, cause
 }
 
-// committed records the commit. The write is not cancelled by shutdown.
+// committed records the commit (the tier reported COMMITTED). The write is
+// not cancelled by shutdown; it is tried committedWrites times, re-reading
+// the record between tries (a write that timed out may have landed). When
+// it cannot be recorded the record stays committing and the error wraps
+// errPending: the attempt did not fail, and no new attempt may start (the
+// target holds its data); Resume or the next reconcile settles it through
+// Status.
 func (p *Promoter) committed(ctx context.Context, r Record) (Record, error) {
 	now := p.now()
-	r.Phase, r.CommittedAt, r.Error, r.Retriable = PhaseCommitted, &now, "", false
+	c := r
+	c.Phase, c.CommittedAt, c.Error, c.Retriable = PhaseCommitted, &now, "", false
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	if err := p.write(dctx, &r); err != nil {
-		return r, err
+	if err := p.writeCommitted(dctx, &c); err != nil {
+		if halts(err) {
+			return r, err
+		}
+		p.logger(r).Error("the commit could not be recorded; the promotion is left committing for resume", "txn", r.TxnID, "err", err)
+		return r, fmt.Errorf("%w: record the commit of %s: %w", errPending, r.TxnID, err)
 	}
-	p.logger(r).Info("promotion phase", "phase", string(PhaseCommitted), "txn", r.TxnID, "rows", r.Rows, "bytes", r.Bytes)
-	return r, p.hook(ctx, r)
+	p.logger(c).Info("promotion phase", "phase", string(PhaseCommitted), "txn", c.TxnID, "rows", c.Rows, "bytes", c.Bytes)
+	return c, p.hook(ctx, c)
+}
+
+// writeCommitted writes c, the committed record of an attempt, retrying a
+// failed write after re-reading the record: still that attempt committing,
+// the write is tried again at the new revision; already committed, an
+// earlier try landed. Anything else (fenced, another writer) ends it.
+func (p *Promoter) writeCommitted(ctx context.Context, c *Record) error {
+	var err error
+	for try := 1; ; try++ {
+		if err = p.write(ctx, c); err == nil || fencing.IsFenced(err) || try >= committedWrites {
+			return err
+		}
+		if serr := sleep(ctx, time.Duration(try)*200*time.Millisecond); serr != nil {
+			return err
+		}
+		cur, gerr := p.cfg.Ledger.Get(ctx, c.ID)
+		switch {
+		case gerr != nil:
+			if fencing.IsFenced(gerr) {
+				return gerr
+			}
+		case cur.Attempt != c.Attempt || cur.TxnID != c.TxnID:
+			return fmt.Errorf("%w: %s is at attempt %d (%s) now: %w", ErrConflict, c.ID, cur.Attempt, cur.Phase, err)
+		case cur.Phase == PhaseCommitted:
+			*c = cur
+			p.publish(cur)
+			return nil
+		case cur.Phase == PhaseCommitting:
+			c.Revision = cur.Revision
+		default:
+			return fmt.Errorf("%w: %s is %s now: %w", ErrConflict, c.ID, cur.Phase, err)
+		}
+	}
 }
 
 // awaitCommit settles a promotion whose Commit failed or whose outcome is

@@ -575,7 +575,7 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 		if err != nil {
 			return r, err
 		}
-		return p.drive(ctx, ps.src, r)
+		return p.drive(ctx, ps.src, r, false)
 	})
 }
 
@@ -769,7 +769,8 @@ func (p *Promoter) pollLoop(ctx context.Context) {
 // finds it aborted and starts the next attempt) and rebuilt (the builder
 // adopts what an earlier attempt uploaded); committing records are settled
 // through Status (and committed again after a rebuild if the transaction is
-// still BEGUN). A record whose policy is gone is released: its
+// still BEGUN; decided by the target when the tier forgot the transaction:
+// see outcomeExpired). A record whose policy is gone is released: its
 // transaction is aborted. Errors of single records are logged and joined;
 // a fenced write stops Resume at once. A record the ledger cannot read
 // (corrupt, or written by a newer promoter: ErrRecordVersion) is logged
@@ -817,15 +818,23 @@ func (p *Promoter) resumeRecord(ctx context.Context, pol *policies.Policy, r Rec
 		if pol == nil {
 			return p.release(ctx, r, h)
 		}
+		expired := false
 		if r.Phase == PhaseCommitting && r.TxnID != "" {
 			st, err := p.cfg.BulkLoad.Status(ctx, h)
-			if err != nil {
+			switch {
+			case errors.Is(err, bulkload.ErrNotFound):
+				nr, eerr := p.outcomeExpired(ctx, r, err)
+				if nr.Phase != PhaseAborted || !errors.Is(eerr, errOutcomeExpired) {
+					return nr, eerr
+				}
+				// Not committed, recorded aborted: like ABORTED, the next
+				// attempt starts.
+				r, expired = nr, true
+			case err != nil:
 				return r, fmt.Errorf("promoter: status of %s: %w", r.TxnID, err)
-			}
-			switch st.State {
-			case bulkload.Committed:
+			case st.State == bulkload.Committed:
 				return p.committed(ctx, r)
-			case bulkload.Committing:
+			case st.State == bulkload.Committing:
 				return p.awaitCommit(ctx, r, h, errors.New("promoter: resumed while committing"))
 			}
 			// BEGUN: rebuild and commit again (Begin with the token resumes
@@ -833,19 +842,49 @@ func (p *Promoter) resumeRecord(ctx context.Context, pol *policies.Policy, r Rec
 			// attempt starts.
 		}
 		src, _, err := p.openSource(ctx, pol, &r.ScanSnapshotID)
-		if err != nil {
-			var hp *bulkload.Handle
-			if r.TxnID != "" {
-				hp = &h
+		if err == nil && expired {
+			if r, err = p.nextAttempt(ctx, r); err != nil {
+				return r, err
 			}
-			r, aerr := p.abortAttempt(ctx, r, hp, err)
-			if errors.Is(aerr, errAbortFailed) || halts(aerr) {
-				return r, aerr
-			}
-			return p.fail(ctx, r, err)
+			return p.drive(ctx, src, r, false)
 		}
-		return p.drive(ctx, src, r)
+		if err != nil {
+			var (
+				ar   Record
+				aerr error
+			)
+			if r.TxnID == "" {
+				ar, aerr = p.abortUnrecorded(ctx, r, err)
+			} else {
+				ar, aerr = p.abortAttempt(ctx, r, &h, err)
+			}
+			if errors.Is(aerr, errAbortFailed) || halts(aerr) {
+				return ar, aerr
+			}
+			return p.fail(ctx, ar, err)
+		}
+		return p.drive(ctx, src, r, true)
 	})
+}
+
+// outcomeExpired settles a committing record whose transaction the tier no
+// longer knows (Status: ErrNotFound): the coordinator forgets a finished
+// transaction after its result retention (24h by default). A committing
+// record's transaction held the target, which was empty when it began, so
+// the target says the outcome: rows in it → committed; empty → aborted,
+// retriable, with errOutcomeExpired (Resume then starts the next attempt).
+// When the tier cannot tell (an error), the record stays committing.
+func (p *Promoter) outcomeExpired(ctx context.Context, r Record, statusErr error) (Record, error) {
+	empty, err := p.cfg.Tier.IsEmpty(ctx, r.Database, r.Table, r.Partition)
+	if err != nil {
+		return r, fmt.Errorf("%w: status of %s: %w; check target %s: %w", errPending, r.TxnID, statusErr, r.Target(), err)
+	}
+	if !empty {
+		p.logger(r).Warn("the tier forgot the transaction; its target holds rows: recorded committed", "txn", r.TxnID)
+		return p.committed(ctx, r)
+	}
+	return p.abortAttempt(ctx, r, nil, fmt.Errorf("%w: the tier forgot transaction %s and target %s is empty: %w",
+		errOutcomeExpired, r.TxnID, r.Target(), statusErr))
 }
 
 // fail records a terminal failure of r.
@@ -863,14 +902,21 @@ func (p *Promoter) fail(ctx context.Context, r Record, cause error) (Record, err
 
 // release settles a record whose policy is gone: a BEGUN transaction is
 // aborted, a COMMITTING one awaited, a COMMITTED one recorded. A planned
-// record without a transaction id is marked aborted (if its Begin reached
-// the tier unrecorded, the tier's build deadline aborts it).
+// record without a transaction id is marked aborted after the transaction
+// its token may have begun unrecorded is aborted (abortUnrecorded).
 func (p *Promoter) release(ctx context.Context, r Record, h bulkload.Handle) (Record, error) {
 	cause := fmt.Errorf("%w: policy %s of lake table %s is no longer configured", ErrUnknownPolicy, r.Policy, r.LakeTable)
 	if r.TxnID == "" {
-		return p.abortAttempt(ctx, r, nil, cause)
+		return p.abortUnrecorded(ctx, r, cause)
 	}
 	st, err := p.cfg.BulkLoad.Status(ctx, h)
+	if errors.Is(err, bulkload.ErrNotFound) {
+		if r.Phase == PhaseCommitting {
+			return p.outcomeExpired(ctx, r, err)
+		}
+		// Before the commit decision: the transaction ended aborted.
+		return p.abortAttempt(ctx, r, nil, cause)
+	}
 	if err != nil {
 		return r, fmt.Errorf("promoter: status of %s: %w", r.TxnID, err)
 	}

@@ -1,0 +1,392 @@
+package promoter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/tier/tierclient"
+)
+
+// Regression tests of the executor's failure paths around the tier
+// transaction: a commit whose ledger write fails, a transaction begun but
+// not (yet) recorded or not aborted, a commit outcome the tier forgot.
+
+// newEnvWith is newEnv with a changed embedded tier configuration.
+func newEnvWith(t *testing.T, rows int, mod func(*daemon.EmbeddedConfig)) *env {
+	t.Helper()
+	ctx := t.Context()
+	cfg := daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1}
+	mod(&cfg)
+	tier, err := daemon.StartEmbedded(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tier.Close(); err != nil {
+			t.Errorf("close tier: %v", err)
+		}
+	})
+	if err := tier.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tierclient.New(ctx, tier.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	bl, err := bulkloadclient.New(ctx, tier.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample, err := lake.Sample(ctx, lake.SampleOptions{Dir: t.TempDir(), Rows: rows, Days: 7, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := lake.Open(ctx, sample.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lk.Close() })
+	return &env{t: t, tier: tier, tc: tc, bl: bl, sample: sample, lake: lk}
+}
+
+// failingCommitLedger fails the next failCommitted Updates that record a
+// commit with err, without writing.
+type failingCommitLedger struct {
+	promoter.Ledger
+	failCommitted atomic.Int32
+	err           error
+}
+
+func (l *failingCommitLedger) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
+	if r.Phase == promoter.PhaseCommitted && l.failCommitted.Add(-1) >= 0 {
+		return promoter.Record{}, l.err
+	}
+	return l.Ledger.Update(ctx, r)
+}
+
+// unavailableSchemaTier fails the next failSchema TableSchema calls as an
+// unreachable coordinator would.
+type unavailableSchemaTier struct {
+	promoter.Tier
+	failSchema atomic.Int32
+}
+
+func (f *unavailableSchemaTier) TableSchema(ctx context.Context, db, table string) (kv.TableSchema, bool, error) {
+	if f.failSchema.Add(-1) >= 0 {
+		return kv.TableSchema{}, false, errors.New("tierclient: coordinator unavailable (injected)")
+	}
+	return f.Tier.TableSchema(ctx, db, table)
+}
+
+// lostBeginAnswer is a BulkLoader whose first Begin reaches the tier (the
+// coordinator admits the transaction) but whose answer is lost to a
+// shutdown: it cancels the promoter and the call ends with its context.
+type lostBeginAnswer struct {
+	promoter.BulkLoader
+	cancel func()
+	n      atomic.Int32
+}
+
+func (c *lostBeginAnswer) Begin(ctx context.Context, tg bulkload.Target, token string, o bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
+	if c.n.Add(1) == 1 {
+		if _, err := c.BulkLoader.Begin(context.WithoutCancel(ctx), tg, token, o); err != nil {
+			return nil, err
+		}
+		c.cancel()
+		<-ctx.Done()
+		return nil, fmt.Errorf("bulkloadclient: begin %s: %w", tg, ctx.Err())
+	}
+	return c.BulkLoader.Begin(ctx, tg, token, o)
+}
+
+// recordsOf returns p's records of table by tier partition; it fails on
+// two records of one partition.
+func recordsOf(t *testing.T, p *promoter.Promoter, table string) map[string]promoter.Record {
+	t.Helper()
+	recs, err := p.Promotions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]promoter.Record{}
+	for _, r := range recs {
+		if r.Table != table {
+			continue
+		}
+		t.Logf("record %s %s attempt=%d phase=%s retriable=%t txn=%s err=%q", r.ID, r.Partition, r.Attempt, r.Phase, r.Retriable, r.TxnID, r.Error)
+		if _, ok := out[r.Partition]; ok {
+			t.Fatalf("two records of %s.%s/%s", "shop", table, r.Partition)
+		}
+		out[r.Partition] = r
+	}
+	return out
+}
+
+// wantPromoted checks that every record of table is committed at attempt
+// and that each target holds exactly the lake's rows of its day.
+func (e *env) wantPromoted(p *promoter.Promoter, table string, attempt int, days ...string) {
+	e.t.Helper()
+	recs := recordsOf(e.t, p, table)
+	if len(recs) != len(days) {
+		e.t.Fatalf("%d records of %s, want %d", len(recs), table, len(days))
+	}
+	for _, day := range days {
+		part := e.partitionOf(day)
+		r, ok := recs[part]
+		switch {
+		case !ok:
+			e.t.Fatalf("no record of %s/%s", table, part)
+		case r.Phase != promoter.PhaseCommitted || r.Attempt != attempt:
+			e.t.Fatalf("%s (%s): %s at attempt %d (%q), want committed at attempt %d", r.ID, part, r.Phase, r.Attempt, r.Error, attempt)
+		}
+	}
+	e.wantPromotedTargets(table, days...)
+}
+
+// wantPromotedTargets checks that each target of table holds exactly the
+// lake's rows of its day and that no transaction holds it.
+func (e *env) wantPromotedTargets(table string, days ...string) {
+	e.t.Helper()
+	var parts []string
+	for _, day := range days {
+		part := e.partitionOf(day)
+		parts = append(parts, part)
+		e.checkTier(table, part, e.lakeRows(day))
+	}
+	e.noTxnInProgress(table, parts)
+}
+
+// TestCommittedWriteFailureIsRetried: Commit succeeds and the first ledger
+// write that records it fails (a transient etcd error). The write is tried
+// again: the promotion ends committed at attempt 1, not failed by a second
+// attempt that finds its own data in the target.
+func TestCommittedWriteFailureIsRetried(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "cwr"
+	cfg := e.configAt([]*policies.Policy{twoDayPolicy(t, "cwr", table)}, "/thaw-test/cwr")
+	fl := &failingCommitLedger{Ledger: cfg.Ledger, err: errors.New("etcdserver: request timed out (injected)")}
+	fl.failCommitted.Store(2)
+	cfg.Ledger = fl
+	p := e.reconciled(ctx, t, cfg)
+	if n := fl.failCommitted.Load(); n > 0 {
+		t.Fatalf("%d injected failures left unused", n)
+	}
+	e.wantPromoted(p, table, 1, "2024-01-02", "2024-01-03")
+}
+
+// TestCommittedWriteFailureLeavesCommitting: Commit succeeds and the
+// ledger cannot record it for a while. The record stays committing at
+// attempt 1 (never a new attempt, never failed); once the ledger takes
+// writes again, the next reconcile settles it committed through Status.
+func TestCommittedWriteFailureLeavesCommitting(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "cwl"
+	cfg := e.configAt([]*policies.Policy{twoDayPolicy(t, "cwl", table)}, "/thaw-test/cwl")
+	fl := &failingCommitLedger{Ledger: cfg.Ledger, err: errors.New("etcdserver: request timed out (injected)")}
+	fl.failCommitted.Store(1 << 20)
+	cfg.Ledger = fl
+	p := e.reconciled(ctx, t, cfg)
+	for part, r := range recordsOf(t, p, table) {
+		if r.Phase != promoter.PhaseCommitting || r.Attempt != 1 {
+			t.Fatalf("%s (%s): %s at attempt %d (%q), want committing at attempt 1", r.ID, part, r.Phase, r.Attempt, r.Error)
+		}
+	}
+	fl.failCommitted.Store(0)
+	e.reconcile(ctx, t, p)
+	e.wantPromoted(p, table, 1, "2024-01-02", "2024-01-03")
+}
+
+// TestResumeAbortsRecordedTxnOnTransientTierError: a promoter dies while
+// building (its transactions BEGUN and recorded). The next promoter's
+// resume meets one transient tier error before Begin: it aborts the
+// recorded transaction before recording the attempt aborted, so the retry
+// (attempt 2) finds the target free and commits.
+func TestResumeAbortsRecordedTxnOnTransientTierError(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "rtt"
+	pols := []*policies.Policy{twoDayPolicy(t, "rtt", table)}
+	const prefix = "/thaw-test/rtt"
+	if _, killed := e.killedAt(ctx, t, e.configAt(pols, prefix), promoter.PhaseBuilding); killed != 2 {
+		t.Fatalf("setup: killed %d promotions, want 2", killed)
+	}
+	cfg := e.configAt(pols, prefix)
+	ft := &unavailableSchemaTier{Tier: cfg.Tier}
+	ft.failSchema.Store(1)
+	cfg.Tier = ft
+	next := e.promoter(cfg)
+	if err := next.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if ft.failSchema.Load() >= 0 {
+		t.Fatal("setup: the injected tier error was not met")
+	}
+	retried := 0
+	for part, r := range recordsOf(t, next, table) {
+		if r.Phase != promoter.PhaseCommitted {
+			t.Fatalf("%s (%s): %s after resume (%q)", r.ID, part, r.Phase, r.Error)
+		}
+		if r.Attempt == 2 {
+			retried++
+		}
+	}
+	if retried != 1 {
+		t.Fatalf("%d promotions retried, want the 1 that met the tier error", retried)
+	}
+	e.wantPromotedTargets(table, "2024-01-02", "2024-01-03")
+}
+
+// TestShutdownDuringBeginAbortsItsTxn: the promoter shuts down while its
+// Begin is in flight, after the coordinator admitted the transaction. The
+// attempt is recorded aborted ("shutdown: ...") with the transaction it
+// began (learnt by beginning again with its token) aborted: the target is
+// released at once, and the next promoter promotes it.
+func TestShutdownDuringBeginAbortsItsTxn(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "sdb"
+	part := e.partitionOf("2024-01-02")
+	pols := []*policies.Policy{policy(t, `apiVersion: thaw.dev/v1
+kind: PromotionPolicy
+metadata:
+  name: sdb
+spec:
+  source:
+    table: lake.events
+  target:
+    database: shop
+    table: sdb
+    buckets: 2
+    replicationFactor: 1
+  selection:
+    partitions:
+      where:
+        event_day:
+          in: ["2024-01-02"]
+  limits:
+    buildWorkers: 1
+    memory: 8MiB
+`)}
+	const prefix = "/thaw-test/sdb"
+	cfg := e.configAt(pols, prefix)
+	cfg.LakePollInterval = -1
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lb := &lostBeginAnswer{BulkLoader: cfg.BulkLoad, cancel: cancel}
+	cfg.BulkLoad = lb
+	p := e.promoter(cfg)
+	if err := p.Run(rctx); err != nil {
+		t.Fatal(err)
+	}
+	if lb.n.Load() == 0 {
+		t.Fatal("setup: no Begin was sent")
+	}
+	r := recordsOf(t, p, table)[part]
+	if !r.Interrupted() || r.Attempt != 1 {
+		t.Fatalf("%s: %s at attempt %d (%q), want aborted by the shutdown at attempt 1", r.ID, r.Phase, r.Attempt, r.Error)
+	}
+	e.noTxnInProgress(table, []string{part})
+
+	next := e.promoter(e.configAt(pols, prefix))
+	if err := next.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	e.reconcile(ctx, t, next)
+	e.wantPromoted(next, table, 2, "2024-01-02")
+}
+
+// TestCommittingAfterTierForgotCommitted: a promoter commits and loses its
+// leadership before recording it (the record stays committing); the tier
+// forgets the finished transactions (result retention). The next promoter
+// finds the targets holding the rows and records the promotions committed
+// instead of leaving them committing forever.
+func TestCommittingAfterTierForgotCommitted(t *testing.T) {
+	e := newEnvWith(t, 1000, func(c *daemon.EmbeddedConfig) {
+		c.Coordinator.BulkLoad.ResultRetention = time.Second
+	})
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "forgot"
+	pols := []*policies.Policy{twoDayPolicy(t, "forgot", table)}
+	const prefix = "/thaw-test/forgot"
+	cfg := e.configAt(pols, prefix)
+	fl := &failingCommitLedger{Ledger: cfg.Ledger, err: fencing.ErrLeadershipLost}
+	fl.failCommitted.Store(2)
+	cfg.Ledger = fl
+	first := e.reconciled(ctx, t, cfg)
+	recs := recordsOf(t, first, table)
+	for part, r := range recs {
+		if r.Phase != promoter.PhaseCommitting {
+			t.Fatalf("setup: %s (%s) at %s", r.ID, part, r.Phase)
+		}
+		e.waitForgotten(r)
+	}
+
+	next := e.promoter(e.configAt(pols, prefix))
+	if err := next.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	e.wantPromoted(next, table, 1, "2024-01-02", "2024-01-03")
+}
+
+// TestCommittingAfterTierForgotAborted: a promoter dies once committing is
+// recorded, before Commit is sent; the transaction is aborted from outside
+// and the tier forgets it. The next promoter's resume finds the target
+// empty: the attempt is recorded aborted and attempt 2 promotes it.
+func TestCommittingAfterTierForgotAborted(t *testing.T) {
+	e := newEnvWith(t, 1000, func(c *daemon.EmbeddedConfig) {
+		c.Coordinator.BulkLoad.ResultRetention = time.Second
+	})
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "forgota"
+	pols := []*policies.Policy{twoDayPolicy(t, "forgota", table)}
+	const prefix = "/thaw-test/forgota"
+	first, killed := e.killedAt(ctx, t, e.configAt(pols, prefix), promoter.PhaseCommitting)
+	if killed != 2 {
+		t.Fatalf("setup: killed %d promotions, want 2", killed)
+	}
+	for part, r := range recordsOf(t, first, table) {
+		if r.Phase != promoter.PhaseCommitting {
+			t.Fatalf("setup: %s (%s) at %s", r.ID, part, r.Phase)
+		}
+		if _, err := e.bl.Abort(ctx, bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}); err != nil {
+			t.Fatalf("setup: abort %s: %v", r.TxnID, err)
+		}
+		e.waitForgotten(r)
+	}
+
+	next := e.promoter(e.configAt(pols, prefix))
+	if err := next.Resume(ctx); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	e.wantPromoted(next, table, 2, "2024-01-02", "2024-01-03")
+}
+
+// waitForgotten waits until the tier no longer knows r's transaction.
+func (e *env) waitForgotten(r promoter.Record) {
+	e.t.Helper()
+	h := bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}
+	waitFor(e.t, "the tier to forget "+r.TxnID, func() bool {
+		_, err := e.bl.Status(e.t.Context(), h)
+		return errors.Is(err, bulkload.ErrNotFound)
+	})
+}
