@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/triggers/kafka"
 )
@@ -213,7 +214,8 @@ func (s statusSink) Publish(e promoter.StatusEvent) {
 // on-demand request (the policy needs onRequest), reconcile one policy or
 // all, lake_commit as LakeCommitted. What retrying cannot change
 // (promoter.IsRetriable false: unknown policy, trigger not allowed, a
-// schema that does not map, ...; or no such partition) is rejected; other
+// schema that does not map, ...; or no such table or partition in the
+// lake) is rejected; other
 // errors are retried by the trigger. A lake commit
 // of a table no policy promotes on lake commits is handled: it does
 // nothing (one topic may carry the commits of every lake table).
@@ -239,9 +241,11 @@ func controlHandler(p *promoter.Promoter, log *slog.Logger) kafka.Handler {
 			err = fmt.Errorf("%w: event type %q", promoter.ErrNotAllowed, e.Type)
 		}
 		// Terminal as the promoter classes promotion failures, or a
-		// partition the lake does not have; not a context ended by a
-		// shutdown (the next leader handles the event).
-		if err != nil && ctx.Err() == nil && (!promoter.IsRetriable(err) || errors.Is(err, promoter.ErrNotFound)) {
+		// table or partition the lake does not have (retried, such an
+		// event would hold up every later one of its Kafka partition
+		// until the lake changes); not a context ended by a shutdown (the
+		// next leader handles the event).
+		if err != nil && ctx.Err() == nil && (!promoter.IsRetriable(err) || errors.Is(err, promoter.ErrNotFound) || errors.Is(err, lake.ErrNotFound)) {
 			return fmt.Errorf("%w: %w", kafka.ErrRejected, err)
 		}
 		return err

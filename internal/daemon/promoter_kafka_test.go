@@ -78,6 +78,13 @@ func TestPromoterKafkaControlEvents(t *testing.T) {
 		t.Fatalf("plan without the password: %v %v", plans, err)
 	}
 	t.Setenv(EnvKafkaPassword, password)
+	// A second policy whose lake table is gone from the lake.
+	gone := filepath.Join(t.TempDir(), "gone.yaml")
+	gonePolicy := strings.NewReplacer("name: recent", "name: gone", "lake.events", "lake.gone", "table: events", "table: gone").Replace(testPolicy)
+	if err := os.WriteFile(gone, []byte(gonePolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Policies = append(cfg.Policies, gone)
 	var logs testlog.Buffer
 	reg := prometheus.NewRegistry()
 	d, err := StartPromoter(t.Context(), cfg, PromoterOptions{
@@ -106,7 +113,10 @@ func TestPromoterKafkaControlEvents(t *testing.T) {
 	// The first lake poll promotes the window (2024-01-02, 2024-01-03).
 	waitCommitted(t, d.Promoter(), "2024-01-02", "2024-01-03")
 
+	// An event naming a lake table the lake does not have is rejected,
+	// not retried: the events after it are handled.
 	produce(
+		`{"version":1,"type":"promote","policy":"gone","partition":"2024-01-01"}`,
 		`{"version":1,"type":"promote","table":"shop.events","partition":"2024-01-01"}`,
 		`{"version":1,"type":"promote","table":"shop.events"`, // cut short
 		`{"version":1,"type":"promote","policy":"nonesuch"}`,
@@ -125,7 +135,7 @@ func TestPromoterKafkaControlEvents(t *testing.T) {
 thaw_promoter_control_events_total{outcome="handled",type="lake_commit"} 1
 thaw_promoter_control_events_total{outcome="handled",type="promote"} 1
 thaw_promoter_control_events_total{outcome="rejected",type="invalid"} 1
-thaw_promoter_control_events_total{outcome="rejected",type="promote"} 1
+thaw_promoter_control_events_total{outcome="rejected",type="promote"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "thaw_promoter_control_events_total"); err != nil {
 		t.Error(err)
