@@ -44,8 +44,19 @@ type env struct {
 
 func newEnv(t *testing.T, rows int) *env {
 	t.Helper()
+	return newEnvWith(t, rows, nil)
+}
+
+// newEnvWith is newEnv with the embedded tier's configuration changed by
+// mod (nil: none).
+func newEnvWith(t *testing.T, rows int, mod func(*daemon.EmbeddedConfig)) *env {
+	t.Helper()
 	ctx := t.Context()
-	tier, err := daemon.StartEmbedded(ctx, daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1})
+	cfg := daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1}
+	if mod != nil {
+		mod(&cfg)
+	}
+	tier, err := daemon.StartEmbedded(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

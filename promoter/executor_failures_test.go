@@ -13,54 +13,13 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
-	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
-	"github.com/thawdb/thaw/tier/tierclient"
 )
 
 // Regression tests of the executor's failure paths around the tier
 // transaction: a commit whose ledger write fails, a transaction begun but
 // not (yet) recorded or not aborted, a commit outcome the tier forgot.
-
-// newEnvWith is newEnv with a changed embedded tier configuration.
-func newEnvWith(t *testing.T, rows int, mod func(*daemon.EmbeddedConfig)) *env {
-	t.Helper()
-	ctx := t.Context()
-	cfg := daemon.EmbeddedConfig{DataDir: t.TempDir(), EtcdUnsafeNoFsync: true, TabletServers: 1}
-	mod(&cfg)
-	tier, err := daemon.StartEmbedded(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tier.Close(); err != nil {
-			t.Errorf("close tier: %v", err)
-		}
-	})
-	if err := tier.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := tierclient.New(ctx, tier.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
-	bl, err := bulkloadclient.New(ctx, tier.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sample, err := lake.Sample(ctx, lake.SampleOptions{Dir: t.TempDir(), Rows: rows, Days: 7, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lk, err := lake.Open(ctx, sample.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lk.Close() })
-	return &env{t: t, tier: tier, tc: tc, bl: bl, sample: sample, lake: lk}
-}
 
 // failingCommitLedger fails the next failCommitted Updates that record a
 // commit with err, without writing.
