@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -348,4 +349,65 @@ func (e *env) waitForgotten(r promoter.Record) {
 		_, err := e.bl.Status(e.t.Context(), h)
 		return errors.Is(err, bulkload.ErrNotFound)
 	})
+}
+
+// beginThenDeposed is a BulkLoader whose Begins reach the tier (the
+// coordinator begins the transaction) but whose promoter loses its
+// leadership before the answer is recorded.
+type beginThenDeposed struct {
+	promoter.BulkLoader
+	n atomic.Int32
+}
+
+func (b *beginThenDeposed) Begin(ctx context.Context, tg bulkload.Target, token string, o bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
+	if _, err := b.BulkLoader.Begin(ctx, tg, token, o); err != nil {
+		return nil, err
+	}
+	b.n.Add(1)
+	return nil, fmt.Errorf("begin answered, then: %w", fencing.ErrLeadershipLost)
+}
+
+// TestReleaseAbortsUnrecordedTxn: a promoter's Begins reach the tier and
+// it is deposed before recording them (the records stay planned, without
+// a transaction id, their targets fenced). The policy is then removed: the
+// next promoter releases the records and aborts the transactions their
+// tokens began, instead of leaving the targets fenced until the tier's
+// build deadline.
+func TestReleaseAbortsUnrecordedTxn(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table, prefix = "rel", "/thaw-test/rel"
+	parts := []string{e.partitionOf("2024-01-02"), e.partitionOf("2024-01-03")}
+	cfg := e.configAt([]*policies.Policy{twoDayPolicy(t, "rel", table)}, prefix)
+	bl := &beginThenDeposed{BulkLoader: cfg.BulkLoad}
+	cfg.BulkLoad = bl
+	first := e.promoter(cfg)
+	_, _ = first.Reconcile(ctx) // deposed: errors expected
+	_ = first.Drain(ctx)
+	if bl.n.Load() == 0 {
+		t.Fatal("setup: no Begin reached the tier")
+	}
+	for _, part := range parts {
+		st, _, err := e.bl.GetInProgress(ctx, bulkload.Target{Database: "shop", Table: table, Partition: part})
+		if err != nil || st.State != bulkload.Begun {
+			t.Fatalf("setup: %s: %v %v, want a BEGUN transaction", part, st, err)
+		}
+	}
+	for part, r := range recordsOf(t, first, table) {
+		if r.Phase != promoter.PhasePlanned || r.TxnID != "" {
+			t.Fatalf("setup: %s (%s) %s with transaction %q, want planned without one", r.ID, part, r.Phase, r.TxnID)
+		}
+	}
+
+	next := e.promoter(e.configAt(nil, prefix))
+	if err := next.Resume(ctx); !errors.Is(err, promoter.ErrUnknownPolicy) {
+		t.Fatalf("resume: %v, want the released records' ErrUnknownPolicy", err)
+	}
+	for part, r := range recordsOf(t, next, table) {
+		if r.Phase != promoter.PhaseAborted || !strings.Contains(r.Error, "is no longer configured") {
+			t.Fatalf("%s (%s): %s (%q), want aborted", r.ID, part, r.Phase, r.Error)
+		}
+	}
+	e.noTxnInProgress(table, parts)
 }
