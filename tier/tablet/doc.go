@@ -104,7 +104,8 @@
 // the request carries no leader_epoch (a follower may lag the leader), and
 // only by the leader at that epoch when it carries one (checked as for
 // Write), which then sees every write acknowledged before; a replica that
-// has just become the leader first catches up with the changelog. Reads of
+// has just become the leader, or leads at a new epoch (another server may
+// have led in between, unseen here), first catches up with the changelog. Reads of
 // a target a bulk load holds fail with TARGET_LOADING, on a replica that is
 // not ready too (in the order of Write's checks 1–4). A Lookup reads its
 // keys, and a PrefixLookup all its prefixes, from one consistent view; a

@@ -70,6 +70,8 @@ type loop struct {
 	all        bool // reconcile every target
 
 	logDeletes sync.WaitGroup // deleteDroppedLog goroutines
+
+	catchUpToken uint64 // the last replicaEntry.needCatchUp token handed out
 }
 
 func newLoop(s *Server) *loop {
@@ -319,11 +321,15 @@ func (l *loop) reconcile() {
 				e = l.newEntry(bucketKey{t, b}, tv, restoreSource{}, 0)
 				started = append(started, e)
 			}
-			leader := want[b].leader == l.s.cfg.ID
-			if leader && !e.leader {
-				e.needCatchUp.Store(true)
+			leader, epoch := want[b].leader == l.s.cfg.ID, want[b].epoch
+			if leader && (!e.leader || e.epoch != epoch) {
+				// A term it did not lead before, even after leading the
+				// previous one: another server may have led (and written)
+				// in between without this one seeing it.
+				l.catchUpToken++
+				e.needCatchUp.Store(l.catchUpToken)
 			}
-			e.leader = leader
+			e.leader, e.epoch = leader, epoch
 		}
 	}
 	for _, e := range stopped {
@@ -454,8 +460,11 @@ func (l *loop) replace(e *replicaEntry, src restoreSource) *replicaEntry {
 		return e
 	}
 	n := l.newEntry(e.key, tv, src, e.latestID.Load())
-	n.leader = e.leader
-	n.needCatchUp.Store(e.leader)
+	n.leader, n.epoch = e.leader, e.epoch
+	if e.leader {
+		l.catchUpToken++
+		n.needCatchUp.Store(l.catchUpToken)
+	}
 	l.publish(nil, []*replicaEntry{e}, []*replicaEntry{n})
 	return n
 }

@@ -104,11 +104,12 @@ func (s *Server) replicaFor(ctx context.Context, r resolved, leaderEpoch *int32,
 		}
 		return nil, errUnavailable("the replica of %s bucket %d is restoring", t, b)
 	}
-	if leader && r.e.needCatchUp.Load() {
+	if tok := r.e.needCatchUp.Load(); leader && tok != 0 {
 		if err := rep.CatchUp(ctx); err != nil {
 			return nil, replicaErr("catch up", err)
 		}
-		r.e.needCatchUp.Store(false)
+		// A newer term that began during CatchUp keeps its own token.
+		r.e.needCatchUp.CompareAndSwap(tok, 0)
 	}
 	return rep, nil
 }

@@ -145,11 +145,16 @@ type replicaEntry struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	rep         atomic.Pointer[replica.Replica] // set while the replica serves
-	status      atomic.Pointer[entryStatus]
-	changed     atomic.Pointer[chan struct{}] // closed (and replaced) by every setStatus
-	needCatchUp atomic.Bool                   // set when the replica became the leader
-	latestID    atomic.Int64                  // latest snapshot taken or restored; 0: none
+	rep     atomic.Pointer[replica.Replica] // set while the replica serves
+	status  atomic.Pointer[entryStatus]
+	changed atomic.Pointer[chan struct{}] // closed (and replaced) by every setStatus
+	// needCatchUp is nonzero while the replica leads a term it has not
+	// caught up with the changelog in: the loop stores a new token at every
+	// term it starts to lead (it may lead again at a later epoch without
+	// having seen itself deposed), the first request of the term clears it
+	// after CatchUp unless a newer term's token replaced it meanwhile.
+	needCatchUp atomic.Uint64
+	latestID    atomic.Int64 // latest snapshot taken or restored; 0: none
 
 	// snap serializes snapshots of the replica and guards what the next
 	// one needs.
@@ -160,7 +165,8 @@ type replicaEntry struct {
 		full       bool               // the coordinator refused a snapshot as built: upload every file next time
 	}
 
-	leader bool // loop-owned: the role last published for the entry
+	leader bool  // loop-owned: the role last published for the entry
+	epoch  int32 // loop-owned: with leader, the epoch it leads at
 }
 
 // setStatus publishes s and wakes whoever waits for a change (statusChanged).
