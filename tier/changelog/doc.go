@@ -44,7 +44,9 @@
 // torn tail, the unsynced write of an Append that never returned: it is cut
 // off (WithTailRepairHook reports it). It counts as a torn tail only if it
 // spans no more bytes than one batch can and no valid later batch follows
-// it; otherwise, like any bad frame elsewhere, it is corruption, reported
+// it (a valid frame inside the bad frame's declared extent is its payload,
+// client bytes, unless the bad frame checks out when cut there, its length
+// damaged); otherwise, like any bad frame elsewhere, it is corruption, reported
 // as a *CorruptError (wrapping ErrCorrupt) that names the segment file, the
 // byte position and the offset. Nothing is dropped silently. Earlier
 // segments are CRC-checked as they are read, so corruption there surfaces

@@ -212,6 +212,42 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
+// TestTornTailWithFrameInPayload: the torn last batch's surviving prefix
+// holds a valid frame inside its payload (record bytes are client data; a
+// value may be a changelog frame). That frame is not a later batch: the
+// tail is cut and the log opens with every acknowledged record.
+func TestTornTailWithFrameInPayload(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenSegmentLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(t.Context(), [][]byte{[]byte("acked-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := segmentFiles(t, dir)[0]
+	acked := fileSize(t, seg)
+	// The batch in flight (offset 1): one record whose value holds a frame
+	// for offset 1, then more bytes; only a prefix of its write, ending
+	// after the embedded frame, reached the disk.
+	inner := appendBatchFrame(nil, 1, [][]byte{[]byte("x")})
+	value := append(append([]byte("prefix"), inner...), make([]byte, 100)...)
+	outer := appendBatchFrame(nil, 1, [][]byte{value})
+	cut := frameHeaderLen + recordHeaderLen + len("prefix") + len(inner) + 10
+	mutateFile(t, seg, func(b []byte) []byte { return append(b, outer[:cut]...) })
+
+	var repairs []TailRepair
+	l = openLog(t, dir, WithTailRepairHook(func(r TailRepair) { repairs = append(repairs, r) }))
+	checkOffsets(t, l, 0, 1)
+	checkRecords(t, readAll(t, l, 0, 1<<20), 0, [][]byte{[]byte("acked-1")})
+	if len(repairs) != 1 || repairs[0].Pos != acked {
+		t.Fatalf("repairs %+v, want one at byte %d", repairs, acked)
+	}
+}
+
 func TestCorruptLastSegment(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -224,6 +260,10 @@ func TestCorruptLastSegment(t *testing.T) {
 		{"payload byte of batch 0", func(b []byte, s []int) []byte { b[s[0]+frameHeaderLen+10] ^= 0x40; return b }, 0, false},
 		{"length of batch 1", func(b []byte, s []int) []byte { b[s[1]+1] ^= 0x01; return b }, 1, false},
 		{"base offset of batch 2", func(b []byte, s []int) []byte { b[s[2]+8] ^= 0x02; return b }, 2, false},
+		// A length that runs past the end, as a torn write's would: batch 3
+		// follows inside that extent, and batch 2 checks out when cut
+		// there, so this is damage in the middle, not a torn tail.
+		{"length of batch 2 past the end", func(b []byte, s []int) []byte { b[s[2]+2] ^= 0x01; return b }, 2, false},
 		// More junk after a bad frame than one batch can hold.
 		{"junk larger than a batch", func(b []byte, s []int) []byte { return append(b[:s[3]], make([]byte, 1001)...) }, 3, false},
 	} {

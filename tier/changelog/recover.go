@@ -3,6 +3,7 @@ package changelog
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -201,19 +202,31 @@ func (l *SegmentLog) scanActive(s *segment, f *os.File, size int64) (end, good i
 
 // repairTail handles a bad frame at pos of the last segment. It is a torn
 // tail (the unsynced write of an Append that never returned) if no more
-// bytes follow than one batch can hold and no valid later batch follows; it
-// is then cut off. Otherwise it is corruption.
+// bytes follow than one batch can hold and no valid later batch follows (a
+// valid frame within the bad frame's own payload does not count: see
+// followsFrame); it is then cut off. Otherwise it is corruption.
 func (l *SegmentLog) repairTail(s *segment, f *os.File, pos, off, size int64, reason string) error {
 	corrupt := &CorruptError{Segment: s.path, Pos: pos, Offset: off, Reason: reason}
 	if tail := size - pos; tail > l.opts.maxBatchBytes {
 		corrupt.Reason += fmt.Sprintf("; %d bytes follow, more than one batch can hold, so it is not a torn tail", tail)
 		return corrupt
 	}
-	if q, found, err := findBatch(f, pos+1, size, off); err != nil {
-		return fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
-	} else if found {
-		corrupt.Reason += fmt.Sprintf("; a valid batch follows at byte %d, so it is not a torn tail", q)
-		return corrupt
+	for from := pos + 1; ; {
+		q, found, err := findBatch(f, from, size, off)
+		if err == nil && found {
+			found, err = followsFrame(f, pos, q, size)
+		}
+		if err != nil {
+			return fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
+		}
+		if found {
+			corrupt.Reason += fmt.Sprintf("; a valid batch follows at byte %d, so it is not a torn tail", q)
+			return corrupt
+		}
+		if q == 0 { // none at all
+			break
+		}
+		from = q + 1 // one in the torn batch's payload: look further
 	}
 	if err := f.Truncate(pos); err != nil {
 		return fmt.Errorf("changelog: cut torn tail of %s: %w", s.path, err)
@@ -225,6 +238,31 @@ func (l *SegmentLog) repairTail(s *segment, f *os.File, pos, off, size int64, re
 		l.opts.onTailRepair(TailRepair{Segment: s.path, Pos: pos, Dropped: size - pos, Reason: reason})
 	}
 	return nil
+}
+
+// followsFrame reports whether the valid frame found at q can follow the
+// bad frame at pos rather than lie in its payload. A torn last batch's
+// payload is client bytes that may hold a valid frame: a frame found
+// inside the bad frame's declared extent counts only if the bad frame
+// checks out when cut at q (only its length field was damaged, in the
+// middle of the log): its checksum covers everything after that field.
+func followsFrame(f io.ReaderAt, pos, q, size int64) (bool, error) {
+	if size-pos < frameHeaderLen {
+		return true, nil
+	}
+	hdr := make([]byte, frameHeaderLen)
+	if _, err := f.ReadAt(hdr, pos); err != nil {
+		return false, noEOF(err)
+	}
+	bad := parseBatchHeader(hdr)
+	if q >= pos+bad.frameLen() || q < pos+framePrefixLen {
+		return true, nil
+	}
+	body := make([]byte, q-pos-framePrefixLen)
+	if _, err := f.ReadAt(body, pos+framePrefixLen); err != nil {
+		return false, noEOF(err)
+	}
+	return crc32.Checksum(body, crcTable) == bad.crc, nil
 }
 
 // repairHeader handles a last segment whose header is bad. Segments are
