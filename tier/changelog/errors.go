@@ -23,6 +23,11 @@ var (
 	ErrNotEmpty = errors.New("changelog: log not empty")
 	// ErrInUse: Delete of a log that is open.
 	ErrInUse = errors.New("changelog: log in use")
+	// ErrConflict: another writer appended to the log first (two leaders
+	// of a bucket for a moment); nothing of the refused append is part of
+	// the log, and a retry appends after the other writer's records. Only
+	// logs with conditional appends report it (kafkalog).
+	ErrConflict = errors.New("changelog: another writer appended first")
 )
 
 // CorruptError names where a log is corrupt.

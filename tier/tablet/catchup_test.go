@@ -1,6 +1,7 @@
 package tablet_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,19 +14,19 @@ import (
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
-// A server that led at epoch 1 and leads again at epoch 3 without having
-// seen epoch 2 (another server's term: the push to it failed) catches up
-// with the changelog before its first leader read, which sees the write
-// the epoch-2 leader acknowledged. The changelog is Kafka (kfake) with a
-// slow poll, so only the catch-up, not the follower's tailing, can bring
-// that write in time.
-func TestLeaderAgainAtLaterEpochCatchesUp(t *testing.T) {
+// twoTerms sets up bucket 0 of a table on ts-1 and ts-2 over a Kafka
+// changelog (kfake; each server its own client, with a slow poll so that
+// followers do not tail in time): ts-2 leads at epoch 1 and writes
+// ("a", 1) = "x"; then ts-1 leads at epoch 2, which ts-2 does not hear of
+// (the push to it failed), and writes ("a", 1) = "y".
+func twoTerms(t *testing.T) (c *cluster, tb *table, ts1, ts2 *server) {
+	t.Helper()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	c := newCluster(t)
+	c = newCluster(t)
 	c.deps = func(d *tablet.Deps) {
 		p, err := kafkalog.New(kafkalog.Config{Brokers: kc.ListenAddrs(), PollInterval: 3 * time.Second})
 		if err != nil {
@@ -34,15 +35,13 @@ func TestLeaderAgainAtLaterEpochCatchesUp(t *testing.T) {
 		t.Cleanup(func() { _ = p.Close() })
 		d.Changelog = p
 	}
-	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
-	tb := c.createTable("t", []string{"ts-2", "ts-1"})
+	ts1, ts2 = c.startServer("ts-1"), c.startServer("ts-2")
+	tb = c.createTable("t", []string{"ts-2", "ts-1"})
 	waitReady(t, ts2, tb, 0, leader, 1)
 	waitReady(t, ts1, tb, 0, follower, 1)
-	k, _, _ := tb.encode(t, row{"a", 1, "x"})
 	mustWrite(t, ts2, tb, 0, 1, tb.upsert(t, row{"a", 1, "x"})...)
 	time.Sleep(2 * time.Second) // the followers' polls idle
 
-	// Epoch 2: ts-1 leads; ts-2 does not hear of it.
 	cur, err := c.store.GetAssignment(t.Context(), tb.mtgt)
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +58,17 @@ func TestLeaderAgainAtLaterEpochCatchesUp(t *testing.T) {
 	}
 	waitReady(t, ts1, tb, 0, leader, 2)
 	mustWrite(t, ts1, tb, 0, 2, tb.upsert(t, row{"a", 1, "y"})...)
-	_, want, _ := tb.encode(t, row{"a", 1, "y"})
+	return c, tb, ts1, ts2
+}
 
-	// Epoch 3: ts-2 leads again.
+// A server that led at epoch 1 and leads again at epoch 3 without having
+// seen epoch 2 catches up with the changelog before its first leader read,
+// which sees the write the epoch-2 leader acknowledged (only the catch-up,
+// not the follower's slow tailing, can bring it in time).
+func TestLeaderAgainAtLaterEpochCatchesUp(t *testing.T) {
+	c, tb, _, ts2 := twoTerms(t)
+	k, _, _ := tb.encode(t, row{"a", 1, "x"})
+	_, want, _ := tb.encode(t, row{"a", 1, "y"})
 	c.assign(tb, 0, []string{"ts-2", "ts-1"}, "ts-2", 3)
 	waitReady(t, ts2, tb, 0, leader, 3)
 	epoch := int32(3)
@@ -71,5 +78,17 @@ func TestLeaderAgainAtLaterEpochCatchesUp(t *testing.T) {
 	}
 	if got := resp.Msg.Results[0].Value; string(got) != string(want) {
 		t.Fatalf("leader read at epoch 3: %q, want the write acknowledged at epoch 2 %q", got, want)
+	}
+}
+
+// The deposed leader (ts-2, still at epoch 1) loses the changelog append
+// to the epoch-2 leader's record: UNAVAILABLE, which clients retry (and
+// then follow NOT_LEADER), saying nothing was written; not INTERNAL, which
+// they give up on.
+func TestDeposedLeaderConflictIsUnavailable(t *testing.T) {
+	_, tb, _, ts2 := twoTerms(t)
+	_, err := write(t.Context(), ts2, tb, 0, 1, tb.upsert(t, row{"a", 2, "z"})...)
+	if tierpb.ReasonOf(err) != tierpb.ReasonUnavailable || !strings.Contains(err.Error(), "nothing of this batch was written") {
+		t.Fatalf("write of the deposed leader: %v (%s), want UNAVAILABLE saying nothing was written", err, tierpb.ReasonOf(err))
 	}
 }

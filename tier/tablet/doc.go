@@ -95,7 +95,10 @@
 // The batch is then appended to the bucket's changelog as one batch, one
 // record per mutation, durable before the answer, applied to Pebble, and
 // acknowledged with its first offset (mutation i has first_offset + i).
-// Every replica, leader or follower, tails the changelog (replica.Follow);
+// A changelog with conditional appends (kafkalog) refuses the append of a
+// leader another writer got ahead of (two leaders for a moment, one
+// deposed): UNAVAILABLE, nothing of the batch written; a retry appends
+// after the other writer's records, or meets NOT_LEADER. Every replica, leader or follower, tails the changelog (replica.Follow);
 // records are applied once, in offset order, whoever reads them first.
 //
 // # Reads

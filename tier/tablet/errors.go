@@ -107,6 +107,8 @@ func replicaErr(what string, err error) error {
 		return errInvalid("%s: %v", what, err)
 	case errors.Is(err, replica.ErrClosed), errors.Is(err, changelog.ErrClosed):
 		return errUnavailable("%s: the replica closed: %v", what, err)
+	case errors.Is(err, changelog.ErrConflict):
+		return errUnavailable("%s: another writer appended to the bucket's changelog first (its leadership is changing); nothing of this batch was written: %v", what, err)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return rpcErr(tierpb.ReasonStorageFull, nil, "%s: out of disk space: %v", what, err)
 	}

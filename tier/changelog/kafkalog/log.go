@@ -18,7 +18,8 @@ import (
 // moment). The record this handle wrote is not part of the log: no reader
 // ever returns it. The handle knows the log's new end; a retry appends
 // after it.
-var ErrConflict = errors.New("kafkalog: another writer appended to the log first")
+// It wraps changelog.ErrConflict.
+var ErrConflict = fmt.Errorf("kafkalog: %w", changelog.ErrConflict)
 
 // maxIdx bounds a handle's index of valid entries: beyond it the older
 // half is thinned to every other entry, so that the index stays a few
