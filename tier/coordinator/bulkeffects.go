@@ -23,14 +23,16 @@ import (
 // test hook stopped the step).
 
 // failed turns an error of an operation into its Failed input: a failed
-// comparison halts the machine; a fenced coordinator feeds nothing (its
+// comparison halts the machine, and so does a Begin whose target is gone
+// (a drop marked it between the Begin's admission and its first write:
+// retrying could never succeed); a fenced coordinator feeds nothing (its
 // term is ending); anything else is an unknown outcome, retried.
 func (r *runner) failed(op bulktxn.Op, err error) bulktxn.Input {
 	if fencing.IsFenced(err) {
 		r.log.Info("coordinator lost its term during a bulk-load step", "op", op.String(), "err", err)
 		return nil
 	}
-	pre := errors.Is(err, fencing.ErrPreconditionFailed)
+	pre := errors.Is(err, fencing.ErrPreconditionFailed) || (op == bulktxn.OpBegin && errors.Is(err, meta.ErrNotFound))
 	if !pre {
 		r.log.Warn("coordinator bulk-load step failed; retrying", "op", op.String(), "err", err)
 	}

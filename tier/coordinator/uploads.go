@@ -195,6 +195,8 @@ func (s *bulkService) GetUploadCredentials(ctx context.Context, req *connect.Req
 	switch {
 	case v.rec.State != bulkload.Begun:
 		return nil, bulkError(fmt.Errorf("%w: upload credentials need a BEGUN transaction (%s)", bulkload.ErrInvalidState, v.rec.State), &v)
+	case v.rec.Aborting():
+		return nil, bulkError(fmt.Errorf("%w: transaction %s is being aborted", bulkload.ErrInvalidState, v.rec.TxnID), &v)
 	case v.rec.Manifest != nil:
 		return nil, bulkError(fmt.Errorf("%w: transaction %s is committing: its manifest is frozen", bulkload.ErrInvalidState, v.rec.TxnID), &v)
 	case v.info == nil:
@@ -340,13 +342,15 @@ func (c *Coordinator) authorizeUpload(r *http.Request) (key, uri string, info *b
 	return key, uri, v.info, capa, nil
 }
 
-// writable says whether a transaction takes uploads: BEGUN, its fence
-// ready and its manifest not yet frozen (a Commit has not begun: what it
+// writable says whether a transaction takes uploads: BEGUN and not being
+// aborted, its fence ready and its manifest not yet frozen (a Commit has not begun: what it
 // validates must not change under it).
 func writable(v runnerView) *uploadFail {
 	switch {
 	case v.rec.State != bulkload.Begun:
 		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is %s, not BEGUN", v.rec.TxnID, v.rec.State)
+	case v.rec.Aborting():
+		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is being aborted", v.rec.TxnID)
 	case v.rec.Manifest != nil:
 		return failf(http.StatusForbidden, uploadcap.NotBegun, "transaction %s is committing: its manifest is frozen", v.rec.TxnID)
 	case v.info == nil:
