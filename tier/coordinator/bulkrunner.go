@@ -446,8 +446,13 @@ func (r *runner) perform(ctx context.Context, effs []bulktxn.Effect) {
 				if w.Op == bulktxn.OpFreeze {
 					// What the validation reads must not change under it:
 					// the upload gateway takes no more writes of this
-					// transaction, and those in flight end first.
-					if err := r.m.c.uploads.closeAndDrain(ctx, r.id, r); err != nil {
+					// transaction, and those in flight end first (a
+					// store write that hangs fails the step, retried and
+					// logged, instead of holding it silently).
+					dctx, cancel := context.WithTimeout(ctx, r.m.c.cfg.TabletTimeout)
+					err := r.m.c.uploads.closeAndDrain(dctx, r.id, r)
+					cancel()
+					if err != nil {
 						return r.failed(w.Op, err)
 					}
 				}

@@ -142,14 +142,22 @@ func (g *uploadGateway) closeAndDrain(ctx context.Context, txn string, owner any
 
 // reopen forgets that owner closed txn (a recovered transaction whose
 // manifest never froze, or a runner that ends): the gateway's view of the
-// transaction decides again. A close by another runner of the same
-// transaction (a later term's) stays.
+// transaction decides again. Writes still in flight (a runner that ended
+// while its freeze waited for them) keep counting, and the entry goes when
+// the last leaves. A close by another runner of the same transaction (a
+// later term's) stays.
 func (g *uploadGateway) reopen(txn string, owner any) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if w := g.txns[txn]; w != nil && w.closed && w.n == 0 && w.owner == owner {
-		delete(g.txns, txn)
+	w := g.txns[txn]
+	if w == nil || !w.closed || w.owner != owner {
+		return
 	}
+	if w.n == 0 {
+		delete(g.txns, txn)
+		return
+	}
+	w.closed, w.owner, w.idle = false, nil, nil
 }
 
 func newUploadGateway(cfg BulkLoadConfig, objects ObjectStore, key []byte) (*uploadGateway, error) {
