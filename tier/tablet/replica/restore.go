@@ -276,7 +276,12 @@ func (r *Replica) positionLog(ctx context.Context, next int64) error {
 		if err := r.log.ResetTo(ctx, next); err != nil {
 			return fmt.Errorf("reset changelog to %d: %w", next, err)
 		}
-		r.h.log.Info("changelog reset", "replica", r.id.String(), "offset", next)
+		// Expected under a bulk-loaded snapshot on a log that never held
+		// its records; under any other snapshot the log was lost or
+		// recreated, and the writes after the snapshot with it.
+		r.h.log.Warn("changelog reset: it held no records and ended below the snapshot's log offset; "+
+			"unless the snapshot was bulk loaded, writes after it were in a lost or recreated changelog",
+			"replica", r.id.String(), "log_end", end, "offset", next)
 		return nil
 	}
 	if next < start || next > end {
