@@ -128,20 +128,26 @@ func (e *env) wantPromotedTargets(table string, days ...string) {
 	e.noTxnInProgress(table, parts)
 }
 
+// committedWritesFailing promotes the two days of twoDayPolicy into
+// table (one reconcile, drained) while the ledger fails the first
+// failures writes that record a commit, as a timed-out etcd write does.
+func committedWritesFailing(t *testing.T, table string, failures int32) (*env, *promoter.Promoter, *failingCommitLedger) {
+	e := newEnv(t, 1000)
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	cfg := e.configAt([]*policies.Policy{twoDayPolicy(t, table, table)}, "/thaw-test/"+table)
+	fl := &failingCommitLedger{Ledger: cfg.Ledger, err: errors.New("etcdserver: request timed out (injected)")}
+	fl.failCommitted.Store(failures)
+	cfg.Ledger = fl
+	return e, e.reconciled(t.Context(), t, cfg), fl
+}
+
 // TestCommittedWriteFailureIsRetried: Commit succeeds and the first ledger
 // write that records it fails (a transient etcd error). The write is tried
 // again: the promotion ends committed at attempt 1, not failed by a second
 // attempt that finds its own data in the target.
 func TestCommittedWriteFailureIsRetried(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	const table = "cwr"
-	cfg := e.configAt([]*policies.Policy{twoDayPolicy(t, "cwr", table)}, "/thaw-test/cwr")
-	fl := &failingCommitLedger{Ledger: cfg.Ledger, err: errors.New("etcdserver: request timed out (injected)")}
-	fl.failCommitted.Store(2)
-	cfg.Ledger = fl
-	p := e.reconciled(ctx, t, cfg)
+	e, p, fl := committedWritesFailing(t, table, 2)
 	if n := fl.failCommitted.Load(); n > 0 {
 		t.Fatalf("%d injected failures left unused", n)
 	}
@@ -153,22 +159,15 @@ func TestCommittedWriteFailureIsRetried(t *testing.T) {
 // attempt 1 (never a new attempt, never failed); once the ledger takes
 // writes again, the next reconcile settles it committed through Status.
 func TestCommittedWriteFailureLeavesCommitting(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	const table = "cwl"
-	cfg := e.configAt([]*policies.Policy{twoDayPolicy(t, "cwl", table)}, "/thaw-test/cwl")
-	fl := &failingCommitLedger{Ledger: cfg.Ledger, err: errors.New("etcdserver: request timed out (injected)")}
-	fl.failCommitted.Store(1 << 20)
-	cfg.Ledger = fl
-	p := e.reconciled(ctx, t, cfg)
+	e, p, fl := committedWritesFailing(t, table, 1<<20)
 	for part, r := range recordsOf(t, p, table) {
 		if r.Phase != promoter.PhaseCommitting || r.Attempt != 1 {
 			t.Fatalf("%s (%s): %s at attempt %d (%q), want committing at attempt 1", r.ID, part, r.Phase, r.Attempt, r.Error)
 		}
 	}
 	fl.failCommitted.Store(0)
-	e.reconcile(ctx, t, p)
+	e.reconcile(t.Context(), t, p)
 	e.wantPromoted(p, table, 1, "2024-01-02", "2024-01-03")
 }
 
