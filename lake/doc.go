@@ -37,8 +37,10 @@
 //
 // # Scan order and memory
 //
-// A scan reads its data files in ascending data sequence number (ties broken
-// by file path) and keeps each file's row order, so for a key written by
+// A scan reads its data files in ascending data sequence number (a
+// format-v1 table, whose files all have 0, in the order of the snapshots
+// that added them; ties broken by file path) and keeps each file's row
+// order, so for a key written by
 // several snapshots without an equality delete the newest row comes last —
 // the rule the snapshot builder relies on when it keeps the last row of a key.
 // Position deletes, equality deletes and deletion vectors are applied by

@@ -66,8 +66,9 @@ func checkColumns(name string, tbl *table.Table, so []table.ScanOption, cols []s
 // Scan streams the rows of table name, deletes applied, as Arrow record
 // batches. The schema is returned first, also when there are no rows.
 //
-// Order: data files are read in ascending data sequence number (ties by file
-// path), and rows keep their order within a file, so when a key was written
+// Order: data files are read in ascending data sequence number (a
+// format-v1 table has none: in the order of the snapshots that added
+// them), ties by file path, and rows keep their order within a file, so when a key was written
 // again by a later snapshot its newest row comes last. Concurrency does not
 // change this order; it only decodes files ahead.
 //
@@ -120,8 +121,15 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 			return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 		}
 	}
+	added, err := addedOrder(ctx, tbl, snap, tasks)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
+	}
 	slices.SortStableFunc(tasks, func(a, b table.FileScanTask) int {
 		if c := cmp.Compare(taskSeq(a), taskSeq(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(added[a.File.FilePath()], added[b.File.FilePath()]); c != 0 {
 			return c
 		}
 		return strings.Compare(a.File.FilePath(), b.File.FilePath())
@@ -142,6 +150,52 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 		return schema, wrapErrors(name, batches), nil
 	}
 	return conv.out, conv.apply(name, batches), nil
+}
+
+// addedOrder returns, for a format-v1 table (whose data files carry no
+// sequence numbers: every task's is 0), where each data file of snap was
+// added: the rank of its adding snapshot in snap's ancestry, the oldest
+// ancestor 0 (an ancestor expired from the metadata counts as older than
+// all of them). Nil for later formats, whose sequence numbers order the
+// files, and for fewer than two tasks.
+func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tasks []table.FileScanTask) (map[string]int, error) {
+	if snap == nil || tbl.Metadata().Version() != 1 || len(tasks) < 2 {
+		return nil, nil
+	}
+	md := tbl.Metadata()
+	var chain []int64 // newest first
+	for s := snap; s != nil; {
+		chain = append(chain, s.SnapshotID)
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = md.SnapshotByID(*s.ParentSnapshotID)
+	}
+	rank := make(map[int64]int, len(chain))
+	for i, id := range chain {
+		rank[id] = len(chain) - i // 1 for the oldest one known
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("order the data files of a format-v1 table: %w", err)
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("order the data files of a format-v1 table: %w", err)
+	}
+	out := make(map[string]int, len(tasks))
+	for _, m := range manifests {
+		if m.ManifestContent() != iceberg.ManifestContentData {
+			continue
+		}
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return nil, fmt.Errorf("order the data files of a format-v1 table: manifest %s: %w", m.FilePath(), err)
+			}
+			out[e.DataFile().FilePath()] = rank[e.SnapshotID()]
+		}
+	}
+	return out, nil
 }
 
 func taskSeq(t table.FileScanTask) int64 {
