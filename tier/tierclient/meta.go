@@ -226,8 +226,12 @@ func (c *Client) CreateTable(ctx context.Context, database, table string, schema
 	if err != nil {
 		return nil, fmt.Errorf("tierclient: table %s.%s: %w", database, table, err)
 	}
+	// What this client cached of an earlier table of that name (dropped by
+	// another client since) must not route the new one's requests.
+	p := tablePath{database, table}
+	c.forgetTable(p, t.ID)
 	c.mu.Lock()
-	c.mu.tables[tablePath{database, table}] = t
+	c.mu.tables[p] = t
 	c.mu.Unlock()
 	return t, nil
 }

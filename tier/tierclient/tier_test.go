@@ -898,3 +898,35 @@ func TestWriterConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateTableAfterAnotherClientDropped: client A has the routing of
+// db.x cached; client B drops the table; A creates db.x again and writes
+// into it at once. The write lands in the new table (A's CreateTable
+// forgets what it cached of the old one), where B reads it.
+func TestCreateTableAfterAnotherClientDropped(t *testing.T) {
+	e := startTier(t, daemon.EmbeddedConfig{TabletServers: 1})
+	a := newClient(t, e.HostPort())
+	b := newClient(t, e.HostPort())
+	target, _ := createTable(t, a, "x", simpleSchema(2), 1)
+	if err := a.Upsert(t.Context(), target, []kv.Row{{int64(1), "old"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DropTable(t.Context(), "db", "x"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := a.CreateTable(t.Context(), "db", "x", simpleSchema(2), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Upsert(t.Context(), target, []kv.Row{{int64(2), "new"}}); err != nil {
+		t.Fatalf("upsert into the table just created (id %d): %v", info.ID, err)
+	}
+	k, err := info.KeyRow(int64(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(t.Context(), target, []kv.Row{k})
+	if err != nil || got[0] == nil {
+		t.Fatalf("read of the new row by another client: %v %v", got, err)
+	}
+}
