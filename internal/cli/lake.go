@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
@@ -630,7 +632,22 @@ func printRows(w *alignedTable, enc *json.Encoder, rec arrow.RecordBatch, printe
 		} else {
 			obj := make(map[string]any, len(fields))
 			for c, f := range fields {
-				obj[f.Name] = rec.Column(c).GetOneForMarshal(i)
+				col := rec.Column(c)
+				v := col.GetOneForMarshal(i)
+				// NaN and the infinities, which JSON numbers cannot hold,
+				// as thaw get prints them (Arrow says "-Inf" of a float32
+				// and fails on a float64's).
+				var x float64
+				switch a := col.(type) {
+				case *array.Float32:
+					x = float64(a.Value(i))
+				case *array.Float64:
+					x = a.Value(i)
+				}
+				if !col.IsNull(i) && (math.IsNaN(x) || math.IsInf(x, 0)) {
+					v = nonFiniteText(x)
+				}
+				obj[f.Name] = v
 			}
 			if err := enc.Encode(obj); err != nil {
 				return printed, err

@@ -1389,13 +1389,27 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 	case kv.KindBigInt:
 		return intIn(math.MinInt64, math.MaxInt64)
 	case kv.KindFloat, kv.KindDouble:
-		n, ok := v.(json.Number)
-		if !ok {
-			return nil, want("a number")
-		}
-		f, err := strconv.ParseFloat(n.String(), 64)
-		if err != nil || (typ.Kind == kv.KindFloat && math.Abs(f) > math.MaxFloat32) {
-			return nil, fmt.Errorf("%s is out of %s range", n, typ.Kind)
+		var f float64
+		switch x := v.(type) {
+		case json.Number:
+			// Parsed at the column's precision: a FLOAT rounds once, as
+			// every other client's does (float32(ParseFloat(s, 64)) may
+			// round twice to another float, another key).
+			bits := 64
+			if typ.Kind == kv.KindFloat {
+				bits = 32
+			}
+			var err error
+			if f, err = strconv.ParseFloat(x.String(), bits); err != nil {
+				return nil, fmt.Errorf("%s is out of %s range", x, typ.Kind)
+			}
+		case string:
+			var ok bool
+			if f, ok = nonFinite[x]; !ok {
+				return nil, want(`a number, "NaN", "Infinity" or "-Infinity"`)
+			}
+		default:
+			return nil, want(`a number, "NaN", "Infinity" or "-Infinity"`)
 		}
 		if typ.Kind == kv.KindFloat {
 			return float32(f), nil
@@ -1503,10 +1517,34 @@ func valueToJSON(typ kv.Type, v any) any {
 		}
 		return t.Format("2006-01-02T15:04:05.999999999")
 	case float32:
-		return float64(x)
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return nonFiniteText(f)
+		}
+		// The shortest text that reads back as this float32: 0.1, not
+		// 0.10000000149011612.
+		return json.Number(strconv.FormatFloat(float64(x), 'g', -1, 32))
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nonFiniteText(x)
+		}
+		return x
 	default:
 		return v
 	}
+}
+
+// nonFinite are the JSON strings of the FLOAT and DOUBLE values JSON
+// numbers cannot hold (as JavaScript and Jackson write them).
+var nonFinite = map[string]float64{"NaN": math.NaN(), "Infinity": math.Inf(1), "-Infinity": math.Inf(-1)}
+
+func nonFiniteText(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case f > 0:
+		return "Infinity"
+	}
+	return "-Infinity"
 }
 
 // rowJSON renders a row as one JSON object, columns in schema order.
@@ -1563,6 +1601,8 @@ func cellText(typ kv.Type, v any) string {
 	switch x := valueToJSON(typ, v).(type) {
 	case string:
 		return x
+	case json.Number:
+		return x.String()
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	default:
