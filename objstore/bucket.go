@@ -306,7 +306,7 @@ func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist 
 		}
 	}
 	if b.dir != "" && ifNotExist {
-		mu := commitLock(filepath.Join(b.dir, filepath.FromSlash(b.prefix+key)))
+		mu := commitLock(b.filePath(key))
 		mu.Lock()
 		err = w.Close()
 		mu.Unlock()
@@ -320,7 +320,7 @@ func (b *gcBucket) Put(ctx context.Context, key string, r io.Reader, ifNotExist 
 		return b.errorf("put", key, err)
 	}
 	if b.dir != "" {
-		if err := syncDirs(b.dir, filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))); err != nil {
+		if err := syncDirs(b.dir, b.filePath(key)); err != nil {
 			return b.errorf("put", key, err)
 		}
 	}

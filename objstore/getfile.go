@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -165,7 +167,54 @@ func (b *gcBucket) objectPath(key string) (string, bool) {
 	if !b.linkable {
 		return "", false
 	}
-	return filepath.Join(b.dir, filepath.FromSlash(b.prefix+key)), true
+	return b.filePath(key), true
+}
+
+// filePath is the path of the file fileblob keeps key in (b.dir is set):
+// the key's text, but for the escaping fileblob applies. Of what it
+// escapes, checkKey lets through only text that reads as an escape
+// sequence ("__0x41__"), whose first '_' becomes "__0x5f__" so that no two
+// keys share a file; the paths the store builds itself (links, locks, dir
+// syncs) must name the same file (TestFileKeyEscaping).
+func (b *gcBucket) filePath(key string) string {
+	return filepath.Join(b.dir, filepath.FromSlash(fileblobEscape(b.prefix+key)))
+}
+
+// fileblobEscape escapes key as gocloud's fileblob does on unix for a key
+// checkKey accepts: every '_' that starts "__0x<hex digits>__" becomes
+// "__0x5f__" (positions found in the original text).
+func fileblobEscape(key string) string {
+	if !strings.Contains(key, "__0x") {
+		return key
+	}
+	runes := []rune(key)
+	var b strings.Builder
+	for i, r := range runes {
+		if escapeSequenceAt(runes, i) {
+			b.WriteString("__0x5f__")
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// escapeSequenceAt reports whether r[i:] starts with what fileblob's
+// unescaping reads as an escape: "__0x", text up to the next '_' that
+// parses as a 32-bit integer in base 16, and "__".
+func escapeSequenceAt(r []rune, i int) bool {
+	if i+4 > len(r) || string(r[i:i+4]) != "__0x" {
+		return false
+	}
+	j := i + 4
+	for j < len(r) && r[j] != '_' {
+		j++
+	}
+	if j+2 > len(r) || r[j+1] != '_' {
+		return false
+	}
+	_, err := strconv.ParseInt(string(r[i+4:j]), 16, 32)
+	return err == nil
 }
 
 // objectPath is the inner bucket's. A read through Faults may still be
@@ -183,7 +232,7 @@ func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(
 	if !b.linkable {
 		return errNoLink
 	}
-	src := filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))
+	src := b.filePath(key)
 	f, err := os.Open(src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("objstore: get %q in %s: %w", key, b.base, ErrNotFound)

@@ -173,7 +173,7 @@ func (b *gcBucket) linkFile(ctx context.Context, key, path string, f *os.File) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("objstore: put %q: %w", key, err)
 	}
-	dest := filepath.Join(b.dir, filepath.FromSlash(b.prefix+key))
+	dest := b.filePath(key)
 	if err := os.MkdirAll(filepath.Dir(dest), b.dirMode); err != nil {
 		return b.errorf("put", key, err)
 	}
