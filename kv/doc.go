@@ -23,7 +23,13 @@
 // One deliberate simplification: thaw's key bytes are always the compacted encoding.
 // Fluss encodes the key bytes of a lake-Iceberg (or Paimon) table whose bucket key is
 // the default one with the lake's key encoder instead; thaw uses the lake encoding
-// only for the bucket-key bytes, so buckets still match Fluss and the lake.
+// only for the bucket-key bytes, so Iceberg buckets still match Fluss and the lake.
+//
+// A known difference: Fluss hashes a Paimon-lake table's bucket key in Paimon's
+// BinaryRow encoding (PaimonKeyEncoder); thaw's Paimon bucketing hashes the
+// compacted bytes, so its buckets agree with thaw's own online and bulk paths but
+// not with Fluss's or Paimon's for the same key. Use it only where that does not
+// matter; Paimon's BinaryRow bucket-key encoding is not implemented.
 //
 // # What is validated
 //

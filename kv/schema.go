@@ -22,7 +22,9 @@ const (
 	BucketingFluss Bucketing = iota
 	// BucketingIceberg is the Iceberg spec's bucket(col, N) over one bucket-key column.
 	BucketingIceberg
-	// BucketingPaimon is Paimon's: abs(hashUnsafeBytes(compacted bucket key, 42) % N).
+	// BucketingPaimon is Paimon's function, abs(hashUnsafeBytes(bucket key, 42) % N),
+	// over the compacted bucket-key bytes; Fluss and Paimon hash Paimon's BinaryRow
+	// encoding instead, so the buckets differ from theirs (see the package doc).
 	BucketingPaimon
 )
 
