@@ -113,13 +113,21 @@ type ServerSet struct {
 	Incarnations map[string]int64
 }
 
-// ListServers returns the live tablet servers.
+// ListServers returns the live tablet servers. An undecodable
+// registration is logged and left out, as WatchServers does: servers write
+// their own, unguarded, and one bad entry (a newer release's, a stray
+// write) must not stop the coordinator's placement, failover and routing.
 func (s *Store) ListServers(ctx context.Context) (ServerSet, error) {
 	set := ServerSet{Servers: []ServerRecord{}, Incarnations: map[string]int64{}}
 	rev, err := s.scan(ctx, s.k.servers(), listPage, func(kv *mvccpb.KeyValue) error {
+		id := strings.TrimPrefix(string(kv.Key), s.k.servers())
 		v, err := decodeKV[ServerRecord](kv)
+		if err == nil && v.Value.ID != id {
+			err = fmt.Errorf("%w: key %s holds server %s", ErrCorrupt, kv.Key, v.Value.ID)
+		}
 		if err != nil {
-			return err
+			s.log.Error("meta skips an undecodable server registration", "key", string(kv.Key), "err", err)
+			return nil
 		}
 		set.Servers = append(set.Servers, v.Value)
 		set.Incarnations[v.Value.ID] = kv.CreateRevision
