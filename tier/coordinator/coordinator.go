@@ -240,6 +240,7 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	g.Go(func() error { return c.watchServers(gctx, t) })
 	g.Go(func() error { return t.bulk.run(gctx) })
 	g.Go(func() error { return c.cleanDroppedLoop(gctx, t) })
+	g.Go(func() error { c.finishDropsLoop(gctx, t); return nil })
 	// A SetCallers between the publication above and the term's store saw
 	// no term to publish in: publish what is current now (a comparison
 	// that writes nothing when it is unchanged).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/thawdb/thaw/internal/periodic"
 	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/tier/meta"
 )
 
 // cleanDroppedLoop deletes the object-store data of dropped tables and
@@ -26,6 +27,61 @@ func (c *Coordinator) cleanDroppedLoop(ctx context.Context, t *term) error {
 		}
 	})
 	return nil
+}
+
+// finishDropsLoop runs finishDrops once at the start of a term, again
+// with backoff until it succeeds or the term ends.
+func (c *Coordinator) finishDropsLoop(ctx context.Context, t *term) {
+	backoff := newBackoff(100*time.Millisecond, 30*time.Second)
+	for ctx.Err() == nil {
+		err := c.finishDrops(ctx, t)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("coordinator could not finish the drops an earlier term began; retrying", "err", err)
+		backoff.wait(ctx)
+	}
+}
+
+// finishDrops finishes the drops of tables and partitions that an earlier
+// term marked Dropping but did not complete (its coordinator died or lost
+// its term between the steps): each is dropped again, which finishes it.
+// Until then such a table reads as gone, yet its name cannot be created
+// again and its database cannot be dropped.
+func (c *Coordinator) finishDrops(ctx context.Context, t *term) error {
+	tables, err := c.store.ListTables(ctx, "")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	finish := func(what string, drop func() error) {
+		switch err := drop(); {
+		case err == nil, errors.Is(err, meta.ErrNotFound):
+			c.log.Info("coordinator finished a drop an earlier term began", "what", what)
+		default:
+			errs = append(errs, fmt.Errorf("finish the drop of %s: %w", what, err))
+		}
+	}
+	for _, tv := range tables {
+		tr := tv.Value
+		name := tr.Database + "." + tr.Name
+		if tr.Dropping {
+			finish("table "+name, func() error { return c.store.DropTable(ctx, t.guard, tr.Database, tr.Name) })
+			continue
+		}
+		ps, err := c.store.ListPartitions(ctx, tr.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("partitions of %s: %w", name, err))
+			continue
+		}
+		for _, pv := range ps {
+			if pv.Value.Dropping {
+				part := pv.Value.Name
+				finish("partition "+part+" of "+name, func() error { return c.store.DropPartition(ctx, t.guard, tr.Database, tr.Name, part) })
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cleanDropped makes one pass over the dropped targets' records

@@ -2,13 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/tier/meta"
@@ -131,5 +134,81 @@ func TestCleanDropped(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(n.c.m.droppedPending); got != 0 {
 		t.Errorf("dropped targets pending: %v, want 0", got)
+	}
+}
+
+// TestFinishInterruptedDrops: a coordinator marked a table and a partition
+// Dropping (the first step of a drop: record marked, assignment deleted)
+// and died before finishing. The next leader finishes both drops at the
+// start of its term: the records go, and the names can be created again
+// (before, the table read as gone yet blocked its name and its database).
+func TestFinishInterruptedDrops(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.register(e.cli, "ts-1", 10*time.Second)
+	n1 := e.startNode("c-1", nil)
+	e.awaitLeader(n1)
+	cl := n1.client
+	if _, err := cl.CreateDatabase(ctx, req(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: &tierv1.TablePath{Database: "shop", Table: "orders"}, Schema: ordersSchema(2), ReplicationFactor: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	et, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: &tierv1.TablePath{Database: "shop", Table: "events"}, Schema: eventsSchema(2), ReplicationFactor: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cl.CreatePartition(ctx, req(&tierv1.CreatePartitionRequest{
+		Path: &tierv1.TablePath{Database: "shop", Table: "events"}, Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: "2026-11-29$7"},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.cancel()
+	<-n1.done
+	n1.done <- nil // for the cleanup
+	// The first step of both drops, as the dead coordinator left them.
+	markDropping := func(key, assignment string) {
+		t.Helper()
+		resp, err := e.cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("get %s: %v %v", key, resp, err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec["dropping"] = true
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cli.Put(ctx, key, string(b)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cli.Delete(ctx, assignment); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tableID, eventsID, partID := ct.Msg.GetTable().GetTableId(), et.Msg.GetTable().GetTableId(), cp.Msg.GetPartition().GetPartitionId()
+	markDropping(e.prefix+"/tables/shop/orders", fmt.Sprintf("%s/assignment/%d", e.prefix, tableID))
+	markDropping(fmt.Sprintf("%s/partitions/%d/2026-11-29$7", e.prefix, eventsID), fmt.Sprintf("%s/assignment/%d/p%d", e.prefix, eventsID, partID))
+
+	n2 := e.startNode("c-2", nil)
+	e.awaitLeader(n2)
+	eventually(t, 15*time.Second, "the interrupted drops finished", func() bool {
+		_, terr := e.store.GetTable(ctx, "shop", "orders")
+		_, perr := e.store.GetPartition(ctx, eventsID, "2026-11-29$7")
+		return errors.Is(terr, meta.ErrNotFound) && errors.Is(perr, meta.ErrNotFound)
+	})
+	if _, err := n2.client.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: &tierv1.TablePath{Database: "shop", Table: "orders"}, Schema: ordersSchema(2), ReplicationFactor: 1})); err != nil {
+		t.Fatalf("create the dropped table's name again: %v", err)
+	}
+	if _, err := n2.client.CreatePartition(ctx, req(&tierv1.CreatePartitionRequest{
+		Path: &tierv1.TablePath{Database: "shop", Table: "events"}, Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: "2026-11-29$7"},
+	})); err != nil {
+		t.Fatalf("create the dropped partition's name again: %v", err)
 	}
 }
