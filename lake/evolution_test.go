@@ -611,6 +611,22 @@ func TestTierPartitionValues(t *testing.T) {
 	if _, err := m.PartitionName(PartitionStats{Values: []PartitionValue{{SourceID: 1, Transform: "identity", Type: "time", Value: int64(1)}}}); !errors.Is(err, ErrNoTierPartition) {
 		t.Errorf("sub-millisecond time: %v", err)
 	}
+	// Values that make no valid tier partition name map to none (the
+	// planner lists them as unmapped), not to an error that stops the
+	// whole policy.
+	for _, tc := range []struct {
+		typ   string
+		value any
+	}{{"string", "eu.west"}, {"string", "us east"}} {
+		kt, err := MapType(tc.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := PartitionMapping{Keys: []PartitionKeyMapping{{Column: "c", Type: kt, SourceID: 1, Transform: "identity"}}}
+		if _, err := m.PartitionName(PartitionStats{Values: []PartitionValue{{SourceID: 1, Transform: "identity", Type: tc.typ, Value: tc.value}}}); !errors.Is(err, ErrNoTierPartition) {
+			t.Errorf("%s %v: %v, want ErrNoTierPartition", tc.typ, tc.value, err)
+		}
+	}
 }
 
 // TestDerivedColumnsMatchPartitionNames partitions by year, month, hour and

@@ -321,7 +321,9 @@ func mappedSchema(info *TableInfo, id *int64) (SchemaInfo, error) {
 // rules and joined by "$". It is "" when the tier table is not partitioned.
 // A partition whose tuple lacks such a field (an older spec, e.g. before the
 // table was partitioned by day) or holds a null for it does not map to one
-// tier partition: the error wraps ErrNoTierPartition.
+// tier partition, nor does one whose values make no valid tier partition
+// name (a character outside [A-Za-z0-9_-], say "eu.west"): the error wraps
+// ErrNoTierPartition.
 func (m PartitionMapping) PartitionName(p PartitionStats) (string, error) {
 	if len(m.Keys) == 0 {
 		return "", nil
@@ -346,13 +348,13 @@ func (m PartitionMapping) PartitionName(p PartitionStats) (string, error) {
 		}
 		s, err := kv.PartitionValueString(k.Type, v)
 		if err != nil {
-			return "", fmt.Errorf("lake: partition %q of spec %d: key %q: %w", p.Path, p.SpecID, k.Column, err)
+			return "", fmt.Errorf("%w: partition %q of spec %d: key %q: %w", ErrNoTierPartition, p.Path, p.SpecID, k.Column, err)
 		}
 		parts = append(parts, s)
 	}
 	name := strings.Join(parts, "$")
 	if err := kv.ValidatePartitionName(name); err != nil {
-		return "", fmt.Errorf("lake: partition %q of spec %d: %w", p.Path, p.SpecID, err)
+		return "", fmt.Errorf("%w: partition %q of spec %d: %w", ErrNoTierPartition, p.Path, p.SpecID, err)
 	}
 	return name, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	"github.com/thawdb/thaw/internal/daemon"
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
 )
@@ -409,4 +410,38 @@ func TestReleaseAbortsUnrecordedTxn(t *testing.T) {
 		}
 	}
 	e.noTxnInProgress(table, parts)
+}
+
+// noSnapshotLake answers Describe as for a lake table that has no snapshot
+// (created empty, or dropped and created again under its name since a
+// request for one of its partitions was stored); everything else is the
+// real sample lake's.
+type noSnapshotLake struct{ *lake.Lake }
+
+func (l noSnapshotLake) Describe(ctx context.Context, name string) (*lake.TableInfo, error) {
+	info, err := l.Lake.Describe(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c := *info
+	c.CurrentSnapshotID = nil
+	return &c, nil
+}
+
+// TestPromoteTableWithoutSnapshot: promoting (or requesting) a partition
+// of a lake table that has no snapshot is ErrNotFound, not a panic (in a
+// queue worker it killed the daemon, and again at every start while the
+// stored request stayed).
+func TestPromoteTableWithoutSnapshot(t *testing.T) {
+	e := newEnv(t, 200)
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	cfg := e.config([]*policies.Policy{windowPolicy(t, "w", "ev", "3d", "    ")})
+	cfg.Lakes = map[string]promoter.Lake{"default": noSnapshotLake{e.lake}}
+	p := e.promoter(cfg)
+	if _, err := p.Promote(t.Context(), promoter.Key{Policy: "w", Partition: "2024-01-05"}); !errors.Is(err, promoter.ErrNotFound) {
+		t.Fatalf("promote: %v, want ErrNotFound", err)
+	}
+	if _, err := p.Request(t.Context(), promoter.Request{Policy: "w", Partition: "2024-01-05"}); !errors.Is(err, promoter.ErrNotFound) {
+		t.Fatalf("request: %v, want ErrNotFound", err)
+	}
 }

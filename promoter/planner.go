@@ -198,6 +198,11 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	}
 	ps := &planState{plan: plan, src: src, groups: map[string]*group{}, records: map[string][]Record{}}
 	if info.CurrentSnapshotID == nil {
+		if only != nil {
+			// An empty lake table (created so, or dropped and created
+			// again since a request was stored) has no partition at all.
+			return nil, fmt.Errorf("%w: policy %s: the lake table %s has no snapshot, so no partition mapped to %q", ErrNotFound, pol.Name(), s.Table, *only)
+		}
 		return ps, nil
 	}
 	parts, err := p.lakePartitions(ctx, src.lk, s.Catalog, s.Table, info)

@@ -543,6 +543,9 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 	if err != nil {
 		return Record{}, err
 	}
+	if len(ps.plan.Items) != 1 {
+		return Record{}, fmt.Errorf("%w: policy %s: no plan item for partition %q", ErrNotFound, pol.Name(), k.Partition)
+	}
 	pi := ps.plan.Items[0]
 	for _, id := range it.ids {
 		if id != pi.PromotionID {
