@@ -348,9 +348,11 @@ func (m *bulkManager) address(server string) string {
 	return m.mu.addrs[server]
 }
 
-// anonymous is the principal of every caller: the tier has no
-// authentication yet, so a transaction is resumed by its caller token
-// alone.
+// anonymous is the principal recorded for every transaction. Callers are
+// authenticated (Config.Callers) and authorized per target, not per
+// transaction: any caller whose grants cover the target may resume (Begin
+// with the caller token), commit, abort or get upload credentials for a
+// transaction on it, as the caller token alone names the transaction.
 var anonymous = bulkload.Principal{Type: "anonymous", Name: "anonymous"}
 
 // begin serves Begin: it finds the transaction of the caller token on the

@@ -136,11 +136,19 @@ func New(cfg Config, deps Deps) (*Coordinator, error) {
 	return c, nil
 }
 
+// MaxRequestBytes bounds a request message of the coordinator's services,
+// after decompression: their messages are small (manifests and snapshots
+// go through the object store), and connect reads and decodes a message
+// before any authentication, so without a bound one request, from anyone
+// who reaches the listener, could make it allocate without limit.
+const MaxRequestBytes = 16 << 20
+
 // Handler returns the path ("/") and handler of the coordinator's
 // services: the CoordinatorService, the BulkLoadService and the upload
-// gateway (uploadcap.Path).
+// gateway (uploadcap.Path). Request messages are bounded by
+// MaxRequestBytes (an option given here may change that).
 func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	opts = append([]connect.HandlerOption{tierpb.StrictJSON()}, opts...)
+	opts = append([]connect.HandlerOption{tierpb.StrictJSON(), connect.WithReadMaxBytes(MaxRequestBytes)}, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(tierv1connect.NewCoordinatorServiceHandler(&service{c: c}, opts...))
 	bulkOpts := opts
