@@ -314,6 +314,43 @@ func TestParquetInput(t *testing.T) {
 	if err := checkParquet(in, tbl, ""); err != nil {
 		t.Fatalf("check: %v", err)
 	}
+	// Symbolic links are followed, to directories too (they were skipped
+	// without a word: their rows not loaded, and the load said committed);
+	// what two links reach, or a loop, counts once; a dangling link fails.
+	outside := filepath.Join(dir, "outside")
+	writeParquet(t, filepath.Join(outside, "c.parquet"), makeItems("", 101, 10), parquetLayout{})
+	links := filepath.Join(dir, "links")
+	for _, l := range []struct{ target, name string }{
+		{filepath.Join(dir, "in"), filepath.Join(dir, "root-link")},
+		{outside, filepath.Join(links, "day2")},
+		{outside, filepath.Join(links, "again")},
+		{links, filepath.Join(links, "loop")},
+		{filepath.Join(outside, "c.parquet"), filepath.Join(links, "c-link.parquet")},
+	} {
+		if err := os.MkdirAll(filepath.Dir(l.name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(l.target, l.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		path  string
+		files int
+		rows  int64
+	}{{filepath.Join(dir, "root-link"), 2, 100}, {links, 1, 10}} {
+		in, err := openParquetInput([]string{tc.path})
+		if err != nil || len(in.files) != tc.files || in.rows != tc.rows {
+			t.Errorf("input %s: %v; want %d files of %d rows", tc.path, err, tc.files, tc.rows)
+			continue
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(links, "dangling")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openParquetInput([]string{links}); err == nil || !strings.Contains(err.Error(), "dangling") {
+		t.Errorf("input with a dangling link: %v", err)
+	}
 	// Every row comes back, in file order, batch after batch; the extra
 	// column is not read.
 	var ids []int64

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"iter"
 	"os"
 	"path/filepath"
@@ -58,6 +57,61 @@ type parquetInput struct {
 	bytes int64
 }
 
+// parquetFiles lists the *.parquet files below dir, recursively and
+// sorted, skipping names that start with "." or "_" (Hive and Spark
+// markers). Symbolic links are followed, to directories too; a file or
+// directory reached twice (two links to one place, a link loop) counts
+// once, and a link that leads nowhere is an error, not a skip.
+func parquetFiles(dir string) ([]string, error) {
+	var found []string
+	seen := map[string]bool{}
+	var walk func(path string) error
+	walk = func(path string) error {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return err
+		}
+		if seen[real] {
+			return nil
+		}
+		seen[real] = true
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				continue
+			}
+			child := filepath.Join(path, name)
+			info, err := os.Stat(child)
+			if err != nil {
+				return err
+			}
+			switch {
+			case info.IsDir():
+				if err := walk(child); err != nil {
+					return err
+				}
+			case info.Mode().IsRegular() && strings.HasSuffix(name, ".parquet"):
+				real, err := filepath.EvalSymlinks(child)
+				if err != nil {
+					return err
+				}
+				if !seen[real] {
+					seen[real] = true
+					found = append(found, child)
+				}
+			}
+		}
+		return nil
+	}
+	err := walk(dir)
+	slices.Sort(found)
+	return found, err
+}
+
 // openParquetInput expands paths into Parquet files and reads each file's
 // footer (row count).
 func openParquetInput(paths []string) (*parquetInput, error) {
@@ -69,29 +123,12 @@ func openParquetInput(paths []string) (*parquetInput, error) {
 		}
 		var found []string
 		if st.IsDir() {
-			err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				name := d.Name()
-				if path != p && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-					if d.IsDir() {
-						return filepath.SkipDir
-					}
-					return nil
-				}
-				if !d.IsDir() && strings.HasSuffix(name, ".parquet") {
-					found = append(found, path)
-				}
-				return nil
-			})
-			if err != nil {
+			if found, err = parquetFiles(p); err != nil {
 				return nil, fmt.Errorf("input directory %s: %w", p, err)
 			}
 			if len(found) == 0 {
 				return nil, fmt.Errorf("input directory %s holds no *.parquet files", p)
 			}
-			slices.Sort(found)
 		} else {
 			found = []string{p}
 		}
