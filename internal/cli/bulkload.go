@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -403,6 +404,24 @@ func readBuildContext(path string) (*bulkloadclient.BuildContext, error) {
 }
 
 // writeOutput writes b to the file path, or to stdout when path is "".
+// checkOutFile makes sure, before the work whose result goes to path, that
+// path can be written (its directory exists and takes files, and it is no
+// directory), so that a begun transaction or a finished build is not lost
+// to a typo in --out.
+func checkOutFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usageError("--out %s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".thaw-out-check-*")
+	if err != nil {
+		return usageError("--out %s cannot be written: %v", path, err)
+	}
+	return errors.Join(f.Close(), os.Remove(f.Name()))
+}
+
 func writeOutput(stdout io.Writer, path string, b []byte) error {
 	if path == "" {
 		_, err := stdout.Write(b)
@@ -478,6 +497,9 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	if *buildTimeout < 0 {
 		return usageError("--build-timeout must not be negative")
 	}
+	if err := checkOutFile(*out); err != nil {
+		return err
+	}
 	target := bulkload.Target{Database: tp.GetDatabase(), Table: tp.GetTable(), Partition: tp.GetPartition()}
 	tok := *token
 	if tok == "" {
@@ -498,7 +520,15 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 		return err
 	}
 	if err := writeOutput(stdout, *out, append(b, '\n')); err != nil {
-		return err
+		// Nobody could build or commit it: lift the fence at once rather
+		// than at the build deadline.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), sf.timeout)
+		defer acancel()
+		if _, aerr := c.Abort(actx, bc.Handle()); aerr != nil {
+			return fmt.Errorf("%w; bulk load %s (caller token %s) is left BEGUN and fences %s until its build deadline: thaw bulkload abort %s (%v)",
+				err, bc.Handle().TxnID, tok, target, bc.Handle().TxnID, aerr)
+		}
+		return fmt.Errorf("%w; bulk load %s was aborted", err, bc.Handle().TxnID)
 	}
 	fmt.Fprintf(progressOutput, "thaw: began bulk load %s of %s: %s, caller token %s, build deadline %s\n",
 		bc.Handle().TxnID, target, plural(bc.Buckets(), "bucket", "buckets"), tok, bc.BuildDeadline().Format(time.RFC3339))
@@ -558,6 +588,9 @@ func runBulkloadBuild(ctx context.Context, stdout io.Writer, args []string) (err
 	}
 	if *contextFile == "" || *bucketSpec == "" {
 		return usageError("%s needs --context FILE and --buckets LIST", fs.Name())
+	}
+	if err := checkOutFile(*out); err != nil {
+		return err
 	}
 	if len(paths) == 0 {
 		return usageError("%s needs Parquet files or directories", fs.Name())

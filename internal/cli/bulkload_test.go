@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -165,6 +166,20 @@ func TestBulkloadCommands(t *testing.T) {
 	out, err = runBulk(t, "abort", id, server, "--output", "json")
 	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.State != "ABORTED" || st.AbortReason != "ABORTED_BY_CALLER" {
 		t.Fatalf("abort again, json: %v\n%s", err, out)
+	}
+	// An --out that cannot be written is refused before Begin: no
+	// transaction fences the table (one nobody could build or commit,
+	// until its build deadline).
+	bad := filepath.Join(t.TempDir(), "missing", "ctx.json")
+	if _, err := runBulk(t, "begin", "shop.items", "--out", bad, server); err == nil || !strings.Contains(err.Error(), "--out "+bad+" cannot be written") {
+		t.Fatalf("begin --out into a missing directory: %v", err)
+	}
+	if _, err := runBulk(t, "build", "--context", bad, "--buckets", "all", "--out", bad, "x.parquet"); err == nil || !strings.Contains(err.Error(), "--out "+bad+" cannot be written") {
+		t.Fatalf("build --out into a missing directory: %v", err)
+	}
+	out, err = runBulk(t, "list", server)
+	if err != nil || out != "no bulk load is in progress (--all also lists the finished ones the tier retains)\n" {
+		t.Fatalf("list after the refused begin: %v\n%s", err, out)
 	}
 }
 
