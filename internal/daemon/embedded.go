@@ -801,27 +801,8 @@ func (e *Embedded) Close() error {
 		tablets = append(tablets, e.mu.tablets[id])
 	}
 	e.mu.Unlock()
-	stop := func(cs []*component) {
-		for _, c := range cs {
-			if c.running() {
-				c.cancel()
-			}
-		}
-		timer := time.NewTimer(e.cfg.ShutdownTimeout)
-		defer timer.Stop()
-		for _, c := range cs {
-			select {
-			case <-c.done:
-				if c.err != nil && !c.killed.Load() {
-					errs = append(errs, fmt.Errorf("%s: %w", c.id, c.err))
-				}
-			case <-timer.C:
-				errs = append(errs, fmt.Errorf("daemon: %s did not stop within %v", c.id, e.cfg.ShutdownTimeout))
-			}
-		}
-	}
-	stop(coords)
-	stop(tablets)
+	errs = append(errs, stopComponents(coords, e.cfg.ShutdownTimeout)...)
+	errs = append(errs, stopComponents(tablets, e.cfg.ShutdownTimeout)...)
 	e.cancel()
 	if e.logs != nil {
 		if err := e.logs.Close(); err != nil {
@@ -841,6 +822,41 @@ func (e *Embedded) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// stopComponents cancels the running components of a group and waits for
+// them, all within one timeout: once it has passed, a component that has
+// not stopped is reported at once (with a timer shared by the group, the
+// wait for a second stuck component never ended). It returns the
+// components' errors and the ones that did not stop.
+func stopComponents(cs []*component, timeout time.Duration) []error {
+	for _, c := range cs {
+		if c.running() {
+			c.cancel()
+		}
+	}
+	var errs []error
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	expired := false
+	for _, c := range cs {
+		if !expired {
+			select {
+			case <-c.done:
+			case <-timer.C:
+				expired = true
+			}
+		}
+		select {
+		case <-c.done:
+			if c.err != nil && !c.killed.Load() {
+				errs = append(errs, fmt.Errorf("%s: %w", c.id, c.err))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("daemon: %s did not stop within %v", c.id, timeout))
+		}
+	}
+	return errs
 }
 
 // privateDirMode is the permission of the data directories the daemon
