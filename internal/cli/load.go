@@ -593,8 +593,12 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	st, err := c.Commit(commitCtx, bc, results, lf.budget)
 	if err != nil {
 		// A Commit that was refused leaves the transaction BEGUN: abort it.
-		// Any other state is the server's to finish; say where it stands.
-		if cur, serr := c.Status(commitCtx, bc.Handle()); serr == nil && cur.State == bulkload.Begun {
+		// Any other state is the server's to finish; say where it stands
+		// (asked with a deadline of its own: the commit's may be what
+		// ran out).
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer scancel()
+		if cur, serr := c.Status(sctx, bc.Handle()); serr == nil && cur.State == bulkload.Begun {
 			return abortAfter(ctx, c, bc, prog, fmt.Errorf("load %s: commit: %w", target, err))
 		} else if serr == nil {
 			return fmt.Errorf("load %s: commit: %w (transaction %s is %s; see thaw bulkload status %s)", target, err, txn, cur.State, txn)
