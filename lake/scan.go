@@ -154,9 +154,9 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 
 // addedOrder returns, for a format-v1 table (whose data files carry no
 // sequence numbers: every task's is 0), where each data file of snap was
-// added: the rank of its adding snapshot in snap's ancestry, the oldest
-// ancestor 0 (an ancestor expired from the metadata counts as older than
-// all of them). Nil for later formats, whose sequence numbers order the
+// added: the rank of its adding snapshot in snap's ancestry, from 1 for
+// the oldest ancestor the metadata still holds (0, older than all of them,
+// for a snapshot expired from it). Nil for later formats, whose sequence numbers order the
 // files, and for fewer than two tasks.
 func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tasks []table.FileScanTask) (map[string]int, error) {
 	if snap == nil || tbl.Metadata().Version() != 1 || len(tasks) < 2 {
