@@ -273,17 +273,24 @@ spec:
 	e.wantPromoted(next, table, 2, "2024-01-02")
 }
 
+// forgetfulEnv is newEnv (1,000 rows, the clock at 2024-01-08) whose
+// coordinator forgets a finished transaction after a second.
+func forgetfulEnv(t *testing.T) *env {
+	e := newEnvWith(t, 1000, func(c *daemon.EmbeddedConfig) {
+		c.Coordinator.BulkLoad.ResultRetention = time.Second
+	})
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	return e
+}
+
 // TestCommittingAfterTierForgotCommitted: a promoter commits and loses its
 // leadership before recording it (the record stays committing); the tier
 // forgets the finished transactions (result retention). The next promoter
 // finds the targets holding the rows and records the promotions committed
 // instead of leaving them committing forever.
 func TestCommittingAfterTierForgotCommitted(t *testing.T) {
-	e := newEnvWith(t, 1000, func(c *daemon.EmbeddedConfig) {
-		c.Coordinator.BulkLoad.ResultRetention = time.Second
-	})
+	e := forgetfulEnv(t)
 	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	const table = "forgot"
 	pols := []*policies.Policy{twoDayPolicy(t, "forgot", table)}
 	const prefix = "/thaw-test/forgot"
@@ -312,11 +319,8 @@ func TestCommittingAfterTierForgotCommitted(t *testing.T) {
 // and the tier forgets it. The next promoter's resume finds the target
 // empty: the attempt is recorded aborted and attempt 2 promotes it.
 func TestCommittingAfterTierForgotAborted(t *testing.T) {
-	e := newEnvWith(t, 1000, func(c *daemon.EmbeddedConfig) {
-		c.Coordinator.BulkLoad.ResultRetention = time.Second
-	})
+	e := forgetfulEnv(t)
 	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	const table = "forgota"
 	pols := []*policies.Policy{twoDayPolicy(t, "forgota", table)}
 	const prefix = "/thaw-test/forgota"

@@ -353,6 +353,24 @@ func (cl *cluster) replicated(ctx context.Context, partition string, rf int) err
 	return nil
 }
 
+// replicatedWhere is replicated, and place holds for every bucket's
+// replica list.
+func (cl *cluster) replicatedWhere(ctx context.Context, partition string, rf int, place func(bucket int32, replicas []string) error) error {
+	if err := cl.replicated(ctx, partition, rf); err != nil {
+		return err
+	}
+	loc, err := cl.locations(ctx, partition)
+	if err != nil {
+		return err
+	}
+	for _, b := range loc.GetBuckets() {
+		if err := place(b.GetBucket(), b.GetReplicas()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (cl *cluster) replicaStatus(ctx context.Context, server string, t *tierv1.TargetId, bucket int32) (*tierv1.ReplicaStatus, error) {
 	resp, err := cl.tablet(server).ReplicaStatus(ctx, connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: t, Buckets: []int32{bucket}}))
 	if err != nil {

@@ -214,19 +214,12 @@ func testTabletCrashAndRestart(t *testing.T, mod func(*daemon.EmbeddedConfig)) {
 		t.Fatal(err)
 	}
 	eventually(t, "replicated on the survivors and "+newcomer, func(ctx context.Context) error {
-		if err := cl.replicated(ctx, dayOne, 3); err != nil {
-			return err
-		}
-		loc, err := cl.locations(ctx, dayOne)
-		if err != nil {
-			return err
-		}
-		for _, b := range loc.GetBuckets() {
-			if slices.Contains(b.GetReplicas(), victim) {
-				return fmt.Errorf("bucket %d still on %s", b.GetBucket(), victim)
+		return cl.replicatedWhere(ctx, dayOne, 3, func(b int32, replicas []string) error {
+			if slices.Contains(replicas, victim) {
+				return fmt.Errorf("bucket %d still on %s", b, victim)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	// The newcomer's replicas restored the registered snapshots.
 	loc, err = cl.locations(ctx, dayOne)

@@ -95,19 +95,12 @@ func TestSnapshotsAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "replicated on "+newcomer, func(ctx context.Context) error {
-		if err := cl.replicated(ctx, dayOne, 3); err != nil {
-			return err
-		}
-		loc, err := cl.locations(ctx, dayOne)
-		if err != nil {
-			return err
-		}
-		for _, b := range loc.GetBuckets() {
-			if !slices.Contains(b.GetReplicas(), newcomer) {
-				return fmt.Errorf("bucket %d not on %s: %v", b.GetBucket(), newcomer, b.GetReplicas())
+		return cl.replicatedWhere(ctx, dayOne, 3, func(b int32, replicas []string) error {
+			if !slices.Contains(replicas, newcomer) {
+				return fmt.Errorf("bucket %d not on %s: %v", b, newcomer, replicas)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 
 	// The leaders go on; retention (keep 2) drops the first snapshots and
