@@ -439,7 +439,7 @@ func mapArrowType(col kv.Column, dt arrow.DataType) (arrowColumn, error) {
 		default:
 			return ac, mismatch(col, dt)
 		}
-		ac.needCk = ac.unit > 1e3
+		ac.needCk = ac.unit != 1e3 // whole milliseconds of time32[ms] need none
 	case kv.KindTimestamp, kv.KindTimestampLTZ:
 		t, ok := dt.(*arrow.TimestampType)
 		if !ok {
@@ -551,13 +551,29 @@ func (c *arrowConverter) check(row int) error {
 		}
 		switch ac.kind {
 		case akDate64:
-			if ac.i64[row]%86_400_000 != 0 {
-				return &columnError{ac.name, fmt.Errorf("date64 value %d ms is not a whole day", ac.i64[row])}
+			v := ac.i64[row]
+			if v%86_400_000 != 0 {
+				return &columnError{ac.name, fmt.Errorf("date64 value %d ms is not a whole day", v)}
+			}
+			if d := v / 86_400_000; d < math.MinInt32 || d > math.MaxInt32 {
+				return &columnError{ac.name, fmt.Errorf("date64 value %d ms is outside the DATE range (a 32-bit day count)", v)}
 			}
 		case akTime32, akTime64:
+			// Int32 narrows the value to milliseconds: a value beyond a
+			// day would wrap into another time of day, so it is refused
+			// here, before any narrowing.
 			v := ac.rawTime(row)
+			if ac.unit == 1 {
+				if v < 0 || v >= 86_400 {
+					return &columnError{ac.name, fmt.Errorf("time value %d s is outside a day (0 to 86399)", v)}
+				}
+				continue
+			}
 			if v%(ac.unit/1000) != 0 {
 				return &columnError{ac.name, fmt.Errorf("time value %d (1/%d s) has a sub-millisecond part; TIME stores milliseconds", v, ac.unit)}
+			}
+			if ms := v / (ac.unit / 1000); ms < 0 || ms >= 86_400_000 {
+				return &columnError{ac.name, fmt.Errorf("time value %d (1/%d s) is outside a day", v, ac.unit)}
 			}
 		case akTimestamp:
 			v := ac.i64[row]

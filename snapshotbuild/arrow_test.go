@@ -332,6 +332,43 @@ func TestArrowErrors(t *testing.T) {
 		ts[i] = dt
 		return ts
 	}
+	// rawAt builds good rows with column i of Arrow type dt holding raw
+	// value bad at row 2 and ok elsewhere: values toArrow cannot make.
+	rawAt := func(i int, dt arrow.DataType, bad, ok any) func() arrow.RecordBatch {
+		return func() arrow.RecordBatch {
+			rows := good()[:4]
+			ts := replaceType(i, dt)
+			var fields []arrow.Field
+			for c := range tbl.NumColumns() {
+				fields = append(fields, arrow.Field{Name: tbl.Column(c).Name, Type: ts[c], Nullable: true})
+			}
+			rb := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+			defer rb.Release()
+			for ri, r := range rows {
+				for c, v := range r {
+					if c != i {
+						appendValue(t, rb.Field(c), ts[c], v)
+						continue
+					}
+					raw := ok
+					if ri == 2 {
+						raw = bad
+					}
+					switch b := rb.Field(c).(type) {
+					case *array.Time32Builder:
+						b.Append(raw.(arrow.Time32))
+					case *array.Time64Builder:
+						b.Append(raw.(arrow.Time64))
+					case *array.Date64Builder:
+						b.Append(raw.(arrow.Date64))
+					default:
+						t.Fatalf("rawAt: builder %T", b)
+					}
+				}
+			}
+			return rb.NewRecordBatch()
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		rec     func() arrow.RecordBatch
@@ -367,37 +404,18 @@ func TestArrowErrors(t *testing.T) {
 			},
 			is: kv.ErrInvalidRow, column: "code", row: 1,
 		},
-		{
-			name: "sub-millisecond time",
-			rec: func() arrow.RecordBatch {
-				rows := good()
-				ts := replaceType(14, arrow.FixedWidthTypes.Time64us)
-				rec := toArrow(t, tbl, ts, rows[:4])
-				rec.Release()
-				// Build by hand: 1.5 ms.
-				var fields []arrow.Field
-				for i := range tbl.NumColumns() {
-					fields = append(fields, arrow.Field{Name: tbl.Column(i).Name, Type: ts[i], Nullable: true})
-				}
-				rb := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
-				defer rb.Release()
-				for ri, r := range rows[:4] {
-					for i, v := range r {
-						if i == 14 {
-							us := arrow.Time64(1500)
-							if ri != 2 {
-								us = 2000
-							}
-							rb.Field(i).(*array.Time64Builder).Append(us)
-							continue
-						}
-						appendValue(t, rb.Field(i), ts[i], v)
-					}
-				}
-				return rb.NewRecordBatch()
-			},
-			is: ErrInvalidRow, column: "tm", row: 2,
-		},
+		{name: "sub-millisecond time", rec: rawAt(14, arrow.FixedWidthTypes.Time64us, arrow.Time64(1500), arrow.Time64(2000)),
+			is: ErrInvalidRow, column: "tm", row: 2},
+		// Values that would wrap when narrowed to a 32-bit TIME or DATE,
+		// landing on a valid other value.
+		{name: "time64 beyond a day", rec: rawAt(14, arrow.FixedWidthTypes.Time64us, arrow.Time64((1<<32+5000)*1000), arrow.Time64(2000)),
+			is: ErrInvalidRow, column: "tm", row: 2},
+		{name: "negative time64", rec: rawAt(14, arrow.FixedWidthTypes.Time64ns, arrow.Time64(-1_000_000), arrow.Time64(2_000_000)),
+			is: ErrInvalidRow, column: "tm", row: 2},
+		{name: "time32 seconds beyond a day", rec: rawAt(14, arrow.FixedWidthTypes.Time32s, arrow.Time32(1<<22+5), arrow.Time32(5)),
+			is: ErrInvalidRow, column: "tm", row: 2},
+		{name: "date64 beyond DATE", rec: rawAt(13, arrow.FixedWidthTypes.Date64, arrow.Date64((1<<32+5)*86_400_000), arrow.Date64(5*86_400_000)),
+			is: ErrInvalidRow, column: "dt", row: 2},
 		{
 			name:    "missing column",
 			rec:     func() arrow.RecordBatch { return dropColumn(t, toArrow(t, tbl, types, good()), "ts") },
