@@ -111,3 +111,30 @@ func TestPromoterClientToken(t *testing.T) {
 		t.Fatalf("Authorization headers %q, want %q", seen, want)
 	}
 }
+
+// TestPromoterClientRefusesRedirects: a redirect is not followed, so the
+// bearer token never reaches the host it names.
+func TestPromoterClientRefusesRedirects(t *testing.T) {
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"policies":[]}`))
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	t.Setenv(daemon.EnvPromoterToken, "promoter-token-0123456789")
+	c, err := promoterClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Policies(t.Context()); err == nil || !strings.Contains(err.Error(), "redirect to "+other.URL) {
+		t.Errorf("Policies through a redirect: %v", err)
+	}
+	if leaked != nil {
+		t.Errorf("the redirect was followed, sending %q", leaked)
+	}
+}

@@ -173,11 +173,16 @@ func query(r *http.Request, known ...string) (url.Values, error) {
 
 // decodeRequest reads one strict JSON object into v.
 func decodeRequest(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return invalidf("content type %q: want application/json", ct)
-		}
+	// A body must say it is JSON: a request without Content-Type is one
+	// a web page can send cross-origin without a CORS preflight (a fetch
+	// of an untyped Blob), so accepting it would let any page the
+	// operator opens trigger promotions on an API without callers.
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return invalidf("no content type: want Content-Type: application/json")
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return invalidf("content type %q: want application/json", ct)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {

@@ -52,7 +52,9 @@ func TestPromoteRequestRejects(t *testing.T) {
 			// The handler answers it with 400 before it asks the promoter
 			// (which it has none of here).
 			rec := httptest.NewRecorder()
-			NewHandler(nil, nil).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/promotions", strings.NewReader(tc.body)))
+			hreq := httptest.NewRequest("POST", "/v1/promotions", strings.NewReader(tc.body))
+			hreq.Header.Set("Content-Type", "application/json")
+			NewHandler(nil, nil).ServeHTTP(rec, hreq)
 			if rec.Code != 400 || !strings.Contains(rec.Body.String(), CodeInvalid) {
 				t.Fatalf("handler answered %d %s", rec.Code, rec.Body)
 			}
