@@ -425,6 +425,10 @@ func beginHint(err error, createFlag string, target bulkload.Target) error {
 			err, target.Database, target.Table, target.Partition, also)
 	case errors.Is(err, bulkload.ErrTargetNotEmpty):
 		return fmt.Errorf("%w\n(a bulk load fills an empty table or partition only: load into a new partition, or drop the target and create it again)", err)
+	case errors.Is(err, bulkload.ErrInvalidState):
+		// Begin with a caller token whose transaction is past building:
+		// a repeated --token after the load committed, say.
+		return fmt.Errorf("%w\n(this caller token's transaction is past building: COMMITTED means its rows are loaded already, COMMITTING that its commit is in progress; a new load needs a new token, or none)", err)
 	case errors.Is(err, bulkload.ErrTargetOccupied):
 		if id := tierpb.MetadataOf(err)[tierpb.KeyTxnID]; id != "" {
 			return fmt.Errorf("%w\n%s", err, heldHint(id))

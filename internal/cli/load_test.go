@@ -575,10 +575,17 @@ func TestLoad(t *testing.T) {
 	good := makeItems("2024-01-03", 1, 100)
 	writeParquet(t, fbad, good, parquetLayout{withDT: true})
 	out.Reset()
-	if err := runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", server, fbad}); err != nil {
+	if err := runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", "--token", "load-2024-01-03", server, fbad}); err != nil {
 		t.Fatalf("load after the abort: %v\n%s", err, out.String())
 	}
 	checkRows(t, scanTarget(t, tc, target3, 1), lastWins(good), true)
+	// The same token again: its transaction committed, and the error
+	// says what that means.
+	out.Reset()
+	err = runLoad(ctx, &out, []string{"--table", "shop.sales", "--partition", "2024-01-03", "--token", "load-2024-01-03", server, fbad})
+	if !errors.Is(err, bulkload.ErrInvalidState) || !strings.Contains(err.Error(), "is COMMITTED\n(this caller token's transaction is past building: COMMITTED means its rows are loaded already") {
+		t.Errorf("load repeating a committed token: %v\n%s", err, out.String())
+	}
 
 	// Files that do not fit the table are refused before Begin. Compared:
 	// which transactions exist and their states; a committed load's
