@@ -106,7 +106,7 @@ func (p *Promoter) openSource(ctx context.Context, pol *policies.Policy, snapsho
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: policy %s: lake table %s: %w", ErrSchema, pol.Name(), src.Table, err)
 	}
-	if err := checkSelectionFields(pol, info); err != nil {
+	if err := checkSelectionFields(pol, info, mapping); err != nil {
 		return nil, nil, err
 	}
 	s := &source{pol: pol, lk: lk, schema: schema, mapping: mapping}
@@ -119,13 +119,30 @@ func (p *Promoter) openSource(ctx context.Context, pol *policies.Policy, snapsho
 // checkSelectionFields refuses a policy whose selection (where, window)
 // names a field that no partition spec of the lake table has: such a
 // policy (a typo, most likely) would select nothing, forever, each item
-// merely "not selected".
-func checkSelectionFields(pol *policies.Policy, info *lake.TableInfo) error {
-	var have []string
+// merely "not selected". It also refuses a field the lake table has that
+// is not one of the tier's partition keys (a bucket or void field, or an
+// older spec's field over another column or transform): a tier partition
+// holds every value of such a field, so no one value decides it, and the
+// decision would rest on whichever lake partition came first. A field of
+// an older spec over a key's column and transform (a renamed day field)
+// is a key.
+func checkSelectionFields(pol *policies.Policy, info *lake.TableInfo, m lake.PartitionMapping) error {
+	type keyOf struct {
+		source    int
+		transform string
+	}
+	keys := map[keyOf]bool{}
+	for _, k := range m.Keys {
+		keys[keyOf{k.SourceID, k.Transform}] = true
+	}
+	var have, usable []string
 	for _, spec := range info.Specs {
 		for _, f := range spec.Fields {
 			if !slices.Contains(have, f.Name) {
 				have = append(have, f.Name)
+			}
+			if keys[keyOf{f.SourceID, f.Transform}] && !slices.Contains(usable, f.Name) {
+				usable = append(usable, f.Name)
 			}
 		}
 	}
@@ -138,8 +155,17 @@ func checkSelectionFields(pol *policies.Policy, info *lake.TableInfo) error {
 		named = append(named, sel.Window.Field)
 	}
 	for _, f := range named {
-		if slices.Contains(have, f) {
+		switch {
+		case slices.Contains(usable, f):
 			continue
+		case slices.Contains(have, f):
+			keys := "none: the tier table is not partitioned"
+			if len(usable) > 0 {
+				keys = strings.Join(usable, ", ")
+			}
+			return fmt.Errorf("%w: policy %s: the selection names partition field %s of lake table %s, which is not a tier partition key: "+
+				"a tier partition holds every value of it, so no one value selects it (fields to select on: %s)",
+				ErrSchema, pol.Name(), f, pol.Source().Table, keys)
 		}
 		fields := "it is not partitioned"
 		if len(have) > 0 {
