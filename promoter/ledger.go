@@ -47,7 +47,9 @@ type Ledger interface {
 	List(ctx context.Context) ([]Record, error)
 
 	// PutRequests stores on-demand requests (see StoredRequest), each
-	// replacing its key's, and returns the revision that stored each.
+	// replacing its key's, and returns the revision that stored each. On
+	// an error it returns the revisions of those stored before it (a
+	// prefix of rs; the rest are not stored).
 	PutRequests(ctx context.Context, rs []StoredRequest) ([]int64, error)
 	// DeleteRequest removes k's stored request if it is still the one
 	// stored at revision rev (a later one stays; none is no error).

@@ -442,9 +442,9 @@ func (p *Promoter) updateDepth() {
 // the policy's selection includes it or not (prechecks still apply:
 // already promoted, not empty, in progress). ErrNotFound: the lake has no
 // such partition. The requests are stored in the ledger before Request
-// answers (when they cannot be, it fails and queues nothing): a promoter
-// that stops before their turn leaves them to the next one, whose Run
-// queues them again.
+// answers (when not all can be, it fails; those stored are queued, and
+// repeating the request merges with them): a promoter that stops before
+// their turn leaves them to the next one, whose Run queues them again.
 func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	pol, err := p.resolve(r)
 	if err != nil {
@@ -466,13 +466,13 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 	var reqs []item
 	for _, it := range ps.plan.Items {
 		if it.Action == ActionPromote || (strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key)) {
-			p.clearSkip(it.PromotionID)
 			req := asker
 			req.ids = []string{it.PromotionID}
 			keys, reqs = append(keys, it.Key), append(reqs, req)
 		}
 	}
 	if err := p.enqueueRequests(ctx, keys, reqs); err != nil {
+		p.updateDepth()
 		return nil, err
 	}
 	p.updateDepth()

@@ -67,8 +67,10 @@ func (l *EtcdLedger) requestKey(k Key) string {
 
 // PutRequests implements Ledger: each request replaces its key's, in
 // transactions of up to maxRequestOps (fenced like every write). When one
-// fails, those already stored are deleted again (best effort) and nothing
-// is reported stored.
+// fails, the requests of the transactions before it stay stored and their
+// revisions are returned with the error. Deleting them again would be no
+// undo: a key's request replaces the one stored before (the caller's merge
+// of it), which would then be lost.
 func (l *EtcdLedger) PutRequests(ctx context.Context, rs []StoredRequest) ([]int64, error) {
 	revs := make([]int64, 0, len(rs))
 	for chunk := range slices.Chunk(rs, maxRequestOps) {
@@ -76,27 +78,19 @@ func (l *EtcdLedger) PutRequests(ctx context.Context, rs []StoredRequest) ([]int
 		for _, r := range chunk {
 			b, err := encodeRequest(r)
 			if err != nil {
-				l.undoRequests(ctx, rs[:len(revs)], revs)
-				return nil, err
+				return revs, err
 			}
 			ops = append(ops, clientv3.OpPut(l.requestKey(r.Key), string(b)))
 		}
 		resp, _, err := l.txn(ctx, nil, ops, nil)
 		if err != nil {
-			l.undoRequests(ctx, rs[:len(revs)], revs)
-			return nil, fmt.Errorf("promoter: ledger: store requests: %w", err)
+			return revs, fmt.Errorf("promoter: ledger: store requests: %w", err)
 		}
 		for range chunk {
 			revs = append(revs, resp.Header.Revision)
 		}
 	}
 	return revs, nil
-}
-
-func (l *EtcdLedger) undoRequests(ctx context.Context, rs []StoredRequest, revs []int64) {
-	for i, r := range rs {
-		_ = l.DeleteRequest(context.WithoutCancel(ctx), r.Key, revs[i])
-	}
 }
 
 // DeleteRequest implements Ledger.
@@ -188,9 +182,15 @@ func decodeRequest(b []byte) (StoredRequest, error) {
 
 // enqueueRequests stores the requests of keys (items[i] is keys[i]'s),
 // each merged with what the queue holds for its key already, then queues
-// them with the revisions that stored them. Nothing is queued when they
-// cannot be stored. Requests are stored one call at a time, so that the
-// stored request of a key is always the queue's latest merge.
+// them with the revisions that stored them. When only some can be stored
+// (the ledger stores in several transactions), those are queued and the
+// error is returned: a key's stored request is always what the queue
+// holds for it, and a caller repeating the request merges into it.
+// Requests are stored one call at a time, so that the stored request of a
+// key is always the queue's latest merge. The skip notes of the requested
+// ids go under the same lock, so that a Cancel of an id (which notes it
+// under the lock) cannot land between this request's clearing its note
+// and queueing it.
 func (p *Promoter) enqueueRequests(ctx context.Context, keys []Key, items []item) error {
 	if len(keys) == 0 {
 		return nil
@@ -206,18 +206,19 @@ func (p *Promoter) enqueueRequests(ctx context.Context, keys []Key, items []item
 		stored[i] = StoredRequest{Key: k, Forced: merged.forced, IDs: merged.ids, At: p.now()}
 	}
 	revs, err := p.cfg.Ledger.PutRequests(ctx, stored)
-	if err != nil {
-		if fencing.IsFenced(err) {
-			p.halt(err)
-		}
+	if err != nil && fencing.IsFenced(err) {
+		p.halt(err)
 		return err
 	}
-	for i, k := range keys {
+	for i, rev := range revs {
 		it := items[i]
-		it.rev = revs[i]
-		p.q.add(k, it)
+		for _, id := range it.ids {
+			p.clearSkip(id)
+		}
+		it.rev = rev
+		p.q.add(keys[i], it)
 	}
-	return nil
+	return err
 }
 
 // settleRequest ends the stored request of a key whose turn came (process

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,6 +167,39 @@ func TestRequestInterruptedByShutdown(t *testing.T) {
 
 	cfg.Hooks.AfterPhase = nil
 	e.runUntilPromoted(ctx, t, cfg, id, 2)
+}
+
+// TestPruneKeepsRecordOfQueuedRequest: a request answered with the
+// attempt after an old aborted record keeps that record from the prune
+// while it waits (without it the run would be attempt 1 again, and the
+// request's waiter would wait for attempt 2 for ever).
+func TestPruneKeepsRecordOfQueuedRequest(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	part := e.partitionOf("2024-01-03")
+	stopping := holdFirstBuild(&cfg)
+	first := e.promoter(cfg)
+	stop := run(t, first)
+	id := request(ctx, t, first, pol, part)
+	<-stopping
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Hooks.AfterPhase = nil
+	e.setNow(e.clock().Add(2 * time.Hour))
+	cfg.LedgerRetention = time.Hour
+	p := e.promoter(cfg)
+	items, err := p.Request(ctx, promoter.Request{Policy: pol.Name(), Partition: part})
+	if err != nil || len(items) != 1 || items[0].PromotionID != id || items[0].Attempt != 2 {
+		t.Fatalf("request after the aborted attempt: %+v %v", items, err)
+	}
+	if n, err := p.PruneLedger(ctx); err != nil || n != 0 {
+		t.Fatalf("prune while the request waits: %d deleted, %v", n, err)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(ctx, t, p, id, 2)
 }
 
 // failingLake fails Describe while fail is set.
@@ -601,5 +635,156 @@ func TestCancelQueuedRequest(t *testing.T) {
 	}
 	if code, _, errOut := thaw("cancel", "shop.events"); code != 2 || !strings.Contains(errOut, `"shop.events" is not a promotion id`) {
 		t.Errorf("thaw cancel shop.events: exit %d %s", code, errOut)
+	}
+}
+
+// failTxnKV fails its n-th Txn (from 1) as a request whose context ended.
+type failTxnKV struct {
+	clientv3.KV
+	n     int64
+	calls atomic.Int64
+}
+
+func (k *failTxnKV) Txn(ctx context.Context) clientv3.Txn {
+	if k.calls.Add(1) == k.n {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		return k.KV.Txn(c)
+	}
+	return k.KV.Txn(ctx)
+}
+
+// TestEtcdLedgerRequestsPartlyStored: a store of more requests than one
+// transaction takes whose second transaction fails keeps the first
+// transaction's requests, and says which: deleting them again would lose
+// the earlier request of a key (which the caller's merge replaced).
+func TestEtcdLedgerRequestsPartlyStored(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := t.Context()
+	const prefix = "/test/promoter"
+	l := promoter.NewEtcdLedger(cli, prefix, nil)
+	at := time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)
+	id := func(p string) string { return promoter.PromotionID("default", "lake.events", "shop.events", p, 42) }
+	early := promoter.StoredRequest{Key: promoter.Key{Policy: "events", Partition: "p000"}, Forced: true, IDs: []string{id("p000")}, At: at}
+	if _, err := l.PutRequests(ctx, []promoter.StoredRequest{early}); err != nil {
+		t.Fatal(err)
+	}
+	w := clientv3.NewCtxClient(ctx)
+	w.KV = &failTxnKV{KV: cli.KV, n: 2}
+	many := []promoter.StoredRequest{early} // the queue's merge of the earlier request
+	for i := 1; i <= 120; i++ {
+		p := fmt.Sprintf("p%03d", i)
+		many = append(many, promoter.StoredRequest{Key: promoter.Key{Policy: "events", Partition: p}, IDs: []string{id(p)}, At: at})
+	}
+	revs, err := promoter.NewEtcdLedger(w, prefix, nil).PutRequests(ctx, many)
+	if err == nil || len(revs) != 100 {
+		t.Fatalf("a store whose second transaction fails: %d revisions, %v", len(revs), err)
+	}
+	got := storedRequests(ctx, t, l)
+	if len(got) != 100 {
+		t.Fatalf("%d stored requests, want the first transaction's 100", len(got))
+	}
+	for _, r := range got {
+		if i := slices.IndexFunc(many[:100], func(m promoter.StoredRequest) bool { return m.Key == r.Key }); i < 0 || r.Revision != revs[i] {
+			t.Fatalf("stored %+v, not of the first transaction at revision %d", r, revs[0])
+		}
+	}
+}
+
+// partLedger stores only the first n requests of a call, then fails.
+type partLedger struct {
+	promoter.Ledger
+	n int
+}
+
+func (l partLedger) PutRequests(ctx context.Context, rs []promoter.StoredRequest) ([]int64, error) {
+	revs, err := l.Ledger.PutRequests(ctx, rs[:min(l.n, len(rs))])
+	if err != nil {
+		return revs, err
+	}
+	return revs, errNoStore
+}
+
+// TestRequestPartlyStored: a request whose keys the ledger stores only in
+// part fails, and queues what was stored (each queued key has its stored
+// request: a restart would queue it too).
+func TestRequestPartlyStored(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	cfg.Ledger = partLedger{cfg.Ledger, 1}
+	p := e.promoter(cfg)
+	ctx := t.Context()
+	if _, err := p.Request(ctx, promoter.Request{Policy: pol.Name()}); !errors.Is(err, errNoStore) {
+		t.Fatalf("a request the ledger stored in part: %v", err)
+	}
+	q, rs := p.QueuedRequests(), storedRequests(ctx, t, cfg.Ledger)
+	if len(q) != 1 || len(rs) != 1 || q[0].ID != rs[0].IDs[0] {
+		t.Fatalf("queued %+v, stored %+v: want the one stored request queued", q, rs)
+	}
+}
+
+// cancelRaceLedger holds a Cancel's delete of a stored request until
+// released, and says when a plan has listed the ledger.
+type cancelRaceLedger struct {
+	promoter.Ledger
+	armDelete atomic.Bool
+	inDelete  chan struct{}
+	release   chan struct{}
+	armList   atomic.Bool
+	listed    chan struct{}
+}
+
+func (l *cancelRaceLedger) DeleteRequest(ctx context.Context, k promoter.Key, rev int64) error {
+	if l.armDelete.CompareAndSwap(true, false) {
+		close(l.inDelete)
+		<-l.release
+	}
+	return l.Ledger.DeleteRequest(ctx, k, rev)
+}
+
+func (l *cancelRaceLedger) List(ctx context.Context) ([]promoter.Record, error) {
+	rs, err := l.Ledger.List(ctx)
+	if l.armList.CompareAndSwap(true, false) {
+		close(l.listed)
+	}
+	return rs, err
+}
+
+// TestCancelRacingRequest: a request of a promotion made while a Cancel of
+// it is storing its end leaves the promotion queued and not noted as
+// cancelled (its waiter waits for it), whichever lands first.
+func TestCancelRacingRequest(t *testing.T) {
+	e, pol, cfg := requestEnv(t)
+	ctx := t.Context()
+	l := &cancelRaceLedger{Ledger: cfg.Ledger, inDelete: make(chan struct{}), release: make(chan struct{}), listed: make(chan struct{})}
+	cfg.Ledger = l
+	p := e.promoter(cfg)
+	part := e.partitionOf("2024-01-02")
+	id := request(ctx, t, p, pol, part)
+
+	l.armDelete.Store(true)
+	cancelled := make(chan error, 1)
+	go func() { _, err := p.Cancel(ctx, id); cancelled <- err }()
+	<-l.inDelete
+	l.armList.Store(true)
+	requested := make(chan error, 1)
+	go func() {
+		_, err := p.Request(ctx, promoter.Request{Policy: pol.Name(), Partition: part})
+		requested <- err
+	}()
+	<-l.listed
+	// Let the request get as far as it can before the cancel ends (it
+	// waits for the cancel's lock).
+	time.Sleep(300 * time.Millisecond)
+	close(l.release)
+	if err := <-cancelled; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-requested; err != nil {
+		t.Fatal(err)
+	}
+	_, queued := p.Queued(id)
+	s, skipped := p.Skipped(id)
+	if !queued || skipped {
+		t.Fatalf("after the cancel and the new request: queued %t, noted skipped %t (%s)", queued, skipped, s.Reason)
 	}
 }
