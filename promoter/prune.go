@@ -39,7 +39,9 @@ const ledgerPruneInterval = time.Hour
 // status` lists. A record is deleted only while its key is not
 // running (compare-and-swap on its revision, fenced like every ledger
 // write); a record that changed since it was listed, or whose key is busy,
-// is left for the next pass. When the ledger holds a record this promoter
+// is left for the next pass, and so is a record whose key waits in the
+// queue (a request answered with the attempt after it). When the ledger
+// holds a record this promoter
 // cannot read, nothing is deleted (it might be the one a target keeps).
 // With a negative LedgerRetention it deletes nothing.
 func (p *Promoter) PruneLedger(ctx context.Context) (int, error) {
@@ -56,6 +58,13 @@ func (p *Promoter) PruneLedger(ctx context.Context) (int, error) {
 	n := 0
 	for _, r := range prunable(recs, p.now().Add(-p.cfg.LedgerRetention)) {
 		k := p.recordKey(r)
+		if _, queued := p.q.queued(k); queued {
+			// A request of the target waits: it was answered with the
+			// attempt after this record's, which its waiter (thaw promote
+			// --wait) waits for. Without the record the run would be
+			// attempt 1, and the waiter would wait for ever.
+			continue
+		}
 		if !p.q.tryAcquire(k) {
 			continue
 		}
