@@ -51,12 +51,19 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 				immediate = true
 				break
 			}
-			fresh, rerr := c.refresh(ctx, e, st)
-			if rerr != nil {
+			rctx, cancel := r.bounded(ctx)
+			fresh, rerr := c.refresh(rctx, e, st)
+			cancel()
+			switch {
+			case rerr != nil && ctx.Err() == nil && rctx.Err() != nil:
+				return r.attempt, err // the budget ran out asking
+			case rerr != nil:
 				// The target is gone, or the coordinator cannot say.
 				return r.attempt, rerr
 			}
-			immediate = fresh.buckets[bucket] != loc
+			// A table created again with fewer buckets has no such
+			// bucket: the next round reports the target changed.
+			immediate = bucket >= len(fresh.buckets) || fresh.buckets[bucket] != loc
 		case backoff:
 			// The leader may be restoring, overloaded or gone (a crashed
 			// server's address answers UNAVAILABLE or not at all): wait,
@@ -64,7 +71,10 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 			if !r.next(ctx, false) {
 				return r.attempt, err
 			}
-			if _, rerr := c.refresh(ctx, e, st); rerr != nil && tierpb.ReasonOf(rerr) == tierpb.ReasonNotFound {
+			rctx, cancel := r.bounded(ctx)
+			_, rerr := c.refresh(rctx, e, st)
+			cancel()
+			if rerr != nil && tierpb.ReasonOf(rerr) == tierpb.ReasonNotFound {
 				return r.attempt, rerr
 			}
 			st = e.state.Load()

@@ -280,6 +280,16 @@ func (c *Client) newRetrier() *retrier {
 	return &retrier{p: c.opts.retry, start: time.Now(), attempt: 1}
 }
 
+// bounded returns ctx bounded by what is left of the retry budget, for a
+// call made between attempts (a location refresh, with its own retries):
+// it cannot carry the request's last attempt past RetryPolicy.Timeout.
+func (r *retrier) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.p.Timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, r.start.Add(r.p.Timeout))
+}
+
 // next waits before the next attempt and reports whether to make it. An
 // immediate retry (a new leader is known) skips the wait, but two in a row
 // do not, so a leader moving back and forth cannot spin.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -401,9 +402,12 @@ func (c *Client) refresh(ctx context.Context, e *targetEntry, seen *targetState)
 		delete(c.mu.tables, e.target.path())
 		c.mu.Unlock()
 	}
-	// Reuse the cached kv.Table while the schema is the same, so that
-	// batches encoded before the refresh keep matching it.
-	if seen != nil && seen.table.SchemaID() == st.table.SchemaID() && slices.EqualFunc(seen.table.Schema().Columns, st.table.Schema().Columns, func(a, b kv.Column) bool { return a == b }) {
+	// Reuse the cached kv.Table while it is the same table with the same
+	// schema, so that batches encoded before the refresh keep matching
+	// it. A table created again under the name is another table even
+	// with the same columns: its buckets, keys or bucketing may differ,
+	// and routing by the old ones would look keys up in wrong buckets.
+	if seen != nil && seen.id.GetTableId() == st.id.GetTableId() && reflect.DeepEqual(seen.table.Schema(), st.table.Schema()) {
 		st.table = seen.table
 	}
 	st.buckets = make([]location, st.table.Buckets())

@@ -155,6 +155,12 @@ func (w *Writer) mutate(ctx context.Context, op tierv1.MutationOp, row kv.Row) e
 	if err != nil {
 		return err
 	}
+	// The wait and the routing unlock: the Writer may have failed (its
+	// buffers dropped, which is what freed the space) or been closed
+	// meanwhile, and a row queued now would never be sent.
+	if err := w.usableLocked(); err != nil {
+		return err
+	}
 	if e == nil {
 		return nil // a delete in a partition that does not exist
 	}
