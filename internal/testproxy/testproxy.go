@@ -1,13 +1,17 @@
 // Package testproxy is a TCP proxy for tests: it forwards connections to
 // a target until paused; paused, it cuts every connection and refuses new
 // ones, as a network partition would. Resumed, it forwards again, so a
-// pause and a resume make every client reconnect.
+// pause and a resume make every client reconnect. Freeze makes the
+// connections of the moment go silent instead (nothing forwarded, nothing
+// closed: a dead host, a dropped NAT entry), which only a keepalive
+// notices.
 package testproxy
 
 import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -19,6 +23,10 @@ type Proxy struct {
 		sync.Mutex
 		paused bool
 		conns  []net.Conn
+		// dead are the frozen connections' flags (one per pair, set by
+		// Freeze), frozen their connections, closed when the proxy stops.
+		dead   []*atomic.Bool
+		frozen []net.Conn
 	}
 }
 
@@ -34,7 +42,15 @@ func New(t testing.TB, target string) *Proxy {
 		target = rest
 	}
 	p := &Proxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); p.Pause(true) })
+	t.Cleanup(func() {
+		ln.Close()
+		p.Pause(true)
+		p.mu.Lock()
+		for _, c := range p.mu.frozen {
+			c.Close()
+		}
+		p.mu.Unlock()
+	})
 	go p.serve()
 	return p
 }
@@ -61,16 +77,27 @@ func (p *Proxy) serve() {
 			continue
 		}
 		p.mu.conns = append(p.mu.conns, c, up)
+		dead := new(atomic.Bool)
+		p.mu.dead = append(p.mu.dead, dead)
 		p.mu.Unlock()
-		go pipe(c, up)
-		go pipe(up, c)
+		go pipe(c, up, dead)
+		go pipe(up, c, dead)
 	}
 }
 
-func pipe(dst, src net.Conn) {
+// pipe copies src to dst until either ends, or, once dead is set, drops
+// what it reads (closing nothing: a frozen connection stays open, silent,
+// until the proxy stops).
+func pipe(dst, src net.Conn, dead *atomic.Bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if dead.Load() {
+			if err != nil {
+				return
+			}
+			continue
+		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
@@ -94,8 +121,21 @@ func (p *Proxy) Pause(paused bool) {
 		for _, c := range p.mu.conns {
 			c.Close()
 		}
-		p.mu.conns = nil
+		p.mu.conns, p.mu.dead = nil, nil
 	}
+}
+
+// Freeze silences every connection of the moment: what either side sends
+// is read and dropped, and neither is closed, as when a host drops off the
+// network without a reset. New connections are forwarded as before.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.mu.dead {
+		d.Store(true)
+	}
+	p.mu.frozen = append(p.mu.frozen, p.mu.conns...)
+	p.mu.conns, p.mu.dead = nil, nil
 }
 
 // Cut makes every client reconnect: it cuts the connections and forwards

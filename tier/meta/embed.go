@@ -334,6 +334,16 @@ type ClientOptions struct {
 	Logger             *slog.Logger // the client's warnings and errors; nil discards them
 }
 
+// KeepAliveTime and KeepAliveTimeout are the gRPC keepalive of Connect's
+// clients: a ping after KeepAliveTime without traffic (10 s is gRPC's
+// least; etcd's server takes pings every 5 s or more), and a connection
+// whose ping is not answered within KeepAliveTimeout is closed, so that
+// the client reconnects and its watches resume.
+const (
+	KeepAliveTime    = 10 * time.Second
+	KeepAliveTimeout = 5 * time.Second
+)
+
 // Connect returns a client of the etcd cluster at endpoints once one of
 // them has answered a read, or fails when ctx is done first (logging a
 // warning every DialTimeout meanwhile). The client lives until closed,
@@ -365,11 +375,19 @@ func Connect(ctx context.Context, endpoints []string, opts ClientOptions) (*clie
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: opts.DialTimeout,
-		TLS:         opts.TLS,
-		DialOptions: dialOpts,
-		Username:    opts.Username,
-		Password:    opts.Password,
-		Logger:      zapLogger(log),
+		// gRPC pings: without them a connection that dies without a reset
+		// (a host off the network, a dropped NAT entry) looks alive, and a
+		// watch over it delivers nothing, without an error, for as long
+		// as the kernel keeps the socket (a watch-only client: for ever).
+		// Only while a call or a watch is open: etcd's server counts pings
+		// on an idle connection as abuse and closes it (too_many_pings).
+		DialKeepAliveTime:    KeepAliveTime,
+		DialKeepAliveTimeout: KeepAliveTimeout,
+		TLS:                  opts.TLS,
+		DialOptions:          dialOpts,
+		Username:             opts.Username,
+		Password:             opts.Password,
+		Logger:               zapLogger(log),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: connect etcd %v: %w", endpoints, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thawdb/thaw/internal/testproxy"
 	"github.com/thawdb/thaw/tier/meta"
 )
 
@@ -127,4 +128,29 @@ func TestServerRegistration(t *testing.T) {
 	}
 	closed(t, r3.Done(), time.Second, "closed registration done")
 	awaitServers(t, watch, 5*time.Second)
+}
+
+// TestWatchSurvivesDeadConnection: a watch whose connection goes silent
+// (a host off the network: nothing answers, nothing is reset) resumes
+// over a new one, found by Connect's keepalive, and sees what changed
+// meanwhile. Without a keepalive the dead connection looks alive for ever.
+func TestWatchSurvivesDeadConnection(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	p := testproxy.New(t, endpoints[0])
+	watcher, err := meta.New(newClient(t, []string{"http://" + p.Addr()}), e.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := watcher.WatchServers(ctx)
+	awaitServers(t, watch, 5*time.Second)
+	p.Freeze()
+	r, err := e.s.RegisterServer(ctx, meta.ServerRecord{ID: "ts-9", Address: "127.0.0.1:7009"}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	// A hang guard: the keepalive finds the dead connection after
+	// KeepAliveTime + KeepAliveTimeout, the reconnection takes a moment.
+	awaitServers(t, watch, 3*(meta.KeepAliveTime+meta.KeepAliveTimeout), "ts-9")
 }
