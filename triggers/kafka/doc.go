@@ -37,9 +37,12 @@
 // policy, a policy without the onRequest trigger, a partition the lake does
 // not have) skips the event; any other error is retried with doubling backoff
 // (200ms up to Config.MaxBackoff) and holds back the events behind it in
-// that partition. When Run's context ends (shutdown, lost leadership) an
-// unhandled event stays uncommitted and goes to the next member of the
-// group. A new group starts at the topic's earliest retained event unless
+// that partition, and only there: the partition is paused and rewound to
+// the event, which is fetched again when its retry is due (a retry also
+// waits for the fetch in flight, up to franz-go's fetch wait of 5 s),
+// while the other partitions' events go on. When Run's context ends
+// (shutdown, lost leadership) an unhandled event stays uncommitted and
+// goes to the next member of the group. A new group starts at the topic's earliest retained event unless
 // Config.Start says latest.
 //
 // Run is meant to run on the leading promoter only; the group then has one

@@ -291,8 +291,12 @@ const commitTimeout = 5 * time.Second
 // offset of each is committed once it is handled or rejected, so an event
 // is handled at least once (again after a crash between the two). A record
 // that is not a valid event is logged with its partition and offset,
-// counted and skipped. Connection and group errors are logged and
-// retried. Run is meant to run on the leading promoter only.
+// counted and skipped. An event whose handling fails for a reason that
+// may pass holds back its own partition only: the partition is paused
+// and rewound to the event, and fetched again (the event first) after a
+// doubling backoff, while the other partitions' events go on. Connection
+// and group errors are logged and retried. Run is meant to run on the
+// leading promoter only.
 func (t *Trigger) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(t.opts...)
 	if err != nil {
@@ -307,34 +311,50 @@ func (t *Trigger) Run(ctx context.Context) error {
 		watch(wctx, cl, t.log, "control events", t.cfg.Brokers, t.cfg.CheckInterval, t.reachable)
 	}()
 	defer func() { wstop(); <-watched }()
+	s := &stalls{until: map[int32]time.Time{}, backoff: map[int32]time.Duration{}}
 	var backoff time.Duration
 	for ctx.Err() == nil {
-		fs := cl.PollRecords(ctx, pollMax)
+		s.resumeDue(cl, t.cfg.Topic, time.Now())
+		// A poll ends when the next stalled partition is due, so that its
+		// event is retried on time even while nothing else comes.
+		pctx, cancel := context.WithCancel(ctx)
+		if at, ok := s.next(); ok {
+			pctx, cancel = context.WithDeadline(ctx, at)
+		}
+		fs := cl.PollRecords(pctx, pollMax)
+		cancel()
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			break
 		}
 		failed := false
 		fs.EachError(func(topic string, partition int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				failed = true
 				t.log.Warn("control events: fetch", "topic", topic, "partition", partition, "err", err)
 			}
 		})
-		done := true
+		stopped := false
 		fs.EachRecord(func(r *kgo.Record) {
-			if done && !t.handle(ctx, r) {
-				done = false
+			if stopped || s.stalled(r.Partition) {
+				return // fetched again from the stalled event when it is due
 			}
-			if done {
+			switch t.handle(ctx, r, s.backoff[r.Partition]) {
+			case outcomeDone:
+				delete(s.backoff, r.Partition)
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 				if err := cl.CommitRecords(cctx, r); err != nil {
 					t.log.Warn("control events: commit (the event may be handled again)", "partition", r.Partition, "offset", r.Offset, "err", err)
 				}
 				cancel()
+			case outcomeRetry:
+				// Before AllowRebalance, as franz-go asks of SetOffsets.
+				s.stall(cl, r, t.next(s.backoff[r.Partition]), time.Now())
+			case outcomeStopped:
+				stopped = true
 			}
 		})
 		cl.AllowRebalance()
-		if !done {
+		if stopped {
 			break
 		}
 		if failed && len(fs.Records()) == 0 {
@@ -350,37 +370,85 @@ func (t *Trigger) Run(ctx context.Context) error {
 	return nil
 }
 
-// handle decodes and hands one record to the handler, retrying until it
-// succeeds or is rejected; false if ctx ended first.
-func (t *Trigger) handle(ctx context.Context, r *kgo.Record) bool {
+// stalls are the partitions whose event failed for a reason that may
+// pass: each is paused, rewound to the event, until its retry is due.
+type stalls struct {
+	until map[int32]time.Time
+	// backoff is the last wait of a partition whose event failed, until
+	// one of its events is handled.
+	backoff map[int32]time.Duration
+}
+
+func (s *stalls) stalled(p int32) bool {
+	_, ok := s.until[p]
+	return ok
+}
+
+// stall pauses r's partition and rewinds it to r, to be fetched again
+// after d.
+func (s *stalls) stall(cl *kgo.Client, r *kgo.Record, d time.Duration, now time.Time) {
+	s.until[r.Partition], s.backoff[r.Partition] = now.Add(d), d
+	cl.PauseFetchPartitions(map[string][]int32{r.Topic: {r.Partition}})
+	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.Topic: {r.Partition: {Epoch: r.LeaderEpoch, Offset: r.Offset}}})
+}
+
+// resumeDue resumes the stalled partitions whose retry is due.
+func (s *stalls) resumeDue(cl *kgo.Client, topic string, now time.Time) {
+	var due []int32
+	for p, at := range s.until {
+		if !now.Before(at) {
+			due = append(due, p)
+			delete(s.until, p)
+		}
+	}
+	if len(due) > 0 {
+		cl.ResumeFetchPartitions(map[string][]int32{topic: due})
+	}
+}
+
+// next returns when the next stalled partition is due.
+func (s *stalls) next() (time.Time, bool) {
+	var first time.Time
+	for _, at := range s.until {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// Outcomes of handling a record.
+const (
+	outcomeDone    = iota // handled, rejected or not an event: commit it
+	outcomeRetry          // failed for a reason that may pass
+	outcomeStopped        // ctx ended
+)
+
+// handle decodes and hands one record to the handler once; prev is the
+// last backoff of its partition's failures (for the log line).
+func (t *Trigger) handle(ctx context.Context, r *kgo.Record, prev time.Duration) int {
 	log := t.log.With("partition", r.Partition, "offset", r.Offset)
 	e, err := ParseEvent(r.Value)
 	if err != nil {
 		t.events.WithLabelValues("invalid", "rejected").Inc()
 		log.Warn("control event skipped", "err", err)
-		return true
+		return outcomeDone
 	}
-	var backoff time.Duration
-	for {
-		err := t.cfg.Handle(ctx, e)
-		switch {
-		case err == nil:
-			t.events.WithLabelValues(e.Type, "handled").Inc()
-			log.Info("control event handled", "type", e.Type, "policy", e.Policy, "table", e.Table, "partition_name", e.Partition)
-			return true
-		case errors.Is(err, ErrRejected):
-			t.events.WithLabelValues(e.Type, "rejected").Inc()
-			log.Warn("control event rejected", "type", e.Type, "err", err)
-			return true
-		case ctx.Err() != nil:
-			return false
-		}
-		backoff = t.next(backoff)
-		log.Warn("control event failed; retrying", "type", e.Type, "err", err, "retry_in", backoff)
-		if !sleep(ctx, backoff) {
-			return false
-		}
+	err = t.cfg.Handle(ctx, e)
+	switch {
+	case err == nil:
+		t.events.WithLabelValues(e.Type, "handled").Inc()
+		log.Info("control event handled", "type", e.Type, "policy", e.Policy, "table", e.Table, "partition_name", e.Partition)
+		return outcomeDone
+	case errors.Is(err, ErrRejected):
+		t.events.WithLabelValues(e.Type, "rejected").Inc()
+		log.Warn("control event rejected", "type", e.Type, "err", err)
+		return outcomeDone
+	case ctx.Err() != nil:
+		return outcomeStopped
 	}
+	log.Warn("control event failed; retrying (its partition waits)", "type", e.Type, "err", err, "retry_in", t.next(prev))
+	return outcomeRetry
 }
 
 // watch checks every interval that a broker answers cl (Ping: a metadata

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,6 +276,52 @@ func TestRunStopsWithoutCommittingUnhandled(t *testing.T) {
 	}
 	if got := rec2.events(); len(got) != 1 {
 		t.Fatalf("next member got %+v, want the unhandled event only", got)
+	}
+}
+
+// TestFailingEventHoldsBackItsPartitionOnly: an event that keeps failing
+// holds back the events behind it in its partition, and only those: the
+// other partition's events are handled meanwhile. Once it succeeds, the
+// held-back events follow it in order.
+func TestFailingEventHoldsBackItsPartitionOnly(t *testing.T) {
+	brokers := cluster(t)
+	produce(t, brokers, 0, promote("down"), promote("behind"))
+	var up atomic.Bool
+	rec := newRecorder(func(e Event, _ int) error {
+		if e.Policy == "down" && !up.Load() {
+			return errors.New("lake unreachable")
+		}
+		return nil
+	})
+	start(t, testConfig(brokers, rec.handle, nil, nil))
+	rec.waitFor(t, 2) // down, down again
+	produce(t, brokers, 1, promote("other"))
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for !slices.ContainsFunc(rec.events(), func(e Event) bool { return e.Policy == "other" }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the other partition's event was not handled while partition 0's failed (%d calls)", len(rec.events()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("other handled after %d calls", len(rec.events()))
+	up.Store(true)
+	for {
+		var order []string
+		for _, e := range rec.events() {
+			if e.Policy != "other" && (len(order) == 0 || order[len(order)-1] != e.Policy) {
+				order = append(order, e.Policy)
+			}
+		}
+		if len(order) > 0 && order[len(order)-1] == "behind" {
+			if strings.Join(order, " ") != "down behind" {
+				t.Fatalf("partition 0 handled in the order %v", order)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 0 after its event succeeded: %d calls, the last %+v", len(rec.events()), rec.events()[len(rec.events())-1])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
