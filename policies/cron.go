@@ -189,11 +189,19 @@ func (cf cronField) value(s string) (int, error) {
 	return n, nil
 }
 
-// loadZone loads an IANA time zone; "Local" is refused (it depends on the
-// machine).
-func loadZone(name string) (*time.Location, error) {
-	if name == "Local" || name == "" {
+// LoadTimeZone loads an IANA time zone for a schedule. Names that stand
+// for the machine's own zone or a file of its zoneinfo directory rather
+// than an IANA zone are refused, since they would make a schedule (and
+// whether a policy validates) depend on the machine: "Local", "localtime"
+// (a link to /etc/localtime on Debian), "posixrules", and the "posix/"
+// and "right/" trees (right/ counts leap seconds).
+func LoadTimeZone(name string) (*time.Location, error) {
+	if name == "Local" || name == "" || name == "localtime" || name == "posixrules" ||
+		strings.HasPrefix(name, "posix/") || strings.HasPrefix(name, "right/") {
 		return nil, fmt.Errorf("time zone %q: want an IANA zone name such as UTC or Europe/Berlin", name)
+	}
+	if strings.ContainsAny(name, " \t\n") {
+		return nil, fmt.Errorf("unknown time zone %q", name)
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {

@@ -737,7 +737,7 @@ func (p *parser) triggers(pol *Policy, spec fields) {
 			}
 			if ze, ok := sf.get("timeZone"); ok {
 				if v, ok := p.str(ze.val, spath+".timeZone"); ok {
-					if _, err := loadZone(v); err != nil {
+					if _, err := LoadTimeZone(v); err != nil {
 						p.errAt(ze.val, spath+".timeZone", "%v", err)
 					}
 					s.TimeZone = v

@@ -95,6 +95,8 @@ func TestParseBad(t *testing.T) {
 		{"cron missing", doc("  triggers:\n    schedule: {timeZone: UTC}\n"), "9:15", `missing field "cron"`},
 		{"unknown time zone", doc("  triggers:\n    schedule: {cron: \"@daily\", timeZone: Mars/Olympus}\n"), "9:42", `unknown time zone "Mars/Olympus"`},
 		{"Local time zone", doc("  triggers:\n    schedule: {cron: \"@daily\", timeZone: Local}\n"), "9:42", "want an IANA zone name"},
+		{"machine's zone file", doc("  triggers:\n    schedule: {cron: \"@daily\", timeZone: localtime}\n"), "9:42", `time zone "localtime": want an IANA zone name`},
+		{"leap-second zone", doc("  triggers:\n    schedule: {cron: \"@daily\", timeZone: right/UTC}\n"), "9:42", "want an IANA zone name"},
 		{"onLakeCommit string", doc("  triggers:\n    onLakeCommit: \"true\"\n"), "9:19", "want true or false, got a string"},
 		{"negative buildWorkers", doc("  limits:\n    buildWorkers: -2\n"), "9:19", "must be between 0 and 1024, got -2"},
 		{"concurrentPromotions zero", doc("  limits:\n    concurrentPromotions: 0\n"), "9:27", "must be between 1 and 1024, got 0"},

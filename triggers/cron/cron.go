@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/thawdb/thaw/policies"
 )
 
 // ErrInvalid reports an expression or time zone that cannot be scheduled.
@@ -43,14 +45,8 @@ func schedule(expr, timeZone string) (cron.Schedule, error) {
 	if timeZone == "" {
 		timeZone = "UTC"
 	}
-	if timeZone == "Local" {
-		return nil, fmt.Errorf("%w: time zone Local depends on the machine; name the zone", ErrInvalid)
-	}
-	if strings.ContainsAny(timeZone, " \t\n") {
-		return nil, fmt.Errorf("%w: unknown time zone %q", ErrInvalid, timeZone)
-	}
-	if _, err := time.LoadLocation(timeZone); err != nil {
-		return nil, fmt.Errorf("%w: unknown time zone %q", ErrInvalid, timeZone)
+	if _, err := policies.LoadTimeZone(timeZone); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	// robfig reads the zone from a CRON_TZ prefix; the fields are re-joined
 	// with single spaces because its descriptor matching is exact.
@@ -72,36 +68,78 @@ func schedule(expr, timeZone string) (cron.Schedule, error) {
 // starBit marks a field written as * or ? in robfig's SpecSchedule.
 const starBit = 1 << 63
 
-// onceSchedule skips the second occurrence of a local time that a
-// daylight-saving change repeats: robfig fires 02:30 twice on a fall-back
-// night, we fire it once. As in Vixie cron, this applies to schedules with
-// fixed hours only; one whose hour is * keeps firing by the clock through
-// the repeated hour.
+// onceSchedule is a schedule with fixed hours. It fires the first
+// occurrence of a local time that a daylight-saving change repeats, not
+// the second (robfig fires 02:30 twice on a fall-back night); as in Vixie
+// cron, a schedule whose hour is * keeps robfig's Next and fires by the
+// clock through the repeated hour. It walks the local calendar itself:
+// robfig's Next steps days by adding hours, which a 30-minute clock change
+// (Lord Howe Island) throws off, skipping whole days.
 type onceSchedule struct{ *cron.SpecSchedule }
 
 // dstShifts are the clock changes that exist (Lord Howe Island shifts by
 // 30 minutes, everyone else by one hour; two hours covers the historical
-// double summer times).
-var dstShifts = []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour}
+// double summer times), largest first.
+var dstShifts = []time.Duration{2 * time.Hour, time.Hour, 30 * time.Minute}
+
+// nextDays is how far Next looks, as robfig does: five years.
+const nextDays = 5*366 + 1
 
 func (s onceSchedule) Next(after time.Time) time.Time {
-	n := s.SpecSchedule.Next(after)
-	for i := 0; i < 1000 && !n.IsZero() && s.repeated(n); i++ {
-		n = s.SpecSchedule.Next(n)
-	}
-	return n
-}
-
-// repeated reports that the wall-clock time of t in the schedule's zone
-// already happened shortly before t.
-func (s onceSchedule) repeated(t time.Time) bool {
-	local := t.In(s.Location)
-	for _, d := range dstShifts {
-		if earlier := t.Add(-d).In(s.Location); sameWallClock(earlier, local) {
-			return true
+	y, m, d := after.In(s.Location).Date()
+	for i := range nextDays {
+		// Calendar arithmetic in UTC, where every day has 24 hours.
+		day := time.Date(y, m, d+i, 0, 0, 0, 0, time.UTC)
+		if s.Month&(1<<uint(day.Month())) == 0 || !s.dayMatches(day) {
+			continue
+		}
+		for h := range 24 {
+			if s.Hour&(1<<uint(h)) == 0 {
+				continue
+			}
+			for mi := range 60 {
+				if s.Minute&(1<<uint(mi)) == 0 {
+					continue
+				}
+				for sec := range 60 {
+					if s.Second&(1<<uint(sec)) == 0 {
+						continue
+					}
+					t := time.Date(day.Year(), day.Month(), day.Day(), h, mi, sec, 0, s.Location)
+					if t.Day() != day.Day() || t.Hour() != h || t.Minute() != mi || t.Second() != sec {
+						continue // a time the clock change skips
+					}
+					if t = s.first(t); t.After(after) {
+						return t
+					}
+				}
+			}
 		}
 	}
-	return false
+	return time.Time{}
+}
+
+// dayMatches is robfig's rule: day of month and day of week both match
+// when either is *, else either matches.
+func (s onceSchedule) dayMatches(day time.Time) bool {
+	dom := s.Dom&(1<<uint(day.Day())) != 0
+	dow := s.Dow&(1<<uint(day.Weekday())) != 0
+	if s.Dom&starBit != 0 || s.Dow&starBit != 0 {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+// first returns the first instant whose wall clock in the schedule's zone
+// is t's: t itself unless a clock change repeats it.
+func (s onceSchedule) first(t time.Time) time.Time {
+	local := t.In(s.Location)
+	for _, d := range dstShifts {
+		if earlier := t.Add(-d); sameWallClock(earlier.In(s.Location), local) {
+			return earlier
+		}
+	}
+	return t
 }
 
 func sameWallClock(a, b time.Time) bool {

@@ -58,6 +58,17 @@ func TestNext(t *testing.T) {
 			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
 		{"extra spaces", "  0   2 * * *  ", "", "2026-01-01T00:00:00Z",
 			[]string{"2026-01-01T02:00:00Z"}},
+		// Lord Howe Island shifts by 30 minutes: on 2026-04-05 02:00
+		// +11 -> 01:30 +1030, on 2026-10-04 02:00 +1030 -> 02:30 +11.
+		// Daily times fire every day (robfig's Next skipped those days).
+		{"23:00 Lord Howe across fall back", "0 23 * * *", "Australia/Lord_Howe", "2026-04-04T11:00:00Z",
+			[]string{"2026-04-04T12:00:00Z", "2026-04-05T12:30:00Z", "2026-04-06T12:30:00Z"}},
+		{"01:45 Lord Howe fires once on fall back day", "45 1 * * *", "Australia/Lord_Howe", "2026-04-04T12:00:00Z",
+			[]string{"2026-04-04T14:45:00Z", "2026-04-05T15:15:00Z"}},
+		{"23:00 Lord Howe across spring forward", "0 23 * * *", "Australia/Lord_Howe", "2026-10-03T11:00:00Z",
+			[]string{"2026-10-03T12:30:00Z", "2026-10-04T12:00:00Z"}},
+		{"02:15 Lord Howe is skipped on spring forward day", "15 2 * * *", "Australia/Lord_Howe", "2026-10-03T12:30:00Z",
+			[]string{"2026-10-04T15:15:00Z"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -102,6 +113,12 @@ func TestValidate(t *testing.T) {
 		{"TZ=UTC 0 2 * * *", "", "TZ= prefix"},
 		{"0 2 * * *", "Mars/Olympus", `unknown time zone "Mars/Olympus"`},
 		{"0 2 * * *", "Local", "Local"},
+		// Files of the machine's zoneinfo directory, not IANA zones.
+		{"0 2 * * *", "localtime", `time zone "localtime": want an IANA zone name`},
+		{"0 2 * * *", "posixrules", "want an IANA zone name"},
+		{"0 2 * * *", "right/UTC", "want an IANA zone name"},
+		{"0 2 * * *", "posix/Europe/Berlin", "want an IANA zone name"},
+		{"0 2 * * *", "Europe/Berlin ", "unknown time zone"},
 		{"0 0 30 2 *", "", "never fires"},
 		{"@fortnightly", "", "unrecognized descriptor"},
 	}
@@ -310,5 +327,62 @@ func TestNewValidatesEveryEntry(t *testing.T) {
 	}
 	if _, err := cron.New(nil, nil, nil); err == nil {
 		t.Errorf("New with a nil fire function succeeded")
+	}
+}
+
+// TestNextDailyEveryDay: a daily schedule with a fixed time fires exactly
+// once on every local date of a year on which that wall-clock time exists
+// (twice-occurring times fire once, at the first), in zones with unusual
+// clock changes: 30 minutes (Lord Howe), 2 hours (Troll), negative
+// summer time (Dublin), 45-minute offsets (Chatham), midnight changes
+// (Santiago, Beirut).
+func TestNextDailyEveryDay(t *testing.T) {
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Antarctica/Troll",
+		"Europe/Dublin", "Pacific/Chatham", "America/Santiago", "Asia/Beirut"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, hm := range [][2]int{{0, 0}, {0, 30}, {1, 45}, {2, 0}, {2, 15}, {2, 30}, {3, 0}, {23, 0}, {23, 59}} {
+			e := cron.Entry{Policy: "p", Cron: fmt.Sprintf("%d %d * * *", hm[1], hm[0]), TimeZone: zone}
+			fires := map[string]time.Time{}
+			after := time.Date(2026, 1, 1, 0, 0, 0, 0, loc)
+			for {
+				next, err := cron.Next(e, after)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next.Year() > 2026 && next.In(loc).Year() > 2026 {
+					break
+				}
+				l := next.In(loc)
+				date := l.Format(time.DateOnly)
+				if l.Hour() != hm[0] || l.Minute() != hm[1] {
+					t.Fatalf("%s %q fired at %s", zone, e.Cron, l)
+				}
+				if prev, ok := fires[date]; ok {
+					t.Fatalf("%s %q fired twice on %s: %s and %s", zone, e.Cron, date, prev, next)
+				}
+				fires[date] = next
+				after = next
+			}
+			for d := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC); d.Year() == 2026; d = d.AddDate(0, 0, 1) {
+				w := time.Date(d.Year(), d.Month(), d.Day(), hm[0], hm[1], 0, 0, loc)
+				exists := w.Day() == d.Day() && w.Hour() == hm[0] && w.Minute() == hm[1]
+				got, fired := fires[d.Format(time.DateOnly)]
+				switch {
+				case exists && !fired:
+					t.Errorf("%s %q did not fire on %s", zone, e.Cron, d.Format(time.DateOnly))
+				case !exists && fired:
+					t.Errorf("%s %q fired on %s at %s, a time that does not exist then", zone, e.Cron, d.Format(time.DateOnly), got)
+				case fired:
+					for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
+						if b := got.Add(-back).In(loc); b.Day() == d.Day() && b.Hour() == hm[0] && b.Minute() == hm[1] {
+							t.Errorf("%s %q fired on %s at the second occurrence, %s", zone, e.Cron, d.Format(time.DateOnly), got)
+						}
+					}
+				}
+			}
+		}
 	}
 }
