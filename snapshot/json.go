@@ -11,14 +11,23 @@ import (
 // A strict JSON reader (RFC 8259) for the two documents of this package. It
 // rejects a byte order mark, invalid UTF-8, lone surrogates, duplicate keys
 // at any depth (compared after unescaping), trailing data, nesting deeper
-// than maxDepth and documents larger than MaxDocumentSize, and keeps number
-// literals verbatim so that integers are parsed exactly.
+// than maxDepth, more than maxValues values and documents larger than
+// MaxDocumentSize, and keeps number literals verbatim so that integers are
+// parsed exactly.
 
 // MaxDocumentSize bounds the size of one _METADATA or manifest document.
 const MaxDocumentSize = 64 << 20
 
 // maxDepth bounds array and object nesting; the documents need 5 levels.
 const maxDepth = 16
+
+// maxValues bounds the values (of any kind, at any depth) of one document.
+// The parse tree costs about 100 bytes a value, so a document of small
+// values ("[0,0,0,...") would cost 50 times its size before its types are
+// checked: 16 MiB of it, 2 GiB of coordinator heap. A _METADATA takes
+// about 6 values a data file and a manifest 5 a bucket, so 2^18 values
+// leave room for 40,000 files or every bucket of the largest table.
+const maxValues = 1 << 18
 
 type jsonKind uint8
 
@@ -50,10 +59,11 @@ type jsonMember struct {
 }
 
 type jsonParser struct {
-	doc   string
-	b     []byte
-	pos   int
-	depth int
+	doc    string
+	b      []byte
+	pos    int
+	depth  int
+	values int
 }
 
 func parseJSON(doc string, b []byte) (jsonValue, error) {
@@ -111,6 +121,9 @@ func (p *jsonParser) consume(c byte) bool {
 func (p *jsonParser) value() (jsonValue, error) {
 	if p.pos >= len(p.b) {
 		return jsonValue{}, p.syntax("")
+	}
+	if p.values++; p.values > maxValues {
+		return jsonValue{}, p.errf(ErrTooLarge, "more than %d values", maxValues)
 	}
 	switch c := p.b[p.pos]; {
 	case c == '{':

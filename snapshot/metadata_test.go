@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -383,5 +384,33 @@ func TestDecodeManifestStrict(t *testing.T) {
 	}
 	for _, tc := range cases {
 		checkDecode(t, tc, func(b []byte) error { _, err := DecodeManifest(b); return err })
+	}
+}
+
+// TestDecodeBoundsValues: a document of many small values is refused
+// (ErrTooLarge) once it has more than maxValues, before its parse tree
+// costs many times its size: 16 MiB of "0," allocated 2-4 GiB.
+func TestDecodeBoundsValues(t *testing.T) {
+	elems := strings.Repeat("0,", 8<<20) + "0"
+	for name, doc := range map[string]string{
+		"manifest": `{"version":1,"bulk_load_id":"x","buckets":[` + elems + `]}`,
+		"metadata": `{"version":1,"auto_inc_id_range":[` + elems + `]}`,
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var err error
+		if name == "manifest" {
+			_, err = DecodeManifest([]byte(doc))
+		} else {
+			_, err = DecodeMetadata([]byte(doc))
+		}
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than 262144 values") {
+			t.Errorf("%s of %d bytes: %v", name, len(doc), err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<20 {
+			t.Errorf("%s of %d bytes: allocated %d MiB", name, len(doc), alloc>>20)
+		}
 	}
 }

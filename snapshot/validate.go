@@ -82,6 +82,8 @@ type Validator struct {
 	files []bucketFile
 	total int64 // declared input bytes, saturating
 	vs    []*Violation
+	// offsets are the buckets' log_offset values the metadata stage read.
+	offsets []int64
 }
 
 type bucketRef struct {
@@ -238,11 +240,29 @@ func (v *Validator) checkRef(b int, r MetadataRef) bool {
 // returns the private files whose sizes to observe next: those strictly
 // within their snapshot directory.
 func (v *Validator) CheckMetadata(docs map[string][]byte) []FileHandle {
+	files, _ := v.CheckMetadataFrom(func(i int, ref MetadataRef) ([]byte, bool, error) {
+		b, found := docs[ref.Path]
+		return b, found, nil
+	})
+	return files
+}
+
+// CheckMetadataFrom is CheckMetadata with each _METADATA read when it is
+// checked, in the order CheckManifest returned the references (i is the
+// index there), and dropped after: a caller need not hold every document
+// at once (a manifest of 4096 buckets may declare 16 MiB for each). An
+// error of read (a storage failure, not a missing object: found false)
+// ends the stage with that error; the outcome is then unknown.
+func (v *Validator) CheckMetadataFrom(read func(i int, ref MetadataRef) (b []byte, found bool, err error)) ([]FileHandle, error) {
 	if !v.step(stageMetadata, "CheckMetadata") {
-		return nil
+		return nil, nil
 	}
-	for _, r := range v.refs {
-		b, found := docs[r.ref.Path]
+	v.offsets = make([]int64, v.plan.Buckets)
+	for i, r := range v.refs {
+		b, found, err := read(i, r.ref)
+		if err != nil {
+			return nil, err
+		}
 		if !v.content(RuleMetadataSize, RuleMetadataDigest, r.bucket, r.ref.Path, b, found, r.ref.Length, r.ref.SHA256) {
 			continue
 		}
@@ -252,6 +272,9 @@ func (v *Validator) CheckMetadata(docs map[string][]byte) []FileHandle {
 			continue
 		}
 		v.checkMetadata(r.bucket, r.ref.Path, m)
+		if r.bucket >= 0 && r.bucket < len(v.offsets) {
+			v.offsets[r.bucket] = m.LogOffset
+		}
 	}
 	if limit := v.plan.Limits.MaxInputSize; v.total > limit {
 		v.report(RuleInputSize, -1, "", "%d bytes declared, limit %d", v.total, limit)
@@ -261,8 +284,12 @@ func (v *Validator) CheckMetadata(docs map[string][]byte) []FileHandle {
 	for i, f := range v.files {
 		files[i] = f.h
 	}
-	return files
+	return files, nil
 }
+
+// LogOffsets returns each bucket's log_offset as the metadata stage read
+// it (indexed by bucket); meaningful once Violations is empty.
+func (v *Validator) LogOffsets() []int64 { return slices.Clone(v.offsets) }
 
 func (v *Validator) checkMetadata(b int, path string, m *Metadata) {
 	t, sid := &v.plan.Target, v.plan.SnapshotIDs[b]

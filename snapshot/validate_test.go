@@ -567,3 +567,45 @@ func TestViolationErrors(t *testing.T) {
 		t.Errorf("rule message %q", RuleTableID.Error())
 	}
 }
+
+// TestCheckMetadataFrom: the documents are asked for one at a time, in the
+// references' order, so a caller holds one at a time; a read error ends
+// the stage with it; the log offsets read come back per bucket.
+func TestCheckMetadataFrom(t *testing.T) {
+	plan, req, in := ruleCase{}.build(t)
+	v := NewValidator(plan)
+	v.CheckRequest(req)
+	refs := v.CheckManifest(in.Manifest)
+	var asked []int
+	files, err := v.CheckMetadataFrom(func(i int, ref MetadataRef) ([]byte, bool, error) {
+		if ref != refs[i] {
+			t.Fatalf("asked for %d as %+v, the manifest's is %+v", i, ref, refs[i])
+		}
+		asked = append(asked, i)
+		b, ok := in.Metadata[ref.Path]
+		return b, ok, nil
+	})
+	if err != nil || len(files) != 9 || !slices.Equal(asked, []int{0, 1, 2}) {
+		t.Fatalf("files %d, asked %v, %v", len(files), asked, err)
+	}
+	v.CheckSizes(in.Sizes)
+	if err := v.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.LogOffsets(); !slices.Equal(got, []int64{100, 101, 102}) {
+		t.Fatalf("log offsets %v", got)
+	}
+
+	injected := errors.New("store down")
+	v = NewValidator(plan)
+	v.CheckRequest(req)
+	v.CheckManifest(in.Manifest)
+	if _, err := v.CheckMetadataFrom(func(i int, ref MetadataRef) ([]byte, bool, error) {
+		if i == 1 {
+			return nil, false, injected
+		}
+		return in.Metadata[ref.Path], true, nil
+	}); !errors.Is(err, injected) {
+		t.Fatalf("a read error: %v", err)
+	}
+}

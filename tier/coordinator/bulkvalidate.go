@@ -41,28 +41,49 @@ func validateManifest(ctx context.Context, objs BulkObjectStore, plan snapshot.P
 		}
 	}
 	refs := v.CheckManifest(manifest)
-	docs := make(map[string][]byte, len(refs))
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(fanout, 1))
-	for _, ref := range refs {
-		g.Go(func() error {
-			b, found, err := readBounded(gctx, objs, ref.Path, ref.Length+1)
-			if err != nil || !found {
-				return err
-			}
-			mu.Lock()
-			docs[ref.Path] = b
-			mu.Unlock()
-			return nil
-		})
+	// The _METADATA documents are read ahead, at most fanout at a time,
+	// and each is dropped once checked: memory stays at fanout documents
+	// however many buckets the manifest names.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	type read struct {
+		b     []byte
+		found bool
+		err   error
 	}
-	if err := g.Wait(); err != nil {
+	reads := make([]chan read, len(refs))
+	for i := range reads {
+		reads[i] = make(chan read, 1)
+	}
+	slots := make(chan struct{}, max(fanout, 1))
+	go func() {
+		for i, ref := range refs {
+			select {
+			case slots <- struct{}{}:
+			case <-rctx.Done():
+				return
+			}
+			go func() {
+				b, found, err := readBounded(rctx, objs, ref.Path, ref.Length+1)
+				reads[i] <- read{b, found, err}
+			}()
+		}
+	}()
+	files, err := v.CheckMetadataFrom(func(i int, _ snapshot.MetadataRef) ([]byte, bool, error) {
+		select {
+		case r := <-reads[i]:
+			<-slots
+			return r.b, r.found, r.err
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	})
+	if err != nil {
 		return bulktxn.ValidationFinished{}, err
 	}
-	files := v.CheckMetadata(docs)
+	var mu sync.Mutex
 	sizes := make(map[string]int64, len(files))
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(fanout, 1))
 	for _, f := range files {
 		g.Go(func() error {
@@ -102,15 +123,7 @@ func validateManifest(ctx context.Context, objs BulkObjectStore, plan snapshot.P
 		}
 		return bulktxn.ValidationFinished{Violations: out}, nil
 	}
-	offsets := make([]int64, plan.Buckets)
-	for b := range plan.Buckets {
-		md, err := snapshot.DecodeMetadata(docs[plan.Target.MetadataPath(b, plan.SnapshotIDs[b])])
-		if err != nil {
-			return bulktxn.ValidationFinished{}, fmt.Errorf("coordinator: validate: bucket %d: decode a validated _METADATA: %w", b, err)
-		}
-		offsets[b] = md.LogOffset
-	}
-	return bulktxn.ValidationFinished{LogOffsets: offsets}, nil
+	return bulktxn.ValidationFinished{LogOffsets: v.LogOffsets()}, nil
 }
 
 // readBounded reads at most limit bytes of the object at uri; found is
