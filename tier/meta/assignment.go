@@ -130,6 +130,10 @@ type AssignmentUpdate struct {
 	// Deleted holds the targets whose assignment was deleted (dropped),
 	// each once and never also in Put.
 	Deleted []Target
+	// Undecodable holds, in a Reset, the targets whose assignment exists
+	// but could not be decoded (logged): not in Put, yet not deleted
+	// either. A receiver keeps what it held for them.
+	Undecodable []Target
 }
 
 // WatchAssignments delivers every assignment and then every change, as
@@ -156,6 +160,8 @@ func (s *Store) WatchAssignments(ctx context.Context) <-chan AssignmentUpdate {
 				for _, kv := range kvs {
 					if a, ok := s.decodeAssignment(kv); ok {
 						u.Put = append(u.Put, a)
+					} else if t, err := s.k.parseAssignmentKey(string(kv.Key)); err == nil {
+						u.Undecodable = append(u.Undecodable, t)
 					}
 				}
 				return send(u)

@@ -185,9 +185,15 @@ func (l *loop) stateOf(t meta.Target) *targetState {
 // applyAssignments applies one delivery of the assignment watch.
 func (l *loop) applyAssignments(u meta.AssignmentUpdate) {
 	if u.Reset {
-		seen := make(map[meta.Target]bool, len(u.Put))
+		seen := make(map[meta.Target]bool, len(u.Put)+len(u.Undecodable))
 		for _, v := range u.Put {
 			seen[v.Value.Target()] = true
+		}
+		// An assignment that exists but does not decode (a newer
+		// release's field, a damaged record) is not a drop: deleting it
+		// would stop the replicas and delete the bucket's changelog.
+		for _, t := range u.Undecodable {
+			seen[t] = true
 		}
 		for t, a := range l.assigns {
 			if !seen[t] && a.rev <= u.Rev {
@@ -216,6 +222,9 @@ func (l *loop) putAssignment(t meta.Target, a *assignRec) bool {
 	if cur := l.assigns[t]; cur != nil && (cur.rev > a.rev || (cur.rev == a.rev && (cur.full || !a.full))) {
 		return false
 	}
+	// Assigned again after a deletion (one inferred from a relist, say):
+	// its data state applies again.
+	delete(l.deleted, t)
 	l.assigns[t] = a
 	l.markDirty(t)
 	return true
@@ -349,7 +358,10 @@ func (l *loop) reconcile() {
 // again. Another replica of the bucket may still hold the log open (the
 // local log is shared by the tablet servers of a host): ErrInUse, like any
 // failure, is retried until the server stops. A server that stops first
-// leaves the log behind.
+// leaves the log behind. The log goes only once the metadata confirms the
+// drop (DroppedTargets, as the sweep asks): the loop's own view of a
+// deletion comes from a watch, and a log deleted wrongly is acknowledged
+// writes lost.
 func (l *loop) deleteDroppedLog(e *replicaEntry) {
 	l.logDeletes.Add(1)
 	go func() {
@@ -362,6 +374,18 @@ func (l *loop) deleteDroppedLog(e *replicaEntry) {
 		id := e.rid.LogID()
 		b := backoff{min: l.s.cfg.RetryMin, max: l.s.cfg.RetryMax}
 		for {
+			dropped, err := l.s.deps.Meta.DroppedTargets(l.ctx, []meta.Target{e.key.target})
+			switch {
+			case l.ctx.Err() != nil:
+				return
+			case err != nil:
+				l.log.Warn("changelog of a dropped target: cannot confirm the drop; retrying", append(logAttrs(e.key), "err", err)...)
+				b.sleep(l.ctx)
+				continue
+			case len(dropped) == 0:
+				l.log.Warn("changelog kept: the metadata does not say its target was dropped", logAttrs(e.key)...)
+				return
+			}
 			deleted, err := l.s.deps.Changelog.Delete(l.ctx, id)
 			switch {
 			case err == nil:

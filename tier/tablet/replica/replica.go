@@ -620,6 +620,9 @@ func (r *Replica) Destroy() error {
 // discard undoes a failed Open: it closes what was opened and removes the
 // local directory.
 func (r *Replica) discard() error {
+	// As Close: the apply iterators still closing in the background must
+	// be closed before the database is.
+	r.closing.Wait()
 	var errs []error
 	if r.log != nil {
 		errs = append(errs, r.log.Close())

@@ -167,3 +167,41 @@ func TestIteratorsClosedInBackground(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 }
+
+// TestFailedOpenWaitsForIteratorCloses: an Open whose changelog replay
+// fails after applying batches (its context ends: the entry was stopped
+// mid-restore) closes the database only after the apply iterators it
+// closes in the background, as Close does; it closed it with one still
+// open (Pebble: "leaked iterators", the iterator closed later against a
+// closed database).
+func TestFailedOpenWaitsForIteratorCloses(t *testing.T) {
+	e := newEnv(t)
+	h := e.hostOnly(t, WithRequestLimits(100, 64)) // one record a read
+	r := open(t, h, e.id(0), nil)
+	for i := range 200 {
+		write(t, r, upserts(i, 1, "a"))
+	}
+	if err := r.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	held := make(chan struct{})
+	defer func(f func(*pebble.Iterator) error) { closeIter = f }(closeIter)
+	var once sync.Once
+	closeIter = func(it *pebble.Iterator) error {
+		once.Do(func() {
+			cancel() // the replay fails at its next read
+			close(held)
+			time.Sleep(200 * time.Millisecond) // still closing when Open fails
+		})
+		return it.Close()
+	}
+	_, err := h.Open(ctx, e.id(0), nil)
+	<-held
+	if err == nil {
+		t.Fatal("an Open whose context ended succeeded")
+	}
+	if strings.Contains(err.Error(), "leaked iterators") {
+		t.Fatalf("a failed Open closed its database with an apply iterator open: %v", err)
+	}
+}
