@@ -12,15 +12,24 @@ import (
 	"github.com/thawdb/thaw/internal/cli"
 )
 
+// stopSignals end a command gracefully: Ctrl-C, a stop, and a hang-up (the
+// terminal or ssh session closed), so that a bulk load aborts its
+// transaction instead of leaving its target fenced until the deadline.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed stdout or stderr pipe (thaw load | head) makes writes fail
+	// with EPIPE instead of killing the process mid-transaction; a command
+	// whose output is gone ends as cli.Main decides.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	go func() {
 		// The first signal cancels ctx for a graceful shutdown; a second one
 		// force-exits.
 		<-ctx.Done()
 		stop()
 		forced := make(chan os.Signal, 1)
-		signal.Notify(forced, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(forced, stopSignals...)
 		<-forced
 		fmt.Fprintln(os.Stderr, "thaw: second signal, exiting now")
 		os.Exit(130)

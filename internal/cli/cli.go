@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/thawdb/thaw/internal/flagutil"
 )
@@ -70,6 +72,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case stdoutClosed(err):
+		// The reader of the output went away (thaw scan | head): end
+		// quietly, with the status of a process SIGPIPE ended.
+		return 128 + int(syscall.SIGPIPE)
 	case errors.Is(err, ErrUsage):
 		printError(stderr, err)
 		return 2
@@ -77,6 +83,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printError(stderr, err)
 		return 1
 	}
+}
+
+// stdoutClosed reports whether err is a write to a standard output whose
+// pipe was closed (main ignores SIGPIPE, so such a write fails with EPIPE
+// rather than killing the process), not a broken network connection.
+func stdoutClosed(err error) bool {
+	var pe *os.PathError
+	return errors.As(err, &pe) && pe.Path == "/dev/stdout" && errors.Is(pe.Err, syscall.EPIPE)
 }
 
 // printError writes err to stderr after "thaw: ", each error of an
