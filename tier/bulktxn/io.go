@@ -151,14 +151,16 @@ type Tick struct{ Now time.Time }
 type HoldersChanged struct{ Holders Holders }
 
 // FenceReport: a server confirmed LOADING on some of its replicas (round
-// of SendFence). Empty is false if any of them holds data; LogEnd is their
-// highest log end offset.
+// of SendFence). Empty is false if any of them holds data; NotEmpty names
+// those buckets when the server said which (for the abort's message);
+// LogEnd is their highest log end offset.
 type FenceReport struct {
-	Round   uint64
-	Server  string
-	Buckets []int
-	Empty   bool
-	LogEnd  int64
+	Round    uint64
+	Server   string
+	Buckets  []int
+	Empty    bool
+	NotEmpty []int
+	LogEnd   int64
 }
 
 // RestoreReport: a server restored some of its replicas from the adopted

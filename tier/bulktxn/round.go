@@ -123,7 +123,11 @@ func (m *Machine) onFenceReport(in FenceReport) error {
 		return err
 	}
 	if !in.Empty {
-		m.wantAbort(bulkload.TargetNotEmpty, fmt.Sprintf("replicas of buckets %v on %s are not empty (log end %d)", in.Buckets, in.Server, in.LogEnd))
+		buckets := in.Buckets
+		if len(in.NotEmpty) > 0 {
+			buckets = in.NotEmpty
+		}
+		m.wantAbort(bulkload.TargetNotEmpty, fmt.Sprintf("replicas of buckets %v on %s are not empty (log end %d)", buckets, in.Server, in.LogEnd))
 		return nil
 	}
 	if m.confirm(in.Server, in.Buckets) {

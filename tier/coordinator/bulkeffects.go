@@ -193,6 +193,7 @@ func (r *runner) sendRound(ctx context.Context, gen uint64, kind string, round u
 func roundReport(kind string, round uint64, server string, buckets []int, rec *bulkload.Record, sts []*tierv1.ReplicaStatus) bulktxn.Input {
 	var ok []int
 	empty, logEnd := true, int64(0)
+	var notEmpty []int
 	for _, st := range sts {
 		b := int(st.GetBucket())
 		if !slices.Contains(buckets, b) {
@@ -205,7 +206,10 @@ func roundReport(kind string, round uint64, server string, buckets []int, rec *b
 			if !ready || st.GetDataState() != tierv1.DataState_DATA_STATE_LOADING || st.GetBulkLoadId() != rec.TxnID {
 				continue
 			}
-			empty = empty && st.GetEmpty()
+			if !st.GetEmpty() {
+				empty = false
+				notEmpty = append(notEmpty, b)
+			}
 			logEnd = max(logEnd, st.GetLogEndOffset())
 		case "publish":
 			if !ready || !active || b >= len(rec.SnapshotIDs) || !restoredAt(st, rec.SnapshotIDs[b]) {
@@ -224,7 +228,8 @@ func roundReport(kind string, round uint64, server string, buckets []int, rec *b
 	slices.Sort(ok)
 	switch kind {
 	case "fence":
-		return bulktxn.FenceReport{Round: round, Server: server, Buckets: ok, Empty: empty, LogEnd: logEnd}
+		slices.Sort(notEmpty)
+		return bulktxn.FenceReport{Round: round, Server: server, Buckets: ok, Empty: empty, NotEmpty: notEmpty, LogEnd: logEnd}
 	case "publish", "unfence":
 		return bulktxn.ActiveReport{Round: round, Server: server, Buckets: ok}
 	}
