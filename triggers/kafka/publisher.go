@@ -70,7 +70,11 @@ type Publisher struct {
 	dropping  atomic.Bool
 	dropped   atomic.Int64   // since dropping started
 	pending   sync.WaitGroup // records whose promise has not run
-	closed    atomic.Bool
+	// closing guards closed: Publish holds it shared from its check to
+	// its pending.Add, Close exclusively to set it, so that no Add comes
+	// after Close's Wait may have begun (a WaitGroup misuse).
+	closing   sync.RWMutex
+	closed    bool
 	stop      context.CancelFunc
 	watched   chan struct{}
 	closeOnce sync.Once
@@ -144,12 +148,15 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 // and, if it is not delivered, logged; a full buffer drops the record, and
 // after Close every record fails.
 func (p *Publisher) Publish(key string, value []byte) {
-	if p.closed.Load() {
+	p.closing.RLock()
+	if p.closed {
+		p.closing.RUnlock()
 		p.events.WithLabelValues("failed").Inc()
 		return
 	}
 	r := &kgo.Record{Key: []byte(key), Value: value}
 	p.pending.Add(1)
+	p.closing.RUnlock()
 	p.cl.TryProduce(context.Background(), r, p.delivered)
 	p.buffered.Set(float64(p.cl.BufferedProduceRecords()))
 }
@@ -186,7 +193,9 @@ func (p *Publisher) delivered(r *kgo.Record, err error) {
 func (p *Publisher) Close(ctx context.Context) error {
 	var err error
 	p.closeOnce.Do(func() {
-		p.closed.Store(true)
+		p.closing.Lock()
+		p.closed = true
+		p.closing.Unlock()
 		fctx, cancel := context.WithTimeout(ctx, p.cfg.FlushTimeout)
 		defer cancel()
 		if ferr := p.cl.Flush(fctx); ferr != nil {
