@@ -132,8 +132,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 
 	var wg sync.WaitGroup
+	seeded := make(chan struct{})
 	wg.Go(func() { s.register(ctx) })
-	wg.Go(func() { s.observeCoordinator(ctx) })
+	wg.Go(func() { s.observeCoordinator(ctx, seeded) })
 	wg.Go(func() { s.watchRecords(ctx, s.deps.Meta.Prefix()+"/tables/", recordTables) })
 	wg.Go(func() { s.watchRecords(ctx, s.deps.Meta.Prefix()+"/partitions/", recordPartitions) })
 	wg.Go(func() { s.watchDataAccess(ctx) })
@@ -141,6 +142,13 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.sweepLogs(ctx) })
 
 	l := newLoop(s)
+	// The gate knows the elected coordinator's epoch before any command
+	// is served: else a deposed coordinator's command (a data state, an
+	// assignment, a restore) could pass in the moments after a restart.
+	select {
+	case <-seeded:
+	case <-ctx.Done():
+	}
 	close(s.up)
 	l.run(ctx, s.deps.Meta.WatchAssignments(ctx), s.deps.Meta.WatchServers(ctx))
 	cancel()
@@ -241,12 +249,17 @@ func (s *Server) register(ctx context.Context) {
 // observeCoordinator admits the epoch of every coordinator elected into the
 // gate, so that requests of a deposed coordinator are refused even if it
 // never reached this server after its successor did.
-func (s *Server) observeCoordinator(ctx context.Context) {
+func (s *Server) observeCoordinator(ctx context.Context, seeded chan<- struct{}) {
 	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	first := true
 	for ctx.Err() == nil {
 		for l := range fencing.Observe(ctx, s.deps.Etcd, s.deps.Meta.ElectionPrefix()) {
 			if l.Epoch > 0 {
 				_ = s.gate.Admit(l.Epoch) // a lower epoch than one admitted is a stale observation
+			}
+			if first {
+				first = false
+				close(seeded) // the current leader (or none) is known
 			}
 			b.reset()
 		}

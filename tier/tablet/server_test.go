@@ -408,6 +408,30 @@ func TestSetDataStateEmpty(t *testing.T) {
 	}
 }
 
+// TestStaleEpochRefusedFromTheStart: a server's first answered command
+// already compares with the elected coordinator's epoch (the gate is
+// seeded before the server serves): right after a restart a deposed
+// coordinator's command does not pass.
+func TestStaleEpochRefusedFromTheStart(t *testing.T) {
+	c := newCluster(t)
+	epoch := int64(c.lead.Epoch())
+	ts := c.startServer("ts-1")
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		_, err := ts.client.SetDataState(t.Context(), connect.NewRequest(&tierv1.SetDataStateRequest{
+			CoordinatorEpoch: epoch - 1, Target: &tierv1.TargetId{TableId: 1}, DataState: tierv1.DataState_DATA_STATE_LOADING,
+			BulkLoadId: "bulk-1", StateRevision: 1 << 40,
+		}))
+		if tierpb.ReasonOf(err) == tierpb.ReasonUnavailable && strings.Contains(err.Error(), "not running") && time.Now().Before(deadline) {
+			continue // not serving yet
+		}
+		if tierpb.ReasonOf(err) != tierpb.ReasonStaleEpoch {
+			t.Fatalf("the first answered command of a stale epoch: %v", err)
+		}
+		return
+	}
+}
+
 // Coordinator requests with an epoch below the current coordinator's are
 // refused with STALE_EPOCH and change nothing.
 func TestStaleCoordinatorEpoch(t *testing.T) {
@@ -416,8 +440,8 @@ func TestStaleCoordinatorEpoch(t *testing.T) {
 	tb := c.createTable("t", []string{"ts-1"})
 	waitReady(t, ts, tb, 0, leader, 1)
 	epoch := int64(c.lead.Epoch())
-	// The server learns the coordinator's epoch from the election; until
-	// then a lower one may pass, so wait for the first refusal.
+	// The gate is seeded before the server serves
+	// (TestStaleEpochRefusedFromTheStart): the first try is refused.
 	eventually(t, "stale epoch refused", func() error {
 		_, err := ts.client.SetDataState(t.Context(), connect.NewRequest(&tierv1.SetDataStateRequest{
 			CoordinatorEpoch: epoch - 1, Target: tb.id, DataState: tierv1.DataState_DATA_STATE_LOADING,
