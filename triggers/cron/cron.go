@@ -209,6 +209,9 @@ func New(entries []Entry, fire func(ctx context.Context, policy string), logger 
 	return t, nil
 }
 
+// maxSleep bounds one wait of Run between looks at the wall clock.
+const maxSleep = time.Minute
+
 // Run fires entries until ctx is done, then returns nil. It reads the clock
 // only through time.Now and time.NewTimer, so testing/synctest can drive it.
 // Schedules start from the time Run starts: fire times missed while the
@@ -237,7 +240,11 @@ func (t *Trigger) Run(ctx context.Context) error {
 			<-ctx.Done() // nothing will ever fire
 			return nil
 		}
-		timer := time.NewTimer(time.Until(earliest))
+		// Fire times are wall-clock times, timers run on the monotonic
+		// clock: sleeping at most maxSleep at a time, the loop notices a
+		// wall clock set forward (NTP after boot) or time spent suspended
+		// within that, instead of firing that much late.
+		timer := time.NewTimer(min(time.Until(earliest), maxSleep))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
