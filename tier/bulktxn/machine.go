@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -556,6 +557,9 @@ func (m *Machine) onAbort(in AbortRequested) error {
 
 func (m *Machine) onTick() {
 	if m.op != OpNone && m.retryAt > 0 && m.now >= m.retryAt {
+		if m.dropFailedRead() {
+			return // advance begins the abort
+		}
 		m.retryAt = 0
 		m.emit(m.opEff)
 	}
@@ -726,11 +730,37 @@ func (m *Machine) deadlineAbort() *abortIntent {
 	return nil
 }
 
+// dropFailedRead gives up an operation that writes nothing (a proof of
+// emptiness, an id allocation, a validation) which failed and waits for
+// its retry, when the transaction is to abort in BEGUN (the caller's
+// Abort, or a deadline): a storage error that never clears would
+// otherwise keep the target fenced past both deadlines and the Abort
+// queued for ever. It reports whether it did.
+func (m *Machine) dropFailedRead() bool {
+	r := &m.rec
+	if m.retryAt == 0 || r.State != bulkload.Begun || r.Aborting() {
+		return false
+	}
+	switch m.op {
+	case OpProveEmpty, OpAllocate, OpValidate:
+	default:
+		return false
+	}
+	if m.abort == nil {
+		m.abort = m.deadlineAbort()
+	}
+	if m.abort == nil {
+		return false
+	}
+	m.op, m.opEff, m.retryAt = OpNone, nil, 0
+	return true
+}
+
 // advance starts the next step of the transaction when nothing is
 // outstanding: one operation, or one convergence round, at a time. An
 // abort cancels a round in BEGUN but waits for an outstanding operation.
 func (m *Machine) advance() {
-	if m.halted != nil || m.gone || m.op != OpNone {
+	if m.halted != nil || m.gone || m.op != OpNone && !m.dropFailedRead() {
 		return
 	}
 	r := &m.rec
@@ -806,10 +836,19 @@ func (m *Machine) advance() {
 
 func (m *Machine) validateManifest() ValidateManifest {
 	r := &m.rec
+	limits := m.cfg.Limits
+	if r.State == bulkload.Committing {
+		// Decided: the sizes were checked under the limits of the
+		// coordinator that decided. A successor with lower limits (a
+		// configuration changed by a rolling restart) must still finish
+		// the commit, not refuse the same manifest for ever while the
+		// target stays fenced.
+		limits = snapshot.Limits{MaxManifestSize: snapshot.MaxDocumentSize, MaxMetadataSize: snapshot.MaxDocumentSize, MaxInputSize: math.MaxInt64}
+	}
 	return ValidateManifest{
 		Plan: snapshot.Plan{
 			Target: snapTarget(r), TxnID: r.TxnID, Buckets: r.Buckets, SnapshotIDs: slices.Clone(r.SnapshotIDs),
-			RequireRowCount: m.cfg.RequireRowCount, Limits: m.cfg.Limits,
+			RequireRowCount: m.cfg.RequireRowCount, Limits: limits,
 		},
 		Request: snapshot.CommitRequest{ManifestPath: r.Manifest.Path, ManifestLength: r.Manifest.Length, ManifestSHA256: r.Manifest.SHA256},
 	}

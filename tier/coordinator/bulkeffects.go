@@ -149,13 +149,20 @@ func (r *runner) sendRound(ctx context.Context, gen uint64, kind string, round u
 	if addr == "" {
 		return // not live: the holders change, or the round resends
 	}
+	if _, busy := r.sending.LoadOrStore(server, struct{}{}); busy {
+		return // the command in flight answers, or the round resends
+	}
 	rec, regRev := r.rec.Clone(), r.regRev
 	epoch := int64(r.m.t.epoch())
 	buckets = slices.Clone(buckets)
 	go func() {
+		defer r.sending.Delete(server)
+		// One slot of the manager's fanout, or none: the round resends,
+		// and a send never waits behind calls to a server that does not
+		// answer (they would hold every slot, for every transaction).
 		select {
 		case r.m.sem <- struct{}{}:
-		case <-ctx.Done():
+		default:
 			return
 		}
 		defer func() { <-r.m.sem }()

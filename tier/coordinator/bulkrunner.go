@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,10 @@ type runner struct {
 	nextReq  atomic.Uint64
 	firstReq *pendingRequest // the Begin that created the transaction
 	pub      atomic.Pointer[runnerView]
+	// sending holds the servers a round command of this transaction is
+	// in flight to (sendRound): a server that does not answer holds one
+	// call of it, not one more at every resend.
+	sending sync.Map // server id -> struct{}
 
 	// Owned by the run goroutine.
 	mach        *bulktxn.Machine
