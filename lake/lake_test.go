@@ -338,6 +338,13 @@ func TestScanOnePartitionAndColumns(t *testing.T) {
 	if r := scan(t, l, "lake.events", ScanOptions{Partitions: []PartitionRef{{SpecID: 0, Path: "event_day=1999-01-01"}}}); r.n != 0 {
 		t.Errorf("absent partition returned %d rows", r.n)
 	}
+	// ... unless the caller requires the partitions it names (a promotion
+	// of partitions it listed): then it is an error, not an empty read.
+	absent := []PartitionRef{parts[0].Ref(), {SpecID: 0, Path: "event_day=1999-01-01"}}
+	if _, _, err := l.Scan(t.Context(), "lake.events", ScanOptions{Partitions: absent, RequirePartitions: true}); !errors.Is(err, ErrNotFound) ||
+		!strings.Contains(err.Error(), "partition event_day=1999-01-01 (spec 0) has no data file in this snapshot") {
+		t.Errorf("a required absent partition: %v", err)
+	}
 	if _, _, err := l.Scan(t.Context(), "lake.events", ScanOptions{Partitions: []PartitionRef{{SpecID: 9}}}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown spec: %v", err)
 	}

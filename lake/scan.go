@@ -27,8 +27,12 @@ type ScanOptions struct {
 	SnapshotID *int64
 	// Partitions restricts the scan to the data files of these lake
 	// partitions (PartitionStats.Ref); empty reads the whole table. Delete
-	// files are applied whatever partition they sit in.
-	Partitions []PartitionRef
+	// files are applied whatever partition they sit in. A ref that names
+	// no partition of the snapshot reads nothing, or with
+	// RequirePartitions fails with ErrNotFound (what a caller reading
+	// partitions it listed wants: reading nothing would lose them).
+	Partitions        []PartitionRef
+	RequirePartitions bool
 	// Columns selects columns by name, in the schema's order; empty means
 	// all. With Mapping, the source columns of derived keys must be selected.
 	Columns []string
@@ -117,7 +121,7 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 	}
 	pt := newPartitionTyper(tbl.Metadata())
 	if len(opts.Partitions) > 0 {
-		if tasks, err = filterTasks(tbl.Metadata(), pt, tasks, opts.Partitions); err != nil {
+		if tasks, err = filterTasks(tbl.Metadata(), pt, tasks, opts.Partitions, opts.RequirePartitions); err != nil {
 			return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 		}
 	}
@@ -205,7 +209,7 @@ func taskSeq(t table.FileScanTask) int64 {
 	return 0
 }
 
-func filterTasks(meta table.Metadata, pt *partitionTyper, tasks []table.FileScanTask, refs []PartitionRef) ([]table.FileScanTask, error) {
+func filterTasks(meta table.Metadata, pt *partitionTyper, tasks []table.FileScanTask, refs []PartitionRef, require bool) ([]table.FileScanTask, error) {
 	want := map[PartitionRef]bool{}
 	for _, r := range refs {
 		if meta.PartitionSpecByID(r.SpecID) == nil {
@@ -214,14 +218,26 @@ func filterTasks(meta table.Metadata, pt *partitionTyper, tasks []table.FileScan
 		want[r] = true
 	}
 	out := tasks[:0:0]
+	matched := map[PartitionRef]bool{}
 	for _, t := range tasks {
 		spec := int(t.File.SpecID())
 		_, path, err := pt.values(spec, t.File.Partition())
 		if err != nil {
 			return nil, fmt.Errorf("partition of %s: %w", t.File.FilePath(), err)
 		}
-		if want[PartitionRef{SpecID: spec, Path: path}] {
+		if r := (PartitionRef{SpecID: spec, Path: path}); want[r] {
 			out = append(out, t)
+			matched[r] = true
+		}
+	}
+	// A partition listed at a snapshot has data files there: a ref that
+	// matches none names no partition of this snapshot (a typo, a path
+	// of another snapshot, or one whose rendering changed since it was
+	// listed), and a promotion reading nothing for it would promote it
+	// empty.
+	for _, r := range refs {
+		if require && !matched[r] {
+			return nil, fmt.Errorf("%w: partition %s (spec %d) has no data file in this snapshot", ErrNotFound, r.Path, r.SpecID)
 		}
 	}
 	return out, nil

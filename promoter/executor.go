@@ -604,7 +604,7 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 		return nil, err
 	}
 	scan := r.ScanSnapshotID
-	_, seq, err := src.lk.Scan(ctx, r.LakeTable, lake.ScanOptions{SnapshotID: &scan, Partitions: refs, Mapping: &src.mapping})
+	_, seq, err := src.lk.Scan(ctx, r.LakeTable, lake.ScanOptions{SnapshotID: &scan, Partitions: refs, RequirePartitions: true, Mapping: &src.mapping})
 	if err != nil {
 		return nil, fmt.Errorf("promoter: scan %s at %d: %w", r.LakeTable, scan, err)
 	}
