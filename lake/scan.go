@@ -156,14 +156,21 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 	return conv.out, conv.apply(name, batches), nil
 }
 
-// addedOrder returns, for a format-v1 table (whose data files carry no
-// sequence numbers: every task's is 0), where each data file of snap was
+// addedOrder returns, when two or more tasks have sequence number 0 (a
+// format-v1 table, whose data files carry none, or a table upgraded from
+// v1 to v2, whose v1-era files keep 0), where each data file of snap was
 // added: the rank of its adding snapshot in snap's ancestry, from 1 for
 // the oldest ancestor the metadata still holds (0, older than all of them,
-// for a snapshot expired from it). Nil for later formats, whose sequence numbers order the
-// files, and for fewer than two tasks.
+// for a snapshot expired from it). Nil otherwise: sequence numbers order
+// the files.
 func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tasks []table.FileScanTask) (map[string]int, error) {
-	if snap == nil || tbl.Metadata().Version() != 1 || len(tasks) < 2 {
+	zero := 0
+	for _, t := range tasks {
+		if taskSeq(t) == 0 {
+			zero++
+		}
+	}
+	if snap == nil || zero < 2 {
 		return nil, nil
 	}
 	md := tbl.Metadata()
@@ -181,11 +188,11 @@ func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tas
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("order the data files of a format-v1 table: %w", err)
+		return nil, fmt.Errorf("order the data files of sequence number 0: %w", err)
 	}
 	manifests, err := snap.Manifests(fs)
 	if err != nil {
-		return nil, fmt.Errorf("order the data files of a format-v1 table: %w", err)
+		return nil, fmt.Errorf("order the data files of sequence number 0: %w", err)
 	}
 	out := make(map[string]int, len(tasks))
 	for _, m := range manifests {
@@ -194,7 +201,7 @@ func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tas
 		}
 		for e, err := range m.Entries(fs, true) {
 			if err != nil {
-				return nil, fmt.Errorf("order the data files of a format-v1 table: manifest %s: %w", m.FilePath(), err)
+				return nil, fmt.Errorf("order the data files of sequence number 0: manifest %s: %w", m.FilePath(), err)
 			}
 			out[e.DataFile().FilePath()] = rank[e.SnapshotID()]
 		}
