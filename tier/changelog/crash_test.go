@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"math/rand/v2"
 	"os"
@@ -104,6 +105,61 @@ func TestCrashAtRandomCut(t *testing.T) {
 		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestResetDownCrashedCreate: a crash inside a ResetTo below the log's end
+// while it creates its segment (which sorts before the old, empty one)
+// leaves the log as it was: the segment gets its name only with its whole
+// header on disk, and an unnamed leftover is removed at open. A named
+// segment with a torn header before the last one made the log unopenable.
+func TestResetDownCrashedCreate(t *testing.T) {
+	for _, cut := range []int{0, 5, segHeaderLen - 1, segHeaderLen} {
+		for _, linked := range []bool{false, true} {
+			if linked && cut != segHeaderLen {
+				continue // the name is linked only to a whole header
+			}
+			dir := t.TempDir()
+			l, err := OpenSegmentLog(dir, small...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendBatches(t, l, []int{50}, 10)
+			if err := l.TruncateBefore(t.Context(), 50); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The crash inside ResetTo(7): its segment's file is written up
+			// to cut bytes (and linked to its name, or not yet).
+			hdr := encodeSegmentHeader(7)[:cut]
+			tmp := filepath.Join(dir, segmentName(7)+tmpSuffix)
+			if err := os.WriteFile(tmp, hdr, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if linked {
+				if err := os.Link(tmp, filepath.Join(dir, segmentName(7))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l2, err := OpenSegmentLog(dir, small...)
+			if err != nil {
+				t.Fatalf("cut %d linked %v: reopen after a crash inside ResetTo: %v", cut, linked, err)
+			}
+			checkOffsets(t, l2, 50, 50)
+			if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("cut %d linked %v: the unfinished segment is still there: %v", cut, linked, err)
+			}
+			// And the reset works afterwards.
+			if err := l2.ResetTo(t.Context(), 7); err != nil {
+				t.Fatal(err)
+			}
+			checkOffsets(t, l2, 7, 7)
+			if err := l2.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

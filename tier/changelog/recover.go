@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // OpenSegmentLog opens the segment log in dir, creating the directory and
@@ -39,6 +40,14 @@ func openSegmentLog(dir string, o options) (_ *SegmentLog, err error) {
 	for _, e := range entries {
 		if base, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
 			bases = append(bases, base)
+		}
+		// A segment whose creation a crash cut short never got its name.
+		if name, ok := strings.CutSuffix(e.Name(), tmpSuffix); ok && e.Type().IsRegular() {
+			if _, seg := parseSegmentName(name); seg {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+					return nil, fmt.Errorf("changelog: remove an unfinished segment: %w", err)
+				}
+			}
 		}
 	}
 	slices.Sort(bases)

@@ -120,13 +120,27 @@ func (s *segment) extendLocked(start int64, entries []indexEntry, reached indexE
 // writer's).
 func createSegment(dir string, base int64) (_ *segment, err error) {
 	s := newSegment(dir, base)
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	// The segment gets its name only with its whole header on disk (a
+	// temporary file linked to the name): a crash never leaves a named
+	// segment with a torn header, which recovery could not tell from
+	// corruption when it is not the last one (a ResetTo below the end
+	// creates a segment that sorts before the old one).
+	tmp := s.path + tmpSuffix
+	_ = os.Remove(tmp) // a leftover of a crash
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("changelog: create segment: %w", err)
 	}
+	linked := false
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, f.Close(), os.Remove(s.path))
+			err = errors.Join(err, f.Close())
+			if linked {
+				err = errors.Join(err, os.Remove(s.path))
+			}
+		}
+		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+			err = fmt.Errorf("changelog: remove %s: %w", tmp, rerr)
 		}
 	}()
 	if _, err := f.WriteAt(encodeSegmentHeader(base), 0); err != nil {
@@ -135,12 +149,23 @@ func createSegment(dir string, base int64) (_ *segment, err error) {
 	if err := f.Sync(); err != nil {
 		return nil, fmt.Errorf("changelog: sync new segment: %w", err)
 	}
+	if err := os.Link(tmp, s.path); err != nil { // fails if the name exists
+		return nil, fmt.Errorf("changelog: create segment: %w", err)
+	}
+	linked = true
+	if err := os.Remove(tmp); err != nil {
+		return nil, fmt.Errorf("changelog: remove %s: %w", tmp, err)
+	}
 	if err := syncDir(dir); err != nil {
 		return nil, err
 	}
 	s.f, s.refs = f, 1
 	return s, nil
 }
+
+// tmpSuffix marks a segment being created (createSegment); recovery
+// removes such files.
+const tmpSuffix = ".tmp"
 
 // syncDir makes the directory's entries (created, renamed, removed files)
 // durable.
