@@ -167,7 +167,12 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 		if len(res.entries) == 0 {
 			switch {
 			case res.hw > res.logStart:
-				return false, nil // nothing returned yet; fetch again
+				// Nothing returned yet; fetch again, but not for ever.
+				if l.mu.empties++; l.mu.empties > maxEmptyFetches {
+					l.mu.empties = 0
+					return false, fmt.Errorf("no records from Kafka offset %d although the high watermark is %d", res.logStart, res.hw)
+				}
+				return false, nil
 			case res.logStart > 0:
 				return false, fmt.Errorf("%w: no record from Kafka offset %d on: records were deleted outside the tier", changelog.ErrCorrupt, res.logStart)
 			}
