@@ -278,6 +278,14 @@ func (pt *partitionTyper) values(specID int, raw map[int]any) ([]PartitionValue,
 		}
 		path.WriteString(url.QueryEscape(f.Name))
 		path.WriteByte('=')
+		if v != nil && pv.Human == "null" {
+			// The value "null" (a string) is not the null value, whose
+			// segment is Iceberg's "null": the two partitions would
+			// otherwise share a path and be merged. The escape still
+			// unescapes to "null".
+			path.WriteString("%6Eull")
+			continue
+		}
 		path.WriteString(url.QueryEscape(pv.Human))
 	}
 	return values, path.String(), nil
