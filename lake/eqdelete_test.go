@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
@@ -85,14 +84,5 @@ func appendJSON(t *testing.T, tbl *table.Table, js string) *table.Table {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	rdr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdr.Release()
-	out, err := tbl.Append(t.Context(), rdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return appendRecord(t, tbl, rec)
 }

@@ -49,7 +49,13 @@ func appendRows(t *testing.T, tbl *table.Table, cols ...[]any) *table.Table {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	rdr, err := array.NewRecordReader(sc, []arrow.RecordBatch{rec})
+	return appendRecord(t, tbl, rec)
+}
+
+// appendRecord appends rec (of tbl's Arrow schema) to tbl.
+func appendRecord(t *testing.T, tbl *table.Table, rec arrow.RecordBatch) *table.Table {
+	t.Helper()
+	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,21 +142,30 @@ func holdFirstBuild(cfg *promoter.Config) <-chan struct{} {
 	return holding
 }
 
+// interruptedRequest runs a promoter with cfg, requests partition part
+// of pol and stops the promoter while the promotion builds (its attempt 1
+// aborted by the shutdown, its request kept); it returns the promoter
+// and the promotion id. cfg keeps the hook that held the build.
+func interruptedRequest(t *testing.T, e *env, pol *policies.Policy, cfg *promoter.Config, part string) (*promoter.Promoter, string) {
+	t.Helper()
+	stopping := holdFirstBuild(cfg)
+	first := e.promoter(*cfg)
+	stop := run(t, first)
+	id := request(t.Context(), t, first, pol, part)
+	<-stopping
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	return first, id
+}
+
 // TestRequestInterruptedByShutdown: a requested promotion that the
 // promoter's shutdown aborts keeps its stored request, and the next
 // promoter promotes it as attempt 2.
 func TestRequestInterruptedByShutdown(t *testing.T) {
 	e, pol, cfg := requestEnv(t)
 	ctx := t.Context()
-	part := e.partitionOf("2024-01-03")
-	stopping := holdFirstBuild(&cfg)
-	first := e.promoter(cfg)
-	stop := run(t, first)
-	id := request(ctx, t, first, pol, part)
-	<-stopping
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	first, id := interruptedRequest(t, e, pol, &cfg, e.partitionOf("2024-01-03"))
 	r, err := first.Promotion(ctx, id)
 	if err != nil || r.Phase != promoter.PhaseAborted || !strings.HasPrefix(r.Error, "shutdown: ") {
 		t.Fatalf("after the shutdown: %+v %v", r, err)
@@ -177,14 +186,7 @@ func TestPruneKeepsRecordOfQueuedRequest(t *testing.T) {
 	e, pol, cfg := requestEnv(t)
 	ctx := t.Context()
 	part := e.partitionOf("2024-01-03")
-	stopping := holdFirstBuild(&cfg)
-	first := e.promoter(cfg)
-	stop := run(t, first)
-	id := request(ctx, t, first, pol, part)
-	<-stopping
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	_, id := interruptedRequest(t, e, pol, &cfg, part)
 	cfg.Hooks.AfterPhase = nil
 	e.setNow(e.clock().Add(2 * time.Hour))
 	cfg.LedgerRetention = time.Hour

@@ -134,6 +134,23 @@ func writerOnFake(t *testing.T, tab *writeTablet) *tierclient.Client {
 	return c
 }
 
+// secondWriteWaits opens a Writer of db.x on a fake tier leading at tab,
+// writes one row (its batch goes to tab) and starts a second Write, which
+// waits for buffer space; the channel gets its result.
+func secondWriteWaits(t *testing.T, tab *writeTablet) (*tierclient.Writer, <-chan error) {
+	t.Helper()
+	w, err := writerOnFake(t, tab).NewWriter(t.Context(), tierclient.Target{Database: "db", Table: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Write(t.Context(), kv.Row{int64(2), "b"}) }()
+	return w, done
+}
+
 // TestWriteWaitingWhenWriterFails: a Write waiting for buffer space when
 // the Writer fails returns the failure (the dropped buffers are what
 // freed the space), not nil with its row queued on a failed Writer.
@@ -143,20 +160,10 @@ func TestWriteWaitingWhenWriterFails(t *testing.T) {
 		<-release
 		return tierpb.NewError(tierpb.ReasonInvalidArgument, "fake: bad batch", nil)
 	}}
-	c := writerOnFake(t, tab)
-	w, err := c.NewWriter(t.Context(), tierclient.Target{Database: "db", Table: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error)
-	go func() { done <- w.Write(t.Context(), kv.Row{int64(2), "b"}) }() // blocks: buffer full
-	time.Sleep(200 * time.Millisecond)                                  // the Write waits (else it fails at once, which passes too)
+	w, done := secondWriteWaits(t, tab)
+	time.Sleep(200 * time.Millisecond) // the Write waits (else it fails at once, which passes too)
 	close(release)
-	err = <-done
-	if err == nil {
+	if err := <-done; err == nil {
 		t.Errorf("Write returned nil after the Writer failed")
 	}
 	_ = w.Close(t.Context())
@@ -171,16 +178,7 @@ func TestWriteRacingClose(t *testing.T) {
 	for i := range 40 {
 		release := make(chan struct{})
 		tab := &writeTablet{write: func(*tierv1.WriteRequest) error { <-release; return nil }}
-		c := writerOnFake(t, tab)
-		w, err := c.NewWriter(t.Context(), tierclient.Target{Database: "db", Table: "x"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
-			t.Fatal(err)
-		}
-		werr := make(chan error)
-		go func() { werr <- w.Write(t.Context(), kv.Row{int64(2), "b"}) }() // blocks: buffer full
+		w, werr := secondWriteWaits(t, tab)
 		time.Sleep(20 * time.Millisecond)
 		cerr := make(chan error)
 		go func() { cerr <- w.Close(t.Context()) }()
