@@ -197,9 +197,9 @@ func checkEqualityDeletes(md table.Metadata, tasks []table.FileScanTask) error {
 // format-v1 table, whose data files carry none, or a table upgraded from
 // v1 to v2, whose v1-era files keep 0), where each data file of snap was
 // added: the rank of its adding snapshot in snap's ancestry, from 1 for
-// the oldest ancestor the metadata still holds (0, older than all of them,
-// for a snapshot expired from it). Nil otherwise: sequence numbers order
-// the files.
+// the oldest ancestor the metadata still holds; a file of a snapshot
+// expired from it ranks below 1, by its place in the manifests (below).
+// Nil otherwise: sequence numbers order the files.
 func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tasks []table.FileScanTask) (map[string]int, error) {
 	zero := 0
 	for _, t := range tasks {
@@ -232,6 +232,7 @@ func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tas
 		return nil, fmt.Errorf("order the data files of sequence number 0: %w", err)
 	}
 	out := make(map[string]int, len(tasks))
+	pos := 0
 	for _, m := range manifests {
 		if m.ManifestContent() != iceberg.ManifestContentData {
 			continue
@@ -240,7 +241,17 @@ func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tas
 			if err != nil {
 				return nil, fmt.Errorf("order the data files of sequence number 0: manifest %s: %w", m.FilePath(), err)
 			}
-			out[e.DataFile().FilePath()] = rank[e.SnapshotID()]
+			pos++
+			r, ok := rank[e.SnapshotID()]
+			if !ok {
+				// Added by a snapshot expired from the metadata: older than
+				// every one it holds. Among such files the manifest list
+				// (newest manifest first) and each manifest (newest entry
+				// first, also after a merge) give the order, as Iceberg
+				// writes them: the later a file comes, the older it is.
+				r = -pos
+			}
+			out[e.DataFile().FilePath()] = r
 		}
 	}
 	return out, nil
