@@ -63,11 +63,13 @@ func TestScanV1NewestLast(t *testing.T) {
 	}
 }
 
-// TestScanUpgradedV1NewestLast: a table written as format v1 (files with
-// sequence number 0) and then upgraded to v2: the v1-era files still come
-// in the order of the snapshots that added them (they came in the order
-// of their random paths: an older version of a key could win).
-func TestScanUpgradedV1NewestLast(t *testing.T) {
+// v1VersionsNewestLast writes key 7 of a format-v1 table once per value,
+// one snapshot each, changes the table with change (in one transaction),
+// checks the committed table with check (if any), and checks eight times
+// (fresh tables: file paths are random) that a scan returns the versions
+// oldest first, newest last.
+func v1VersionsNewestLast(t *testing.T, values []string, change func(*table.Transaction) error, check func(*table.Table)) {
+	t.Helper()
 	for trial := range 8 {
 		l := scratch(t)
 		ctx := t.Context()
@@ -79,62 +81,47 @@ func TestScanUpgradedV1NewestLast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, value := range []string{"v1", "v2", "v3"} {
+		for _, value := range values {
 			tbl = appendRows(t, tbl, []any{int64(7)}, []any{value})
 		}
 		tx := tbl.NewTransaction()
-		if err := tx.UpgradeFormatVersion(2); err != nil {
+		if err := change(tx); err != nil {
 			t.Fatal(err)
 		}
 		if tbl, err = tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if v := tbl.Metadata().Version(); v != 2 {
-			t.Fatalf("upgrade: v%d", v)
+		if check != nil {
+			check(tbl)
 		}
-		r := scan(t, l, "t.kv", ScanOptions{Concurrency: 1})
 		var got []string
-		for _, v := range r.col(t, "v") {
+		for _, v := range scan(t, l, "t.kv", ScanOptions{Concurrency: 1}).col(t, "v") {
 			got = append(got, v.(string))
 		}
-		if !slices.Equal(got, []string{"v1", "v2", "v3"}) {
+		if !slices.Equal(got, values) {
 			t.Fatalf("trial %d: key 7 came as %v, want the oldest first, the newest last", trial, got)
 		}
 	}
+}
+
+// TestScanUpgradedV1NewestLast: a table written as format v1 (files with
+// sequence number 0) and then upgraded to v2: the v1-era files still come
+// in the order of the snapshots that added them (they came in the order
+// of their random paths: an older version of a key could win).
+func TestScanUpgradedV1NewestLast(t *testing.T) {
+	v1VersionsNewestLast(t, []string{"v1", "v2", "v3"}, func(tx *table.Transaction) error { return tx.UpgradeFormatVersion(2) },
+		func(tbl *table.Table) {
+			if v := tbl.Metadata().Version(); v != 2 {
+				t.Fatalf("upgrade: v%d", v)
+			}
+		})
 }
 
 // TestScanV1ExpiredNewestLast: a format-v1 table whose older snapshots
 // have expired: the files they added are still live and still come oldest
 // first (they came in random path order: an older version could win).
 func TestScanV1ExpiredNewestLast(t *testing.T) {
-	for trial := range 8 {
-		l := scratch(t)
-		ctx := t.Context()
-		schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-			iceberg.NestedField{ID: 1, Name: "k", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-			iceberg.NestedField{ID: 2, Name: "v", Type: iceberg.PrimitiveTypes.String, Required: true})
-		tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "kv"}, schema,
-			catalog.WithProperties(iceberg.Properties{"format-version": "1"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, value := range []string{"v1", "v2", "v3", "v4"} {
-			tbl = appendRows(t, tbl, []any{int64(7)}, []any{value})
-		}
-		tx := tbl.NewTransaction()
-		if err := tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0)); err != nil {
-			t.Fatal(err)
-		}
-		if tbl, err = tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := scan(t, l, "t.kv", ScanOptions{Concurrency: 1})
-		var got []string
-		for _, v := range r.col(t, "v") {
-			got = append(got, v.(string))
-		}
-		if !slices.Equal(got, []string{"v1", "v2", "v3", "v4"}) {
-			t.Fatalf("trial %d: key 7 came as %v, want the oldest first, the newest last", trial, got)
-		}
-	}
+	v1VersionsNewestLast(t, []string{"v1", "v2", "v3", "v4"}, func(tx *table.Transaction) error {
+		return tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0))
+	}, nil)
 }

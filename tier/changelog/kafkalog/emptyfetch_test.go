@@ -31,19 +31,7 @@ func TestEmptyFetchesOfAFreshHandle(t *testing.T) {
 	c.ControlKey(kmsg.Fetch.Int16(), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		fetches.Add(1)
-		req := r.(*kmsg.FetchRequest)
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.HighWatermark, sp.LogStartOffset = rp.Partition, 3, 0
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return fetchAnswer(r, func(sp *kmsg.FetchResponseTopicPartition) { sp.HighWatermark, sp.LogStartOffset = 3, 0 }), nil, true
 	})
 	fresh := open(t, provider(t, addrs), id)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)

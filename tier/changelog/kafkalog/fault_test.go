@@ -38,21 +38,28 @@ func failFetches(c *kfake.Cluster, n int32, code int16) *atomic.Int32 {
 		if code == 0 {
 			return nil, errors.New("injected: connection dropped"), true
 		}
-		req := r.(*kmsg.FetchRequest)
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return fetchAnswer(r, func(sp *kmsg.FetchResponseTopicPartition) { sp.ErrorCode = code }), nil, true
 	})
 	return &seen
+}
+
+// fetchAnswer is a fetch response to r with no records: each requested
+// partition as set sets it.
+func fetchAnswer(r kmsg.Request, set func(*kmsg.FetchResponseTopicPartition)) *kmsg.FetchResponse {
+	req := r.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			set(&sp)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // TestBrokerFaults: the partition's leadership moves, fetches answer
