@@ -127,7 +127,7 @@ func runCrash(t *testing.T, p crashPoint, victim string, hard bool) {
 		close(stopped)
 		bg.Go(func() {
 			time.Sleep(300 * time.Millisecond)
-			h.startTablet("ts-2")
+			h.launchTablet("ts-2")
 		})
 		return nil
 	})

@@ -339,8 +339,21 @@ type tabletNode struct {
 	once   sync.Once
 }
 
+// startTablet starts a tablet server and waits until it serves reads and
+// writes: until it has read the data-access policy the first coordinator
+// to lead publishes (a read before that is refused as UNAVAILABLE, which
+// a test reading replicas directly would take for a wrong answer). Call
+// it after starting a coordinator, on the test's goroutine.
 func (h *harness) startTablet(id string) *tabletNode {
 	h.t.Helper()
+	n := h.launchTablet(id)
+	eventually(h.t, "tablet "+id+" has read the data access policy", n.s.DataAccessReady)
+	return n
+}
+
+// launchTablet starts a tablet server and returns at once (it may be
+// called from any goroutine).
+func (h *harness) launchTablet(id string) *tabletNode {
 	h.mu.Lock()
 	h.starts++
 	dir := filepath.Join(h.t.TempDir(), fmt.Sprintf("%s-%d", id, h.starts))
