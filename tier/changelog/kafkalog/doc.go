@@ -30,7 +30,11 @@
 // knew, it reads what came in between and, when its record lost,
 // Append returns ErrConflict and nothing of it is ever read. So appends
 // are conditional, as the local log's cannot be, without Kafka
-// transactions. A handle walks the retained topic once, when it first
+// transactions. The handle judges its record while it walks the chain, not
+// from its index afterwards; if another handle's truncation deleted the
+// record before this handle read it back, Append returns an error saying
+// its outcome is unknown, never ErrConflict (which promises that nothing
+// was written). A handle walks the retained topic once, when it first
 // needs the log's offsets, and then follows its end. It indexes the valid
 // records' positions in at most 4096 entries (the older half thinned to
 // every other entry when full); a read or truncation between two indexed

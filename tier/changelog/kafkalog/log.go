@@ -27,6 +27,16 @@ var ErrConflict = fmt.Errorf("kafkalog: %w", changelog.ErrConflict)
 // two indexed entries walks from the one below. A variable for tests.
 var maxIdx = 1 << 12
 
+// maxVerdicts bounds the verdicts a handle keeps while its write is in
+// flight (see judge): the records other writers add meanwhile. Beyond it
+// the write's own verdict may be unknown (an error that is not
+// ErrConflict).
+const maxVerdicts = 1 << 14
+
+// produced, when set (by tests), runs after a write's record is in Kafka
+// and before the handle checks it continued the chain.
+var produced func()
+
 // maxEmptyFetches bounds the fetches in a row that return no record
 // although the partition's high watermark lies past the fetch offset.
 const maxEmptyFetches = 100
@@ -60,8 +70,36 @@ type kafkaLog struct {
 		idx      []pos  // valid entries from startK to tail.k, thinned (addIdxLocked)
 		stash    []entry
 		empties  int // fetches in a row that returned nothing below the high watermark
+		judge    judge
 	}
 	lead leader
+}
+
+// judge records, while a write is in flight, whether each record the
+// chain walks at or past from continued it: the write looks its own
+// record's verdict up once it knows the record's Kafka offset (k) and has
+// synced. The index cannot answer that alone: it may have thinned the
+// entry away, or a truncation by another handle may have re-anchored the
+// chain past it (then the verdict stays unknown).
+type judge struct {
+	on       bool
+	from     int64          // the chain's end when the write began
+	k        int64          // the write's record, once produced; else -1
+	verdicts map[int64]bool // Kafka offset → continued the chain
+	overflow bool           // verdicts reached maxVerdicts
+}
+
+// judgeLocked records the verdict of the record at Kafka offset k.
+func (l *kafkaLog) judgeLocked(k int64, valid bool) {
+	j := &l.mu.judge
+	if !j.on || k < j.from || (j.k >= 0 && k != j.k) {
+		return
+	}
+	if _, ok := j.verdicts[k]; !ok && len(j.verdicts) >= maxVerdicts {
+		j.overflow = true
+		return
+	}
+	j.verdicts[k] = valid
 }
 
 func newLog(p *Provider, id changelog.BucketLogID, topic string) *kafkaLog {
@@ -180,6 +218,7 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 			return true, nil
 		}
 		e := res.entries[0]
+		l.judgeLocked(e.k, true) // the first retained record is valid by construction
 		l.mu.anchored, l.mu.startK, l.mu.startX, l.mu.startOK = true, e.k, e.first, true
 		l.mu.tail = anchor(e)
 		// New slices, never the old arrays: a Read may still hold them
@@ -195,7 +234,9 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 			continue
 		}
 		x := l.mu.tail.x
-		if l.mu.tail.step(e) {
+		valid := l.mu.tail.step(e)
+		l.judgeLocked(e.k, valid)
+		if valid {
 			if e.marker {
 				x = e.first
 			}
@@ -505,13 +546,35 @@ func (l *kafkaLog) freshen(ctx context.Context) error {
 // returns the record's Kafka offset.
 func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int) (int64, error) {
 	r := &kgo.Record{Topic: l.topic, Partition: 0, Key: key, Value: value}
+	l.mu.Lock()
+	from := l.mu.startK
+	if l.mu.anchored {
+		from = l.mu.tail.k
+	}
+	l.mu.judge = judge{on: true, from: from, k: -1, verdicts: map[int64]bool{}}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.mu.judge = judge{}
+		l.mu.Unlock()
+	}()
 	if err := l.p.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		l.mu.Lock()
 		l.mu.dirty = true
 		l.mu.Unlock()
 		return 0, err
 	}
+	if produced != nil {
+		produced()
+	}
 	l.mu.Lock()
+	// Only the own record's verdict matters now.
+	l.mu.judge.k = r.Offset
+	for k := range l.mu.judge.verdicts {
+		if k != r.Offset {
+			delete(l.mu.judge.verdicts, k)
+		}
+	}
 	if l.mu.anchored && l.mu.tail.k == r.Offset {
 		// Nobody wrote in between: the record continues the chain (a
 		// batch written at the end, or a marker at or past it).
@@ -533,11 +596,26 @@ func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// The record is valid if the chain indexed it (the newest half of the
-	// index is never thinned, and nothing else can have been indexed since
-	// this sync).
-	i := sort.Search(len(l.mu.idx), func(i int) bool { return l.mu.idx[i].k >= r.Offset })
-	if i < len(l.mu.idx) && l.mu.idx[i].k == r.Offset {
+	valid, known := l.mu.judge.verdicts[r.Offset]
+	if !known {
+		// The index holds valid entries only (it may have thinned this one
+		// away).
+		i := sort.Search(len(l.mu.idx), func(i int) bool { return l.mu.idx[i].k >= r.Offset })
+		if i < len(l.mu.idx) && l.mu.idx[i].k == r.Offset {
+			return r.Offset, nil
+		}
+		// The chain never walked the record: a truncation by another
+		// handle deleted it first (or other writers' records filled the
+		// verdicts). It may have continued the log; which, cannot be
+		// told now.
+		why := "was deleted by another handle's truncation before this handle could tell"
+		if l.mu.judge.overflow {
+			why = fmt.Sprintf("came after more than %d records of other writers; this handle cannot tell", maxVerdicts)
+		}
+		l.p.cfg.Logger.Warn("changelog write outcome unknown", "topic", l.topic, "kafka_offset", r.Offset, "offset", x, "end", l.mu.tail.x)
+		return 0, fmt.Errorf("the record written at Kafka offset %d (meant for logical offset %d) %s whether it continued the log: the write's outcome is unknown", r.Offset, x, why)
+	}
+	if valid {
 		return r.Offset, nil
 	}
 	l.p.cfg.Logger.Warn("changelog write lost to another writer", "topic", l.topic, "kafka_offset", r.Offset, "offset", x, "end", l.mu.tail.x)
