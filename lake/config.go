@@ -25,6 +25,21 @@ const (
 // redacted is what a Secret prints as.
 const redacted = "[redacted]"
 
+// RedactURI returns uri for an error message or a log: with any password
+// in its user information replaced by "xxxxx" (url.URL.Redacted), or, if
+// it does not parse, everything between "://" and the last "@" (a URI
+// that does not parse may still hold a password).
+func RedactURI(uri string) string {
+	if u, err := url.Parse(uri); err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
+		return scheme + "://xxxxx" + rest[i:]
+	}
+	return uri
+}
+
 // Secret is a credential in a Config. It decodes from a plain string but never
 // prints itself: String, GoString, MarshalJSON, MarshalYAML, MarshalText and
 // LogValue all give "[redacted]" (or "" when empty). Reveal returns the value.
@@ -244,20 +259,20 @@ func (c Config) Validate() error {
 	case CatalogREST:
 		u, err := url.Parse(c.URI)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: rest catalog needs an http(s) uri, got %q", ErrConfig, c.URI)
+			return fmt.Errorf("%w: rest catalog needs an http(s) uri, got %q", ErrConfig, RedactURI(c.URI))
 		}
 		if c.Credential != "" && c.Token != "" {
 			return fmt.Errorf("%w: rest catalog takes credential or token, not both", ErrConfig)
 		}
 		if c.OAuthServerURI != "" {
 			if u, err := url.Parse(c.OAuthServerURI); err != nil || u.Scheme == "" || u.Host == "" {
-				return fmt.Errorf("%w: oauth_server_uri %q is not an absolute URL", ErrConfig, c.OAuthServerURI)
+				return fmt.Errorf("%w: oauth_server_uri %q is not an absolute URL", ErrConfig, RedactURI(c.OAuthServerURI))
 			}
 		}
 	case CatalogGlue:
 	case CatalogHive:
 		if !strings.HasPrefix(c.URI, "thrift://") {
-			return fmt.Errorf("%w: hive catalog needs a thrift:// uri, got %q", ErrConfig, c.URI)
+			return fmt.Errorf("%w: hive catalog needs a thrift:// uri, got %q", ErrConfig, RedactURI(c.URI))
 		}
 	default:
 		return fmt.Errorf("%w: unknown catalog type %q (want sql, rest, glue or hive)", ErrConfig, c.Type)

@@ -63,7 +63,7 @@ func open(ctx context.Context, cfg Config, create bool) (*Lake, error) {
 		maps.Copy(props, cfg.extraProps())
 		cat, err := hive.NewCatalog(props)
 		if err != nil {
-			return nil, fmt.Errorf("lake: open hive catalog %s: %w", cfg.URI, err)
+			return nil, fmt.Errorf("lake: open hive catalog %s: %w", RedactURI(cfg.URI), err)
 		}
 		return &Lake{cat: cat, name: cfg.Name}, nil
 	default: // glue: only its registrar builds the AWS config from properties
@@ -104,16 +104,17 @@ func sqlTarget(uri string) (sqlKind, string, error) {
 	switch {
 	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
 		if _, err := url.Parse(uri); err != nil {
-			return 0, "", fmt.Errorf("%w: sql catalog uri is not a URL: %v", ErrConfig, err)
+			// url's errors quote the whole URI, password and all.
+			return 0, "", fmt.Errorf("%w: sql catalog uri %s is not a URL (check the escaping of its user name and password; a password can go in password instead)", ErrConfig, RedactURI(uri))
 		}
 		return sqlPostgres, "", nil
 	case strings.Contains(uri, "://") && !strings.HasPrefix(uri, "file://"):
-		return 0, "", fmt.Errorf("%w: sql catalog uri %q: want a SQLite file or a postgres:// URL", ErrConfig, uri)
+		return 0, "", fmt.Errorf("%w: sql catalog uri %q: want a SQLite file or a postgres:// URL", ErrConfig, RedactURI(uri))
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(uri, "file://"), "file:")
 	path, _, _ = strings.Cut(path, "?")
 	if path == "" || path == ":memory:" {
-		return 0, "", fmt.Errorf("%w: sql catalog uri %q names no SQLite file", ErrConfig, uri)
+		return 0, "", fmt.Errorf("%w: sql catalog uri %q names no SQLite file", ErrConfig, RedactURI(uri))
 	}
 	return sqlSQLite, path, nil
 }
@@ -243,7 +244,7 @@ func openREST(ctx context.Context, cfg Config, props iceberg.Properties) (*Lake,
 	}
 	cat, err := rest.NewCatalog(ctx, cfg.Name, cfg.URI, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("lake: open rest catalog %s: %w", cfg.URI, err)
+		return nil, fmt.Errorf("lake: open rest catalog %s: %w", RedactURI(cfg.URI), err)
 	}
 	return &Lake{cat: cat, name: cfg.Name}, nil
 }

@@ -106,3 +106,35 @@ func TestConfigCheckFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigErrorsHidePasswords: a catalog URI's password never appears in
+// a configuration error, whether or not the URI parses. It did when
+// url.Parse failed (its error quotes the URI).
+func TestConfigErrorsHidePasswords(t *testing.T) {
+	const pw = "S3cr%t-pw"
+	for _, c := range []Config{
+		{Type: CatalogSQL, URI: "postgres://thaw:" + pw + "@db:5432/lake"},
+		{Type: CatalogSQL, URI: "mysql://thaw:" + pw + "@db/lake"},
+		{Type: CatalogREST, URI: "ftp://thaw:" + pw + "@catalog"},
+		{Type: CatalogREST, URI: "http://thaw:" + pw + "@cat alog:80:80"},
+		{Type: CatalogHive, URI: "http://thaw:" + pw + "@metastore"},
+	} {
+		err := c.Validate()
+		if err == nil || !errors.Is(err, ErrConfig) {
+			t.Fatalf("%s: %v", c.URI, err)
+		}
+		if strings.Contains(err.Error(), "S3cr") {
+			t.Errorf("the error quotes the password: %v", err)
+		}
+	}
+	for uri, want := range map[string]string{
+		"postgres://thaw:pw@db:5432/lake":  "postgres://thaw:xxxxx@db:5432/lake",
+		"postgres://thaw:p%t@db:5432/lake": "postgres://xxxxx@db:5432/lake",
+		"/data/catalog.db":                 "/data/catalog.db",
+		"file:%zz":                         "file:%zz",
+	} {
+		if got := RedactURI(uri); got != want {
+			t.Errorf("RedactURI(%q) = %q, want %q", uri, got, want)
+		}
+	}
+}
