@@ -35,9 +35,6 @@ type Store interface {
 	// the given stamp (the zero stamp: none) instead of reading it again.
 	// The builder uses it for data files and never modifies them after.
 	PutFileStamped(ctx context.Context, key, path string, size int64, sha256 string, stamp objstore.FileStamp) (objstore.Object, error)
-	// Delete removes an object; used only to withdraw the _METADATA files of
-	// a build that failed after writing some of them.
-	Delete(ctx context.Context, key string) error
 }
 
 var _ Store = (*objstore.Store)(nil)

@@ -63,12 +63,13 @@
 // # Commit marker last; failure and cancellation
 //
 // Finish uploads every owned bucket's data files first and writes the
-// _METADATA files only after all of them are uploaded. A Finish that fails
-// or is cancelled deletes the _METADATA files it had written, so it leaves
-// no _METADATA of its own (withdrawal is best effort; if it fails, the
-// error says so) and nothing can reference partial output. A _METADATA it
-// adopted (byte-identical, written by an earlier build of the same context,
-// perhaps already committed) is not its own and stays. Data files of a failed build
+// _METADATA files only after all of them are uploaded, so nothing can
+// reference partial output: every _METADATA describes a complete bucket. A
+// Finish that fails or is cancelled leaves the _METADATA files it wrote:
+// another build of the same context (a retried worker started while this
+// one was stuck) may have adopted them, byte-identical, and even committed
+// them, so deleting them could break a live snapshot; a rebuild of the
+// same input adopts them. Data files of a failed build
 // stay in the store for the orphan cleaner; they are content-addressed, so
 // a retry reuses them. Objects are never overwritten with different bytes.
 // On a store the build can read (an *objstore.Store), a bucket whose

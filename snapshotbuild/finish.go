@@ -25,12 +25,13 @@ type bucketOutput struct {
 
 // Finish sorts what was added, builds and uploads every owned bucket's
 // snapshot and returns one result per owned bucket in bucket order. It writes
-// no _METADATA until every owned bucket's data files are uploaded, and on
-// failure withdraws the _METADATA files it wrote, so a failed or cancelled
-// Finish leaves no _METADATA of its own behind (best effort: a failed
-// withdrawal is part of the returned error); identical ones an earlier
-// build wrote, which it adopted, stay. Temporary files are removed on every
-// path. Finish can be called once.
+// no _METADATA until every owned bucket's data files are uploaded, so every
+// _METADATA in the store, even one a failed or cancelled Finish wrote before
+// it failed, describes a complete bucket. A failure leaves the _METADATA
+// files it wrote: another build of the same context may have adopted them
+// meanwhile (and committed them), so deleting them is never safe; a rebuild
+// of the same input adopts them. Temporary files are removed on every path.
+// Finish can be called once.
 func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -87,8 +88,6 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 	}
 	// Every data file of every owned bucket is uploaded: now the commit
 	// markers.
-	var mu sync.Mutex
-	var written []string
 	err = forEach(ctx, len(outs), workers, func(ctx context.Context, i int) error {
 		o := outs[i]
 		defer b.timed(timerMetadata, time.Now())
@@ -100,19 +99,12 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		if err != nil {
 			return &BucketError{Bucket: o.result.Bucket, Err: fmt.Errorf("write _METADATA: %w", err)}
 		}
-		// An adopted _METADATA is an earlier build's (maybe already
-		// committed): a failure withdraws only those this build wrote.
-		if !obj.Adopted {
-			mu.Lock()
-			written = append(written, o.metaKey)
-			mu.Unlock()
-		}
 		o.result.MetadataAdopted = obj.Adopted
 		b.progress(BucketProgress{Bucket: o.result.Bucket, Phase: PhaseDone, Rows: o.result.RowCount, Bytes: o.result.Bytes})
 		return nil
 	})
 	if err != nil {
-		return nil, b.failLocked(errors.Join(err, b.withdraw(ctx, written)))
+		return nil, b.failLocked(err)
 	}
 	results = make([]BucketResult, len(outs))
 	for i, o := range outs {
@@ -217,26 +209,6 @@ func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, p
 		return nil, fmt.Errorf("snapshotbuild: release merged input: %w", relErr)
 	}
 	return outs, nil
-}
-
-// withdraw deletes _METADATA files written by a Finish that then failed. It
-// runs even when ctx is cancelled, with its own deadline.
-func (b *Builder) withdraw(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	var errs []error
-	for _, k := range keys {
-		if err := b.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("withdraw %s: %w", k, err))
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("snapshotbuild: _METADATA of a failed build left in place: %w", errors.Join(errs...))
-	}
-	return nil
 }
 
 // mergePlan is how the merge uses the budget left by the in-memory chunks.

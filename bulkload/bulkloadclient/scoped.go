@@ -157,7 +157,9 @@ func (s *ScopedStore) PutFileStamped(ctx context.Context, key, path string, size
 	return s.put(ctx, key, size, sum, func() (io.ReadCloser, error) { return os.Open(path) })
 }
 
-// Delete removes a _METADATA file of the transaction.
+// Delete removes a _METADATA file of the transaction. The builder never
+// calls it: a _METADATA it wrote may have been adopted by another build of
+// the same context, whose results then point to it.
 func (s *ScopedStore) Delete(ctx context.Context, key string) error {
 	_, err := s.do(ctx, http.MethodDelete, key, 0, "", nil)
 	return err
