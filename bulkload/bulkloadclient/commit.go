@@ -19,7 +19,9 @@ import (
 )
 
 // CheckCoverage checks that results cover every bucket of bc exactly once,
-// each with the snapshot id Begin froze for it. The error, wrapping
+// each with the snapshot id Begin froze for it and that snapshot's
+// _METADATA path (results of another transaction, whose snapshot ids may
+// be the same, name other paths). The error, wrapping
 // bulkload.ErrInvalidRequest, names every missing, duplicate, out-of-range
 // or mismatched bucket.
 func CheckCoverage(bc *BuildContext, results []snapshotbuild.BucketResult) error {
@@ -35,8 +37,13 @@ func CheckCoverage(bc *BuildContext, results []snapshotbuild.BucketResult) error
 			continue
 		}
 		count[r.Bucket]++
-		if count[r.Bucket] == 1 && r.SnapshotID != bc.snapshotIDs[r.Bucket] {
-			problems = append(problems, fmt.Sprintf("bucket %d has snapshot id %d, want %d", r.Bucket, r.SnapshotID, bc.snapshotIDs[r.Bucket]))
+		if count[r.Bucket] != 1 {
+			continue
+		}
+		if id := bc.snapshotIDs[r.Bucket]; r.SnapshotID != id {
+			problems = append(problems, fmt.Sprintf("bucket %d has snapshot id %d, want %d", r.Bucket, r.SnapshotID, id))
+		} else if want := bc.SnapshotTarget().MetadataPath(r.Bucket, id); r.MetadataPath != want {
+			problems = append(problems, fmt.Sprintf("bucket %d has _METADATA %s, want %s (results of another transaction?)", r.Bucket, r.MetadataPath, want))
 		}
 	}
 	var missing, dup []int

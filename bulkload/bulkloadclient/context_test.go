@@ -114,6 +114,7 @@ func TestCoverage(t *testing.T) {
 			r := snapshotbuild.BucketResult{Bucket: b}
 			if b >= 0 && b < 4 {
 				r.SnapshotID = bc.snapshotIDs[b]
+				r.MetadataPath = bc.SnapshotTarget().MetadataPath(b, r.SnapshotID)
 			}
 			out = append(out, r)
 		}
@@ -122,6 +123,13 @@ func TestCoverage(t *testing.T) {
 	if err := CheckCoverage(bc, res(3, 1, 0, 2)); err != nil {
 		t.Fatal(err)
 	}
+	// Another target's results with the same snapshot ids (each target
+	// counts its own from 1): they were accepted, and the manifest written
+	// from them at this transaction's path then blocked its own results.
+	other := bc.SnapshotTarget()
+	other.Table, other.TableID = "other", other.TableID+1
+	foreign := res(0, 1, 2, 3)
+	foreign[2].MetadataPath = other.MetadataPath(2, foreign[2].SnapshotID)
 	for _, c := range []struct {
 		name    string
 		results []snapshotbuild.BucketResult
@@ -133,6 +141,7 @@ func TestCoverage(t *testing.T) {
 		{"out of range", res(0, 1, 2, 3, 4, -1), []string{"buckets [4 -1] out of range [0,4)"}},
 		{"none", nil, []string{"missing buckets [0 1 2 3]"}},
 		{"snapshot id", append(res(0, 1, 2), snapshotbuild.BucketResult{Bucket: 3, SnapshotID: 8}), []string{"bucket 3 has snapshot id 8, want 1"}},
+		{"another transaction", foreign, []string{"bucket 2 has _METADATA " + foreign[2].MetadataPath + ", want " + bc.SnapshotTarget().MetadataPath(2, foreign[2].SnapshotID)}},
 	} {
 		err := CheckCoverage(bc, c.results)
 		if !errors.Is(err, bulkload.ErrInvalidRequest) {

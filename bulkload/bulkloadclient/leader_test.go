@@ -282,7 +282,7 @@ func TestLeaderRedirectBound(t *testing.T) {
 	bc := offlineContext(t)
 	var res []snapshotbuild.BucketResult
 	for bucket, id := range bc.SnapshotIDs() {
-		res = append(res, snapshotbuild.BucketResult{Bucket: bucket, SnapshotID: id, MetadataPath: "x", MetadataLength: 1,
+		res = append(res, snapshotbuild.BucketResult{Bucket: bucket, SnapshotID: id, MetadataPath: bc.SnapshotTarget().MetadataPath(bucket, id), MetadataLength: 1,
 			MetadataSHA256: strings.Repeat("0", 64)})
 	}
 	target := bulkload.Target{Database: "shop", Table: "events", Partition: "us"}

@@ -75,7 +75,7 @@ func fakeClient(t *testing.T, f *fakeService) (*Client, *BuildContext, []snapsho
 	}
 	var res []snapshotbuild.BucketResult
 	for b := range 4 {
-		res = append(res, snapshotbuild.BucketResult{Bucket: b, SnapshotID: 1, MetadataPath: "x", MetadataLength: 1,
+		res = append(res, snapshotbuild.BucketResult{Bucket: b, SnapshotID: 1, MetadataPath: bc.SnapshotTarget().MetadataPath(b, 1), MetadataLength: 1,
 			MetadataSHA256: "0000000000000000000000000000000000000000000000000000000000000000"})
 	}
 	return c, bc, res
