@@ -47,7 +47,10 @@ type Client struct {
 	log    *slog.Logger
 	store  *objstore.Store // optional, not owned
 	hc     connect.HTTPClient
-	scoped bool // manifests through the upload gateway
+	// storeHC sends signed uploads straight to the object store: never
+	// hc, whose TLS trust, client certificate and transport are the tier's.
+	storeHC connect.HTTPClient
+	scoped  bool // manifests through the upload gateway
 }
 
 // coordinator is one coordinator's BulkLoadService.
@@ -57,16 +60,25 @@ type coordinator = coordlist.Coordinator[tierv1connect.BulkLoadServiceClient]
 type Opt func(*options)
 
 type options struct {
-	hc     connect.HTTPClient
-	logger *slog.Logger
-	store  *objstore.Store
-	conn   []connect.ClientOption
-	scoped bool
-	bearer string
+	hc      connect.HTTPClient
+	storeHC connect.HTTPClient
+	logger  *slog.Logger
+	store   *objstore.Store
+	conn    []connect.ClientOption
+	scoped  bool
+	bearer  string
 }
 
 // WithHTTPClient sets the HTTP client (default http.DefaultClient).
 func WithHTTPClient(hc connect.HTTPClient) Opt { return func(o *options) { o.hc = hc } }
+
+// WithStoreHTTPClient sets the HTTP client of signed uploads, which go
+// from the builder straight to the object store (an S3 endpoint; see
+// ScopedStore), not to the tier. Default: http.DefaultClient (the system's
+// CA roots, proxies from the environment), never the WithHTTPClient
+// client: the tier's CA bundle, client certificate or transport do not
+// belong on requests to the store.
+func WithStoreHTTPClient(hc connect.HTTPClient) Opt { return func(o *options) { o.storeHC = hc } }
 
 // WithLogger sets the logger of retries and coordinator changes (default:
 // discard).
@@ -117,6 +129,9 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	if o.hc == nil {
 		o.hc = http.DefaultClient
 	}
+	if o.storeHC == nil {
+		o.storeHC = http.DefaultClient
+	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,7 +145,7 @@ func New(ctx context.Context, coordinatorAddress string, opts ...Opt) (*Client, 
 	dial := func(url string) tierv1connect.BulkLoadServiceClient {
 		return tierv1connect.NewBulkLoadServiceClient(hc, url, conn...)
 	}
-	return &Client{coords: coordlist.New(seeds, dial), log: o.logger, store: o.store, hc: hc, scoped: o.scoped}, nil
+	return &Client{coords: coordlist.New(seeds, dial), log: o.logger, store: o.store, hc: hc, storeHC: o.storeHC, scoped: o.scoped}, nil
 }
 
 // callKind says where a call may be sent again.

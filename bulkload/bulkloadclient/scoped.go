@@ -23,6 +23,7 @@ import (
 	"github.com/thawdb/thaw/bulkload"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/internal/coordlist"
+	"github.com/thawdb/thaw/internal/tlsfail"
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshotbuild"
 	"github.com/thawdb/thaw/tier/uploadcap"
@@ -297,13 +298,18 @@ func (s *ScopedStore) sendSigned(ctx context.Context, signed uploadcap.Signed, s
 		req.Header.Set(k, v)
 	}
 	req.ContentLength = size
-	resp, err := s.c.hc.Do(req)
+	resp, err := s.c.storeHC.Do(req)
 	if err != nil {
 		// A *url.Error quotes the URL, signature and all: keep only its
 		// cause.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
+		}
+		if tlsfail.Untrusted(err) {
+			// Repeating cannot help until the configuration changes.
+			return 0, "", fmt.Errorf("%w: the object store's TLS certificate is not trusted (signed uploads go straight to the store, "+
+				"trusting the system's CA roots; bulkloadclient.WithStoreHTTPClient sets another client): %w", objstore.ErrPermission, err)
 		}
 		return 0, "", fmt.Errorf("%w: %w", objstore.ErrTransient, err)
 	}

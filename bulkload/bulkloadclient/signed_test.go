@@ -249,7 +249,8 @@ func bucketDirKey(t *testing.T, bc *bulkloadclient.BuildContext, s *bulkloadclie
 
 // s3Faults is an HTTP transport that interferes with the signed PUTs
 // sent to the store (requests whose URL is signed) and passes every other
-// request on. Under an http.Client, its errors reach the caller wrapped in
+// request on (the client's store transport, WithStoreHTTPClient, sees
+// only signed PUTs). Under an http.Client, its errors reach the caller wrapped in
 // a *url.Error, which quotes the URL.
 type s3Faults struct {
 	mode atomic.Value // string: "", "race", "cut", "unavailable"
@@ -305,7 +306,7 @@ func TestSignedUploadFaults(t *testing.T) {
 	var logs testlog.Buffer
 	_, e, _ := s3Tier(ctx, t, &logs)
 	faults := &s3Faults{}
-	c, err := bulkloadclient.New(ctx, e.Address(), bulkloadclient.WithHTTPClient(&http.Client{Transport: faults}))
+	c, err := bulkloadclient.New(ctx, e.Address(), bulkloadclient.WithStoreHTTPClient(&http.Client{Transport: faults}))
 	if err != nil {
 		t.Fatal(err)
 	}
