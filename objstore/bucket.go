@@ -520,6 +520,13 @@ func (b *gcBucket) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("objstore: delete %q: %w", key, err)
 	}
+	if b.dir != "" {
+		// fileblob's Delete is os.Remove, which removes an empty
+		// directory too: a key that names no file is no object.
+		if fi, err := os.Lstat(b.filePath(key)); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("objstore: delete %q in %s: %w: a directory, not an object", key, b.base, ErrNotFound)
+		}
+	}
 	if err := b.b.Delete(ctx, b.prefix+key); err != nil {
 		return b.notFound(ctx, "delete", key, b.errorf("delete", key, err))
 	}

@@ -190,6 +190,21 @@ func TestBasicOps(t *testing.T) {
 		if err := s.Delete(ctx, "other"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("delete deleted: %v, want ErrNotFound", err)
 		}
+		// A key that names a directory on file:// (left by a deleted
+		// object, or holding objects) is no object: file:// removed an
+		// empty one and answered nil.
+		if _, err := s.PutIfAbsent(ctx, "dir/a", BytesSource([]byte("a"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, "dir"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("delete of a key under which an object lies: %v, want ErrNotFound", err)
+		}
+		if err := s.Delete(ctx, "dir/a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(ctx, "dir"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("delete of a key under which an object lay: %v, want ErrNotFound", err)
+		}
 		if _, err := s.OpenVerified(ctx, "other", 1, sha([]byte("o"))); !errors.Is(err, ErrNotFound) {
 			t.Errorf("open verified deleted: %v, want ErrNotFound", err)
 		}
@@ -202,7 +217,7 @@ func TestBasicOps(t *testing.T) {
 func TestInvalidKeys(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
-		for _, k := range []string{"", "/a", "a/", "a//b", "a/../b", "./a", "a.attrs", "a?b", "a#b", "a\x00b", `a\b`} {
+		for _, k := range []string{"", "/a", "a/", "a//b", "a/../b", "./a", "a../b", "a/b..", "a.attrs", "a?b", "a#b", "a\x00b", `a\b`} {
 			if err := s.Bucket().Put(ctx, k, strings.NewReader("x"), false); !errors.Is(err, ErrInvalidKey) {
 				t.Errorf("put %q: %v, want ErrInvalidKey", k, err)
 			}

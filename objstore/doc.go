@@ -46,11 +46,13 @@
 // # Keys and URIs
 //
 // A key is a "/"-separated, valid UTF-8 path relative to the store: not
-// empty, no leading or trailing "/", no empty, "." or ".." segment, no
+// empty, no leading or trailing "/", no empty, "." or ".." segment and no
+// segment ending in ".." (fileblob escapes the "/" after one), no
 // control characters, '\', '?' or '#', and no ".attrs" suffix, which
 // fileblob reserves. Buckets from OpenBucket, and so Stores from Open, and
 // PutIfAbsent on any Store refuse other keys with ErrInvalidKey. On file:// one key cannot also be a directory of others:
-// "a" and "a/b" cannot both exist.
+// "a" and "a/b" cannot both exist, and a key that names a directory is no
+// object (Delete answers ErrNotFound).
 //
 // Base is the store URL without its query and without a trailing slash:
 // "file:///data/remote", "mem://name/prefix", "s3://bucket/prefix". URI(key)

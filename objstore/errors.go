@@ -263,6 +263,11 @@ func checkKey(key string) error {
 		case ".", "..":
 			return bad(`"." or ".." segment`)
 		}
+		if strings.HasSuffix(seg, "..") {
+			// fileblob keeps "a../b" in the file "a..__0x2f__b" but
+			// "a../" under the directory "a..": refused on every store.
+			return bad(`a path segment ends in ".."`)
+		}
 	}
 	return nil
 }

@@ -46,12 +46,12 @@ func TestParseLocation(t *testing.T) {
 }
 
 func TestCheckKey(t *testing.T) {
-	for _, ok := range []string{"a", "kv/db/t-1/p$x-p2/0/snap-1/000001.sst", "a.attrs.x", "..a/b..", "sp ace", "ünï"} {
+	for _, ok := range []string{"a", "kv/db/t-1/p$x-p2/0/snap-1/000001.sst", "a.attrs.x", "..a/b", "a/b...c", "sp ace", "ünï"} {
 		if err := checkKey(ok); err != nil {
 			t.Errorf("checkKey(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "/", "/a", "a/", "a//b", ".", "..", "a/./b", "a/..", "x.attrs", "a\nb", "a\x7f", `a\b`, "a?b", "a#b", "\xff"} {
+	for _, bad := range []string{"", "/", "/a", "a/", "a//b", ".", "..", "a/./b", "a/..", "a../b", "..a/b..", "x.attrs", "a\nb", "a\x7f", `a\b`, "a?b", "a#b", "\xff"} {
 		if err := checkKey(bad); !errors.Is(err, ErrInvalidKey) {
 			t.Errorf("checkKey(%q) = %v, want ErrInvalidKey", bad, err)
 		}
