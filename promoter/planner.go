@@ -103,7 +103,13 @@ func (p *Promoter) openSource(ctx context.Context, pol *policies.Policy, snapsho
 		snapshot = info.CurrentSnapshotID
 	}
 	schema, mapping, err := lake.MapSchema(info, mappingOptions(pol, snapshot))
-	if err != nil {
+	switch {
+	case errors.Is(err, lake.ErrNotFound):
+		// The snapshot is gone (expired by the lake's maintenance), not
+		// the schema wrong: retriable, and a new attempt pins the current
+		// snapshot.
+		return nil, nil, fmt.Errorf("promoter: policy %s: lake table %s: %w", pol.Name(), src.Table, err)
+	case err != nil:
 		return nil, nil, fmt.Errorf("%w: policy %s: lake table %s: %w", ErrSchema, pol.Name(), src.Table, err)
 	}
 	if err := checkSelectionFields(pol, info, mapping); err != nil {

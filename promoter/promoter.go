@@ -643,11 +643,16 @@ func (p *Promoter) Run(ctx context.Context) error {
 		return errors.New("promoter: already running")
 	}
 	defer p.running.Store(false)
-	if err := p.Resume(ctx); err != nil {
+	fatal, records := p.resume(ctx)
+	if fatal != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		return fatal
+	}
+	if records != nil {
+		// Logged record by record; the reconciles retry what is unsettled.
+		p.log.Warn("promoter starts with promotions that could not be settled yet", "err", records)
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -779,16 +784,27 @@ func (p *Promoter) pollLoop(ctx context.Context) {
 // (corrupt, or written by a newer promoter: ErrRecordVersion) is logged
 // with its key and left as it is; the others are settled, and the error
 // (errors.Is ErrUnreadable) names its key, so Run does not start over a
-// ledger it cannot read whole.
+// ledger it cannot read whole. Run starts despite errors of single records
+// (a pinned lake snapshot expired, an Abort the tier refuses, a commit
+// still undecided): the reconciles settle them later, and one record
+// stops no other promotion.
 func (p *Promoter) Resume(ctx context.Context) error {
+	fatal, records := p.resume(ctx)
+	return errors.Join(fatal, records)
+}
+
+// resume is Resume. fatal: the ledger could not be listed or read whole,
+// a write was fenced, or ctx ended; records: the joined errors of single
+// records.
+func (p *Promoter) resume(ctx context.Context) (fatal, records error) {
 	recs, err := p.cfg.Ledger.List(ctx)
 	var errs []error
 	switch {
 	case errors.Is(err, ErrUnreadable):
 		p.logUnreadable(err)
-		errs = append(errs, fmt.Errorf("promoter: resume: %w", err))
+		fatal = fmt.Errorf("promoter: resume: %w", err)
 	case err != nil:
-		return fmt.Errorf("promoter: resume: %w", err)
+		return fmt.Errorf("promoter: resume: %w", err), nil
 	}
 	slices.Reverse(recs) // oldest first
 	for _, r := range recs {
@@ -798,20 +814,20 @@ func (p *Promoter) Resume(ctx context.Context) error {
 		pol := p.byLake[lakeKey(r.Catalog, r.LakeTable)]
 		k := p.recordKey(r)
 		if err := p.q.acquire(ctx, k); err != nil {
-			return err
+			return errors.Join(fatal, err), errors.Join(errs...)
 		}
 		p.log.Info("resuming promotion", "promotion", r.ID, "phase", string(r.Phase), "txn", r.TxnID)
 		nr, err := p.resumeRecord(ctx, pol, r)
 		p.q.done(k)
 		if err != nil {
 			if halts(err) || ctx.Err() != nil {
-				return err
+				return errors.Join(fatal, err), errors.Join(errs...)
 			}
 			p.log.Warn("resume", "promotion", r.ID, "phase", string(nr.Phase), "err", err)
 			errs = append(errs, fmt.Errorf("promoter: resume %s: %w", r.ID, err))
 		}
 	}
-	return errors.Join(errs...)
+	return fatal, errors.Join(errs...)
 }
 
 // resumeRecord settles one non-terminal record (the caller holds its key).
