@@ -26,6 +26,23 @@ var (
 	maxPartitionTime = time.Date(maxPartitionYear+1, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Millisecond)
 )
 
+// MaxNameLen bounds a database or table name.
+const MaxNameLen = 200
+
+// CheckName checks a database or table name: 1..MaxNameLen characters
+// [A-Za-z0-9_-] (what names it in the error: "database", "table").
+func CheckName(what, name string) error {
+	ok := name != "" && len(name) <= MaxNameLen
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("%s name %q is not 1..%d characters [A-Za-z0-9_-]", what, name, MaxNameLen)
+	}
+	return nil
+}
+
 // ValidatePartitionName checks a partition name: at most 200 characters; each
 // "$"-separated value non-empty, made only of [A-Za-z0-9_-] and so never "." or
 // "..". The error quotes the name.

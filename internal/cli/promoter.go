@@ -119,6 +119,9 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 	if (*config == "") == (*addr == "") {
 		return usageError("thaw plan needs exactly one of --config (in-process) and --promoter (a running promoter)")
 	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be positive")
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var plans []promoterhttp.Plan
@@ -279,6 +282,9 @@ func runPromote(ctx context.Context, stdout io.Writer, args []string) error {
 	c, err := promoterClient(*addr)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be positive")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -469,6 +475,9 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be positive")
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	if len(pos) == 1 {
@@ -541,6 +550,9 @@ func runCancel(ctx context.Context, stdout io.Writer, args []string) error {
 	c, err := promoterIDClient("thaw cancel", pos, *output, *addr)
 	if err != nil {
 		return err
+	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be positive")
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

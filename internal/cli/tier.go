@@ -415,6 +415,9 @@ func parseTableName(s string) (tableName, error) {
 	if !ok || db == "" || table == "" || strings.Contains(table, ".") {
 		return tableName{}, usageError("table %q: want DATABASE.TABLE", s)
 	}
+	if err := errors.Join(kv.CheckName("database", db), kv.CheckName("table", table)); err != nil {
+		return tableName{}, usageError("table %q: %v", s, err)
+	}
 	return tableName{db, table}, nil
 }
 
@@ -703,8 +706,8 @@ func runTableCreate(ctx context.Context, stdout io.Writer, args []string) error 
 	if err := schema.Validate(); err != nil {
 		return usageError("thaw table create %s: %v", name, err)
 	}
-	if *replication < 0 {
-		return usageError("--replication must not be negative")
+	if *replication < 0 || *replication > tierpb.MaxReplicationFactor {
+		return usageError("--replication %d: want 1..%d (0: the tier's default)", *replication, tierpb.MaxReplicationFactor)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()

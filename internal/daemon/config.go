@@ -485,6 +485,9 @@ func (c *CoordinatorOptions) defaults() {
 
 func (c CoordinatorOptions) validate() error {
 	var errs []error
+	if err := c.coordinatorConfig("c", "a", "/p", "file:///r", 1).BulkLoad.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("coordinator.bulk_load: %w", err))
+	}
 	if err := coordinator.ValidateCallers(c.coordinatorConfig("c", "a", "/p", "file:///r", 1).Callers); err != nil {
 		errs = append(errs, fmt.Errorf("coordinator.callers: %w", err))
 	}
@@ -768,7 +771,7 @@ func (c *ServerConfig) Validate() error {
 	}
 	errs = append(errs, validateHostPort("listen", c.Listen))
 	if c.Advertise != "" {
-		errs = append(errs, validateHostPort("advertise", c.Advertise))
+		errs = append(errs, validateAdvertise("advertise", c.Advertise))
 	}
 	if c.ObjectStore != "" {
 		errs = append(errs, validateObjectStore(c.ObjectStore))
@@ -848,7 +851,7 @@ func (c *CoordinatorConfig) Validate() error {
 	errs = append(errs, c.TLS.validate())
 	errs = append(errs, validateID("id", c.ID), validateHostPort("listen", c.Listen))
 	if c.Advertise != "" {
-		errs = append(errs, validateHostPort("advertise", c.Advertise))
+		errs = append(errs, validateAdvertise("advertise", c.Advertise))
 	}
 	if c.ObjectStore == "" {
 		errs = append(errs, errors.New("object_store is required"))
@@ -910,7 +913,7 @@ func (c *TabletConfig) Validate() error {
 	errs = append(errs, c.TLS.validate())
 	errs = append(errs, validateID("id", c.ID), validateHostPort("listen", c.Listen))
 	if c.Advertise != "" {
-		errs = append(errs, validateHostPort("advertise", c.Advertise))
+		errs = append(errs, validateAdvertise("advertise", c.Advertise))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir is required"))
@@ -938,6 +941,15 @@ func validateHostPort(key, s string) error {
 	}
 	if strings.ContainsAny(host, "/ ") {
 		return fmt.Errorf("%s %q: bad host", key, s)
+	}
+	return nil
+}
+
+// validateAdvertise checks an advertised host:port: others dial it, so
+// it needs a host (not an unspecified address) and a port.
+func validateAdvertise(key, s string) error {
+	if err := meta.CheckDialable(s); err != nil {
+		return fmt.Errorf("%s %q: %w", key, s, err)
 	}
 	return nil
 }

@@ -132,7 +132,7 @@ func (c EmbeddedConfig) withDefaults() (EmbeddedConfig, error) {
 		validateBatchBytes(c.Tablet, c.Changelog),
 	}
 	if c.Advertise != "" {
-		errs = append(errs, validateHostPort("advertise", c.Advertise))
+		errs = append(errs, validateAdvertise("advertise", c.Advertise))
 	}
 	if c.EtcdAdvertise != "" {
 		errs = append(errs, validateEtcdAdvertise("etcd advertise", c.EtcdAdvertise))

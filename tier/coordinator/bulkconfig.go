@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -13,6 +14,7 @@ import (
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/bulktxn"
+	"github.com/thawdb/thaw/tier/uploadcap"
 )
 
 // BulkLoadConfig configures bulk-load transactions. Zero fields take the
@@ -68,6 +70,47 @@ const (
 	DefaultBulkResendInterval = 250 * time.Millisecond
 	DefaultBulkRetryInterval  = time.Second
 )
+
+// withDefaults fills the gateway's zero fields with their defaults (the
+// state machine's are filled by machineConfig).
+func (b BulkLoadConfig) withDefaults() BulkLoadConfig {
+	if b.UploadCredentialTTL == 0 {
+		b.UploadCredentialTTL = DefaultUploadCredentialTTL
+	}
+	if b.UploadConcurrency == 0 {
+		b.UploadConcurrency = DefaultUploadConcurrency
+	}
+	if b.MaxUploadBytes == 0 {
+		b.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if b.SignedUploadTTL == 0 {
+		b.SignedUploadTTL = DefaultSignedUploadTTL
+	}
+	return b
+}
+
+// Validate checks b (zero fields: their defaults) as New does, so that a
+// daemon can refuse a configuration before it starts anything.
+func (b BulkLoadConfig) Validate() error {
+	b = b.withDefaults()
+	var errs []error
+	if b.UploadConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("upload concurrency %d is below 1", b.UploadConcurrency))
+	}
+	if t := b.UploadCredentialTTL; t < time.Second || t > uploadcap.MaxTTL {
+		errs = append(errs, fmt.Errorf("upload credential ttl %v not in 1s..%v", t, uploadcap.MaxTTL))
+	}
+	if t := b.SignedUploadTTL; t > 0 && (t < time.Second || t > MaxSignedUploadTTL) {
+		errs = append(errs, fmt.Errorf("signed upload ttl %v not in 1s..%v (negative: off)", t, MaxSignedUploadTTL))
+	}
+	if b.MaxUploadBytes < 1 {
+		errs = append(errs, fmt.Errorf("max upload bytes %d is below 1", b.MaxUploadBytes))
+	}
+	if _, err := b.machineConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
 
 // machineConfig returns the state machine's configuration.
 func (b BulkLoadConfig) machineConfig() (bulktxn.Config, error) {

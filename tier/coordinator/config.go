@@ -12,7 +12,8 @@ import (
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/meta"
-	"github.com/thawdb/thaw/tier/uploadcap"
+
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // Config configures a Coordinator. Zero durations and counts take the
@@ -160,7 +161,7 @@ const (
 	DefaultDroppedDataGrace         = time.Minute
 
 	// MaxReplicationFactor bounds a table's replication factor.
-	MaxReplicationFactor = 16
+	MaxReplicationFactor = tierpb.MaxReplicationFactor
 
 	maxServerIDLen = 63
 	// takeSnapshotFactor stretches TabletTimeout for TakeSnapshot, which
@@ -194,12 +195,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	defInt(&cfg.SnapshotRetention, DefaultSnapshotRetention)
 	defInt(&cfg.MaxMovesPerRound, DefaultMaxMovesPerRound)
 	defInt(&cfg.Fanout, DefaultFanout)
-	def(&cfg.BulkLoad.UploadCredentialTTL, DefaultUploadCredentialTTL)
-	defInt(&cfg.BulkLoad.UploadConcurrency, DefaultUploadConcurrency)
-	if cfg.BulkLoad.MaxUploadBytes == 0 {
-		cfg.BulkLoad.MaxUploadBytes = DefaultMaxUploadBytes
-	}
-	def(&cfg.BulkLoad.SignedUploadTTL, DefaultSignedUploadTTL)
+	cfg.BulkLoad = cfg.BulkLoad.withDefaults()
 
 	var errs []error
 	if !isServerID(cfg.ID) {
@@ -223,8 +219,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	for _, c := range []struct {
 		what string
 		v    int
-	}{{"snapshot retention", cfg.SnapshotRetention}, {"max moves per round", cfg.MaxMovesPerRound}, {"fanout", cfg.Fanout},
-		{"upload concurrency", cfg.BulkLoad.UploadConcurrency}} {
+	}{{"snapshot retention", cfg.SnapshotRetention}, {"max moves per round", cfg.MaxMovesPerRound}, {"fanout", cfg.Fanout}} {
 		if c.v < 1 {
 			errs = append(errs, fmt.Errorf("%s %d is below 1", c.what, c.v))
 		}
@@ -237,17 +232,8 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s %v is negative", d.what, d.v))
 		}
 	}
-	if t := cfg.BulkLoad.UploadCredentialTTL; t < time.Second || t > uploadcap.MaxTTL {
-		errs = append(errs, fmt.Errorf("upload credential ttl %v not in 1s..%v", t, uploadcap.MaxTTL))
-	}
-	if t := cfg.BulkLoad.SignedUploadTTL; t > 0 && (t < time.Second || t > MaxSignedUploadTTL) {
-		errs = append(errs, fmt.Errorf("signed upload ttl %v not in 1s..%v (negative: off)", t, MaxSignedUploadTTL))
-	}
 	if cfg.DroppedDataGrace < 0 {
 		errs = append(errs, fmt.Errorf("dropped data grace %v is negative", cfg.DroppedDataGrace))
-	}
-	if cfg.BulkLoad.MaxUploadBytes < 1 {
-		errs = append(errs, fmt.Errorf("max upload bytes %d is below 1", cfg.BulkLoad.MaxUploadBytes))
 	}
 	if _, err := newAuthn(cfg.Callers); err != nil {
 		errs = append(errs, err)
@@ -258,7 +244,7 @@ func (cfg Config) withDefaults(store *meta.Store) (Config, error) {
 	if err := CheckDataCallers(cfg.AuthorizeData, cfg.Callers); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := cfg.BulkLoad.machineConfig(); err != nil {
+	if err := cfg.BulkLoad.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

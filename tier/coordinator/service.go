@@ -35,16 +35,10 @@ func (s *service) ddl(op string, err error) error {
 	return err
 }
 
-// checkName validates a database, table or partition-free name:
-// 1..200 characters [A-Za-z0-9_-].
+// checkName validates a database or table name (kv.CheckName).
 func checkName(what, name string) error {
-	ok := name != "" && len(name) <= 200
-	for i := 0; ok && i < len(name); i++ {
-		c := name[i]
-		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-	}
-	if !ok {
-		return invalid("%s name %q is not 1..200 characters [A-Za-z0-9_-]", what, name)
+	if err := kv.CheckName(what, name); err != nil {
+		return invalid("%v", err)
 	}
 	return nil
 }

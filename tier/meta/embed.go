@@ -268,23 +268,30 @@ func (m *Embedded) listenEndpoints() []string {
 }
 
 // CheckAdvertise accepts a host:port a client can dial (ErrInvalid
-// otherwise).
+// otherwise): CheckDialable, for the embedded etcd's advertised address.
 func CheckAdvertise(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err == nil {
-		var p int
-		p, err = strconv.Atoi(port)
-		switch {
-		case err != nil || p < 1 || p > 65535:
-			err = errors.New("want a port in 1..65535")
-		case host == "" || strings.ContainsAny(host, "/ @?#"):
-			err = errors.New("want a host name or address")
-		case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
-			err = errors.New("an unspecified address cannot be dialled")
-		}
-	}
-	if err != nil {
+	if err := CheckDialable(s); err != nil {
 		return fmt.Errorf("%w: embedded etcd advertise %q: %w", ErrInvalid, s, err)
+	}
+	return nil
+}
+
+// CheckDialable checks that s is a host:port another process can dial: a
+// port in 1..65535 and a host that is neither empty nor an unspecified
+// address (0.0.0.0, ::), which would make the dialler reach its own host.
+func CheckDialable(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	switch {
+	case err != nil || p < 1 || p > 65535:
+		return errors.New("want a port in 1..65535")
+	case host == "" || strings.ContainsAny(host, "/ @?#"):
+		return errors.New("want a host name or address")
+	case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+		return errors.New("an unspecified address cannot be dialled")
 	}
 	return nil
 }

@@ -21,7 +21,8 @@ import (
 // The rows are then sent like a Writer's: per bucket, in order, in
 // batches, buckets concurrently. On failure some buckets may have been
 // written and others not; the error joins one BucketError per failed
-// bucket. Upserting the same rows again is harmless.
+// bucket. Upserting the same rows again is harmless. With
+// WithCreatePartitions, a call that fails on a row creates no partition.
 func (c *Client) Upsert(ctx context.Context, t Target, rows []kv.Row) error {
 	return c.apply(ctx, t, tierv1.MutationOp_MUTATION_OP_UPSERT, "upsert", rows)
 }
@@ -41,14 +42,30 @@ func (c *Client) apply(ctx context.Context, t Target, op tierv1.MutationOp, name
 	if err != nil {
 		return fmt.Errorf("tierclient: %s %v: %w", name, t, err)
 	}
+	abandon := func(i int, err error) error {
+		w.mu.Lock()
+		w.mu.closed = true
+		w.dropLocked()
+		w.mu.Unlock()
+		w.cancel()
+		return &RowError{Op: name, Target: t, Index: i, Err: err}
+	}
+	if op == tierv1.MutationOp_MUTATION_OP_UPSERT && w.r.perRow() && c.opts.createPartitions {
+		// Routing a row creates its partition: every row is checked
+		// first, so that a call that fails creates none.
+		enc := w.r.info.KV.NewEncoder()
+		for i, r := range rows {
+			if _, _, _, err := enc.Encode(kv.RowFields(r)); err != nil {
+				return abandon(i, err)
+			}
+			if _, err := enc.PartitionName(kv.RowFields(r)); err != nil {
+				return abandon(i, err)
+			}
+		}
+	}
 	for i, r := range rows {
 		if err := w.mutate(ctx, op, r); err != nil {
-			w.mu.Lock()
-			w.mu.closed = true
-			w.dropLocked()
-			w.mu.Unlock()
-			w.cancel()
-			return &RowError{Op: name, Target: t, Index: i, Err: err}
+			return abandon(i, err)
 		}
 	}
 	if err := w.Close(ctx); err != nil {

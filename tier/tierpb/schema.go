@@ -10,6 +10,10 @@ import (
 )
 
 // SchemaToProto converts a kv table schema to its wire form.
+// MaxReplicationFactor bounds a table's replication factor (the
+// coordinator refuses more; clients check it before they ask).
+const MaxReplicationFactor = 16
+
 func SchemaToProto(s kv.TableSchema) *tierv1.TableSchema {
 	p := &tierv1.TableSchema{
 		SchemaId:      int32(s.SchemaID),
