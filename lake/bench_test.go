@@ -208,13 +208,19 @@ func BenchmarkScanVsParquet(b *testing.B) {
 	}
 }
 
+// median is the middle value, the mean of the two middle ones for an even
+// count (as benchutil.Median; -benchtime 20x gives 20 values).
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
-	if len(s) == 0 {
+	n := len(s)
+	switch {
+	case n == 0:
 		return 0
+	case n%2 == 1:
+		return s[n/2]
 	}
-	return s[len(s)/2]
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func scanOnce(b *testing.B, l *Lake, name string, opts ScanOptions, want int64) {

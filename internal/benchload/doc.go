@@ -44,9 +44,9 @@
 // and compared, and (--verify-count, default on) a Scan of every bucket
 // must count exactly --rows rows.
 //
-// Path (a) runs first, then (b); the tier keeps (a)'s table, so (b) runs
-// while Pebble may still be compacting it — conservative for the bulk
-// path. rows/s and MB/s count the encoded key and value bytes of each row
+// Path (a) runs first, then (b); the tier keeps (a)'s table, and (b)
+// starts once the process has gone idle after (a) (Pebble's compactions of
+// (a)'s table done, at most a minute; untimed). rows/s and MB/s count the encoded key and value bytes of each row
 // (as `thaw bench write` and `thaw bench build` do). /proc/loadavg is
 // printed before and after each path.
 //

@@ -42,19 +42,28 @@ func WaitServing(ctx context.Context, c *tierclient.Client, t tierclient.Target,
 	return err
 }
 
-// VerifySample reads back sample of g's rows 0..rows-1, chosen by seed,
-// and compares them with what g makes.
+// VerifySample reads back min(sample, rows) distinct rows of g's rows
+// 0..rows-1, chosen by seed (every row when sample >= rows), and compares
+// them with what g makes.
 func VerifySample(ctx context.Context, c *tierclient.Client, t tierclient.Target, info *tierclient.TableInfo, g *RowGen, rows int64, sample int) error {
 	n := min(int64(sample), rows)
 	if n <= 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(g.cfg.Seed, 0x5eed))
+	picked := make(map[int64]bool, n)
 	keys := make([]kv.Row, n)
 	want := make([]kv.Row, n)
 	for j := range n {
+		i := j // every row
+		for n < rows {
+			if i = rng.Int64N(rows); !picked[i] {
+				picked[i] = true
+				break
+			}
+		}
 		want[j] = make(kv.Row, 2)
-		g.Row(want[j], rng.Int64N(rows))
+		g.Row(want[j], i)
 		keys[j] = kv.Row{want[j][0], nil}
 	}
 	got, err := c.Get(ctx, t, keys)
