@@ -3,8 +3,11 @@ package access
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/thawdb/thaw/kv"
 )
 
 // CheckPattern checks a table pattern: "*" (every table), "DATABASE.*"
@@ -17,6 +20,15 @@ func CheckPattern(p string) error {
 	db, table, ok := strings.Cut(p, ".")
 	if !ok || db == "" || table == "" || strings.Contains(db, "*") || (table != "*" && strings.Contains(table, "*")) || strings.Contains(table, ".") {
 		return fmt.Errorf("table pattern %q is not *, DATABASE.* or DATABASE.TABLE", p)
+	}
+	// A name no database or table can have would match nothing, silently
+	// (a stray space, say).
+	err := kv.CheckName("database", db)
+	if table != "*" {
+		err = errors.Join(err, kv.CheckName("table", table))
+	}
+	if err != nil {
+		return fmt.Errorf("table pattern %q: %w", p, err)
 	}
 	return nil
 }

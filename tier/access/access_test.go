@@ -11,7 +11,9 @@ func TestPatterns(t *testing.T) {
 			t.Errorf("CheckPattern(%q): %v", p, err)
 		}
 	}
-	for _, p := range []string{"", "shop", "shop.", ".items", "*.items", "sh*.items", "shop.it*", "a.b.c", "**", "shop.**"} {
+	for _, p := range []string{"", "shop", "shop.", ".items", "*.items", "sh*.items", "shop.it*", "a.b.c", "**", "shop.**",
+		// Names no database or table can have: they matched nothing, silently.
+		"shop.items ", " shop.*", "shop.it$ems", "sh op.items", "shöp.*"} {
 		if err := CheckPattern(p); err == nil {
 			t.Errorf("CheckPattern(%q) accepted", p)
 		}
