@@ -48,6 +48,28 @@ func (e *env) expireAllButCurrent(t *testing.T) {
 	}
 }
 
+// expiredMidPromotion kills a promoter of a two-day policy on table (the
+// policy's name too) while it builds both partitions, then a lake writer
+// adds another day and the table's maintenance expires every older
+// snapshot, the promotions' pinned one included. It returns the second
+// promoter, not started.
+func expiredMidPromotion(t *testing.T, table string) *promoter.Promoter {
+	t.Helper()
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	pols := []*policies.Policy{twoDayPolicy(t, table, table)}
+	prefix := "/thaw-test/" + table
+	if _, killed := e.killedAt(ctx, t, e.configAt(pols, prefix), promoter.PhaseBuilding); killed != 2 {
+		t.Fatalf("killed %d", killed)
+	}
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC), FirstID: 1_000_000, Rows: 50, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	e.expireAllButCurrent(t)
+	return e.promoter(e.configAt(pols, prefix))
+}
+
 // TestResumeAfterSnapshotExpiry: a promotion in flight when the promoter
 // died is resumed after the lake expired its scan snapshot (a later commit
 // to another partition made a new current snapshot; the identity of the
@@ -56,24 +78,9 @@ func (e *env) expireAllButCurrent(t *testing.T) {
 // next reconcile promotes it. The missing snapshot was taken for a schema
 // error, terminal: the partition was never promoted again on its own.
 func TestResumeAfterSnapshotExpiry(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	const table = "expired"
-	pols := []*policies.Policy{twoDayPolicy(t, "expired", table)}
-	prefix := "/thaw-test/" + table
-	_, killed := e.killedAt(ctx, t, e.configAt(pols, prefix), promoter.PhaseBuilding)
-	if killed != 2 {
-		t.Fatalf("killed %d", killed)
-	}
-	// A lake writer adds another day; the table's maintenance expires the
-	// older snapshots.
-	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC), FirstID: 1_000_000, Rows: 50, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	e.expireAllButCurrent(t)
-
-	second := e.promoter(e.configAt(pols, prefix))
+	second := expiredMidPromotion(t, table)
+	ctx := t.Context()
 	rerr := second.Resume(ctx)
 	t.Logf("resume: %v", rerr)
 	// Whatever Resume did, a reconcile afterwards should get the
@@ -112,21 +119,9 @@ func TestResumeAfterSnapshotExpiry(t *testing.T) {
 // Run: it made Run return at once, and with it every other policy (the
 // daemon exited, and did again at every start while the record stayed).
 func TestRunStartsDespiteOneRecordsResumeError(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
 	const table = "expired2"
-	pols := []*policies.Policy{twoDayPolicy(t, "expired2", table)}
-	prefix := "/thaw-test/" + table
-	_, killed := e.killedAt(ctx, t, e.configAt(pols, prefix), promoter.PhaseBuilding)
-	if killed != 2 {
-		t.Fatalf("killed %d", killed)
-	}
-	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC), FirstID: 1_000_000, Rows: 50, Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
-	e.expireAllButCurrent(t)
-	second := e.promoter(e.configAt(pols, prefix))
+	second := expiredMidPromotion(t, table)
+	ctx := t.Context()
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
