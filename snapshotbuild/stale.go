@@ -59,7 +59,9 @@ type StaleTemp struct {
 
 // RemoveStaleTemp removes the temporary directories that builds which never
 // ended (their process was killed) left under dir (os.TempDir() if empty):
-// every thaw-build- directory whose LOCK no process holds. Directories of
+// every thaw-build- directory whose LOCK no process holds, and every
+// .thaw-build-new- one (a build killed while making its directory) whose
+// LOCK no process holds. Directories of
 // running builds, in this process or another, are left alone, as are
 // directories without a LOCK (an older thaw's) and ones this process may
 // not open (another user's). Outside unix, where the lock is not seen,
@@ -81,16 +83,15 @@ func RemoveStaleTemp(dir string) (StaleTemp, error) {
 	}
 	var errs []error
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), buildDirPrefix) {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), buildDirPrefix) && !strings.HasPrefix(e.Name(), newBuildDirPrefix) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		if _, err := os.Lstat(filepath.Join(path, buildLockName)); err != nil {
-			continue // no LOCK (an older thaw's), or not ours to look into
-		}
-		lock, err := flock.Lock(filepath.Join(path, buildLockName))
+		// Never created here: the build that owns the directory may be
+		// removing it (its Close), and a LOCK made anew would stop that.
+		lock, err := flock.LockExisting(filepath.Join(path, buildLockName))
 		if err != nil {
-			continue // a running build's, or not ours to open
+			continue // no LOCK (an older thaw's), a running build's, or not ours to open
 		}
 		size := dirSize(path)
 		err = os.RemoveAll(path)

@@ -3,6 +3,8 @@
 package snapshotbuild
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +12,9 @@ import (
 )
 
 // TestRemoveStaleTemp: the temporary directory of a build whose process
-// died (its LOCK free) is removed with its files; a running build's (its
+// died (its LOCK free) is removed with its files, also one it was still
+// making (.thaw-build-new-, left by a kill before the rename); a running
+// build's (its
 // LOCK held, here by a builder of this process), a directory without a
 // LOCK and other entries are left alone; a build then closed removes its
 // own.
@@ -22,14 +26,19 @@ func TestRemoveStaleTemp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	// A killed build's directory: a LOCK nobody holds, and a spill file.
-	dead := filepath.Join(dir, buildDirPrefix+"123")
-	for name, size := range map[string]int{buildLockName: 0, "run-000001": 5000} {
-		if err := os.MkdirAll(dead, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dead, name), make([]byte, size), 0o600); err != nil {
-			t.Fatal(err)
+	// A killed build's directory: a LOCK nobody holds, and a spill file;
+	// one killed while making its directory (before the rename).
+	for path, files := range map[string]map[string]int{
+		filepath.Join(dir, buildDirPrefix+"123"):    {buildLockName: 0, "run-000001": 5000},
+		filepath.Join(dir, newBuildDirPrefix+"456"): {buildLockName: 0},
+	} {
+		for name, size := range files {
+			if err := os.MkdirAll(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(path, name), make([]byte, size), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, d := range []string{buildDirPrefix + "nolock", "other"} {
@@ -38,14 +47,18 @@ func TestRemoveStaleTemp(t *testing.T) {
 		}
 	}
 	st, err := RemoveStaleTemp(dir)
-	if err != nil || st != (StaleTemp{Dirs: 1, Bytes: 5000}) {
-		t.Fatalf("RemoveStaleTemp: %+v, %v; want one directory of 5000 bytes", st, err)
+	if err != nil || st != (StaleTemp{Dirs: 2, Bytes: 5000}) {
+		t.Fatalf("RemoveStaleTemp: %+v, %v; want two directories of 5000 bytes", st, err)
 	}
 	left := topEntries(t, dir)
 	want := []string{filepath.Base(live.tmp), buildDirPrefix + "nolock", "other"}
 	slices.Sort(want)
 	if !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)
+	}
+	// A directory without a LOCK did not get one.
+	if _, err := os.Stat(filepath.Join(dir, buildDirPrefix+"nolock", buildLockName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a LOCK was created in a directory that had none: %v", err)
 	}
 	// Again: nothing more to remove.
 	if st, err := RemoveStaleTemp(dir); err != nil || st.Dirs != 0 {

@@ -20,3 +20,12 @@ func Lock(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// LockExisting is Lock of a file that must exist: it never creates one.
+func LockExisting(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("flock: open %s: %w", path, err)
+	}
+	return f, nil
+}

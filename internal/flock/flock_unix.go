@@ -18,8 +18,14 @@ const Detects = true
 // kernel drops the lock when the process dies; Close on the returned file
 // releases it. flock locks belong to the open file, so a second Lock of the
 // same path fails even inside one process.
-func Lock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+func Lock(path string) (*os.File, error) { return lock(path, os.O_CREATE) }
+
+// LockExisting is Lock of a file that must exist: it never creates one
+// (say, in a directory its owner is removing).
+func LockExisting(path string) (*os.File, error) { return lock(path, 0) }
+
+func lock(path string, create int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|create, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("flock: open %s: %w", path, err)
 	}
