@@ -29,6 +29,10 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 		select {
 		case <-prev:
 		case <-ctx.Done():
+			// e.done stands for "every earlier replica of the bucket is
+			// gone" (the loop keeps only the last stopped entry's): an
+			// entry stopped while it waits closes it only after prev.
+			<-prev
 			return
 		}
 	}
