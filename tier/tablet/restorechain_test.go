@@ -131,4 +131,3 @@ func TestRestoreChainWaitsForOriginalReplica(t *testing.T) {
 	}
 	t.Fatalf("restore of snapshot %d never became READY: %v", s2.SnapshotId, last)
 }
-

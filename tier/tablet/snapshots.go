@@ -82,6 +82,13 @@ func (s *Server) takeSnapshot(ctx context.Context, e *replicaEntry, epoch int32,
 	if rep == nil {
 		return nil, errUnavailable("snapshot of %v: the replica is not ready", e.rid)
 	}
+	// A leader promoted from a lagging follower (a TakeSnapshot right after
+	// the promotion) snapshots what the changelog holds, not what it had
+	// applied: the snapshot then covers every acknowledged write, and never
+	// lies below what the log still holds.
+	if err := rep.CatchUp(ctx); err != nil {
+		return nil, replicaErr("snapshot: catch up", err)
+	}
 	guard, err := s.coordinatorGuard(ctx)
 	if err != nil {
 		return nil, errUnavailable("snapshot of %v: %v", e.rid, err)
