@@ -314,6 +314,27 @@ func TestReportSnapshotRetention(t *testing.T) {
 	}
 	sameDump(t, before, e.dump())
 	present(7, true, files[7]...)
+
+	// A snapshot below the latest's log offset (a leader that lagged it;
+	// the changelog may be truncated past its state) is refused and
+	// changes nothing: it would have become the latest, which no replica
+	// could restore, and pushed out the snapshots holding what the log
+	// no longer does.
+	id9, err := e.store.NextSnapshotID(ctx, term.guard, tgt, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path9 := w.write(t, 0, id9, 650, nil, 1)
+	before = e.dump()
+	_, err = n.client.ReportSnapshot(ctx, req(&tierv1.ReportSnapshotRequest{
+		Target: targetIDProto(tgt), Bucket: 0, SnapshotId: id9, LogOffset: 650, MetadataPath: path9, ServerId: "ts-1",
+	}))
+	wantReason(t, err, tierpb.ReasonInvalidArgument)
+	if !strings.Contains(err.Error(), "log offset 650 is below the latest snapshot's") {
+		t.Fatalf("err = %v, want it to say the snapshot lags the latest", err)
+	}
+	sameDump(t, before, e.dump())
+	present(7, true, files[7]...)
 }
 
 // TestTriggerSnapshot forwards a snapshot request to each bucket's leader

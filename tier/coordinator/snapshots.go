@@ -101,6 +101,18 @@ func (c *Coordinator) reportSnapshot(ctx context.Context, m *tierv1.ReportSnapsh
 		return nil, invalid("%s: _METADATA references %d %s the store does not hold (%s; deleted by retention, or never there): the leader's next snapshot uploads every file",
 			what, len(missing), files, strings.Join(missing[:min(len(missing), 3)], ", "))
 	}
+	// A new snapshot (ids only grow) below the latest one's log offset (a
+	// replica that lagged it: the changelog may be truncated past its
+	// state) would become the bucket's latest, restored by every replica,
+	// and push out by retention the snapshots that hold what the log no
+	// longer does. An older id reported again is idempotent.
+	switch latest, err := c.store.LatestSnapshot(ctx, tgt, bucket); {
+	case errors.Is(err, meta.ErrNotFound):
+	case err != nil:
+		return nil, c.rpcError(ctx, what, err)
+	case id > latest.Value.SnapshotID && latest.Value.LogOffset > m.GetLogOffset():
+		return nil, invalid("%s: log offset %d is below the latest snapshot's (%d at %d): the replica lags it", what, m.GetLogOffset(), latest.Value.SnapshotID, latest.Value.LogOffset)
+	}
 	snap := meta.BucketSnapshot{SnapshotID: id, LogOffset: m.GetLogOffset(), MetadataPath: m.GetMetadataPath()}
 	if _, err := c.store.AddSnapshot(ctx, t.guard, tgt, bucket, snap); err != nil {
 		return nil, c.rpcError(ctx, what, err)
