@@ -190,6 +190,11 @@ func (l *Leadership) watchKey(rev int64) error {
 	// watch instead of keeping it silently open.
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
 	defer cancel()
+	// Watch blocks until its stream is set up: on a connection gone silent
+	// it would not return before gRPC's keepalive gave up (15 s), well
+	// after the lease expired and a standby was elected. The session's end
+	// cancels it.
+	defer context.AfterFunc(l.session.Ctx(), cancel)()
 	wch := l.cli.Watch(ctx, l.key, clientv3.WithRev(rev+1))
 	for {
 		select {

@@ -1,0 +1,48 @@
+package meta_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/thawdb/thaw/fencing"
+	"github.com/thawdb/thaw/internal/testproxy"
+)
+
+// TestLeaderTermEndsWithLeaseAfterFreeze: a leader whose connection goes
+// silent right after Elect returns sees its term end about TTL after its
+// lease was last renewed, as a standby is elected once etcd expires that
+// lease: the two do not both believe they lead for long. The term's watch
+// was being set up when the connection froze, and Watch blocked until
+// gRPC's keepalive gave up (about 15 s: two leaders for 13 s).
+func TestLeaderTermEndsWithLeaseAfterFreeze(t *testing.T) {
+	e := newEnv(t) // elects coordinator-1 under the env's prefix; resign it
+	ctx := t.Context()
+	if err := e.lead.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := testproxy.New(t, endpoints[0])
+	pcli := newClient(t, []string{"http://" + p.Addr()})
+	const ttl = 2 * time.Second
+	l, err := fencing.Elect(ctxTimeout(t, 10*time.Second), pcli, e.s.ElectionPrefix(), "old", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Freeze()
+	start := time.Now()
+	standby, err := fencing.Elect(ctxTimeout(t, 20*time.Second), e.cli, e.s.ElectionPrefix(), "new", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Resign(ctx)
+	elected := time.Since(start)
+	select {
+	case <-l.Done():
+		t.Logf("standby elected after %v, old term ended after %v: %v", elected, time.Since(start), l.Err())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("old term still running 15s after the standby was elected")
+	}
+	if both := time.Since(start) - elected; both > 1500*time.Millisecond {
+		t.Fatalf("two leaders for %v: standby (epoch %d) elected after %v, old leader (epoch %d) believed it led until %v",
+			both, standby.Epoch(), elected, l.Epoch(), time.Since(start))
+	}
+}
