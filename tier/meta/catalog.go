@@ -239,7 +239,14 @@ func (s *Store) dropTable(ctx context.Context, g Guard, key string, cur Versione
 		if err != nil {
 			return err
 		}
-		resp, err := s.txn(ctx, g, cmps, []clientv3.Op{op, clientv3.OpDelete(s.k.assignment(rec.Target())), dop}, nil)
+		ops := []clientv3.Op{op, clientv3.OpDelete(s.k.assignment(rec.Target())), dop}
+		if rec.Partitioned() {
+			// The partitions' assignments go with the mark too: they are
+			// what snapshot ids, snapshots and assignment writes check,
+			// and what tablet servers serve by.
+			ops = append(ops, clientv3.OpDelete(s.k.assignment(rec.Target())+"/", clientv3.WithPrefix()))
+		}
+		resp, err := s.txn(ctx, g, cmps, ops, nil)
 		if err != nil {
 			return fmt.Errorf("meta: drop table %s: mark dropping: %w", what, err)
 		}
