@@ -46,6 +46,7 @@ func (s *Store) RegisterServer(ctx context.Context, rec ServerRecord, ttl time.D
 	if ttl <= 0 {
 		return nil, fmt.Errorf("%w: register server %s: ttl %v", ErrInvalid, rec.ID, ttl)
 	}
+	granted := time.Now()
 	lease, err := s.cli.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("meta: register server %s: grant lease: %w", rec.ID, err)
@@ -77,7 +78,28 @@ func (s *Store) RegisterServer(ctx context.Context, rec ServerRecord, ttl time.D
 	r := &Registration{cli: s.cli, lease: lease.ID, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		for range kch {
+		// clientv3 gives up on a keep-alive nobody answers only after its
+		// dial timeout plus a second, whatever the TTL: on a connection
+		// gone silent the lease has expired well before. Without an answer
+		// within the lease's TTL of the grant or of the last answer, the
+		// registration ends (etcd has expired the lease by then, unless
+		// the answers were merely that slow).
+		leaseTTL := time.Duration(lease.TTL) * time.Second
+		deadline := time.NewTimer(leaseTTL - time.Since(granted))
+		defer deadline.Stop()
+		for {
+			select {
+			case _, ok := <-kch:
+				if !ok {
+					return
+				}
+				deadline.Reset(leaseTTL)
+			case <-deadline.C:
+				cancel()
+				for range kch {
+				}
+				return
+			}
 		}
 	}()
 	return r, nil
