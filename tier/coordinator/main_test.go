@@ -52,6 +52,9 @@ type env struct {
 	store   *meta.Store
 	objects *objstore.Store
 	remote  string // the object store's base: the remote data dir
+	// wrapObjects, when set, wraps the object store of the nodes started
+	// from now on (a fault injector).
+	wrapObjects func(ObjectStore) ObjectStore
 
 	mu      sync.Mutex
 	tablets map[string]*fakeTablet // by address
@@ -129,11 +132,15 @@ func (e *env) newNode(id string, tweak func(*Config)) *node {
 		tweak(&cfg)
 	}
 	reg := prometheus.NewRegistry()
+	var objects ObjectStore = e.objects
+	if e.wrapObjects != nil {
+		objects = e.wrapObjects(objects)
+	}
 	c, err := New(cfg, Deps{
 		Etcd:       cli,
 		Meta:       store,
 		Tablets:    e.tabletClient,
-		Objects:    e.objects,
+		Objects:    objects,
 		Logger:     slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Registerer: reg,
 	})

@@ -201,7 +201,13 @@ func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, buck
 	if skipped > 0 {
 		log.Warn("coordinator leaves files of pruned snapshots: a snapshot document could not be read", "snapshots", skipped)
 	}
-	deleted, err := c.deleteObjects(ctx, objects)
+	// Object deletes cannot be fenced: they stop with the term (the rest
+	// is left, as on any failure), so that a deposed coordinator does not
+	// go on deleting while its successor registers snapshots.
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(t.l.Context(), cancel)()
+	deleted, err := c.deleteObjects(dctx, objects)
 	c.m.filesDeleted.Add(float64(deleted))
 	if err != nil {
 		c.m.filesLeaked.Add(float64(len(objects) - deleted))
@@ -247,6 +253,9 @@ func (c *Coordinator) readDocs(ctx context.Context, log *slog.Logger, entries []
 // how many it deleted.
 func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, error) {
 	del := func(ctx context.Context, uri string) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("coordinator: delete %s: %w", uri, err)
+		}
 		key, err := c.objects.Key(uri)
 		if err != nil {
 			return err

@@ -158,7 +158,7 @@
 //
 // Snapshot flushes the memtable, checkpoints the database into a
 // temporary directory (hard links; removed afterwards) and uploads it:
-// *.sst files to {tablet}/shared/shared-{sha256}.sst through
+// *.sst files to {tablet}/shared/shared-{sha256}-s{id}.sst through
 // objstore.PutFile (checked against the size and SHA-256 the snapshot
 // records before anything is stored; on a file:// store on the same file
 // system the object is a hard link to the database's immutable file, not a

@@ -9,15 +9,23 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
 )
 
-// sharedFileName is the object name of a shared SST under
-// {tablet}/shared/: named by content, so a retried or repeated upload of
-// the same file finds (and adopts) the same object.
-func sharedFileName(sha string) string { return "shared-" + sha + ".sst" }
+// sharedFileName is the object name of a shared SST snapshot snapshotID
+// uploads under {tablet}/shared/: named by content and by the snapshot, so
+// a retried upload of the same snapshot finds (and adopts) its own object,
+// but a snapshot never adopts an object another one uploaded (later
+// snapshots reference it through their base instead). Such an object may
+// be garbage a coordinator's retention is deleting, perhaps a deposed
+// coordinator whose delete nothing fences: adopting it, a registered
+// snapshot would lose a file. (Fluss names them by random UUIDs.)
+func sharedFileName(sha string, snapshotID int64) string {
+	return "shared-" + sha + "-s" + strconv.FormatInt(snapshotID, 10) + ".sst"
+}
 
 // localFile is one file of a local checkpoint.
 type localFile struct {
@@ -37,7 +45,7 @@ type upload struct {
 // the memtable, checkpoints the database into a temporary directory under
 // the replica's (removed afterwards) and uploads:
 //
-//   - every *.sst file as a shared file {tablet}/shared/shared-{sha256}.sst,
+//   - every *.sst file as a shared file {tablet}/shared/shared-{sha256}-s{id}.sst,
 //     except that an SST listed among prev's shared files with the same
 //     local_path, size and SHA-256 is referenced, not uploaded again;
 //   - every other file (MANIFEST, OPTIONS, markers, the empty WAL) as a
@@ -134,7 +142,7 @@ func (r *Replica) Snapshot(ctx context.Context, snapshotID int64, prev *snapshot
 			md.SharedFiles = append(md.SharedFiles, p)
 			continue
 		}
-		u := upload{uri: t.SharedDir(bucket) + "/" + sharedFileName(f.sha256), file: f}
+		u := upload{uri: t.SharedDir(bucket) + "/" + sharedFileName(f.sha256, snapshotID), file: f}
 		md.SharedFiles = append(md.SharedFiles, u.handle())
 		uploads = append(uploads, u)
 	}

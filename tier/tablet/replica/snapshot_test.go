@@ -332,3 +332,38 @@ func TestHashFileStamp(t *testing.T) {
 		t.Fatalf("a rewritten file kept its stamp: %v", err)
 	}
 }
+
+// TestSnapshotNeverAdoptsAnotherSnapshotsUpload: a snapshot that must
+// upload an SST another snapshot uploaded already (its base lacks it, as
+// after a failover) stores its own object instead of adopting the other's:
+// that one may be garbage a retention is deleting (a deposed coordinator's,
+// which nothing fences), and the snapshot registered meanwhile would lose
+// the file. Deleting the first snapshot's files leaves the second whole.
+func TestSnapshotNeverAdoptsAnotherSnapshotsUpload(t *testing.T) {
+	e := newEnv(t)
+	h, _ := e.host(t, func(o *options) {
+		o.tune = func(po *pebble.Options) { po.DisableAutomaticCompactions = true }
+	})
+	r := open(t, h, e.id(0), nil)
+	want := map[string]string{}
+	b := upserts(0, 300, "a")
+	write(t, r, b)
+	model(want, b)
+	md1 := snap(t, r, 1, nil)
+	md2 := snap(t, r, 2, nil) // no base: every SST goes up again
+	if len(md1.SharedFiles) != 1 || len(md2.SharedFiles) != 1 || md1.SharedFiles[0].Handle.SHA256 != md2.SharedFiles[0].Handle.SHA256 {
+		t.Fatalf("shared files %+v and %+v, want the same one SST", md1.SharedFiles, md2.SharedFiles)
+	}
+	if md1.SharedFiles[0].Handle.Path == md2.SharedFiles[0].Handle.Path {
+		t.Fatalf("snapshot 2 adopted snapshot 1's object %s", md1.SharedFiles[0].Handle.Path)
+	}
+	// Retention of snapshot 1 deletes its files.
+	for _, f := range slices.Concat(md1.SharedFiles, md1.PrivateFiles) {
+		k, _ := e.store.Key(f.Handle.Path)
+		if err := e.store.Delete(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h2, _ := e.host(t)
+	sameContents(t, open(t, h2, e.id(0), md2), want)
+}
