@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/thawdb/thaw/internal/flock"
 )
@@ -22,6 +23,9 @@ const (
 	buildDirPrefix    = "thaw-build-"
 	newBuildDirPrefix = ".thaw-build-new-"
 	buildLockName     = "LOCK"
+	// newBuildDirGrace is how old a .thaw-build-new- directory must be
+	// before RemoveStaleTemp takes it for a killed build's.
+	newBuildDirGrace = time.Minute
 )
 
 // makeBuildDir creates and locks a build's temporary directory under
@@ -60,8 +64,8 @@ type StaleTemp struct {
 // RemoveStaleTemp removes the temporary directories that builds which never
 // ended (their process was killed) left under dir (os.TempDir() if empty):
 // every thaw-build- directory whose LOCK no process holds, and every
-// .thaw-build-new- one (a build killed while making its directory) whose
-// LOCK no process holds. Directories of
+// .thaw-build-new- one (a build killed while making its directory) older
+// than a minute whose LOCK no process holds. Directories of
 // running builds, in this process or another, are left alone, as are
 // directories without a LOCK (an older thaw's) and ones this process may
 // not open (another user's). Outside unix, where the lock is not seen,
@@ -87,6 +91,14 @@ func RemoveStaleTemp(dir string) (StaleTemp, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), newBuildDirPrefix) {
+			// A build makes its LOCK and then locks it: between the two, a
+			// new directory's LOCK is free although its build runs. A build
+			// renames its directory at once; one this old was left.
+			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < newBuildDirGrace {
+				continue
+			}
+		}
 		// Never created here: the build that owns the directory may be
 		// removing it (its Close), and a LOCK made anew would stop that.
 		lock, err := flock.LockExisting(filepath.Join(path, buildLockName))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestRemoveStaleTemp: the temporary directory of a build whose process
@@ -46,12 +47,25 @@ func TestRemoveStaleTemp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A new directory is left alone for a minute: its build may be
+	// between making its LOCK and locking it.
+	young := filepath.Join(dir, newBuildDirPrefix+"789")
+	if err := os.MkdirAll(young, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(young, buildLockName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * newBuildDirGrace)
+	if err := os.Chtimes(filepath.Join(dir, newBuildDirPrefix+"456"), old, old); err != nil {
+		t.Fatal(err)
+	}
 	st, err := RemoveStaleTemp(dir)
 	if err != nil || st != (StaleTemp{Dirs: 2, Bytes: 5000}) {
 		t.Fatalf("RemoveStaleTemp: %+v, %v; want two directories of 5000 bytes", st, err)
 	}
 	left := topEntries(t, dir)
-	want := []string{filepath.Base(live.tmp), buildDirPrefix + "nolock", "other"}
+	want := []string{filepath.Base(live.tmp), buildDirPrefix + "nolock", newBuildDirPrefix + "789", "other"}
 	slices.Sort(want)
 	if !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)
