@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -81,6 +82,9 @@ func (l *SegmentLog) Append(ctx context.Context, records [][]byte) (int64, error
 	}
 	if len(records) == 0 {
 		return base, nil
+	}
+	if base > math.MaxInt64-int64(len(records)) {
+		return 0, fmt.Errorf("%w: %d records after offset %d overflow the offsets", ErrTooLarge, len(records), base)
 	}
 	if pos+frameLen > l.opts.segmentBytes {
 		if err := l.roll(base); err != nil {
@@ -231,7 +235,14 @@ func (l *SegmentLog) TruncateBefore(ctx context.Context, offset int64) error {
 	dropped := segs[:k:k]
 	l.mu.segs = slices.Clone(segs[k:])
 	l.mu.Unlock()
-	return removeSegments(l.dir, dropped)
+	if err := removeSegments(l.dir, dropped); err != nil {
+		// What stays is contiguous (oldest removed first), but a ResetTo
+		// after it would put new records behind segments that come back at
+		// the next open: no more writes until the log is opened again.
+		l.fail(err)
+		return err
+	}
+	return nil
 }
 
 // ResetTo implements Log. It creates the new empty segment first and then
@@ -273,7 +284,16 @@ func (l *SegmentLog) ResetTo(ctx context.Context, offset int64) error {
 	l.broadcastLocked()
 	l.mu.Unlock()
 	l.w.seg, l.w.f = seg, seg.f
-	return errors.Join(err, removeSegments(l.dir, old))
+	if rerr := removeSegments(l.dir, old); rerr != nil {
+		// The old segments may come back at the next open (an unlink that
+		// failed, or was not made durable) and contradict what is appended
+		// from here: no more writes until the log is opened again, whose
+		// recovery sees empty segments only and keeps the last (the
+		// caller's ResetTo then runs again).
+		l.fail(rerr)
+		return errors.Join(err, rerr)
+	}
+	return err
 }
 
 // Close implements Log. It waits for a running Append, TruncateBefore or
@@ -447,6 +467,9 @@ func (c *cursor) read(out []Record, from, used, budget int64) (_ []Record, _ int
 			return nil, 0, false, fmt.Errorf("changelog: read segment %s: %w", c.seg.path, err)
 		case reason != "":
 			return nil, 0, false, &CorruptError{Segment: c.seg.path, Pos: pos, Offset: off, Reason: reason}
+		case h.next() > c.segEnd:
+			return nil, 0, false, &CorruptError{Segment: c.seg.path, Pos: pos, Offset: off,
+				Reason: fmt.Sprintf("batch runs to offset %d, past %d, where the next segment starts", h.next(), c.segEnd)}
 		}
 		if h.next() <= from {
 			if err := r.skip(h); err != nil {

@@ -100,17 +100,35 @@ func openSegmentLog(dir string, o options) (_ *SegmentLog, err error) {
 	return l, nil
 }
 
-// ensureDir creates dir if it does not exist and makes its entry durable.
+// ensureDir creates dir if it does not exist and makes its entry durable:
+// every level it creates (MkdirAll may create several) is synced in its
+// parent, and so is an existing dir's entry (a crash may have come between
+// its creation and the sync).
 func ensureDir(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("changelog: stat log directory: %w", err)
+	var missing []string // dir and its missing ancestors, deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("changelog: stat log directory: %w", err)
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("changelog: create log directory: %w", err)
 	}
-	return syncDir(filepath.Dir(dir))
+	if len(missing) == 0 {
+		missing = []string{filepath.Clean(dir)}
+	}
+	for _, d := range missing { // deepest first: a parent's entry after its child's
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkSealed checks the header of a segment that is not the last and
