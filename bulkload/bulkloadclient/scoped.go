@@ -158,14 +158,6 @@ func (s *ScopedStore) PutFileStamped(ctx context.Context, key, path string, size
 	return s.put(ctx, key, size, sum, func() (io.ReadCloser, error) { return os.Open(path) })
 }
 
-// Delete removes a _METADATA file of the transaction. The builder never
-// calls it: a _METADATA it wrote may have been adopted by another build of
-// the same context, whose results then point to it.
-func (s *ScopedStore) Delete(ctx context.Context, key string) error {
-	_, err := s.do(ctx, http.MethodDelete, key, 0, "", nil)
-	return err
-}
-
 func (s *ScopedStore) put(ctx context.Context, key string, size int64, sum string, open func() (io.ReadCloser, error)) (objstore.Object, error) {
 	// Objects larger than one S3 PUT takes go through the gateway.
 	if !s.gatewayOnly.Load() && size <= objstore.MaxSignedPutSize {
@@ -334,10 +326,7 @@ func decodeStrict(b []byte, v any) error {
 // once more when the gateway refused the credentials as stale. It returns
 // the answer's body.
 func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, sum string, open func() (io.ReadCloser, error)) ([]byte, error) {
-	op := "upload"
-	if method == http.MethodDelete {
-		op = "delete"
-	}
+	const op = "upload"
 	uri := s.base + "/" + key
 	if _, err := s.Key(uri); err != nil {
 		return nil, fmt.Errorf("bulkloadclient: %s %s: %w", op, key, err)
@@ -396,11 +385,8 @@ func (s *ScopedStore) send(ctx context.Context, cr Credentials, method, uri stri
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: reading the gateway's answer: %w", objstore.ErrTransient, err)
 	}
-	switch {
-	case resp.StatusCode == http.StatusOK && method != http.MethodDelete:
+	if resp.StatusCode == http.StatusOK {
 		return b, "", nil
-	case resp.StatusCode == http.StatusNoContent && method == http.MethodDelete:
-		return nil, "", nil
 	}
 	var ue uploadcap.Refusal
 	if err := json.Unmarshal(b, &ue); err != nil || ue.Class == "" {

@@ -255,9 +255,12 @@ func failf(status int, class, format string, args ...any) *uploadFail {
 	return &uploadFail{status: status, class: class, msg: "coordinator: upload gateway: " + fmt.Sprintf(format, args...)}
 }
 
-// serveUpload is the upload gateway: PUT writes an object write-if-absent,
-// DELETE removes a _METADATA file, both of the transaction the request's
-// capability names and only while it is BEGUN.
+// serveUpload is the upload gateway: PUT writes an object write-if-absent
+// (POST signs such a write straight to the store), of the transaction the
+// request's capability names and only while it is BEGUN. It deletes
+// nothing: a delete cannot be fenced, and one a deposed coordinator still
+// had in flight could land after its successor validated the manifest
+// (a _METADATA gone, or replaced by a later write-if-absent).
 func (c *Coordinator) serveUpload(w http.ResponseWriter, r *http.Request) {
 	op := strings.ToLower(r.Method)
 	var (
@@ -277,12 +280,10 @@ func (c *Coordinator) serveUpload(w http.ResponseWriter, r *http.Request) {
 		if signed, fail = c.sign(r); signed != nil {
 			res = signed
 		}
-	case http.MethodDelete:
-		fail = c.deleteUpload(r)
 	default:
 		op = "other"
-		w.Header().Set("Allow", "PUT, POST, DELETE")
-		fail = failf(http.StatusMethodNotAllowed, uploadcap.BadRequest, "method %s (want PUT, POST or DELETE)", r.Method)
+		w.Header().Set("Allow", "PUT, POST")
+		fail = failf(http.StatusMethodNotAllowed, uploadcap.BadRequest, "method %s (want PUT or POST)", r.Method)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -539,27 +540,6 @@ func receive(body io.Reader, dir string, size int64, sha string) (_ string, fail
 		return "", failf(http.StatusBadRequest, uploadcap.Integrity, "body's SHA-256 %x differs from %s %s", h.Sum(nil), uploadcap.HeaderSHA256, sha)
 	}
 	return f.Name(), nil
-}
-
-func (c *Coordinator) deleteUpload(r *http.Request) *uploadFail {
-	key, uri, info, capa, fail := c.authorizeUpload(r)
-	if fail != nil {
-		return fail
-	}
-	if !strings.HasSuffix(uri, uploadMetadataSuffix) || !inSnapshotDir(info, capa, uri) {
-		return failf(http.StatusForbidden, uploadcap.OutOfScope, "%s is not a _METADATA file of the snapshot directories the capability allows of transaction %s", uri, info.Handle.TxnID)
-	}
-	if fail := c.uploads.enter(info.Handle.TxnID); fail != nil {
-		return fail
-	}
-	defer c.uploads.leave(info.Handle.TxnID)
-	if fail := c.stillWritable(r.Context(), info.Handle.TxnID); fail != nil {
-		return fail
-	}
-	if err := c.bulkObjects.Delete(r.Context(), key); err != nil {
-		return storeFail(err)
-	}
-	return nil
 }
 
 // storeFail maps an object store error to the gateway's answer.

@@ -12,12 +12,12 @@ import (
 //	                      X-Thaw-Content-Sha256: H; body: the object
 //	POST   {Path}?uri=U   Authorization: Bearer T, X-Thaw-Content-Length: N,
 //	                      X-Thaw-Content-Sha256: H; no body
-//	DELETE {Path}?uri=U   Authorization: Bearer T
 //
 // U is the object's URI; the gateway stores it write-if-absent (an
 // identical object is adopted) after checking the body's size and SHA-256.
-// PUT answers 200 with a Result, DELETE 204; a refusal answers a 4xx or
-// 5xx status with a Refusal.
+// PUT answers 200 with a Result; a refusal answers a 4xx or 5xx status with
+// a Refusal. Nothing is ever deleted through the gateway (a delete cannot
+// be fenced against a coordinator that lost its term).
 //
 // POST asks for a signed upload instead: the object goes straight to the
 // store, not through the coordinator. It answers 200 with a Signed: either
@@ -100,7 +100,7 @@ const (
 	TooLarge     = "too_large"       // larger than the gateway's limit
 	Integrity    = "integrity"       // the body's size or SHA-256 differs from the request's
 	Conflict     = "conflict"        // the key holds other bytes
-	NotFound     = "not_found"       // DELETE of an absent object
+	NotFound     = "not_found"       // an object the request needs is absent
 	NoSpace      = "no_space"        // the store is full
 	Transient    = "transient"       // a failure that may pass
 	StoreRefused = "store_refused"   // the store refused the write for good
