@@ -14,14 +14,23 @@ import (
 
 // stopSignals end a command gracefully: Ctrl-C, a stop, and a hang-up (the
 // terminal or ssh session closed), so that a bulk load aborts its
-// transaction instead of leaving its target fenced until the deadline.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// transaction instead of leaving its target fenced until the deadline. A
+// hang-up the process was started to ignore (nohup thaw server &) stays
+// ignored: Notify would undo that.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
 
 func main() {
 	// A closed stdout or stderr pipe (thaw load | head) makes writes fail
 	// with EPIPE instead of killing the process mid-transaction; a command
 	// whose output is gone ends as cli.Main decides.
 	signal.Ignore(syscall.SIGPIPE)
+	stopSignals := stopSignals()
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	go func() {
 		// The first signal cancels ctx for a graceful shutdown; a second one

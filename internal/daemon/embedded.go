@@ -716,7 +716,7 @@ func (e *Embedded) checkTablets(ctx context.Context) error {
 	for id, c := range e.mu.tablets {
 		switch {
 		case !c.running():
-		case !live[id]:
+		case !live[id] || c.tablet != nil && c.tablet.Registered() != nil:
 			missing = append(missing, id)
 		case c.tablet != nil:
 			if err := c.tablet.DataAccessReady(); err != nil {
@@ -773,10 +773,13 @@ func (e *Embedded) stopAll() {
 	}
 }
 
-// Close shuts the tier down gracefully: /readyz and /healthz turn 503, the
-// HTTP server drains running requests, coordinators resign, tablet servers
-// deregister and close their replicas, then the changelog, object store
-// and etcd close. Phases are bounded by the shutdown timeout.
+// Close shuts the tier down gracefully: /readyz and /healthz turn 503,
+// coordinators resign (a Begin or Commit still waiting on tablet rounds is
+// answered UNAVAILABLE at once: those rounds go through this process's own
+// listener, which must still be open), the HTTP server drains running
+// requests, tablet servers deregister and close their replicas, then the
+// changelog, object store and etcd close. Phases are bounded by the
+// shutdown timeout.
 func (e *Embedded) Close() error {
 	e.mu.Lock()
 	if e.mu.closed {
@@ -787,10 +790,6 @@ func (e *Embedded) Close() error {
 	e.mu.Unlock()
 	e.draining.Store(true)
 	var errs []error
-	e.httpStop()
-	if err := <-e.httpDone; err != nil {
-		errs = append(errs, err)
-	}
 	e.mu.Lock()
 	coords := make([]*component, 0, len(e.mu.coords))
 	for _, id := range e.coordOrder {
@@ -802,6 +801,10 @@ func (e *Embedded) Close() error {
 	}
 	e.mu.Unlock()
 	errs = append(errs, stopComponents(coords, e.cfg.ShutdownTimeout)...)
+	e.httpStop()
+	if err := <-e.httpDone; err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, stopComponents(tablets, e.cfg.ShutdownTimeout)...)
 	e.cancel()
 	if e.logs != nil {

@@ -402,16 +402,11 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 		return err
 	}
 	var draining atomic.Bool
-	serverKey := cfg.Etcd.Prefix + "/servers/" + cfg.ID
 	healthz, readyz := healthHandlers(draining.Load, []readiness{
 		{"etcd", func(ctx context.Context) error { _, err := cli.Get(ctx, cfg.Etcd.Prefix+"/health"); return err }},
-		{"registered", func(ctx context.Context) error {
-			resp, err := cli.Get(ctx, serverKey, clientv3.WithCountOnly())
-			if err == nil && resp.Count == 0 {
-				err = fmt.Errorf("%s is not registered", cfg.ID)
-			}
-			return err
-		}},
+		// Its own registration: the key may be an earlier incarnation's,
+		// whose lease has not expired yet.
+		{"registered", func(context.Context) error { return srv.Registered() }},
 		{"data_access", func(context.Context) error { return srv.DataAccessReady() }},
 	})
 	mux := http.NewServeMux()

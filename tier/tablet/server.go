@@ -40,6 +40,7 @@ type Server struct {
 	up         chan struct{}    // closed when the loop starts
 	down       chan struct{}    // closed when the loop has stopped
 	ran        atomic.Bool
+	registered atomic.Bool                // holds its registration lease now (register)
 	access     atomic.Pointer[dataPolicy] // nil until read (watchDataAccess)
 	scans      scanTable
 
@@ -209,6 +210,16 @@ func (s *Server) post(ctx context.Context, fn func(l *loop)) bool {
 	}
 }
 
+// Registered returns nil while the server holds its own registration
+// (another incarnation's, left by a process killed with the same id,
+// does not count), else why not (for a readiness check).
+func (s *Server) Registered() error {
+	if !s.registered.Load() {
+		return fmt.Errorf("%s does not hold its registration (registering, or the id is registered under another lease)", s.cfg.ID)
+	}
+	return nil
+}
+
 // register keeps the server registered: it registers under a lease, and
 // when the lease is lost (expired, revoked, not kept alive) tells the loop,
 // which stops every replica, and registers again. On ctx done it revokes
@@ -228,14 +239,17 @@ func (s *Server) register(ctx context.Context) {
 		b.reset()
 		s.log.Info("tablet registered", "lease", fmt.Sprintf("%x", reg.Lease()), "changelog", s.cfg.ChangelogIdentity)
 		s.m.registered.Set(1)
+		s.registered.Store(true)
 		s.post(ctx, func(l *loop) { l.setRegistered(true) })
 		select {
 		case <-reg.Done():
+			s.registered.Store(false)
 			s.m.registered.Set(0)
 			s.m.leaseLost.Inc()
 			s.log.Warn("tablet lost its registration lease; stopping its replicas")
 			s.post(ctx, func(l *loop) { l.setRegistered(false) })
 		case <-ctx.Done():
+			s.registered.Store(false)
 			s.m.registered.Set(0)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			if err := reg.Close(rctx); err != nil {
