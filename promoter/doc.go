@@ -15,9 +15,11 @@
 // names for a lake partition; several lake partitions (of several partition
 // specs) may map to one tier partition and are promoted together. The source
 // snapshot id is the LastUpdatedSnapshotID of the newest of them (by
-// LastUpdatedSequenceNumber): a lake commit that adds or changes another
-// partition leaves an identity unchanged, a commit that changes this
-// partition makes a new one. The ledger id is PromotionID (p- and 16 hex
+// LastUpdatedSequenceNumber, then LastUpdatedAt, for format-v1 tables
+// whose sequence numbers are all 0): a lake commit that adds or changes
+// another partition leaves an identity unchanged, a commit that adds files
+// to this partition makes a new one (one that only removes whole files
+// does not: a known limit, the statistics come from live files only). The ledger id is PromotionID (p- and 16 hex
 // digits of a SHA-256) and the caller token of attempt n is
 // "thaw-promoter/{id}/{n}" (CallerToken): deterministic, so Begin after a
 // restart resumes the same transaction; not a secret.

@@ -38,11 +38,17 @@ type group struct {
 }
 
 // newest returns the lake partition of g updated last (by sequence number,
-// then snapshot id): its LastUpdatedSnapshotID is the identity's source
-// snapshot.
+// then commit time, then snapshot id): its LastUpdatedSnapshotID is the
+// identity's source snapshot. A format-v1 table's sequence numbers are all
+// 0: its commit times tell its lake partitions apart (snapshot ids are
+// random, and a later append that happened to get a smaller id left the
+// identity unchanged).
 func (g *group) newest() lake.PartitionStats {
 	return slices.MaxFunc(g.parts, func(a, b lake.PartitionStats) int {
 		if c := cmp.Compare(a.LastUpdatedSequenceNumber, b.LastUpdatedSequenceNumber); c != 0 {
+			return c
+		}
+		if c := a.LastUpdatedAt.Compare(b.LastUpdatedAt); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.LastUpdatedSnapshotID, b.LastUpdatedSnapshotID)
@@ -280,9 +286,10 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	aliases := keyAliases(info, src.mapping)
 	cands := make([]policies.Candidate, len(names))
 	for i, n := range names {
-		cands[i] = candidate(ps.groups[n], src.mapping)
+		cands[i] = candidate(ps.groups[n], src.mapping, aliases)
 	}
 	decisions := pol.Select(cands, p.now())
 	for i, n := range names {
@@ -298,8 +305,10 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 
 // candidate turns a tier partition's lake partitions into the policy's
 // candidate. Values come from the lake partition of the default spec (the
-// mapping's), else from the newest.
-func candidate(g *group, m lake.PartitionMapping) policies.Candidate {
+// mapping's), else from the newest, each under every name the lake
+// table's specs give its field (aliases: a renamed field is selected by
+// its old name and its new one, as checkSelectionFields accepts both).
+func candidate(g *group, m lake.PartitionMapping, aliases map[string][]string) policies.Candidate {
 	c := policies.Candidate{Name: g.name, Values: map[string]string{}, Transforms: map[string]string{}}
 	rep := g.newest()
 	for _, lp := range g.parts {
@@ -313,7 +322,44 @@ func candidate(g *group, m lake.PartitionMapping) policies.Candidate {
 		c.Values[v.Name] = v.Human
 		c.Transforms[v.Name] = v.Transform
 	}
+	for _, v := range rep.Values {
+		for _, name := range aliases[v.Name] {
+			if _, ok := c.Values[name]; !ok {
+				c.Values[name] = v.Human
+				c.Transforms[name] = v.Transform
+			}
+		}
+	}
 	return c
+}
+
+// keyAliases maps the name of each partition field that is a tier
+// partition key (its source column and transform are a mapping key's) to
+// every name any of the lake table's specs gives such a field.
+func keyAliases(info *lake.TableInfo, m lake.PartitionMapping) map[string][]string {
+	type keyOf struct {
+		source    int
+		transform string
+	}
+	isKey := map[keyOf]bool{}
+	for _, k := range m.Keys {
+		isKey[keyOf{k.SourceID, k.Transform}] = true
+	}
+	names := map[keyOf][]string{}
+	for _, spec := range info.Specs {
+		for _, f := range spec.Fields {
+			if k := (keyOf{f.SourceID, f.Transform}); isKey[k] && !slices.Contains(names[k], f.Name) {
+				names[k] = append(names[k], f.Name)
+			}
+		}
+	}
+	out := map[string][]string{}
+	for _, ns := range names {
+		for _, n := range ns {
+			out[n] = ns
+		}
+	}
+	return out
 }
 
 // targetDropped reports whether the tier no longer has a target the ledger
