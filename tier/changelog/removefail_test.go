@@ -33,6 +33,21 @@ func blockRemove(t *testing.T, path string) (restore func()) {
 	}
 }
 
+// reopenRestored closes l, puts the disk back as the failed unlink left it
+// (restore) and opens the log in dir again.
+func reopenRestored(t *testing.T, l *SegmentLog, restore func(), dir string) *SegmentLog {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	l2, err := OpenSegmentLog(dir, small...)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	return l2
+}
+
 // TestResetToFailedRemove: a ResetTo whose removal of the old, empty
 // segment fails takes no more writes until the log is opened again. It
 // used to stay reset and writable: the callers' retry saw start == end ==
@@ -62,14 +77,7 @@ func TestResetToFailedRemove(t *testing.T) {
 			if _, err := l.Append(t.Context(), [][]byte{[]byte("x")}); err == nil {
 				t.Fatal("an append after the failed ResetTo was acknowledged")
 			}
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-			restore()
-			l2, err := OpenSegmentLog(dir, small...)
-			if err != nil {
-				t.Fatalf("reopen: %v", err)
-			}
+			l2 := reopenRestored(t, l, restore, dir)
 			if err := l2.ResetTo(t.Context(), tc.off); err != nil {
 				t.Fatalf("ResetTo again: %v", err)
 			}
@@ -105,14 +113,7 @@ func TestTruncateFailedRemove(t *testing.T) {
 	if err := l.ResetTo(t.Context(), 7); err == nil {
 		t.Fatal("ResetTo after the failed truncation succeeded")
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	restore()
-	l2, err := OpenSegmentLog(dir, small...)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
+	l2 := reopenRestored(t, l, restore, dir)
 	defer l2.Close()
 	checkOffsets(t, l2, 0, 30) // more kept, never less
 	checkRecords(t, readAll(t, l2, 0, 1<<20), 0, want)
