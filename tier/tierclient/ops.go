@@ -353,8 +353,12 @@ func (c *Client) Scan(ctx context.Context, t Target, fn func(kv.Row) error) erro
 		}
 	}
 	for _, e := range entries {
-		for bucket := range e.state.Load().table.Buckets() {
-			if err := c.scanBucket(ctx, e, bucket, fn); err != nil {
+		// One version of the target for all its buckets: a refresh between
+		// two (the table dropped and created again) fails the scan with
+		// ErrTargetChanged instead of mixing the two tables' rows.
+		enc := e.state.Load()
+		for bucket := range enc.table.Buckets() {
+			if err := c.scanBucket(ctx, e, enc, bucket, fn); err != nil {
 				return err
 			}
 		}
@@ -362,8 +366,7 @@ func (c *Client) Scan(ctx context.Context, t Target, fn func(kv.Row) error) erro
 	return nil
 }
 
-func (c *Client) scanBucket(ctx context.Context, e *targetEntry, bucket int, fn func(kv.Row) error) error {
-	enc := e.state.Load()
+func (c *Client) scanBucket(ctx context.Context, e *targetEntry, enc *targetState, bucket int, fn func(kv.Row) error) error {
 	var after []byte
 	for {
 		var page *tierv1.ScanResponse
