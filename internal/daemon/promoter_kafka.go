@@ -245,9 +245,29 @@ func controlHandler(p *promoter.Promoter, log *slog.Logger) kafka.Handler {
 		// event would hold up every later one of its Kafka partition
 		// until the lake changes); not a context ended by a shutdown (the
 		// next leader handles the event).
-		if err != nil && ctx.Err() == nil && (!promoter.IsRetriable(err) || errors.Is(err, promoter.ErrNotFound) || errors.Is(err, lake.ErrNotFound)) {
+		if err != nil && ctx.Err() == nil && rejects(err) {
 			return fmt.Errorf("%w: %w", kafka.ErrRejected, err)
 		}
 		return err
 	}
+}
+
+// rejects reports whether retrying cannot change an event's failure. An
+// event of several policies (reconcile all, a lake commit) fails with
+// their errors joined: it is rejected only if every one is terminal, so
+// that one policy broken for good does not drop another's failure that
+// may pass.
+func rejects(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			errs := j.Unwrap()
+			for _, part := range errs {
+				if !rejects(part) {
+					return false
+				}
+			}
+			return len(errs) > 0
+		}
+	}
+	return !promoter.IsRetriable(err) || errors.Is(err, promoter.ErrNotFound) || errors.Is(err, lake.ErrNotFound)
 }
