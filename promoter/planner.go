@@ -128,6 +128,52 @@ func (p *Promoter) openSource(ctx context.Context, pol *policies.Policy, snapsho
 	return s, info, nil
 }
 
+// checkColumnIdentity refuses to plan when a tier column's lake column is
+// another Iceberg field than when a committed promotion of this table read
+// it (a column dropped and added again under its name, two columns' names
+// swapped): the tier serves the old column's values under that name, and
+// the tier schema, compared by names and types, cannot tell. Promotions
+// whose scan snapshot has expired are not checked (their schema is not
+// known any more).
+func checkColumnIdentity(pol *policies.Policy, info *lake.TableInfo, schema kv.TableSchema, records map[string][]Record) error {
+	cur := map[string]int{}
+	for _, f := range info.Schema.Fields {
+		cur[f.Name] = f.ID
+	}
+	schemas := map[int]lake.SchemaInfo{}
+	for _, sc := range info.Schemas {
+		schemas[sc.ID] = sc
+	}
+	snapSchema := map[int64]int{}
+	for _, sn := range info.Snapshots {
+		if sn.SchemaID != nil {
+			snapSchema[sn.ID] = *sn.SchemaID
+		}
+	}
+	tierCol := map[string]bool{}
+	for _, c := range schema.Columns {
+		tierCol[c.Name] = true
+	}
+	checked := map[int]bool{}
+	for _, rs := range records {
+		for _, r := range rs {
+			sid, ok := snapSchema[r.ScanSnapshotID]
+			if r.Phase != PhaseCommitted || !ok || checked[sid] {
+				continue
+			}
+			checked[sid] = true
+			for _, f := range schemas[sid].Fields {
+				if id, ok := cur[f.Name]; ok && tierCol[f.Name] && id != f.ID {
+					return fmt.Errorf("%w: policy %s: column %s of lake table %s is Iceberg field %d now, but was field %d when %s was promoted (lake snapshot %d): "+
+						"the tier serves the old column's values under its name; drop the tier table %s.%s (or promote into another one) to promote the new column",
+						ErrSchema, pol.Name(), f.Name, pol.Source().Table, id, f.ID, r.ID, r.ScanSnapshotID, r.Database, r.Table)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // checkSelectionFields refuses a policy whose selection (where, window)
 // names a field that no partition spec of the lake table has: such a
 // policy (a typo, most likely) would select nothing, forever, each item
@@ -279,6 +325,10 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		if r.Catalog == s.Catalog && r.LakeTable == s.Table && r.Database == plan.Database && r.Table == plan.Table {
 			ps.records[r.Partition] = append(ps.records[r.Partition], r)
 		}
+	}
+
+	if err := checkColumnIdentity(pol, info, src.schema, ps.records); err != nil {
+		return nil, err
 	}
 
 	names := make([]string, 0, len(ps.groups))
