@@ -1,7 +1,6 @@
 package promoter_test
 
 import (
-	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -11,9 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
-	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
-	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/policies"
@@ -45,20 +42,8 @@ func TestDroppedColumnRefused(t *testing.T) {
 	e.checkTier("events", part, e.lakeRows(day))
 
 	// Drop region, then add a new region column at the same place.
-	uri := strings.TrimPrefix(e.sample.Config.URI, "file:")
-	db, err := sql.Open(sqliteshim.ShimName, "file:"+uri+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	cat, err := sqlcat.NewCatalog("default", db, sqlcat.SQLite, iceberg.Properties{"uri": "", "warehouse": e.sample.Config.Warehouse, "init_catalog_tables": "false"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := cat.LoadTable(ctx, table.Identifier{"lake", "events"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := e.sampleTable(t)
+	var err error
 	tx := tbl.NewTransaction()
 	if err := tx.UpdateSchema(true, false).DeleteColumn([]string{"region"}).Commit(); err != nil {
 		t.Fatal(err)

@@ -17,30 +17,39 @@ import (
 	"github.com/thawdb/thaw/promoter"
 )
 
-// expireAllButCurrent expires every snapshot of the sample table but the
-// current one (Iceberg's routine snapshot expiry).
-func (e *env) expireAllButCurrent(t *testing.T) {
+// sampleTable loads the sample lake table through iceberg-go's SQLite
+// catalog (to change it as a lake writer would).
+func (e *env) sampleTable(t *testing.T) *table.Table {
 	t.Helper()
-	ctx := t.Context()
 	path := strings.TrimPrefix(e.sample.Config.URI, "file:")
 	db, err := sql.Open(sqliteshim.ShimName, "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
 	cat, err := sqlcat.NewCatalog(e.sample.Config.Name, db, sqlcat.SQLite, iceberg.Properties{"warehouse": e.sample.Config.Warehouse, "init_catalog_tables": "false"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, table.Identifier{"lake", "events"})
+	tbl, err := cat.LoadTable(t.Context(), table.Identifier{"lake", "events"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tbl
+}
+
+// expireAllButCurrent expires every snapshot of the sample table but the
+// current one (Iceberg's routine snapshot expiry).
+func (e *env) expireAllButCurrent(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	tbl := e.sampleTable(t)
 	tx := tbl.NewTransaction()
 	if err := tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0)); err != nil {
 		t.Fatal(err)
 	}
-	if tbl, err = tx.Commit(ctx); err != nil {
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(tbl.Metadata().Snapshots()); n != 1 {
