@@ -28,15 +28,7 @@ import (
 func TestIdentityColumnFromPartitionMetadata(t *testing.T) {
 	l := scratch(t)
 	ctx := t.Context()
-	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		iceberg.NestedField{ID: 2, Name: "region", Type: iceberg.PrimitiveTypes.String},
-		iceberg.NestedField{ID: 3, Name: "v", Type: iceberg.PrimitiveTypes.String})
-	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "region", Transform: iceberg.IdentityTransform{}})
-	tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "migrated"}, schema, v2(), catalog.WithPartitionSpec(&spec))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := newRegionTable(t, l, "migrated")
 	tbl = appendRows(t, tbl, []any{int64(1), int64(2)}, []any{"us", "us"}, []any{"a", "b"})
 
 	// A file of region=eu with columns id and v only (Iceberg field ids
@@ -187,4 +179,20 @@ func TestConstantColumn(t *testing.T) {
 		}
 		a.Release()
 	}
+}
+
+// newRegionTable creates the format-v2 table t.{name} (id BIGINT key,
+// region STRING, v STRING) partitioned by identity(region) in l.
+func newRegionTable(t *testing.T, l *Lake, name string) *table.Table {
+	t.Helper()
+	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
+		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "region", Type: iceberg.PrimitiveTypes.String},
+		iceberg.NestedField{ID: 3, Name: "v", Type: iceberg.PrimitiveTypes.String})
+	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "region", Transform: iceberg.IdentityTransform{}})
+	tbl, err := l.cat.CreateTable(t.Context(), table.Identifier{"t", name}, schema, v2(), catalog.WithPartitionSpec(&spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
 }

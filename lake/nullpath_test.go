@@ -3,10 +3,6 @@ package lake
 import (
 	"slices"
 	"testing"
-
-	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
-	"github.com/apache/iceberg-go/table"
 )
 
 // TestNullVersusNullString: an identity partition of the null value and
@@ -18,15 +14,7 @@ func TestNullVersusNullString(t *testing.T) {
 	for _, nullFirst := range []bool{false, true} {
 		l := scratch(t)
 		ctx := t.Context()
-		schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-			iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-			iceberg.NestedField{ID: 2, Name: "region", Type: iceberg.PrimitiveTypes.String},
-			iceberg.NestedField{ID: 3, Name: "v", Type: iceberg.PrimitiveTypes.String})
-		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "region", Transform: iceberg.IdentityTransform{}})
-		tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "nn"}, schema, v2(), catalog.WithPartitionSpec(&spec))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := newRegionTable(t, l, "nn")
 		writes := [][]any{{int64(1), "null", "a"}, {int64(2), nil, "b"}}
 		if nullFirst {
 			slices.Reverse(writes)

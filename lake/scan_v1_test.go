@@ -20,18 +20,11 @@ func TestScanV1NewestLast(t *testing.T) {
 	for trial := range 6 {
 		l := scratch(t)
 		ctx := t.Context()
-		schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-			iceberg.NestedField{ID: 1, Name: "k", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-			iceberg.NestedField{ID: 2, Name: "v", Type: iceberg.PrimitiveTypes.String, Required: true})
-		tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "kv"}, schema,
-			catalog.WithProperties(iceberg.Properties{"format-version": "1"}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := newV1KV(t, l)
 		if v := tbl.Metadata().Version(); v != 1 {
 			t.Fatalf("setup: format v%d", v)
 		}
-		arrSchema, err := table.SchemaToArrowSchema(schema, nil, true, false)
+		arrSchema, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,14 +66,7 @@ func v1VersionsNewestLast(t *testing.T, values []string, change func(*table.Tran
 	for trial := range 8 {
 		l := scratch(t)
 		ctx := t.Context()
-		schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-			iceberg.NestedField{ID: 1, Name: "k", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-			iceberg.NestedField{ID: 2, Name: "v", Type: iceberg.PrimitiveTypes.String, Required: true})
-		tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "kv"}, schema,
-			catalog.WithProperties(iceberg.Properties{"format-version": "1"}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := newV1KV(t, l)
 		for _, value := range values {
 			tbl = appendRows(t, tbl, []any{int64(7)}, []any{value})
 		}
@@ -88,7 +74,8 @@ func v1VersionsNewestLast(t *testing.T, values []string, change func(*table.Tran
 		if err := change(tx); err != nil {
 			t.Fatal(err)
 		}
-		if tbl, err = tx.Commit(ctx); err != nil {
+		tbl, err := tx.Commit(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if check != nil {
@@ -124,4 +111,18 @@ func TestScanV1ExpiredNewestLast(t *testing.T) {
 	v1VersionsNewestLast(t, []string{"v1", "v2", "v3", "v4"}, func(tx *table.Transaction) error {
 		return tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0))
 	}, nil)
+}
+
+// newV1KV creates the format-v1 table t.kv (k BIGINT key, v STRING) in l.
+func newV1KV(t *testing.T, l *Lake) *table.Table {
+	t.Helper()
+	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
+		iceberg.NestedField{ID: 1, Name: "k", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "v", Type: iceberg.PrimitiveTypes.String, Required: true})
+	tbl, err := l.cat.CreateTable(t.Context(), table.Identifier{"t", "kv"}, schema,
+		catalog.WithProperties(iceberg.Properties{"format-version": "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
 }
