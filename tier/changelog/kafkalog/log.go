@@ -99,6 +99,9 @@ func (l *kafkaLog) judgeLocked(k int64, valid bool) {
 		j.overflow = true
 		return
 	}
+	if j.verdicts == nil {
+		j.verdicts = map[int64]bool{} // only a write that was overtaken walks
+	}
 	j.verdicts[k] = valid
 }
 
@@ -551,7 +554,7 @@ func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int)
 	if l.mu.anchored {
 		from = l.mu.tail.k
 	}
-	l.mu.judge = judge{on: true, from: from, k: -1, verdicts: map[int64]bool{}}
+	l.mu.judge = judge{on: true, from: from, k: -1}
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
