@@ -49,15 +49,18 @@
 // Liveness assumes only what the lease TTL does: a crashed leader's key
 // expires about TTL after its last keep-alive, as measured by etcd. The old
 // leader learns of the loss from the watch on its key (at once, if it can
-// still reach etcd) or from its client's keep-alive deadline (TTL after the
-// last acknowledged keep-alive, by its own clock). Between the two it may
+// still reach etcd) or from its own keep-alive deadline: TTL after the last
+// answered keep-alive, or after the grant if none was answered yet, by its
+// own clock (DrainKeepAlive: clientv3's own deadline comes seconds later
+// when no keep-alive was ever answered). Between the two it may
 // still believe it leads while a successor already does; guarded writes and
 // gates are what make that window harmless.
 //
 // # Concurrency
 //
 // Leadership, Gate and Gates are safe for concurrent use. Each Leadership
-// runs one goroutine, which watches its key and ends with the term.
+// runs two goroutines, one watching its key, one observing its lease's
+// keep-alive answers; both end with the term.
 //
 // This package imports only the standard library and the etcd client.
 package fencing

@@ -27,6 +27,12 @@ type Leadership struct {
 	epoch   Epoch
 	ttl     time.Duration
 
+	// alive is cancelled, with the cause, when the lease is lost: clientv3
+	// stopped keeping it alive, or no keep-alive answer came within its
+	// TTL. release stops the term's own keep-alive observer.
+	alive   context.Context
+	release func()
+
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	stopped chan struct{} // closed when monitor has returned
@@ -66,31 +72,67 @@ func Elect(ctx context.Context, cli *clientv3.Client, prefix, candidateID string
 // campaign runs one campaign on a fresh lease. It returns nil, nil if the
 // lease was lost before the term could begin.
 func campaign(ctx context.Context, cli *clientv3.Client, prefix, id string, secs int) (*Leadership, error) {
+	granted := time.Now()
 	lease, err := cli.Grant(ctx, int64(secs))
 	if err != nil {
 		return nil, fmt.Errorf("fencing: elect under %s: grant lease: %w", prefix, err)
+	}
+	ttl := time.Duration(lease.TTL) * time.Second // as granted, maybe raised
+	// The term observes the keep-alive answers itself: clientv3 notices an
+	// unanswered keep-alive only seconds after etcd expired the lease (see
+	// DrainKeepAlive), and a standby is elected as soon as it has.
+	kctx, kcancel := context.WithCancel(context.WithoutCancel(ctx))
+	kch, err := cli.KeepAlive(kctx, lease.ID)
+	if err != nil {
+		kcancel()
+		return nil, fmt.Errorf("fencing: elect under %s: keep lease alive: %w", prefix, err)
+	}
+	alive, lost := context.WithCancelCause(context.Background())
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		DrainKeepAlive(kch, ttl, granted, func() {
+			lost(fmt.Errorf("%w: lease %x: no keep-alive answer within its TTL %v", ErrLeadershipLost, lease.ID, ttl))
+			kcancel()
+		})
+	}()
+	release := func() {
+		kcancel()
+		<-drained
+		lost(context.Canceled)
 	}
 	// The session keeps the lease alive on the client's context, not ctx:
 	// the term must outlive the campaign.
 	s, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(lease.TTL)))
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("fencing: elect under %s: keep lease alive: %w", prefix, err)
 	}
+	context.AfterFunc(s.Ctx(), func() {
+		lost(fmt.Errorf("%w: lease %x no longer kept alive (expired, revoked or client closed)", ErrLeadershipLost, lease.ID))
+	})
 	e := concurrency.NewElection(s, prefix)
 	if err := e.Campaign(ctx, id); err != nil {
 		// Revoke, so that an abandoned candidate key does not hold up the
 		// candidates queued behind it until the lease expires.
-		return nil, errors.Join(fmt.Errorf("fencing: elect under %s: campaign: %w", prefix, err), s.Close())
+		err = errors.Join(fmt.Errorf("fencing: elect under %s: campaign: %w", prefix, err), s.Close())
+		release()
+		return nil, err
 	}
 	// Campaign returns once every earlier candidate is gone, even if our own
 	// key went with its lease meanwhile: confirm the key before claiming the
 	// term, and watch it from the revision that confirmed it.
 	resp, err := cli.Get(ctx, e.Key())
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("fencing: elect under %s: confirm leader key: %w", prefix, err), s.Close())
+		err = errors.Join(fmt.Errorf("fencing: elect under %s: confirm leader key: %w", prefix, err), s.Close())
+		release()
+		return nil, err
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() {
-		s.Orphan() // the lease is gone or holds nothing; let it lapse
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() || alive.Err() != nil {
+		// The lease is gone, holds nothing, or may have expired: let it
+		// lapse.
+		s.Orphan()
+		release()
 		return nil, nil
 	}
 	lctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -100,7 +142,9 @@ func campaign(ctx context.Context, cli *clientv3.Client, prefix, id string, secs
 		id:      id,
 		key:     e.Key(),
 		epoch:   Epoch(e.Rev()),
-		ttl:     time.Duration(lease.TTL) * time.Second, // as granted, maybe raised
+		ttl:     ttl,
+		alive:   alive,
+		release: release,
 		ctx:     lctx,
 		cancel:  cancel,
 		stopped: make(chan struct{}),
@@ -170,6 +214,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // of loss and stops keeping the lease alive.
 func (l *Leadership) monitor(rev int64) {
 	defer close(l.stopped)
+	defer l.release()
 	defer l.session.Orphan()
 	for {
 		cause := l.watchKey(rev)
@@ -192,16 +237,16 @@ func (l *Leadership) watchKey(rev int64) error {
 	defer cancel()
 	// Watch blocks until its stream is set up: on a connection gone silent
 	// it would not return before gRPC's keepalive gave up (15 s), well
-	// after the lease expired and a standby was elected. The session's end
+	// after the lease expired and a standby was elected. The lease's loss
 	// cancels it.
-	defer context.AfterFunc(l.session.Ctx(), cancel)()
+	defer context.AfterFunc(l.alive, cancel)()
 	wch := l.cli.Watch(ctx, l.key, clientv3.WithRev(rev+1))
 	for {
 		select {
 		case <-l.ctx.Done():
 			return context.Cause(l.ctx)
-		case <-l.session.Done():
-			return l.leaseLost()
+		case <-l.alive.Done():
+			return context.Cause(l.alive)
 		case wr, ok := <-wch:
 			if !ok || wr.Canceled || wr.Err() != nil {
 				return nil
@@ -222,24 +267,20 @@ func (l *Leadership) confirmKey() (int64, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.ttl)
 	defer cancel()
 	// A closed client fails the read only at the deadline: stop it as soon
-	// as the session ends.
-	defer context.AfterFunc(l.session.Ctx(), cancel)()
+	// as the lease is lost.
+	defer context.AfterFunc(l.alive, cancel)()
 	resp, err := l.cli.Get(ctx, l.key)
 	switch {
 	case l.ctx.Err() != nil:
 		return 0, context.Cause(l.ctx)
-	case l.session.Ctx().Err() != nil:
-		return 0, l.leaseLost()
+	case l.alive.Err() != nil:
+		return 0, context.Cause(l.alive)
 	case err != nil:
 		return 0, fmt.Errorf("%w: confirm leader key %s: %w", ErrLeadershipLost, l.key, err)
 	case len(resp.Kvs) == 0 || Epoch(resp.Kvs[0].CreateRevision) != l.epoch:
 		return 0, fmt.Errorf("%w: leader key %s deleted", ErrLeadershipLost, l.key)
 	}
 	return resp.Header.Revision, nil
-}
-
-func (l *Leadership) leaseLost() error {
-	return fmt.Errorf("%w: lease %x no longer kept alive (expired, revoked or client closed)", ErrLeadershipLost, l.session.Lease())
 }
 
 // Leader is an election's leader as an observer sees it. The zero Leader

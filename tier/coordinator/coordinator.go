@@ -307,6 +307,7 @@ func (c *Coordinator) publish(ctx context.Context) {
 // done.
 func (c *Coordinator) publishOnce(ctx context.Context) error {
 	secs := int64((c.cfg.LeaseTTL + time.Second - 1) / time.Second)
+	granted := time.Now()
 	lease, err := c.cli.Grant(ctx, secs)
 	if err != nil {
 		return fmt.Errorf("coordinator: publish address: grant lease: %w", err)
@@ -325,8 +326,9 @@ func (c *Coordinator) publishOnce(ctx context.Context) error {
 	if _, err := c.cli.Put(ctx, c.addressKey(c.cfg.ID), c.cfg.AdvertiseAddress, clientv3.WithLease(lease.ID)); err != nil {
 		return fmt.Errorf("coordinator: publish address: %w", err)
 	}
-	for range kch { // closed when the lease is lost or ctx is done
-	}
+	// Returns when the lease is lost, goes unanswered for its TTL, or ctx
+	// is done.
+	fencing.DrainKeepAlive(kch, time.Duration(lease.TTL)*time.Second, granted, cancel)
 	if ctx.Err() == nil {
 		return fmt.Errorf("coordinator: publish address: lease %x lost", lease.ID)
 	}

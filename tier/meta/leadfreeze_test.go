@@ -13,7 +13,9 @@ import (
 // lease was last renewed, as a standby is elected once etcd expires that
 // lease: the two do not both believe they lead for long. The term's watch
 // was being set up when the connection froze, and Watch blocked until
-// gRPC's keepalive gave up (about 15 s: two leaders for 13 s).
+// gRPC's keepalive gave up (about 15 s: two leaders for 13 s); and a lease
+// never yet renewed was given up by clientv3 only after its first-keep-alive
+// timeout (6 s: two leaders for 3.5 s, seen in CI).
 func TestLeaderTermEndsWithLeaseAfterFreeze(t *testing.T) {
 	e := newEnv(t) // elects coordinator-1 under the env's prefix; resign it
 	ctx := t.Context()
@@ -23,6 +25,19 @@ func TestLeaderTermEndsWithLeaseAfterFreeze(t *testing.T) {
 	p := testproxy.New(t, endpoints[0])
 	pcli := newClient(t, []string{"http://" + p.Addr()})
 	const ttl = 2 * time.Second
+	// Another lease kept alive on the client first: its keep-alive loop
+	// then sends a new lease's first request on its next 500 ms tick, so
+	// in most runs the freeze below comes before the term's lease was ever
+	// renewed (what a loaded machine does to a fresh client too), and
+	// clientv3 would give up on it only after its first-keep-alive timeout.
+	warm, err := pcli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pcli.KeepAlive(ctx, warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
 	l, err := fencing.Elect(ctxTimeout(t, 10*time.Second), pcli, e.s.ElectionPrefix(), "old", ttl)
 	if err != nil {
 		t.Fatal(err)

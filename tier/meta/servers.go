@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/thawdb/thaw/fencing"
 )
 
 // Registration is a tablet server's registration, held by a lease that a
@@ -78,29 +80,10 @@ func (s *Store) RegisterServer(ctx context.Context, rec ServerRecord, ttl time.D
 	r := &Registration{cli: s.cli, lease: lease.ID, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		// clientv3 gives up on a keep-alive nobody answers only after its
-		// dial timeout plus a second, whatever the TTL: on a connection
-		// gone silent the lease has expired well before. Without an answer
-		// within the lease's TTL of the grant or of the last answer, the
-		// registration ends (etcd has expired the lease by then, unless
-		// the answers were merely that slow).
-		leaseTTL := time.Duration(lease.TTL) * time.Second
-		deadline := time.NewTimer(leaseTTL - time.Since(granted))
-		defer deadline.Stop()
-		for {
-			select {
-			case _, ok := <-kch:
-				if !ok {
-					return
-				}
-				deadline.Reset(leaseTTL)
-			case <-deadline.C:
-				cancel()
-				for range kch {
-				}
-				return
-			}
-		}
+		// Without an answer within the lease's TTL of the grant or of the
+		// last answer, the registration ends (etcd has expired the lease
+		// by then, unless the answers were merely that slow).
+		fencing.DrainKeepAlive(kch, time.Duration(lease.TTL)*time.Second, granted, cancel)
 	}()
 	return r, nil
 }
