@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -127,6 +128,31 @@ func ValidateLocalPath(p string) error {
 	}
 	return nil
 }
+
+// CheckLocalTree checks that a snapshot's local paths, each valid by
+// ValidateLocalPath and distinct, can all be restored into one directory:
+// none names a directory holding another ("a" beside "a/b"). Errors wrap
+// ErrUnsafePath.
+func CheckLocalTree(paths []string) error {
+	files := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		files[p] = true
+	}
+	for _, p := range paths {
+		for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+			if files[d] {
+				return fmt.Errorf("%w: %q is a file, and a directory holding %q", ErrUnsafePath, d, p)
+			}
+		}
+	}
+	return nil
+}
+
+// StateKey is the key under which a thaw tablet replica keeps its applied
+// state in a snapshot's database, beside the rows: a database holding other
+// bytes under it does not restore. The tier refuses to write a row whose
+// encoded key is StateKey, and snapshotbuild to build one.
+const StateKey = "\xff\xffthaw-applied-offset"
 
 // IsCanonicalSHA256 reports whether s is 64 lowercase hex digits.
 func IsCanonicalSHA256(s string) bool {

@@ -143,6 +143,28 @@ func TestValidateLocalPath(t *testing.T) {
 	}
 }
 
+func TestCheckLocalTree(t *testing.T) {
+	for _, paths := range [][]string{
+		nil,
+		{"000005.sst", "MANIFEST-000001", "db/OPTIONS-000003", "db/x/y"},
+		{"a/b", "a/c", "ab", "a.b/c"},
+	} {
+		if err := CheckLocalTree(paths); err != nil {
+			t.Errorf("%q: %v", paths, err)
+		}
+	}
+	for _, paths := range [][]string{
+		{"a", "a/b"},
+		{"a/b", "a"},
+		{"x", "a/b/c", "a/b"},
+		{"a", "a/b/c"},
+	} {
+		if err := CheckLocalTree(paths); !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("%q: got %v, want ErrUnsafePath", paths, err)
+		}
+	}
+}
+
 func TestIsCanonicalSHA256(t *testing.T) {
 	good := sha256Hex(nil)
 	if good != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {

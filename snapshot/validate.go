@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -377,6 +378,9 @@ func (v *Validator) checkMetadata(b int, path string, m *Metadata) {
 		if h.Size >= 0 && !dupRemote {
 			v.files = append(v.files, bucketFile{bucket: b, h: h})
 		}
+	}
+	if err := CheckLocalTree(slices.Sorted(maps.Keys(locals))); err != nil {
+		v.reportErr(RuleLocalPath, b, path, err)
 	}
 	if !sumOK || sum != m.IncrementalSize {
 		v.report(RuleIncrementalSize, b, path, "%d, but private files sum to %d", m.IncrementalSize, sum)

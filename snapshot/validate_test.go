@@ -356,6 +356,10 @@ func ruleCases() []ruleCase {
 		{name: "local path: backslash", want: []Rule{RuleLocalPath}, fixture: func(f *fixture) { f.setLocal(1, 0, `db\000005.sst`) }},
 		{name: "local path: empty", want: []Rule{RuleLocalPath}, fixture: func(f *fixture) { f.setLocal(1, 0, "") }},
 		{name: "local path: nul", want: []Rule{RuleLocalPath}, fixture: func(f *fixture) { f.setLocal(1, 0, "a\x00b") }},
+		// A file named like a directory of another file: no restore can
+		// make both (the fixture has db/OPTIONS-000003).
+		{name: "local path: file is a directory of another", want: []Rule{RuleLocalPath}, fixture: func(f *fixture) { f.setLocal(1, 0, "db") }},
+		{name: "local path: file under another file", want: []Rule{RuleLocalPath}, fixture: func(f *fixture) { f.setLocal(1, 0, "MANIFEST-000001/x") }},
 		{name: "duplicate local path", want: []Rule{RuleDuplicateLocalPath}, fixture: func(f *fixture) { f.setLocal(1, 2, f.file(1, 0).LocalPath) }},
 		{name: "duplicate remote path", want: []Rule{RuleDuplicateLocalPath, RuleDuplicateRemotePath}, fixture: func(f *fixture) {
 			f.metas[1].PrivateFiles = append(f.metas[1].PrivateFiles, *f.file(1, 0))

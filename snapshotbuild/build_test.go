@@ -888,3 +888,18 @@ func TestFailedBuildKeepsMetadataAnotherAdopted(t *testing.T) {
 		t.Fatalf("the other build adopted %d _METADATA, want 1 (bucket 0's)", adopts)
 	}
 }
+
+// TestReservedKeyRefused: a pair under the tier's replica state key (which
+// a composite primary key can encode to) fails the build: the snapshot
+// would pass the commit's validation and then fail every restore.
+func TestReservedKeyRefused(t *testing.T) {
+	s := newTestStore(t)
+	in := []inputPair{
+		{0, []byte("a"), []byte("1")},
+		{1, []byte(snapshot.StateKey), []byte("row")},
+	}
+	_, _, err := buildPairs(t, s, in, buildCfg{nb: 2, budget: 1 << 20, workers: 1})
+	if !errors.Is(err, ErrInvalidRow) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("build with the reserved key: %v", err)
+	}
+}

@@ -335,6 +335,11 @@ func (b *Builder) failLocked(err error) error {
 // addLocked buffers one pair, sealing and handing over the current chunk
 // when it is full.
 func (b *Builder) addLocked(ctx context.Context, bucket int, key, value []byte) error {
+	if string(key) == snapshot.StateKey {
+		// The tier keeps its replica state there: a snapshot holding such
+		// a row would not restore, after its commit was decided.
+		return b.failLocked(fmt.Errorf("%w: bucket %d: the key %q is reserved for the tier's replica state", ErrInvalidRow, bucket, snapshot.StateKey))
+	}
 	if int64(len(key)+len(value))+2*entrySize > b.chunkCap() {
 		return b.failLocked(fmt.Errorf("%w: %d bytes, chunk holds %d (memory budget %d)",
 			ErrRecordTooLarge, len(key)+len(value), b.chunkCap(), b.opts.MemoryBudget))

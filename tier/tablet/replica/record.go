@@ -3,6 +3,8 @@ package replica
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/thawdb/thaw/snapshot"
 )
 
 // Op is the kind of a mutation; its value is the record's op byte.
@@ -101,9 +103,10 @@ func uvarintLen(x uint64) int {
 // data it describes. It lies in the user key space, since any non-empty
 // byte string may be a kv key for some schema (the empty key is no way
 // out: Pebble's columnar blocks cannot hold a block of only empty keys).
-// So Write rejects it, reads skip it, and a snapshot whose database holds
-// it with other contents fails to restore.
-var metaKey = []byte("\xff\xffthaw-applied-offset")
+// So Write rejects it, reads skip it, snapshotbuild refuses to build it,
+// and a snapshot whose database holds it with other contents fails to
+// restore.
+var metaKey = []byte(snapshot.StateKey)
 
 const (
 	metaVersion = 1

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -144,6 +146,9 @@ func checkSnapshot(id ReplicaID, m *snapshot.Metadata) error {
 		if f.Handle.Size < 0 || !snapshot.IsCanonicalSHA256(f.Handle.SHA256) {
 			return fmt.Errorf("%w: snapshot %d: file %q without a size and sha256", ErrBadSnapshot, m.SnapshotID, f.LocalPath)
 		}
+	}
+	if err := snapshot.CheckLocalTree(slices.Sorted(maps.Keys(seen))); err != nil {
+		return fmt.Errorf("%w: snapshot %d: %w", ErrBadSnapshot, m.SnapshotID, err)
 	}
 	return nil
 }

@@ -107,6 +107,17 @@ func TestSnapshotRestoreIdentical(t *testing.T) {
 	if _, err := h2.Open(t.Context(), e.id(6), stored); !errors.Is(err, ErrBadSnapshot) {
 		t.Fatalf("restore of another bucket's snapshot: %v", err)
 	}
+	// Local paths that no directory can hold together (a file, and another
+	// file under it as a directory) are refused before any download.
+	clash := *stored
+	clash.PrivateFiles = slices.Clone(stored.PrivateFiles)
+	extra := clash.PrivateFiles[0]
+	extra.LocalPath += "/extra"
+	clash.PrivateFiles = append(clash.PrivateFiles, extra)
+	hc, _ := e.host(t)
+	if _, err := hc.Open(t.Context(), e.id(5), &clash); !errors.Is(err, ErrBadSnapshot) || !strings.Contains(err.Error(), "a directory holding") {
+		t.Fatalf("restore of a file and a directory at one local path: %v", err)
+	}
 	// The database's own state record must agree with the metadata.
 	h3, _ := e.host(t)
 	for name, edit := range map[string]func(m *snapshot.Metadata){
