@@ -183,11 +183,14 @@ type reloader[T any] struct {
 // names the file) is the caller's to report (nothing to fall back on).
 func newReloader[T any](files []string, load func() (T, error), loaded func(T), failed func(error)) (*reloader[T], error) {
 	r := &reloader[T]{files: files, load: load, loaded: loaded, failed: failed}
-	val, err := load()
+	// The digest first: a file rewritten between the two reads then shows
+	// as a changed digest at the next get, which loads it. (The other
+	// order kept the old value under the new digest until the next edit.)
+	digest, err := r.read()
 	if err != nil {
 		return nil, err
 	}
-	digest, err := r.read()
+	val, err := load()
 	if err != nil {
 		return nil, err
 	}

@@ -329,7 +329,7 @@ func serveTLS(t *testing.T, ip string, lt *ListenerTLS, h http.Handler, log *slo
 		if h == nil {
 			h = http.NotFoundHandler()
 		}
-		done <- newHTTPServer(ln, lt.wrap(h), time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
+		done <- newHTTPServer(ln, lt.wrap(h), tierHTTPLimits, time.Second, slog.New(slog.DiscardHandler), server).Start(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return ln.Addr().String()
@@ -631,4 +631,34 @@ func within10s(t *testing.T, what string, cond func() error) {
 func pemOf(t *testing.T, c *x509.Certificate) []byte {
 	t.Helper()
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+// TestReloaderFileChangedDuringStart: a file rewritten between the first
+// load and the first digest (an api_callers_file rotated while the daemon
+// starts) is loaded at the next look; it was not until the next edit
+// (the value came from the old contents, the digest from the new).
+func TestReloaderFileChangedDuringStart(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "callers")
+	if err := os.WriteFile(f, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := true
+	load := func() (string, error) {
+		b, err := os.ReadFile(f)
+		if first {
+			first = false
+			if werr := os.WriteFile(f, []byte("new"), 0o600); werr != nil {
+				t.Fatal(werr)
+			}
+		}
+		return string(b), err
+	}
+	r, err := newReloader([]string{f}, load, func(string) {}, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(certCheckInterval + 50*time.Millisecond)
+	if got := r.get(); got != "new" {
+		t.Fatalf("after the file changed to %q during start, the reloader serves %q", "new", got)
+	}
 }
