@@ -763,14 +763,10 @@ func promoterClient(addr string) (*promoterhttp.Client, error) {
 	if tok := os.Getenv(daemon.EnvPromoterToken); tok != "" {
 		rt = bearerTransport{rt, tok}
 	}
-	return promoterhttp.NewClient(addr, &http.Client{Timeout: time.Minute, Transport: rt, CheckRedirect: refuseRedirect})
-}
-
-// refuseRedirect refuses to follow a redirect: the promoter's API never
-// answers with one, and bearerTransport would send the token to wherever
-// it pointed.
-func refuseRedirect(req *http.Request, via []*http.Request) error {
-	return fmt.Errorf("the promoter answered %s with a redirect to %s: not followed (set --promoter to the address it names if it is right)", via[0].URL.Redacted(), req.URL.Redacted())
+	// No per-call timeout: every command runs under its own --timeout (a
+	// plan may take minutes). No redirect is followed: bearerTransport
+	// would send the token to wherever it pointed.
+	return promoterhttp.NewClient(addr, &http.Client{Transport: rt, CheckRedirect: promoterhttp.NoRedirects})
 }
 
 // bearerTransport sends a bearer token with every request.

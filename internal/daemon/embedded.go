@@ -393,7 +393,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	e.httpStop = hstop
 	e.httpDone = make(chan error, 1)
-	srv := newHTTPServer(ln, cfg.TLS.wrap(e.token.guard(e.mux)), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(e.token.guard(e.mux)), tierHTTPLimits, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 	go func() { e.httpDone <- srv.Start(hctx) }()
 	closers = append(closers, func() error { hstop(); return <-e.httpDone })
 

@@ -42,9 +42,28 @@ type httpServer struct {
 	log     *slog.Logger
 }
 
+// httpLimits bound how long a client may hold a connection without
+// progress. A request's header must arrive within 10 s in every case.
+type httpLimits struct {
+	// read bounds reading a whole request, body included (0: no bound; the
+	// tier's listeners carry uploads and streams of any length).
+	read time.Duration
+	// idle bounds a kept-alive connection's wait for its next request. It
+	// is longer than the 90 s after which thaw's clients close idle
+	// connections themselves, so a client never reuses one the server is
+	// closing.
+	idle time.Duration
+}
+
+var (
+	tierHTTPLimits = httpLimits{idle: 2 * time.Minute}
+	// The promoter's requests are small JSON bodies (64 KiB at most).
+	promoterHTTPLimits = httpLimits{read: time.Minute, idle: 2 * time.Minute}
+)
+
 // newHTTPServer serves h on ln: with tc, HTTPS only (HTTP/1.1 and HTTP/2
 // by ALPN); without, HTTP/1.1 and h2c.
-func newHTTPServer(ln net.Listener, h http.Handler, shutdownTimeout time.Duration, log *slog.Logger, tc *tls.Config) *httpServer {
+func newHTTPServer(ln net.Listener, h http.Handler, limits httpLimits, shutdownTimeout time.Duration, log *slog.Logger, tc *tls.Config) *httpServer {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	if tc != nil {
@@ -57,6 +76,8 @@ func newHTTPServer(ln net.Listener, h http.Handler, shutdownTimeout time.Duratio
 		Protocols:         &protos,
 		TLSConfig:         tc,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       limits.read,
+		IdleTimeout:       limits.idle,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return &httpServer{ln: ln, srv: srv, timeout: shutdownTimeout, log: log}

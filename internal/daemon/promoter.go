@@ -397,7 +397,7 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	}))
 	hctx, hstop := context.WithCancel(context.WithoutCancel(ctx))
 	d.httpStop, d.httpDone = hstop, make(chan error, 1)
-	srv := newHTTPServer(ln, cfg.TLS.wrap(mux), cfg.ShutdownTimeout, d.log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(mux), promoterHTTPLimits, cfg.ShutdownTimeout, d.log.With("component", "http"), serverTLS)
 	go func() { d.httpDone <- srv.Start(hctx) }()
 
 	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))

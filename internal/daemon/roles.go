@@ -267,7 +267,7 @@ func RunCoordinator(ctx context.Context, cfg CoordinatorConfig, opts RunOptions)
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := c.Handler()
 	mux.Handle("/", h)
-	srv := newHTTPServer(ln, cfg.TLS.wrap(token.guard(mux)), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	srv := newHTTPServer(ln, cfg.TLS.wrap(token.guard(mux)), tierHTTPLimits, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -415,7 +415,7 @@ func RunTablet(ctx context.Context, cfg TabletConfig, opts RunOptions) (err erro
 	mux.Handle(PathMetrics, metricsHandler(opts.Registry))
 	_, h := srv.Handler()
 	mux.Handle("/", h)
-	hs := newHTTPServer(ln, cfg.TLS.wrap(token.guard(mux)), cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
+	hs := newHTTPServer(ln, cfg.TLS.wrap(token.guard(mux)), tierHTTPLimits, cfg.ShutdownTimeout, log.With("component", "http"), serverTLS)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

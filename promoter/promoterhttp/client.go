@@ -55,7 +55,8 @@ type Client struct {
 }
 
 // NewClient returns a client of the promoter at address ("host:port" or
-// an http(s) URL). hc nil uses a client with a 1 minute timeout per call.
+// an http(s) URL). hc nil uses a client with a 1 minute timeout per call
+// that follows no redirect (NoRedirects).
 func NewClient(address string, hc *http.Client) (*Client, error) {
 	base := address
 	if !strings.Contains(base, "://") {
@@ -67,10 +68,17 @@ func NewClient(address string, hc *http.Client) (*Client, error) {
 	}
 	base = strings.TrimRight(base, "/")
 	if hc == nil {
-		hc = &http.Client{Timeout: time.Minute}
+		hc = &http.Client{Timeout: time.Minute, CheckRedirect: NoRedirects}
 	}
 	return &Client{base: base, hc: hc}, nil
 }
+
+// NoRedirects is an http.Client CheckRedirect that follows no redirect, so
+// that the client reports it as an error (*Error). The promoter's API never
+// answers with one; following one that something in between sent would
+// turn a POST or DELETE into a GET whose answer reads as success, and send
+// the request's credentials to the host it names.
+func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Promote asks for an on-demand promotion (POST /v1/promotions).
 func (c *Client) Promote(ctx context.Context, req promoter.Request) ([]Item, error) {
@@ -177,6 +185,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return fmt.Errorf("promoter api: %w at %s (is thaw promoter running and listening there?): %s %s: %w", ErrNoAnswer, c.base, method, path, err)
 	}
+	if err != nil && resp != nil {
+		// hc's own CheckRedirect refused a redirect: a server answered.
+		resp.Body.Close()
+		return fmt.Errorf("promoter api: %s %s: %w", method, path, err)
+	}
 	if err != nil {
 		err = fmt.Errorf("promoter api: %s %s: %w", method, path, err)
 		if ctx.Err() == nil {
@@ -189,6 +202,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("promoter api: %s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf(
+			"%s %s was answered with a redirect to %s: not followed (the promoter API never redirects: is the address right?)",
+			method, path, redactedLocation(resp))}
 	}
 	if resp.StatusCode >= 300 {
 		var er ErrorResponse
@@ -204,6 +222,15 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 		return fmt.Errorf("promoter api: %s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// redactedLocation is a redirect's target, without a password.
+func redactedLocation(resp *http.Response) string {
+	u, err := resp.Location()
+	if err != nil {
+		return "nowhere"
+	}
+	return u.Redacted()
 }
 
 var _ error = (*Error)(nil)

@@ -28,8 +28,11 @@
 // # Requests
 //
 // Request bodies are decoded strictly: one JSON object of at most 64 KiB,
-// no unknown fields, no trailing data, Content-Type application/json (or
-// none). Unknown query parameters are rejected too.
+// no unknown fields, no trailing data, Content-Type application/json (a
+// body without it is refused). Unknown query parameters are rejected too.
+//
+// The Client follows no redirect (NoRedirects): one is an *Error naming
+// where it points.
 //
 // # Errors
 //
