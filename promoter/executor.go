@@ -215,12 +215,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// maxSpentTokens bounds the attempts drive skips because the tier
+// remembers their tokens as aborted (see drive): more than the retries of
+// many pruned records of one promotion.
+const maxSpentTokens = 1000
+
 // drive runs attempts of r until it is committed, fails terminally, runs
 // out of retries, or must stop (shutdown, crash, fencing, pending commit).
 // resumed says that r comes from the ledger, not from this process: a
 // Begin with its token may have reached the tier unrecorded.
 func (p *Promoter) drive(ctx context.Context, src *source, r Record, resumed bool) (Record, error) {
-	retries := 0
+	retries, spent := 0, 0
 	for {
 		start := time.Now()
 		var err error
@@ -235,6 +240,19 @@ func (p *Promoter) drive(ctx context.Context, src *source, r Record, resumed boo
 		}
 		if halts(err) || errors.Is(err, errPending) || errors.Is(err, errAbortFailed) || ctx.Err() != nil {
 			return r, err
+		}
+		if errors.Is(err, bulkload.ErrTokenAborted) && spent < maxSpentTokens {
+			// The tier remembers this attempt's token as aborted: a Begin
+			// of it that was never recorded, or an earlier record of this
+			// promotion, pruned from the ledger while the tier still kept
+			// its transactions (which reset the attempt count). Nothing
+			// failed: the next attempt starts at once, not as a retry.
+			spent++
+			p.logger(r).Info("caller token spent by an aborted transaction; next attempt", "token", r.CallerToken)
+			if r, err = p.nextAttempt(ctx, r); err != nil {
+				return r, err
+			}
+			continue
 		}
 		retriable := IsRetriable(err)
 		if retriable && retries+1 < p.cfg.Retry.Attempts {
