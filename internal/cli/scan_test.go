@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"text/tabwriter"
 	"time"
 
@@ -17,31 +18,34 @@ import (
 )
 
 // TestProgressDeadline: a context that keeps progressing lives past its
-// timeout; one that stops is cancelled with errNoProgress about d after
+// timeout; one that stops is cancelled with errNoProgress d to d+d/4 after
 // the last progress (checked every d/4); stop cancels it with no such
-// cause. Margins are wide: a loaded CI machine may pause goroutines.
+// cause. In a synctest bubble: time is virtual, so the bounds are exact
+// and a loaded machine cannot break them.
 func TestProgressDeadline(t *testing.T) {
-	const d = 500 * time.Millisecond
-	ctx, progress, stop := progressDeadline(t.Context(), d)
-	start := time.Now()
-	for time.Since(start) < 3*d {
-		progress.Add(1)
-		time.Sleep(d / 20)
-	}
-	if err := ctx.Err(); err != nil {
-		t.Fatalf("cancelled while progressing: %v (%v)", err, context.Cause(ctx))
-	}
-	stalled := time.Now()
-	<-ctx.Done()
-	if took := time.Since(stalled); took < d/2 || took > 4*d {
-		t.Errorf("cancelled %v after progress stopped, want about %v", took, d)
-	}
-	if cause := context.Cause(ctx); !errors.Is(cause, errNoProgress) || !strings.Contains(cause.Error(), "500ms (--timeout)") {
-		t.Errorf("cause %v, want errNoProgress naming the timeout", cause)
-	}
-	stop()
+	synctest.Test(t, func(t *testing.T) {
+		const d = 500 * time.Millisecond
+		ctx, progress, stop := progressDeadline(t.Context(), d)
+		defer stop()
+		start := time.Now()
+		for time.Since(start) < 3*d {
+			progress.Add(1)
+			time.Sleep(d / 20)
+		}
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("cancelled while progressing: %v (%v)", err, context.Cause(ctx))
+		}
+		stalled := time.Now()
+		<-ctx.Done()
+		if took := time.Since(stalled); took < d || took > d+d/4 {
+			t.Errorf("cancelled %v after progress stopped, want %v to %v", took, d, d+d/4)
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, errNoProgress) || !strings.Contains(cause.Error(), "500ms (--timeout)") {
+			t.Errorf("cause %v, want errNoProgress naming the timeout", cause)
+		}
+	})
 
-	ctx, _, stop = progressDeadline(t.Context(), time.Hour)
+	ctx, _, stop := progressDeadline(t.Context(), time.Hour)
 	stop()
 	stop()
 	if err := ctx.Err(); !errors.Is(err, context.Canceled) || errors.Is(context.Cause(ctx), errNoProgress) {

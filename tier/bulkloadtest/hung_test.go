@@ -3,6 +3,7 @@ package bulkloadtest
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +28,11 @@ func TestHungTabletDoesNotStarveOtherBulkLoads(t *testing.T) {
 	hungTable := locA.GetTargetId().GetTableId()
 	release := make(chan struct{})
 	defer close(release)
+	hung := make(chan struct{})
+	var hangs sync.Once
 	f := func(server string, req *tierv1.SetDataStateRequest) {
 		if server == "ts-3" && req.GetTarget().GetTableId() == hungTable {
+			hangs.Do(func() { close(hung) })
 			select {
 			case <-release:
 			case <-t.Context().Done():
@@ -41,7 +45,12 @@ func TestHungTabletDoesNotStarveOtherBulkLoads(t *testing.T) {
 		defer cancel()
 		_, _ = begin(ctx, n, a, "job-a")
 	}()
-	time.Sleep(500 * time.Millisecond) // the fence round of a hangs
+	select { // the fence round of a hangs
+	case <-hung:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fence round of table a never reached ts-3")
+	}
+	time.Sleep(500 * time.Millisecond) // the round's own goroutines start
 	base := runtime.NumGoroutine()
 	time.Sleep(2 * time.Second) // eight resend intervals
 	if grown := runtime.NumGoroutine() - base; grown > 20 {

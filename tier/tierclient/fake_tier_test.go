@@ -48,18 +48,31 @@ func (f *fakeCoord) GetTargetLocations(context.Context, *connect.Request[tierv1.
 		Buckets: []*tierv1.BucketLocation{{Bucket: 0, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1}}}), nil
 }
 
-// unavailableTablet answers every Lookup UNAVAILABLE and records when.
+// unavailableTablet answers every Lookup UNAVAILABLE.
 type unavailableTablet struct {
 	tierv1connect.UnimplementedTabletServiceHandler
+}
+
+func (f *unavailableTablet) Lookup(context.Context, *connect.Request[tierv1.LookupRequest]) (*connect.Response[tierv1.LookupResponse], error) {
+	return nil, tierpb.NewError(tierpb.ReasonUnavailable, "fake: tablet unavailable", nil)
+}
+
+// attemptClock is an http.RoundTripper that records when the client sends
+// each request to host: the attempts' starts as the client decides them,
+// not as a loaded machine delivers them to the server.
+type attemptClock struct {
+	host   string
 	mu     sync.Mutex
 	starts []time.Time
 }
 
-func (f *unavailableTablet) Lookup(context.Context, *connect.Request[tierv1.LookupRequest]) (*connect.Response[tierv1.LookupResponse], error) {
-	f.mu.Lock()
-	f.starts = append(f.starts, time.Now())
-	f.mu.Unlock()
-	return nil, tierpb.NewError(tierpb.ReasonUnavailable, "fake: tablet unavailable", nil)
+func (a *attemptClock) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == a.host {
+		a.mu.Lock()
+		a.starts = append(a.starts, time.Now())
+		a.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // TestRetryBudgetBoundsRefreshes: RetryPolicy.Timeout bounds the time from
@@ -77,8 +90,9 @@ func TestRetryBudgetBoundsRefreshes(t *testing.T) {
 	_, ch := tierv1connect.NewCoordinatorServiceHandler(co)
 	csrv := httptest.NewServer(ch)
 	defer csrv.Close()
+	clock := &attemptClock{host: strings.TrimPrefix(tsrv.URL, "http://")}
 	c, err := tierclient.New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
-		tierclient.WithHTTPClient(http.DefaultClient),
+		tierclient.WithHTTPClient(&http.Client{Transport: clock}),
 		tierclient.WithRetryPolicy(tierclient.RetryPolicy{Timeout: timeout, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -87,10 +101,13 @@ func TestRetryBudgetBoundsRefreshes(t *testing.T) {
 	start := time.Now()
 	_, err = c.Get(t.Context(), tierclient.Target{Database: "db", Table: "x"}, []kv.Row{{int64(1), nil}})
 	took := time.Since(start)
-	tab.mu.Lock()
-	defer tab.mu.Unlock()
-	first, last := tab.starts[0], tab.starts[len(tab.starts)-1]
-	t.Logf("Get: %v after %v; %d attempts, last started %v after the first", err, took.Round(time.Millisecond), len(tab.starts), last.Sub(first).Round(time.Millisecond))
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	if len(clock.starts) == 0 {
+		t.Fatalf("Get: %v: no attempt reached the tablet", err)
+	}
+	first, last := clock.starts[0], clock.starts[len(clock.starts)-1]
+	t.Logf("Get: %v after %v; %d attempts, last started %v after the first", err, took.Round(time.Millisecond), len(clock.starts), last.Sub(first).Round(time.Millisecond))
 	// The margin is scheduling slack; unbounded, the gap was ~1.9 s.
 	if d := last.Sub(first); d > timeout+400*time.Millisecond {
 		t.Errorf("last attempt started %v after the first; RetryPolicy.Timeout is %v", d.Round(time.Millisecond), timeout)
