@@ -318,7 +318,14 @@ func (l *kafkaLog) resolveStart(ctx context.Context) error {
 		}
 		l.mu.Lock()
 		if l.mu.anchored && !l.mu.startOK && l.mu.startK == k {
-			l.mu.startX, l.mu.startOK = res.entries[0].first, true
+			e := res.entries[0]
+			l.mu.startX, l.mu.startOK = e.first, true
+			// Index the start, as the first entry always is: a thinned
+			// index may hold nothing between it and the next entry kept,
+			// and Read found no entry to walk from for those offsets.
+			if len(l.mu.idx) == 0 || l.mu.idx[0].k > k {
+				l.mu.idx = append([]pos{{k: k, x: e.first, n: len(e.recs)}}, l.mu.idx...)
+			}
 		}
 		l.mu.Unlock()
 	}
@@ -421,8 +428,10 @@ func (l *kafkaLog) Read(ctx context.Context, from int64, maxBytes int) ([]change
 	idx := l.mu.idx
 	i := sort.Search(len(idx), func(i int) bool { return idx[i].x > from }) - 1
 	if i < 0 {
+		// The start is indexed once known; say so if that ever fails, as
+		// records the caller must fetch elsewhere.
 		l.mu.Unlock()
-		return nil, fmt.Errorf("kafkalog: read %s: offset %d below the index", l.topic, from)
+		return nil, fmt.Errorf("%w: read %s: offset %d below the index", changelog.ErrOutOfRange, l.topic, from)
 	}
 	at := cursor{k: idx[i].k, x: idx[i].x}
 	stash := l.mu.stash
