@@ -12,6 +12,7 @@ import (
 	"github.com/thawdb/thaw/fencing"
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tablet/replica"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -154,17 +155,31 @@ func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.
 		return nil, err
 	}
 	st.drain()
-	if st.get().state == meta.Loading {
+	loading := st.get().state == meta.Loading
+	// For LOADING, whether each replica is empty, read right after its
+	// catch-up: the coordinator aborts a load whose target a confirmed
+	// replica says is not, so it is never left to a best-effort status
+	// read (a failed one read as "not empty").
+	var fenced []fenceView
+	if loading {
+		fenced = make([]fenceView, len(entries))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(statusFanout)
-		for _, e := range entries {
+		for i, e := range entries {
 			g.Go(func() error {
 				awaitRestore(gctx, e, fenceOpenWait)
-				if rep := e.rep.Load(); rep != nil {
-					if err := rep.CatchUp(gctx); err != nil {
-						return replicaErr("set data state: catch up", err)
-					}
+				rep := e.rep.Load()
+				if rep == nil {
+					return nil
 				}
+				if err := rep.CatchUp(gctx); err != nil {
+					return replicaErr("set data state: catch up", err)
+				}
+				start, end, err := rep.LogOffsets(gctx)
+				if err != nil {
+					return replicaErr("set data state: log offsets", err)
+				}
+				fenced[i] = fenceView{rep: rep, empty: rep.RowCount() == 0 && start == end}
 				return nil
 			})
 		}
@@ -172,7 +187,25 @@ func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.
 			return nil, err
 		}
 	}
-	return connect.NewResponse(&tierv1.SetDataStateResponse{AssignmentRevision: rev, Replicas: s.statusesWith(ctx, tv, entries, st)}), nil
+	sts := s.statusesWith(ctx, tv, entries, st)
+	for i, rs := range sts {
+		switch {
+		case !loading:
+		case fenced[i].rep != nil && fenced[i].rep == entries[i].rep.Load():
+			rs.Empty = fenced[i].empty
+		case rs.State == readyState:
+			// No replica open to prove it (stopped, being replaced):
+			// not confirmed in this answer; the coordinator resends.
+			rs.State, rs.Empty = restoringState, false
+		}
+	}
+	return connect.NewResponse(&tierv1.SetDataStateResponse{AssignmentRevision: rev, Replicas: sts}), nil
+}
+
+// fenceView is what SetDataState(LOADING) proved of one replica.
+type fenceView struct {
+	rep   *replica.Replica // nil: none was open
+	empty bool
 }
 
 // RestoreSnapshot starts (or reports) the restore of one replica from a

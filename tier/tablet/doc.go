@@ -144,7 +144,11 @@
 // under the previous state, and for LOADING makes every replica here apply
 // the whole changelog; only then does it answer, with each replica's
 // log_end_offset and empty (no row and no record in the changelog), which
-// stay final until the fence is lifted.
+// stay final until the fence is lifted. Emptiness is read right after the
+// catch-up: if the changelog's offsets cannot be read the answer fails
+// (the coordinator resends), and a replica with none open is reported
+// RESTORING, not confirmed, since a confirmed replica that is not empty
+// aborts the load (TARGET_NOT_EMPTY).
 //
 // # Fencing
 //
