@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
 )
 
 // MaxSignedPutSize is the largest object a signed PUT may carry: S3's
@@ -114,10 +115,14 @@ func (b *gcBucket) signPut(ctx context.Context, key string, size int64, sha stri
 	if err != nil {
 		return SignedPut{}, fmt.Errorf("objstore: sign put %q: %w: sha256: %w", key, ErrInvalidRequest, err)
 	}
+	s3Key, err := b.s3Key(ctx, key)
+	if err != nil {
+		return SignedPut{}, err
+	}
 	now := time.Now()
 	req, err := s3.NewPresignClient(cl, s3.WithPresignExpires(ttl)).PresignPutObject(ctx, &s3.PutObjectInput{
 		Bucket:         aws.String(b.s3Bucket),
-		Key:            aws.String(b.prefix + key),
+		Key:            aws.String(s3Key),
 		ContentLength:  aws.Int64(size),
 		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(raw)),
 		IfNoneMatch:    aws.String("*"),
@@ -138,6 +143,33 @@ func (b *gcBucket) signPut(ctx context.Context, key string, size int64, sha stri
 	}
 	return SignedPut{URL: req.URL, Header: h, Expires: now.Add(ttl)}, nil
 }
+
+// s3Key returns the S3 object key under which the store keeps key: gocloud
+// escapes some sequences ("__0x41__" becomes "__0x5f___0x41__"), and a
+// PUT signed for the raw key would write an object no other operation of
+// the store finds (and that adopting never sees). gocloud computes it; its
+// signing stops before anything is signed.
+func (b *gcBucket) s3Key(ctx context.Context, key string) (string, error) {
+	var escaped string
+	_, err := b.b.SignedURL(ctx, b.prefix+key, &blob.SignedURLOptions{
+		Method: http.MethodPut,
+		Expiry: time.Minute,
+		BeforeSign: func(as func(any) bool) error {
+			var in *s3.PutObjectInput
+			if as(&in) && in.Key != nil {
+				escaped = *in.Key
+			}
+			return errKeyKnown
+		},
+	})
+	if escaped == "" {
+		return "", fmt.Errorf("objstore: sign put %q in %s: the store's object key is unknown: %w", key, b.base, err)
+	}
+	return escaped, nil
+}
+
+// errKeyKnown stops gocloud's signing once s3Key has the key.
+var errKeyKnown = errors.New("objstore: object key known")
 
 // signedHeaders returns the header names a presigned URL's
 // X-Amz-SignedHeaders lists.
