@@ -37,8 +37,8 @@ var ErrNotBegun = errors.New("bulkloadclient: the transaction is not BEGUN")
 
 // Credentials is a scoped, temporary write credential of one transaction:
 // a capability the upload gateway of the coordinator that minted it
-// accepts for writing the transaction's snapshot files and manifest (and
-// deleting its _METADATA files) until Expires, while the transaction is
+// accepts for writing the transaction's snapshot files and manifest
+// (write-if-absent; it deletes nothing) until Expires, while the transaction is
 // BEGUN. Token is the credential; it prints as "[REDACTED]" and refuses to
 // be marshalled. Credentials are process-local: never put them into a
 // build context, a bucket result or anything else that is stored, sent or

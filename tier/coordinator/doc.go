@@ -166,15 +166,15 @@
 // verifies the capability, asks the current term's runner of its
 // transaction whether it is still BEGUN, allows a PUT only directly in the
 // snapshot directory of a bucket the capability names or, when it names
-// every bucket, at the manifest path, and a DELETE only of a _METADATA in
-// such a directory, receives the body into a temporary file whose size
+// every bucket, at the manifest path (it deletes nothing: a DELETE is
+// 405), receives the body into a temporary file whose size
 // and SHA-256 it checks, and stores it write-if-absent
 // (UploadStore.PutFileStamped, with the received file's stamp so that a
 // linking store does not hash it again; at most
 // BulkLoadConfig.UploadConcurrency at once). It never logs the capability.
 // Before a Commit persists the manifest freeze, the runner closes the
-// gateway to the transaction and waits for its stores, deletes and
-// signings in flight, so that the validation reads a settled directory.
+// gateway to the transaction and waits for its stores and signings in
+// flight, so that the validation reads a settled directory.
 //
 // A POST with the same checks asks for a signed upload instead: where the
 // store signs uploads (UploadSigner: objstore's s3:// stores) the gateway
