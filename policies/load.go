@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,7 +52,8 @@ func Load(paths ...string) ([]*Policy, error) {
 
 // Files lists the files Load parses for paths, in the order it parses
 // them: a file path as it is, a directory's *.yaml and *.yml files (not
-// subdirectories) in name order.
+// subdirectories; a symlink to a file is followed, one that leads nowhere
+// is an error) in name order.
 func Files(paths ...string) ([]string, error) {
 	var files []string
 	for _, path := range paths {
@@ -70,7 +72,19 @@ func Files(paths ...string) ([]string, error) {
 		var names []string
 		for _, e := range entries {
 			ext := strings.ToLower(filepath.Ext(e.Name()))
-			if (ext == ".yaml" || ext == ".yml") && e.Type().IsRegular() {
+			if ext != ".yaml" && ext != ".yml" {
+				continue
+			}
+			regular := e.Type().IsRegular()
+			if e.Type()&fs.ModeSymlink != 0 {
+				// Followed, as a Kubernetes ConfigMap volume's files all are.
+				fi, err := os.Stat(filepath.Join(path, e.Name()))
+				if err != nil {
+					return nil, fmt.Errorf("policies: load: %w", err)
+				}
+				regular = fi.Mode().IsRegular()
+			}
+			if regular {
 				names = append(names, e.Name())
 			}
 		}

@@ -101,13 +101,57 @@ func (p *parser) decode(data []byte) (docs []*yaml.Node) {
 			p.syntaxError(data, err)
 			break
 		}
-		docs = append(docs, &n)
+		if p.boundAliases(&n) {
+			docs = append(docs, &n)
+		}
 	}
 	if len(docs) == 0 && len(p.errs) == 0 {
 		p.errs = append(p.errs, &Error{File: p.file, Line: 1, Column: 1, Msg: "no policy documents"})
 	}
 	return docs
 }
+
+// boundAliases refuses a document whose aliases (*name) expand to more
+// than maxExpandedNodes nodes, and says whether it is within. An alias is
+// expanded at every use: a few kilobytes of them stand for millions of
+// values (yaml.v3 limits expansion only when decoding into Go values, not
+// into nodes, which the parser walks).
+func (p *parser) boundAliases(doc *yaml.Node) bool {
+	sizes := map[*yaml.Node]int{}
+	var size func(n *yaml.Node, depth int) int
+	size = func(n *yaml.Node, depth int) int {
+		if n == nil || depth > 64 {
+			return maxExpandedNodes + 1 // deeper than any policy: refuse
+		}
+		if v, ok := sizes[n]; ok {
+			return v
+		}
+		sizes[n] = maxExpandedNodes + 1 // an alias cycle counts as too large
+		total := 1
+		if n.Kind == yaml.AliasNode {
+			total = size(n.Alias, depth+1)
+		}
+		for _, c := range n.Content {
+			total += size(c, depth+1)
+			if total > maxExpandedNodes {
+				break
+			}
+		}
+		total = min(total, maxExpandedNodes+1)
+		sizes[n] = total
+		return total
+	}
+	if size(doc, 0) > maxExpandedNodes {
+		p.errAt(doc, "", "the document expands to more than %d values (through aliases, or nested deeper than 64)", maxExpandedNodes)
+		return false
+	}
+	return true
+}
+
+// maxExpandedNodes bounds a policy document's YAML nodes with every alias
+// expanded: far more than any policy needs (a where list holds at most
+// maxListItems values).
+const maxExpandedNodes = 100_000
 
 func (p *parser) syntaxError(data []byte, err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
@@ -269,8 +313,18 @@ func (p *parser) integer(n *yaml.Node, path string, min, max int64) (int64, bool
 		p.errAt(n, path, "want an integer, got %s", kindOf(n))
 		return 0, false
 	}
-	var v int64
-	if err := n.Decode(&v); err != nil {
+	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		p.errAt(n, path, "want an integer, got a quoted string (with a tag)")
+		return 0, false
+	}
+	// Decimal digits only: yaml.v3 reads 010 as 8 (and takes 0x10, 0o10,
+	// 0b1000, 1_6), where a policy's where conditions read 010 as 10.
+	if !decimalInt.MatchString(n.Value) {
+		p.errAt(n, path, "integer %s: write it in decimal digits, without leading zeros", n.Value)
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
 		p.errAt(n, path, "integer %s out of range", n.Value)
 		return 0, false
 	}
@@ -285,6 +339,8 @@ func (p *parser) integer(n *yaml.Node, path string, min, max int64) (int64, bool
 	}
 	return v, true
 }
+
+var decimalInt = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)
 
 func (p *parser) boolean(n *yaml.Node, path string) (bool, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {

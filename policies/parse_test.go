@@ -52,6 +52,13 @@ func TestParseBad(t *testing.T) {
 		{"too many buckets", doc("  target:\n    buckets: 5000\n"), "9:14", "must be between 0 and 4096, got 5000"},
 		{"quoted buckets", doc("  target:\n    buckets: \"8\"\n"), "9:14", "want an integer, got a string"},
 		{"float buckets", doc("  target:\n    buckets: 8.5\n"), "9:14", "want an integer, got a number"},
+		// yaml.v3 reads these as integers in other bases; 010 was 8 buckets.
+		{"octal buckets", doc("  target:\n    buckets: 010\n"), "9:14", "integer 010: write it in decimal digits"},
+		{"hex buckets", doc("  target:\n    buckets: 0x10\n"), "9:14", "integer 0x10: write it in decimal digits"},
+		{"0o buckets", doc("  target:\n    buckets: 0o10\n"), "9:14", "integer 0o10: write it in decimal digits"},
+		{"binary buckets", doc("  target:\n    buckets: 0b1000\n"), "9:14", "integer 0b1000: write it in decimal digits"},
+		{"underscored buckets", doc("  target:\n    buckets: 1_6\n"), "9:14", "integer 1_6: write it in decimal digits"},
+		{"tagged quoted buckets", doc("  target:\n    buckets: !!int \"8\"\n"), "9:14", "want an integer, got a quoted string"},
 		{"bad bucketing", doc("  target:\n    bucketing: murmur\n"), "9:16", `unknown bucketing "murmur"`},
 		{"primaryKey is a string", doc("  target:\n    primaryKey: id\n"), "9:17", "want a list of column names, got a string"},
 		{"primaryKey duplicate", doc("  target:\n    primaryKey: [id, ts, id]\n"), "9:26", `duplicate entry "id" (also at index 0)`},
@@ -435,6 +442,37 @@ func TestParseAliases(t *testing.T) {
 	}
 }
 
+// TestParseAliasExpansionBounded: aliases are expanded at every use, so a
+// 50 KB file could stand for a million where values (1.8 GB to parse); a
+// document that expands past the bound is refused, wherever the aliases are.
+func TestParseAliasExpansionBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("  selection:\n    partitions:\n      where:\n        f0: &a {in: [")
+	for i := range 10000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, i)
+	}
+	b.WriteString("]}\n")
+	for i := 1; i < 100; i++ {
+		fmt.Fprintf(&b, "        f%d: *a\n", i)
+	}
+	_, err := policies.Parse([]byte(doc(b.String())), "f")
+	if err == nil || !strings.Contains(err.Error(), "expands to more than 100000 values") {
+		t.Fatalf("a document of 100 aliases of 10,000 values: %v", err)
+	}
+	// Ten of them are fine.
+	var small strings.Builder
+	small.WriteString("  selection:\n    partitions:\n      where:\n        f0: &a {in: [1, 2, 3]}\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&small, "        f%d: *a\n", i)
+	}
+	if _, err := policies.Parse([]byte(doc(small.String())), "f"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestParseValuesAsWritten(t *testing.T) {
 	y := doc(`  selection:
     partitions:
@@ -552,6 +590,43 @@ func TestLoad(t *testing.T) {
 
 	if _, err := policies.Load(filepath.Join(dir, "missing")); err == nil || errors.Is(err, policies.ErrInvalid) {
 		t.Errorf("a missing path gave %v, want an I/O error", err)
+	}
+}
+
+// TestLoadFollowsSymlinks: a directory's policy files that are symlinks
+// (every file of a Kubernetes ConfigMap volume is one) are loaded; they
+// were skipped without a word. A link that leads nowhere is an error.
+func TestLoadFollowsSymlinks(t *testing.T) {
+	shared, dir := t.TempDir(), t.TempDir()
+	named := func(n string) []byte { return []byte(strings.Replace(head, "name: p", "name: "+n, 1)) }
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), named("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "q.yaml"), named("q"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(shared, "q.yaml"), filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shared, filepath.Join(dir, "sub.yaml")); err != nil { // a directory: not a file
+		t.Fatal(err)
+	}
+	pols, err := policies.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pols {
+		names = append(names, p.Name())
+	}
+	if want := []string{"a", "q"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("loaded %v, want %v", names, want)
+	}
+	if err := os.Symlink(filepath.Join(shared, "gone.yaml"), filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policies.Load(dir); err == nil || !strings.Contains(err.Error(), "c.yaml") {
+		t.Errorf("a dangling link: %v, want an error naming it", err)
 	}
 }
 
