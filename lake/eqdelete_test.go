@@ -44,21 +44,7 @@ func eqPromo(t *testing.T, promote bool) {
 			t.Fatal(err)
 		}
 	}
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(`[{"k":1,"v":null}]`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx = tbl.NewTransaction()
-	if err := tx.CommitEqualityDeletes(ctx, []int{1}, oneBatch(rec), nil); err != nil {
-		t.Fatal(err)
-	}
-	if tbl, err = tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	eqDelete(t, tbl, []int{1}, `[{"k":1,"v":null}]`)
 	if promote {
 		_, _, err := l.Scan(ctx, "t.ep", ScanOptions{})
 		if !errors.Is(err, ErrUnmappable) || !strings.Contains(err.Error(), "equality deletes on column k (field 1), whose type changed from int to long") {
@@ -70,6 +56,77 @@ func eqPromo(t *testing.T, promote bool) {
 	if got := fmt.Sprint(r.col(t, "k"), r.col(t, "v")); got != "[2] [b]" {
 		t.Errorf("rows %s, want [2] [b]", got)
 	}
+}
+
+// TestScanEqDeleteAfterPromotionSchemaRemoved: the same, once the schema
+// before the promotion is gone from the metadata (Java's
+// cleanExpiredMetadata removes it when no snapshot uses it) while a data
+// file written under it is still live: the schemas no longer show the
+// change, the files do. The deleted row came back.
+func TestScanEqDeleteAfterPromotionSchemaRemoved(t *testing.T) {
+	l := scratch(t)
+	ctx := t.Context()
+	id := table.Identifier{"t", "ep"}
+	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
+		iceberg.NestedField{ID: 1, Name: "k", Type: iceberg.PrimitiveTypes.Int32, Required: true},
+		iceberg.NestedField{ID: 2, Name: "v", Type: iceberg.PrimitiveTypes.String})
+	tbl, err := l.cat.CreateTable(ctx, id, schema, v2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl = appendJSON(t, tbl, `[{"k":1,"v":"a"},{"k":2,"v":"b"}]`)
+	tx := tbl.NewTransaction()
+	if err := tx.UpdateSchema(true, false).UpdateColumn([]string{"k"}, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: iceberg.PrimitiveTypes.Int64}}).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl = appendJSON(t, tbl, `[{"k":3,"v":"c"}]`)
+	tx = tbl.NewTransaction()
+	if err := tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.cat.CommitTable(ctx, id, nil, []table.Update{table.NewRemoveSchemasUpdate([]int{0})}); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = l.cat.LoadTable(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tbl.Metadata().Schemas()); n != 1 {
+		t.Fatalf("%d schemas after removing the first", n)
+	}
+	eqDelete(t, tbl, []int{1}, `[{"k":1,"v":null}]`)
+	_, _, err = l.Scan(ctx, "t.ep", ScanOptions{})
+	if !errors.Is(err, ErrUnmappable) || !strings.Contains(err.Error(), "equality deletes on column k (field 1): data file") || !strings.Contains(err.Error(), "as INT32, delete file") {
+		t.Fatalf("scan with equality deletes on a promoted column whose old schema is gone: %v", err)
+	}
+}
+
+// eqDelete commits equality deletes on the fields ids of the rows of a
+// JSON array.
+func eqDelete(t *testing.T, tbl *table.Table, ids []int, js string) *table.Table {
+	t.Helper()
+	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.CommitEqualityDeletes(t.Context(), ids, oneBatch(rec), nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tx.Commit(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // appendJSON appends the rows of a JSON array to tbl.

@@ -109,9 +109,12 @@ const (
 )
 
 // Partitions returns the partitions of the given snapshot (nil: the current
-// one) with their statistics, sorted by spec id and path. A table without
-// snapshots has no partitions. The statistics come from the manifests alone;
-// no data file is read.
+// one) with their statistics, sorted by spec id and path: those with live
+// data files. A partition holding only delete files (they outlive their
+// data files after a rewrite, or a delete of whole files under partition
+// evolution) holds no row, and a scan requiring it would find no data file
+// (ErrNotFound). A table without snapshots has no partitions. The
+// statistics come from the manifests alone; no data file is read.
 func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) ([]PartitionStats, error) {
 	tbl, err := l.loadTable(ctx, name)
 	if err != nil {
@@ -183,6 +186,9 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 	out := make([]PartitionStats, 0, len(byKey))
 	for _, a := range byKey {
 		s := a.stats
+		if s.FileCount == 0 {
+			continue // delete files only: no row
+		}
 		s.LastUpdatedAt, s.LastUpdatedAtSource = snapshotTime(meta, s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber)
 		out = append(out, s)
 	}

@@ -14,7 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -138,7 +141,7 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 		}
 		return strings.Compare(a.File.FilePath(), b.File.FilePath())
 	})
-	if err := checkEqualityDeletes(tbl.Metadata(), tasks); err != nil {
+	if err := checkEqualityDeletes(ctx, tbl, tasks); err != nil {
 		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 	}
 	schema, batches, err := sc.ReadTasks(ctx, tasks)
@@ -160,15 +163,22 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 }
 
 // checkEqualityDeletes refuses equality deletes keyed on a column whose
-// type changed across the table's schemas (int promoted to long, float
-// to double): iceberg-go (v0.7) matches a data file's key in the file's
-// own type against the delete file's, so a delete written after the
-// promotion misses rows of files written before it, which would be read
-// as if never deleted.
-func checkEqualityDeletes(md table.Metadata, tasks []table.FileScanTask) error {
+// type changed (int promoted to long, float to double): iceberg-go (v0.7)
+// matches a data file's key in the file's own type against the delete
+// file's, so a delete written after the promotion misses rows of files
+// written before it, which would be read as if never deleted. The
+// table's schemas show most such changes; the files themselves show the
+// rest (the old schema removed from the metadata, as Java's
+// cleanExpiredMetadata does, or files added by add_files): the key's
+// physical type in each data file's Parquet footer must be the one in its
+// delete files'.
+func checkEqualityDeletes(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask) error {
+	md := tbl.Metadata()
 	checked := map[int]bool{}
+	found := false
 	for _, t := range tasks {
 		for _, d := range t.EqualityDeleteFiles {
+			found = true
 			for _, id := range d.EqualityFieldIDs() {
 				if checked[id] {
 					continue
@@ -190,7 +200,81 @@ func checkEqualityDeletes(md table.Metadata, tasks []table.FileScanTask) error {
 			}
 		}
 	}
+	if !found {
+		return nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return fmt.Errorf("open file IO: %w", err)
+	}
+	footers := map[string]map[int]parquet.Type{}
+	typesOf := func(f iceberg.DataFile) (map[int]parquet.Type, error) {
+		if m, ok := footers[f.FilePath()]; ok {
+			return m, nil
+		}
+		m, err := parquetFieldTypes(fs, f)
+		if err != nil {
+			return nil, err
+		}
+		footers[f.FilePath()] = m
+		return m, nil
+	}
+	for _, t := range tasks {
+		if len(t.EqualityDeleteFiles) == 0 || t.File.FileFormat() != iceberg.ParquetFile {
+			continue
+		}
+		data, err := typesOf(t.File)
+		if err != nil {
+			return err
+		}
+		for _, d := range t.EqualityDeleteFiles {
+			if d.FileFormat() != iceberg.ParquetFile {
+				continue
+			}
+			del, err := typesOf(d)
+			if err != nil {
+				return err
+			}
+			for _, id := range d.EqualityFieldIDs() {
+				dt, ok1 := data[id]
+				kt, ok2 := del[id]
+				if ok1 && ok2 && dt != kt {
+					name := fmt.Sprintf("field %d", id)
+					if f, ok := tbl.Schema().FindFieldByID(id); ok {
+						name = fmt.Sprintf("column %s (field %d)", f.Name, id)
+					}
+					return fmt.Errorf("%w: equality deletes on %s: data file %s holds it as %s, delete file %s as %s "+
+						"(a type promoted since): the Iceberg reader would miss its deletes", ErrUnmappable,
+						name, t.File.FilePath(), dt, d.FilePath(), kt)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+// parquetFieldTypes reads a Parquet file's footer: the physical type of
+// each primitive column that carries an Iceberg field id.
+func parquetFieldTypes(fs icebergio.IO, f iceberg.DataFile) (map[int]parquet.Type, error) {
+	in, err := fs.Open(f.FilePath())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", f.FilePath(), err)
+	}
+	defer in.Close()
+	rdr, err := file.NewParquetReader(in)
+	if err != nil {
+		return nil, fmt.Errorf("read the footer of %s: %w", f.FilePath(), err)
+	}
+	defer rdr.Close()
+	sc := rdr.MetaData().Schema
+	out := make(map[int]parquet.Type, sc.NumColumns())
+	for i := range sc.NumColumns() {
+		c := sc.Column(i)
+		if id := c.SchemaNode().FieldID(); id >= 0 {
+			out[int(id)] = c.PhysicalType()
+		}
+	}
+	return out, nil
 }
 
 // addedOrder returns, when two or more tasks have sequence number 0 (a
