@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
@@ -110,16 +111,8 @@ func TestScanEqDeleteAfterPromotionSchemaRemoved(t *testing.T) {
 // JSON array.
 func eqDelete(t *testing.T, tbl *table.Table, ids []int, js string) *table.Table {
 	t.Helper()
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, sc, strings.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
 	tx := tbl.NewTransaction()
-	if err := tx.CommitEqualityDeletes(t.Context(), ids, oneBatch(rec), nil); err != nil {
+	if err := tx.CommitEqualityDeletes(t.Context(), ids, oneBatch(jsonRecord(t, tbl, js)), nil); err != nil {
 		t.Fatal(err)
 	}
 	out, err := tx.Commit(t.Context())
@@ -132,6 +125,14 @@ func eqDelete(t *testing.T, tbl *table.Table, ids []int, js string) *table.Table
 // appendJSON appends the rows of a JSON array to tbl.
 func appendJSON(t *testing.T, tbl *table.Table, js string) *table.Table {
 	t.Helper()
+	rec := jsonRecord(t, tbl, js)
+	defer rec.Release()
+	return appendRecord(t, tbl, rec)
+}
+
+// jsonRecord is the rows of a JSON array in tbl's schema.
+func jsonRecord(t *testing.T, tbl *table.Table, js string) arrow.RecordBatch {
+	t.Helper()
 	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +141,5 @@ func appendJSON(t *testing.T, tbl *table.Table, js string) *table.Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rec.Release()
-	return appendRecord(t, tbl, rec)
+	return rec
 }
