@@ -73,6 +73,7 @@ func (l *loop) resetRecords(kind recordKind, kvs []*mvccpb.KeyValue) {
 	for _, kv := range kvs {
 		l.putRecord(kind, kv)
 	}
+	l.listed[kind] = true
 	l.all = true
 }
 

@@ -94,7 +94,9 @@ func (h *service) NotifyAssignment(ctx context.Context, req *connect.Request[tie
 			if _, gone := l.deleted[t]; !gone {
 				l.pushed[t] = info
 			}
-			l.applyState(t, state)
+			if l.pushAllowed(t, state) {
+				l.applyState(t, state)
+			}
 		}
 		l.putAssignment(t, &assignRec{rev: m.GetAssignmentRevision(), routes: routes})
 		l.reconcile()
@@ -142,7 +144,7 @@ func (h *service) SetDataState(ctx context.Context, req *connect.Request[tierv1.
 			return
 		}
 		st = l.stateOf(t)
-		if _, gone := l.deleted[t]; !gone && st.apply(want) {
+		if _, gone := l.deleted[t]; !gone && l.pushAllowed(t, want) && st.apply(want) {
 			l.log.Info("tablet data state", "table", t.TableID, "partition", t.PartitionID,
 				"state", string(want.state), "bulk_load", want.bulkLoadID, "rev", want.rev)
 		}

@@ -137,7 +137,10 @@
 //
 // Each target's data state (ACTIVE, or LOADING with a bulk-load id) comes
 // from its table or partition record and from SetDataState pushes; both
-// carry the record's etcd mod revision and the newer one wins. Every client
+// carry the record's etcd mod revision and the newer one wins. Until the
+// records were listed once after a start, a push may fence a target
+// (LOADING) but not open it (ACTIVE): a push built before a fence and
+// delivered late would otherwise open a target its record says is LOADING. Every client
 // request holds the target's fence (a read lock) from its state check to
 // the end of its work on the replica. SetDataState stores the state, then
 // takes the fence once for writing, which waits for every request admitted

@@ -66,8 +66,11 @@ type loop struct {
 	closing  map[bucketKey]chan struct{} // done of the last stopped entry of a bucket
 
 	registered bool
-	dirty      map[meta.Target]struct{}
-	all        bool // reconcile every target
+	// listed says which kinds of records (indexed by recordKind) were
+	// listed once: until then a push may fence a target but not open it.
+	listed [2]bool
+	dirty  map[meta.Target]struct{}
+	all    bool // reconcile every target
 
 	logDeletes sync.WaitGroup // deleteDroppedLog goroutines
 
@@ -236,6 +239,22 @@ func (l *loop) deleteAssignment(t meta.Target, rev int64) {
 	delete(l.states, t)
 	l.deleted[t] = max(l.deleted[t], rev)
 	l.markDirty(t)
+}
+
+// pushAllowed says whether a pushed data state may be applied. Until the
+// records that hold the target's state were listed once, an ACTIVE push is
+// not: after a restart the state starts unknown (revision 0), and a push
+// built before a bulk load fenced the target (a reconcile round's, sent
+// late) would open it to writes although its record says LOADING. A
+// target still unknown after that listing was created after it, so no
+// earlier incarnation of this server fenced it. LOADING pushes only
+// restrict, and a fence must work on a server that has just started.
+func (l *loop) pushAllowed(t meta.Target, d dataState) bool {
+	k := recordTables
+	if t.Partitioned() {
+		k = recordPartitions
+	}
+	return d.state != meta.Active || l.listed[k]
 }
 
 // applyState applies a data state learnt from a record or a push.
