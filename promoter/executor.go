@@ -64,6 +64,15 @@ func halts(err error) bool {
 	return errors.As(err, &c) || fencing.IsFenced(err)
 }
 
+// deposed reports whether the work of ctx stopped because the term ended
+// (Run's context cancelled by the Leadership or by halt).
+func (p *Promoter) deposed(ctx context.Context) bool {
+	p.mu.Lock()
+	h := p.mu.halted
+	p.mu.Unlock()
+	return h != nil || (ctx.Err() != nil && fencing.IsFenced(context.Cause(ctx)))
+}
+
 // IsRetriable reports whether a promotion that failed with err may succeed
 // when tried again unchanged. Errors of the data, the schema, the policy and
 // the target's state are terminal; everything else (the tier or the lake
@@ -304,7 +313,7 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 		return p.awaitCommit(ctx, r, bulkload.Handle{Target: r.Target(), TxnID: r.TxnID}, err)
 	}
 	if err != nil {
-		if r.TxnID == "" && beginUnknown(err) {
+		if beginUnknown(err) {
 			return p.abortUnrecorded(ctx, r, err)
 		}
 		return p.abortAttempt(ctx, r, recordedTxn(r), err)
@@ -437,7 +446,7 @@ func beginUnknown(err error) bool {
 // outcome, the record keeps its phase and token (errAbortFailed): Resume
 // begins with the same token again.
 func (p *Promoter) abortUnrecorded(ctx context.Context, r Record, cause error) (Record, error) {
-	if halts(cause) {
+	if halts(cause) || p.deposed(ctx) {
 		return r, cause
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rebeginTimeout)
@@ -460,7 +469,7 @@ func (p *Promoter) abortUnrecorded(ctx context.Context, r Record, cause error) (
 // cancel and records the attempt as aborted with the cause. A crash or
 // fencing stops everything at once instead.
 func (p *Promoter) abortAttempt(ctx context.Context, r Record, h *bulkload.Handle, cause error) (Record, error) {
-	if halts(cause) {
+	if halts(cause) || p.deposed(ctx) {
 		return r, cause
 	}
 	dctx, cancel := detached(ctx)
