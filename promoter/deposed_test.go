@@ -39,6 +39,21 @@ spec:
 `, name, table))
 }
 
+// holdAt returns an AfterPhase hook that holds every promotion reaching
+// phase until release is closed; reached is closed when the first does.
+func holdAt(phase promoter.Phase) (hook func(context.Context, promoter.Record) error, reached, release chan struct{}) {
+	reached, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook = func(_ context.Context, r promoter.Record) error {
+		if r.Phase == phase {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+		return nil
+	}
+	return hook, reached, release
+}
+
 // abortRecorder records the Aborts a promoter sends.
 type abortRecorder struct {
 	promoter.BulkLoader
@@ -78,15 +93,8 @@ func TestDeposedPromoterLeavesTheTierAlone(t *testing.T) {
 	cfgA.LakePollInterval, cfgA.LedgerRetention = -1, -1
 	recA := &abortRecorder{BulkLoader: cfgA.BulkLoad}
 	cfgA.BulkLoad = recA
-	reachedA, releaseA := make(chan struct{}), make(chan struct{})
-	var onceA sync.Once
-	cfgA.Hooks.AfterPhase = func(_ context.Context, r promoter.Record) error {
-		if r.Phase == promoter.PhaseBuilding {
-			onceA.Do(func() { close(reachedA) })
-			<-releaseA
-		}
-		return nil
-	}
+	var reachedA, releaseA chan struct{}
+	cfgA.Hooks.AfterPhase, reachedA, releaseA = holdAt(promoter.PhaseBuilding)
 	pA := e.promoter(cfgA)
 	doneA := make(chan error, 1)
 	go func() { doneA <- pA.Run(leadA.Context()) }()
@@ -107,15 +115,8 @@ func TestDeposedPromoterLeavesTheTierAlone(t *testing.T) {
 	cfgB := e.configAt(pols, prefix)
 	cfgB.Ledger = promoter.NewEtcdLedger(cli, prefix, leadB)
 	cfgB.LakePollInterval, cfgB.LedgerRetention, cfgB.ReconcileInterval = -1, -1, -1
-	reachedB, releaseB := make(chan struct{}), make(chan struct{})
-	var onceB sync.Once
-	cfgB.Hooks.AfterPhase = func(_ context.Context, r promoter.Record) error {
-		if r.Phase == promoter.PhaseCommitting {
-			onceB.Do(func() { close(reachedB) })
-			<-releaseB
-		}
-		return nil
-	}
+	var reachedB, releaseB chan struct{}
+	cfgB.Hooks.AfterPhase, reachedB, releaseB = holdAt(promoter.PhaseCommitting)
 	pB := e.promoter(cfgB)
 	resumed := make(chan error, 1)
 	go func() { resumed <- pB.Resume(ctx) }()
