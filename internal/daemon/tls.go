@@ -186,13 +186,13 @@ func newReloader[T any](files []string, load func() (T, error), loaded func(T), 
 	// The digest first: a file rewritten between the two reads then shows
 	// as a changed digest at the next get, which loads it. (The other
 	// order kept the old value under the new digest until the next edit.)
-	digest, err := r.read()
-	if err != nil {
-		return nil, err
-	}
+	digest, derr := r.read()
 	val, err := load()
 	if err != nil {
-		return nil, err
+		return nil, err // load's error names the setting
+	}
+	if derr != nil {
+		return nil, derr
 	}
 	r.val, r.digest, r.checked = val, digest, time.Now()
 	return r, nil
