@@ -335,18 +335,31 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 	var ids []string
 	attempt := map[string]int{} // the attempt that ends a promotion; 0: any
 	requested := map[string]bool{}
+	// Items skipped at the request for a reason other than a commit of
+	// their data (target not empty, stale, failed, ...): nothing will
+	// commit for them, so the command fails, whatever else commits.
+	var refused []string
 	for _, it := range items {
 		if it.Action == promoter.ActionPromote && it.PromotionID != "" {
 			ids = append(ids, it.PromotionID)
 			attempt[it.PromotionID] = it.Attempt
 			requested[it.PromotionID] = true
-		} else if id, ok := promoter.InProgressOf(it.Reason); ok && !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		} else if id, ok := promoter.InProgressOf(it.Reason); ok {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		} else if !strings.HasPrefix(it.Reason, "already promoted") {
+			refused = append(refused, fmt.Sprintf("%s %s: %s", it.Policy, orNone(it.Partition), it.Reason))
 		}
 	}
-	if len(ids) == 0 && !asJSON {
-		_, err := fmt.Fprintln(stdout, "nothing to wait for: no item is promoted or in progress")
-		return err
+	if len(ids) == 0 {
+		if len(refused) > 0 {
+			return fmt.Errorf("not promoted: %s", strings.Join(refused, "; "))
+		}
+		if !asJSON {
+			_, err := fmt.Fprintln(stdout, "nothing to wait for: no item is promoted or in progress")
+			return err
+		}
 	}
 	bar := !asJSON && promoterIsTerminal(stdout)
 	note := func(format string, args ...any) { // on stderr, below the bar
@@ -452,6 +465,9 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d of %d promotions did not commit: %s", len(failed), len(ids), strings.Join(failed, "; "))
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("not promoted: %s", strings.Join(refused, "; "))
 	}
 	return nil
 }

@@ -543,3 +543,30 @@ func TestWaitFoundRunningInterrupted(t *testing.T) {
 		t.Fatalf("wait of a failed requested promotion: %v", err)
 	}
 }
+
+// TestPromoteWaitRefusedTarget: a requested partition skipped at the
+// request (its tier partition holds rows: target not empty) makes
+// promote --wait exit 1, naming why; it exited 0 ("nothing to wait for"),
+// and a script went on as if the data were there.
+func TestPromoteWaitRefusedTarget(t *testing.T) {
+	s := newPromoterSetup(t, 300, "")
+	d := s.start(t, daemon.PromoterOptions{})
+	defer d.Close()
+	url, addr := d.URL(), d.Tier().Address()
+	// The target table, by promoting one partition.
+	if code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-02", "--wait", "--promoter", url); code != 0 {
+		t.Fatalf("first promote: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, "put", "quickstart.events", "--create-partitions", "--server", addr,
+		`{"id":1,"event_ts":"2024-01-03T00:00:00Z","user_name":"x","updated_at":"2024-01-03T00:00:00","version":1,"event_day":"2024-01-03"}`); code != 0 {
+		t.Fatalf("put: %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--wait", "--promoter", url)
+	if code != 1 || !strings.Contains(out, "target not empty") || !strings.Contains(errOut, "not promoted: ") || !strings.Contains(errOut, "2024-01-03: target not empty") {
+		t.Fatalf("promote --wait of a target that is not empty: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// Already promoted is no failure.
+	if code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-02", "--wait", "--promoter", url); code != 0 {
+		t.Fatalf("promote --wait of a promoted partition: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
