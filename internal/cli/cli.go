@@ -140,6 +140,10 @@ func prefixErrors(prefix string, err error) error {
 
 // dispatch finds the named subcommand among cmds and runs it.
 func dispatch(ctx context.Context, prefix string, cmds []command, args []string, stdout io.Writer) error {
+	if len(args) > 1 && args[0] == "help" {
+		// "help COMMAND [SUBCOMMAND]": that command's help.
+		return dispatch(ctx, prefix, cmds, append(slices.Clone(args[1:]), "--help"), stdout)
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printCommands(stdout, prefix, cmds)
 		if len(args) == 0 {
@@ -155,7 +159,7 @@ func dispatch(ctx context.Context, prefix string, cmds []command, args []string,
 }
 
 func printCommands(w io.Writer, prefix string, cmds []command) {
-	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
+	fmt.Fprintf(w, "usage: %s <command> [flags]   (%s help <command>: its flags)\n\ncommands:\n", prefix, prefix)
 	width := 0
 	for _, c := range cmds {
 		width = max(width, len(c.name))

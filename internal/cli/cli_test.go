@@ -60,3 +60,19 @@ func TestHelpListsCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpCommand: "thaw help COMMAND [SUBCOMMAND]" prints that command's
+// help, as COMMAND --help does; it printed the command list for any
+// COMMAND, an unknown one too.
+func TestHelpCommand(t *testing.T) {
+	for _, args := range [][]string{{"get"}, {"bulkload", "build"}, {"table", "create"}} {
+		code, out, errOut := run(t, append([]string{"help"}, args...)...)
+		_, want, _ := run(t, append(args, "--help")...)
+		if code != 0 || out != want || !strings.HasPrefix(out, "usage: thaw "+strings.Join(args, " ")) {
+			t.Errorf("help %v: exit %d, stdout %q, stderr %q; want %q", args, code, out, errOut, want)
+		}
+	}
+	if code, _, errOut := run(t, "help", "nope"); code != 2 || !strings.Contains(errOut, `unknown command "nope"`) {
+		t.Errorf("help nope: exit %d, %q", code, errOut)
+	}
+}

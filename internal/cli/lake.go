@@ -248,7 +248,7 @@ func (m *mappingFlags) options(snapshot *int64) lake.MappingOptions {
 }
 
 func runLakeDescribe(ctx context.Context, stdout io.Writer, args []string) (err error) {
-	fs := newFlagSet("thaw lake describe", stdout)
+	fs := tierFlagSet("thaw lake describe", "NAMESPACE.TABLE", stdout)
 	var cf catalogFlags
 	cf.register(fs)
 	var mf mappingFlags
@@ -390,7 +390,7 @@ func parseSnapshot(s string) (*int64, error) {
 }
 
 func runLakePartitions(ctx context.Context, stdout io.Writer, args []string) (err error) {
-	fs := newFlagSet("thaw lake partitions", stdout)
+	fs := tierFlagSet("thaw lake partitions", "NAMESPACE.TABLE", stdout)
 	var cf catalogFlags
 	cf.register(fs)
 	var mf mappingFlags
@@ -488,7 +488,7 @@ func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err error) {
-	fs := newFlagSet("thaw lake scan", stdout)
+	fs := tierFlagSet("thaw lake scan", "NAMESPACE.TABLE", stdout)
 	var cf catalogFlags
 	cf.register(fs)
 	snapshot := fs.String("snapshot", "", "snapshot id (default: the current snapshot)")

@@ -367,6 +367,11 @@ func (e *tierError) Error() string {
 	if ce == e.err || strings.HasPrefix(msg, "tierclient: ") {
 		msg = ce.Message()
 	}
+	if strings.TrimSpace(msg) == "" && tierpb.DetailOf(e.err) == nil {
+		// No thaw error at all: the address is not a tier's (the
+		// promoter's API answers unknown paths 404 without a message).
+		msg = "the server answered without a thaw error: is the address a thaw server's or coordinator's (the promoter listens on another port)?"
+	}
 	reason := tierpb.ReasonOf(e.err)
 	if id := tierpb.MetadataOf(e.err)[tierpb.KeyBulkLoadID]; reason == tierpb.ReasonTargetLoading && id != "" {
 		return fmt.Sprintf("%s: %s: %s\n%s", e.what, reason, msg, heldHint(id))
@@ -1640,7 +1645,7 @@ func readRowArgs(pos []string, input string) (inputRows, error) {
 	var in inputRows
 	if len(pos) > 0 {
 		if input != "" {
-			return in, usageError("give rows as arguments or with --input, not both")
+			return in, usageError("give the rows (or keys) as arguments or with --input, not both")
 		}
 		for i, p := range pos {
 			in.text, in.num = append(in.text, []byte(p)), append(in.num, i+1)

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"strings"
 )
 
 // Untrusted reports whether err holds a failed certificate verification:
@@ -22,4 +23,12 @@ func Untrusted(err error) bool {
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
+}
+
+// PlainHTTP reports whether err says an https:// URL reached a server that
+// speaks plain HTTP (net/http's "server gave HTTP response to HTTPS
+// client", which has no type to match): as permanent as an untrusted
+// certificate, the URL's scheme is wrong.
+func PlainHTTP(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }

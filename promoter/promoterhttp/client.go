@@ -211,10 +211,15 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	if resp.StatusCode >= 300 {
 		var er ErrorResponse
 		if json.Unmarshal(data, &er) != nil || er.Code == "" {
-			er = ErrorResponse{Code: CodeInternal, Error: strings.TrimSpace(string(data))}
-			if er.Error == "" {
-				er.Error = resp.Status
+			// Not the promoter's error: another server (a tier, a proxy)
+			// answers at this address.
+			body := strings.TrimSpace(string(data))
+			if len(body) > 200 {
+				body = body[:200] + "..."
 			}
+			er = ErrorResponse{Code: CodeInternal, Error: fmt.Sprintf(
+				"%s %s: %s answered %s without a promoter API error (%q): is it a thaw promoter's address?",
+				method, path, c.base, resp.Status, body)}
 		}
 		return &Error{Status: resp.StatusCode, Code: er.Code, Message: er.Error}
 	}

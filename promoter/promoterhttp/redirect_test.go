@@ -63,3 +63,19 @@ func TestClientRefusedRedirectIsAnAnswer(t *testing.T) {
 		t.Fatalf("a refused redirect: %v (away %v)", err, IsAway(err))
 	}
 }
+
+// TestClientAtAnotherServer: an address where another server answers (the
+// tier's port, a proxy) says so instead of "404 page not found (internal)".
+func TestClientAtAnotherServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	c, err := NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Policies(t.Context())
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusNotFound || !strings.Contains(err.Error(), "without a promoter API error") || !strings.Contains(err.Error(), "is it a thaw promoter's address?") {
+		t.Fatalf("policies from another server: %v", err)
+	}
+}

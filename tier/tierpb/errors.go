@@ -304,10 +304,11 @@ func ReasonOf(err error) Reason {
 			return Reason(r)
 		}
 	}
-	if tlsfail.Untrusted(err) {
-		// The handshake failed verification: transport codes would call
-		// it UNAVAILABLE, but no repeat helps until the configuration
-		// changes, and no request reached the server.
+	if tlsfail.Untrusted(err) || tlsfail.PlainHTTP(err) {
+		// The handshake failed verification, or an https:// URL reached a
+		// plain HTTP server: transport codes would call it UNAVAILABLE,
+		// but no repeat helps until the configuration changes, and no
+		// request reached the server.
 		return ReasonUnknown
 	}
 	if r, ok := byCode[connect.CodeOf(err)]; ok {
