@@ -49,6 +49,10 @@ type Status struct {
 	State        State
 	AbortReason  *AbortReason
 	AbortMessage string
+	// ManifestFrozen: a Commit froze the manifest and the commit is being
+	// decided (validated) while the state is still BEGUN; an Abort now
+	// would end a commit that may succeed.
+	ManifestFrozen bool
 }
 
 // ManifestRef names the manifest Commit freezes: its path, exact length and

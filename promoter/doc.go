@@ -84,7 +84,9 @@
 // reconcile; a terminally failed one only by an explicit request (Request
 // with a partition, or Promote) or when the lake changes the partition.
 // A failed Commit is settled through Status: COMMITTED → committed,
-// COMMITTING → wait (CommitBudget), ABORTED → a new attempt, BEGUN → abort.
+// COMMITTING → wait (CommitBudget), ABORTED → a new attempt, BEGUN → abort
+// (but BEGUN with the manifest frozen after a retriable error, the
+// coordinator still validating, is waited for like COMMITTING).
 //
 // # Resume
 //

@@ -578,7 +578,11 @@ func (p *Promoter) awaitCommit(ctx context.Context, r Record, h bulkload.Handle,
 				}
 				return p.abortAttempt(ctx, r, nil, fmt.Errorf("promoter: %s: %s: %w", h.TxnID, reason, cause))
 			case bulkload.Begun:
-				return p.abortAttempt(ctx, r, &h, cause)
+				if !st.ManifestFrozen || !bulkloadclient.IsRetriable(cause) {
+					return p.abortAttempt(ctx, r, &h, cause)
+				}
+				// The Commit's budget ran out while the coordinator still
+				// decides it (validating): wait, do not abort it.
 			}
 		}
 		if serr := sleep(wctx, bulkloadclient.CommitRetryInterval); serr != nil {

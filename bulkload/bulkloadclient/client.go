@@ -364,7 +364,8 @@ func handleFromProto(h *tierv1.BulkLoadHandle) bulkload.Handle {
 }
 
 func statusFromProto(s *tierv1.BulkLoadStatus) bulkload.Status {
-	st := bulkload.Status{Handle: handleFromProto(s.GetHandle()), AbortMessage: s.GetAbortMessage()}
+	st := bulkload.Status{Handle: handleFromProto(s.GetHandle()), AbortMessage: s.GetAbortMessage(),
+		ManifestFrozen: s.GetManifestPath() != ""}
 	switch s.GetState() {
 	case tierv1.BulkLoadState_BULK_LOAD_STATE_BEGUN:
 		st.State = bulkload.Begun

@@ -134,8 +134,20 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 	}
 	op := "commit " + bc.handle.TxnID
 	for attempt := 1; ; attempt++ {
-		resp, err := call(ctx, c, change, req, tierv1connect.BulkLoadServiceClient.Commit)
-		if err == nil {
+		// The coordinator answers a Commit once it is decided (validation
+		// reads every data file): each call ends with the budget, an
+		// outcome unknown, not the caller's context's error.
+		until := deadline
+		if time.Until(until) < CommitRetryInterval {
+			until = time.Now().Add(CommitRetryInterval)
+		}
+		actx, acancel := context.WithDeadline(ctx, until)
+		resp, err := call(actx, c, change, req, tierv1connect.BulkLoadServiceClient.Commit)
+		budgetSpent := err != nil && actx.Err() != nil && ctx.Err() == nil
+		acancel()
+		if budgetSpent {
+			err = fmt.Errorf("bulkloadclient: %s: %w: no answer within the await budget (the coordinator may still be validating or installing it)", op, bulkload.ErrUnavailable)
+		} else if err == nil {
 			st := statusFromProto(resp.GetStatus())
 			if st.State == bulkload.Committed {
 				return st, nil

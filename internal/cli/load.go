@@ -597,14 +597,19 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	st, err := c.Commit(commitCtx, bc, results, lf.budget)
 	if err != nil {
 		// A Commit that was refused leaves the transaction BEGUN: abort it.
-		// Any other state is the server's to finish; say where it stands
-		// (asked with a deadline of its own: the commit's may be what
-		// ran out).
+		// One whose budget ran out while the coordinator still decides it
+		// (the manifest frozen: validating) is left to finish. Any other
+		// state is the server's to finish; say where it stands (asked
+		// with a deadline of its own: the commit's may be what ran out).
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer scancel()
-		if cur, serr := c.Status(sctx, bc.Handle()); serr == nil && cur.State == bulkload.Begun {
+		cur, serr := c.Status(sctx, bc.Handle())
+		switch {
+		case serr == nil && cur.State == bulkload.Begun && cur.ManifestFrozen && bulkloadclient.IsRetriable(err):
+			return fmt.Errorf("load %s: commit: %w (the coordinator is still deciding it: see thaw bulkload status %s; thaw load --token %s again waits for it, thaw bulkload abort %s gives up)", target, err, txn, token, txn)
+		case serr == nil && cur.State == bulkload.Begun:
 			return abortAfter(ctx, c, bc, prog, fmt.Errorf("load %s: commit: %w", target, err))
-		} else if serr == nil {
+		case serr == nil:
 			return fmt.Errorf("load %s: commit: %w (transaction %s is %s; see thaw bulkload status %s)", target, err, txn, cur.State, txn)
 		}
 		return fmt.Errorf("load %s: commit: %w (outcome unknown; see thaw bulkload status %s)", target, err, txn)
