@@ -496,25 +496,45 @@ func (b *gcBucket) Stat(ctx context.Context, key string) (Attrs, error) {
 
 func (b *gcBucket) List(ctx context.Context, prefix string) iter.Seq2[Attrs, error] {
 	return func(yield func(Attrs, error) bool) {
-		it := b.b.List(&blob.ListOptions{Prefix: b.prefix + prefix})
+		last, relists := "", 0
+	list:
 		for {
-			o, err := it.Next(ctx)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(Attrs{}, b.errorf("list", prefix, err))
-				return
-			}
-			if o.IsDir || b.dir != "" && strings.HasPrefix(o.Key, StagingDir+"/") {
-				continue
-			}
-			if !yield(Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime}, nil) {
-				return
+			it := b.b.List(&blob.ListOptions{Prefix: b.prefix + prefix})
+			for {
+				o, err := it.Next(ctx)
+				if err == io.EOF {
+					return
+				}
+				if err != nil && b.dir != "" && gcerrors.Code(err) == gcerrors.NotFound && relists < maxRelists && ctx.Err() == nil {
+					// fileblob stats each file it lists: one deleted
+					// meanwhile (a concurrent Delete) failed the whole
+					// listing. List again, past the last key seen (keys
+					// come in order).
+					relists++
+					continue list
+				}
+				if err != nil {
+					yield(Attrs{}, b.errorf("list", prefix, err))
+					return
+				}
+				if o.Key <= last {
+					continue // seen before the listing started again
+				}
+				last = o.Key
+				if o.IsDir || b.dir != "" && strings.HasPrefix(o.Key, StagingDir+"/") {
+					continue
+				}
+				if !yield(Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime}, nil) {
+					return
+				}
 			}
 		}
 	}
 }
+
+// maxRelists bounds how often one List of a file:// store starts again
+// after a file vanished under it.
+const maxRelists = 100
 
 func (b *gcBucket) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
