@@ -331,6 +331,11 @@ func (m *Machine) Step(in Input) ([]Effect, error) {
 		err = m.onAbort(in)
 	case Tick:
 		m.observe(in.Now)
+		// The timer that sent it has fired: none is armed until the next
+		// ScheduleTick. (Its time is the wall clock's; stepped back, the
+		// tick may come before the wake-up asked for, which then must be
+		// asked for again.)
+		m.scheduled = 0
 		m.onTick()
 	case HoldersChanged:
 		err = m.onHolders(in.Holders)
