@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/thawdb/thaw/internal/redact"
 	"github.com/thawdb/thaw/internal/strictjson"
 )
 
@@ -29,16 +30,7 @@ const redacted = "[redacted]"
 // in its user information replaced by "xxxxx" (url.URL.Redacted), or, if
 // it does not parse, everything between "://" and the last "@" (a URI
 // that does not parse may still hold a password).
-func RedactURI(uri string) string {
-	if u, err := url.Parse(uri); err == nil {
-		return u.Redacted()
-	}
-	scheme, rest, ok := strings.Cut(uri, "://")
-	if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
-		return scheme + "://xxxxx" + rest[i:]
-	}
-	return uri
-}
+func RedactURI(uri string) string { return redact.URL(uri) }
 
 // Secret is a credential in a Config. It decodes from a plain string but never
 // prints itself: String, GoString, MarshalJSON, MarshalYAML, MarshalText and
@@ -289,6 +281,20 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// MarshalJSON writes the config with every secret redacted, the passwords
+// in its URIs too (RedactURI): a marshalled Config is safe to show.
+func (c Config) MarshalJSON() ([]byte, error) {
+	type plain Config // without this method
+	c.URI, c.OAuthServerURI = RedactURI(c.URI), RedactURI(c.OAuthServerURI)
+	return json.Marshal(plain(c))
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return "lake.Config" + c.String() }
+
+// LogValue keeps log/slog from printing a secret.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
 // String describes the config with every secret redacted.
 func (c Config) String() string {
 	b, err := json.Marshal(c)
@@ -323,8 +329,13 @@ func (s StorageConfig) storageProps() map[string]string {
 	if s.GCS.NoAuth {
 		p["gcs.no-auth"] = "true"
 	}
-	set("adls.auth.shared-key.account.name", s.Azure.AccountName)
-	set("adls.auth.shared-key.account.key", s.Azure.AccountKey.Reveal())
+	if s.Azure.AccountKey != "" {
+		// Only with the key: iceberg-go takes shared-key authentication
+		// whenever the account name is set, and a SAS token alone failed
+		// ("shared-key requires both ...").
+		set("adls.auth.shared-key.account.name", s.Azure.AccountName)
+		set("adls.auth.shared-key.account.key", s.Azure.AccountKey.Reveal())
+	}
 	set("adls.endpoint", s.Azure.Endpoint)
 	set("adls.protocol", s.Azure.Protocol)
 	if s.Azure.SASToken != "" && s.Azure.AccountName != "" {

@@ -241,4 +241,41 @@ func TestSecretsNeverPrint(t *testing.T) {
 	if p := cfg.Storage.storageProps(); p["s3.secret-access-key"] != "s3-secret" || p["adls.sas-token.blob.core.windows.net"] != "" {
 		t.Errorf("storage props %v", p)
 	}
+
+	// A password in a catalog URI (a Postgres DSN, an OAuth server) is
+	// redacted too: it printed in every form.
+	sql := Config{Type: CatalogSQL, URI: "postgres://thaw:uri-secret@db.example:5432/catalog?sslmode=disable",
+		OAuthServerURI: "https://u:oauth-secret@auth.example/token"}
+	logBuf.Reset()
+	slog.New(slog.NewJSONHandler(&logBuf, nil)).Info("config", "cfg", sql)
+	var textBuf bytes.Buffer
+	slog.New(slog.NewTextHandler(&textBuf, nil)).Info("config", "cfg", sql)
+	js, err = json.Marshal(sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for how, out := range map[string]string{
+		"String": sql.String(), "%v": fmt.Sprintf("%v", sql), "%+v": fmt.Sprintf("%+v", sql), "%#v": fmt.Sprintf("%#v", sql),
+		"json": string(js), "slog json": logBuf.String(), "slog text": textBuf.String(),
+	} {
+		if strings.Contains(out, "uri-secret") || strings.Contains(out, "oauth-secret") || !strings.Contains(out, "thaw:xxxxx@db.example") {
+			t.Errorf("%s output of a config with passwords in its URIs: %s", how, out)
+		}
+	}
+}
+
+// TestAzureSASOnly: a SAS token without an account key authenticates by
+// the token: the shared-key account name was set whenever account_name
+// was, and iceberg-go then took shared-key authentication and failed
+// ("shared-key requires both ... account.name and ... account.key").
+func TestAzureSASOnly(t *testing.T) {
+	s := StorageConfig{Azure: AzureConfig{AccountName: "acct", SASToken: "sv=x"}}
+	p := s.storageProps()
+	if _, ok := p["adls.auth.shared-key.account.name"]; ok || p["adls.sas-token.acct.dfs.core.windows.net"] != "sv=x" {
+		t.Errorf("SAS-only props %v", p)
+	}
+	s.Azure.AccountKey = "k"
+	if p := s.storageProps(); p["adls.auth.shared-key.account.name"] != "acct" || p["adls.auth.shared-key.account.key"] != "k" {
+		t.Errorf("shared-key props %v", p)
+	}
 }

@@ -25,6 +25,8 @@ import (
 	"gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob" // registers s3://
 	"gocloud.dev/gcerrors"
+
+	"github.com/thawdb/thaw/internal/redact"
 )
 
 // Attrs describes a stored object.
@@ -97,10 +99,15 @@ func (l location) base() string {
 func parseLocation(raw string) (location, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return location{}, fmt.Errorf("objstore: parse store url: %w", err)
+		// url.Error quotes the whole URL, user information included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return location{}, fmt.Errorf("objstore: parse store url %q: %w", redact.URL(raw), err)
 	}
 	fail := func(format string, args ...any) (location, error) {
-		return location{}, fmt.Errorf("objstore: store url %q: "+format, append([]any{raw}, args...)...)
+		return location{}, fmt.Errorf("objstore: store url %q: "+format, append([]any{redact.URL(raw)}, args...)...)
 	}
 	if u.User != nil || u.Fragment != "" || u.Opaque != "" {
 		return fail("user info, fragment and opaque forms are not supported")

@@ -58,6 +58,18 @@ func TestCheckKey(t *testing.T) {
 	}
 }
 
+// TestStoreURLErrorsHideCredentials: a store URL with credentials in its
+// user information is refused without quoting them (the error quoted the
+// whole URL, and url.Parse's error does too).
+func TestStoreURLErrorsHideCredentials(t *testing.T) {
+	for _, u := range []string{"s3://AKIDEXAMPLE:SECRET7f3c@bucket/prefix", "s3://AKIDEXAMPLE:SECRET7f3c@bucket/%zz"} {
+		_, err := Open(t.Context(), u)
+		if err == nil || strings.Contains(err.Error(), "SECRET7f3c") || !strings.Contains(err.Error(), "bucket/") {
+			t.Errorf("Open(%q): %v", u, err)
+		}
+	}
+}
+
 func TestOpenErrors(t *testing.T) {
 	ctx := t.Context()
 	for _, u := range []string{

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/thawdb/thaw/internal/redact"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
@@ -43,8 +44,14 @@ func Parse(addr string) ([]string, error) {
 			return nil, fmt.Errorf("empty coordinator address in %q", addr)
 		}
 		u := BaseURL(a)
-		if p, err := url.Parse(u); err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https") || p.RawQuery != "" || p.Fragment != "" {
-			return nil, fmt.Errorf("coordinator address %q: want HOST:PORT or an http(s) URL", a)
+		p, err := url.Parse(u)
+		if err == nil && p.User != nil {
+			// It would be sent as Basic authentication and echoed in
+			// errors and logs: tokens go in THAW_TOKEN.
+			return nil, fmt.Errorf("coordinator address %q: user information is not supported (give a token in THAW_TOKEN)", p.Redacted())
+		}
+		if err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https") || p.RawQuery != "" || p.Fragment != "" {
+			return nil, fmt.Errorf("coordinator address %q: want HOST:PORT or an http(s) URL", redact.URL(a))
 		}
 		if !slices.Contains(seeds, u) {
 			seeds = append(seeds, u)

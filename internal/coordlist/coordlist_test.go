@@ -22,6 +22,13 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) accepted it", bad)
 		}
 	}
+	// User information would be sent as Basic authentication and echoed
+	// in errors and logs: refused, without quoting the password.
+	for _, bad := range []string{"https://thaw:SECRETPW7f3c@c1.example:9123", "http://u:SECRETPW7f3c@h:1/%zz"} {
+		if _, err := Parse(bad); err == nil || strings.Contains(err.Error(), "SECRETPW7f3c") {
+			t.Errorf("Parse(%q): %v", bad, err)
+		}
+	}
 	// What the tier's listeners print and users type stays accepted.
 	for _, good := range []string{"127.0.0.1:7070", "[::1]:7070", "localhost:7070", "https://tier.example.com", "http://10.0.0.1:7070/"} {
 		if _, err := Parse(good); err != nil {
