@@ -220,7 +220,11 @@ func Recover(cfg Config, rec bulkload.Record, obs Observed) (*Machine, []Effect,
 	m := &Machine{
 		cfg: cfg, rec: rec.Clone(), recRev: obs.RecordRev,
 		reg: obs.Registration, regRev: obs.RegistrationRev, holders: obs.Holders.Clone(),
-		now: max(msOf(obs.Now), rec.UpdatedMs),
+		// This coordinator's clock, even if behind the record's (written
+		// by another coordinator's): resends and retries are timed by it
+		// (from the record's time they came late by the skew); records
+		// stay stamped monotonically (persist).
+		now: msOf(obs.Now),
 	}
 	m.advance()
 	return m, m.finish(), nil
