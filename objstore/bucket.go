@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -502,38 +503,72 @@ func (b *gcBucket) Stat(ctx context.Context, key string) (Attrs, error) {
 }
 
 func (b *gcBucket) List(ctx context.Context, prefix string) iter.Seq2[Attrs, error] {
+	if b.dir != "" {
+		return b.listFiles(ctx, prefix)
+	}
 	return func(yield func(Attrs, error) bool) {
-		last, relists := "", 0
-	list:
+		it := b.b.List(&blob.ListOptions{Prefix: b.prefix + prefix})
 		for {
-			it := b.b.List(&blob.ListOptions{Prefix: b.prefix + prefix})
+			o, err := it.Next(ctx)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Attrs{}, b.errorf("list", prefix, err))
+				return
+			}
+			if o.IsDir {
+				continue
+			}
+			if !yield(Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// listFiles lists a file:// store. fileblob walks one directory at a time
+// (so "a/..." comes before "a-c", which sorts first), finds the directory
+// to walk from the unescaped prefix (a prefix holding "__0x41__" walked a
+// directory that does not exist, and listed nothing), and stats each file
+// it lists (one deleted meanwhile failed the whole listing). So: list from
+// the prefix cut before any escape-like text, filter and sort here, and
+// list again when a file vanished under the walk.
+func (b *gcBucket) listFiles(ctx context.Context, prefix string) iter.Seq2[Attrs, error] {
+	return func(yield func(Attrs, error) bool) {
+		full := b.prefix + prefix
+		walk := full
+		if i := strings.Index(walk, "__0x"); i >= 0 {
+			walk = walk[:strings.LastIndex(walk[:i], "/")+1]
+		}
+		var out []Attrs
+		for relists := 0; ; relists++ {
+			out = out[:0]
+			it := b.b.List(&blob.ListOptions{Prefix: walk})
+			var err error
 			for {
-				o, err := it.Next(ctx)
-				if err == io.EOF {
-					return
+				var o *blob.ListObject
+				if o, err = it.Next(ctx); err != nil {
+					break
 				}
-				if err != nil && b.dir != "" && gcerrors.Code(err) == gcerrors.NotFound && relists < maxRelists && ctx.Err() == nil {
-					// fileblob stats each file it lists: one deleted
-					// meanwhile (a concurrent Delete) failed the whole
-					// listing. List again, past the last key seen (keys
-					// come in order).
-					relists++
-					continue list
-				}
-				if err != nil {
-					yield(Attrs{}, b.errorf("list", prefix, err))
-					return
-				}
-				if o.Key <= last {
-					continue // seen before the listing started again
-				}
-				last = o.Key
-				if o.IsDir || b.dir != "" && strings.HasPrefix(o.Key, StagingDir+"/") {
+				if o.IsDir || !strings.HasPrefix(o.Key, full) || strings.HasPrefix(o.Key, StagingDir+"/") {
 					continue
 				}
-				if !yield(Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime}, nil) {
-					return
-				}
+				out = append(out, Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime})
+			}
+			if err == io.EOF {
+				break
+			}
+			if gcerrors.Code(err) == gcerrors.NotFound && relists < maxRelists && ctx.Err() == nil {
+				continue // a file vanished under the walk
+			}
+			yield(Attrs{}, b.errorf("list", prefix, err))
+			return
+		}
+		slices.SortFunc(out, func(x, y Attrs) int { return strings.Compare(x.Key, y.Key) })
+		for _, a := range out {
+			if !yield(a, nil) {
+				return
 			}
 		}
 	}

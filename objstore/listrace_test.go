@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,5 +56,71 @@ func TestListWhileDeleting(t *testing.T) {
 		if len(kept) != 100 {
 			t.Fatalf("listing %d: %d of the 100 keys that stay", n, len(kept))
 		}
+	}
+}
+
+// TestListOrderAcrossDirectories: a directory "a" with two objects under
+// it and an object "a-c" beside it: fileblob walks "a/b1", "a/b2", then
+// "a-c" (not key order; "-" sorts before "/"). List returns every key, in
+// key order, on file:// as on mem:// (a skip of keys not after the last
+// one seen dropped "a-c").
+func TestListOrderAcrossDirectories(t *testing.T) {
+	for _, url := range []string{"file://" + t.TempDir(), "mem://"} {
+		s, err := Open(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := []string{"p/a/b1", "p/a/b2", "p/a-c", "p/a.json"}
+		for _, k := range keys {
+			if _, err := s.PutIfAbsent(t.Context(), k, BytesSource([]byte("x"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for a, err := range s.List(t.Context(), "p/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, a.Key)
+		}
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: List = %v, want %v", url, got, want)
+		}
+		s.Close()
+	}
+}
+
+// TestListPrefixWithEscapeLikeText: a prefix whose directory part holds
+// text fileblob escapes on disk ("__0x1__", which a table name may hold)
+// lists its keys; fileblob walked the unescaped directory, which does not
+// exist, and listed nothing (a dropped table's files were never deleted).
+func TestListPrefixWithEscapeLikeText(t *testing.T) {
+	for _, url := range []string{"file://" + t.TempDir(), "mem://"} {
+		s, err := Open(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := "kv/db/t__0x1__y-7/0/snap-1/_METADATA"
+		if _, err := s.PutIfAbsent(t.Context(), k, BytesSource([]byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Stat(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"kv/db/t__0x1__y-7/", "kv/db/t__0x1__y-7/0/", "kv/"} {
+			var got []string
+			for a, err := range s.List(t.Context(), p) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, a.Key)
+			}
+			if len(got) != 1 {
+				t.Errorf("%s: List(%q) = %v, want [%s]", url, p, got, k)
+			}
+		}
+		s.Close()
 	}
 }
