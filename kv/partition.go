@@ -456,12 +456,19 @@ func splitExp(s []byte) ([]byte, int) {
 	return digits, exp
 }
 
+// NaN returns the NaN Java's Double.NaN is (bits 0x7ff8000000000000), as
+// Arrow, Parquet and Fluss clients write it. Go's math.NaN() has other bits
+// (0x7ff8000000000001), and a DOUBLE's bytes are its bits: a key or value
+// parsed from "NaN" must use this one to be the NaN other writers stored.
+// (As a FLOAT it converts to Java's Float.NaN, 0x7fc00000.)
+func NaN() float64 { return math.Float64frombits(0x7ff8000000000000) }
+
 // parseJavaFloat parses what appendJavaFloat produces (leniently: the caller checks
 // the canonical form).
 func parseJavaFloat(s string, bitSize int) (float64, error) {
 	switch s {
 	case "NaN":
-		return math.NaN(), nil
+		return NaN(), nil
 	case "Inf":
 		return math.Inf(1), nil
 	case "-Inf":

@@ -356,3 +356,18 @@ type nullFields struct {
 }
 
 func (f nullFields) IsNull(i int) bool { return i == f.null || f.Fields.IsNull(i) }
+
+// TestPartitionNaNIsJavas: a DOUBLE partition value "NaN" is Java's NaN
+// (0x7ff8000000000000), the one Arrow and Parquet rows carry: filled from
+// the partition name it had Go's math.NaN() bits, other bytes than the
+// rows' own.
+func TestPartitionNaNIsJavas(t *testing.T) {
+	v, err := ParsePartitionValue(mustType(t, "DOUBLE"), "NaN")
+	if f, ok := v.(float64); err != nil || !ok || math.Float64bits(f) != 0x7ff8000000000000 {
+		t.Fatalf("DOUBLE NaN: %v (%T), %v", v, v, err)
+	}
+	v, err = ParsePartitionValue(mustType(t, "FLOAT"), "NaN")
+	if f, ok := v.(float32); err != nil || !ok || math.Float32bits(f) != 0x7fc00000 {
+		t.Fatalf("FLOAT NaN: %v (%T), %v", v, v, err)
+	}
+}

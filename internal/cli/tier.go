@@ -1470,7 +1470,7 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("want a time like 13:45:00.123 or millis of the day, got %s %s", jsonKind(raw), raw)
 		}
 		d, err := time.Parse("15:04:05.999999999", s)
-		if err != nil {
+		if err != nil || fractionTooLong(s) {
 			return nil, fmt.Errorf("%q is not a time like 13:45:00.123", s)
 		}
 		if d.Nanosecond()%1e6 != 0 {
@@ -1487,6 +1487,9 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("want a timestamp string or epoch millis, got %s %s", jsonKind(raw), raw)
 		}
 		var ts time.Time
+		if fractionTooLong(s) {
+			return nil, fmt.Errorf("%q: more than 9 fractional digits of a second", s)
+		}
 		if typ.Kind == kv.KindTimestampLTZ {
 			if ts, err = time.Parse(time.RFC3339Nano, s); err != nil {
 				return nil, fmt.Errorf("%q is not an RFC 3339 instant like 2024-01-31T13:45:00Z", s)
@@ -1504,6 +1507,17 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 	}
 }
 
+// fractionTooLong reports whether s has more than 9 digits after its
+// decimal point: time.Parse drops the rest without an error.
+func fractionTooLong(s string) bool {
+	_, frac, ok := strings.Cut(s, ".")
+	n := 0
+	for n < len(frac) && frac[n] >= '0' && frac[n] <= '9' {
+		n++
+	}
+	return ok && n > 9
+}
+
 // valueToJSON is the inverse of valueFromJSON.
 func valueToJSON(typ kv.Type, v any) any {
 	if v == nil {
@@ -1515,11 +1529,18 @@ func valueToJSON(typ kv.Type, v any) any {
 	case []byte:
 		return base64.StdEncoding.EncodeToString(x)
 	case kv.Date:
-		return time.Unix(int64(x)*86400, 0).UTC().Format(time.DateOnly)
+		t := time.Unix(int64(x)*86400, 0).UTC()
+		if y := t.Year(); y < 0 || y > 9999 {
+			return int64(x) // days: the text form has four-digit years
+		}
+		return t.Format(time.DateOnly)
 	case kv.Time:
 		return time.UnixMilli(int64(x)).UTC().Format("15:04:05.000")
 	case kv.Timestamp:
 		t := time.UnixMilli(x.Millis).Add(time.Duration(x.NanoOfMilli)).UTC()
+		if y := t.Year(); (y < 0 || y > 9999) && x.NanoOfMilli == 0 {
+			return x.Millis // epoch millis: the text form has four-digit years
+		}
 		if typ.Kind == kv.KindTimestampLTZ {
 			return t.Format(time.RFC3339Nano)
 		}
@@ -1543,7 +1564,7 @@ func valueToJSON(typ kv.Type, v any) any {
 
 // nonFinite are the JSON strings of the FLOAT and DOUBLE values JSON
 // numbers cannot hold (as JavaScript and Jackson write them).
-var nonFinite = map[string]float64{"NaN": math.NaN(), "Infinity": math.Inf(1), "-Infinity": math.Inf(-1)}
+var nonFinite = map[string]float64{"NaN": kv.NaN(), "Infinity": math.Inf(1), "-Infinity": math.Inf(-1)}
 
 func nonFiniteText(f float64) string {
 	switch {
