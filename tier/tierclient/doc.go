@@ -61,7 +61,8 @@
 // Writes from different Writers or clients are not ordered.
 //
 // Delivery is at least once: a request whose outcome is unknown (timeout,
-// broken connection, leader change) is sent again, so its mutations may be
+// broken connection, a response cut off after its headers, leader change)
+// is sent again, so its mutations may be
 // applied twice. Upserts and deletes are idempotent per key, and a retry
 // happens before the bucket's next batch is sent, so a retried batch
 // cannot undo a later one; the resulting rows are the same as with exactly

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -114,8 +116,21 @@ func classify(err error) action {
 	case tierpb.ReasonBatchTooLarge:
 		return split
 	}
-	if connect.CodeOf(err) == connect.CodeDeadlineExceeded {
+	if connect.CodeOf(err) == connect.CodeDeadlineExceeded || cutOff(err) {
 		return backoff
 	}
 	return giveUp
+}
+
+// cutOff reports whether err is a response the connection cut short (after
+// its headers): UNKNOWN with no thaw error, which only the transport makes
+// ("read message: unexpected EOF"). The request may have been applied;
+// reads and writes are idempotent, so it is sent again.
+func cutOff(err error) bool {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ce *connect.Error
+	return connect.CodeOf(err) == connect.CodeUnknown && errors.As(err, &ce) && tierpb.DetailOf(err) == nil &&
+		ce.Meta().Get(tierpb.HeaderReason) == "" && strings.Contains(ce.Message(), "unexpected EOF")
 }

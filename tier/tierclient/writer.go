@@ -453,8 +453,9 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 
 // Close flushes the Writer (see Flush), then releases it. If ctx ends
 // first, the requests in flight are abandoned: their rows may or may not
-// be written. Close returns the Writer's error, if any; closing again
-// returns nil.
+// be written; the rows not yet sent are dropped, and a Flush or Write
+// waiting meanwhile fails with ErrClosed. Close returns the Writer's error,
+// if any; closing again returns nil.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if w.mu.closed {
@@ -463,7 +464,14 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	err := w.flushLocked(ctx)
 	w.mu.closed = true
+	if err != nil && w.mu.err == nil {
+		// Rows are dropped: a Flush or Write still waiting must not
+		// take that for success, nor wait for ever.
+		w.mu.err = fmt.Errorf("%w: closed before every row was sent: %w", ErrClosed, err)
+	}
 	w.dropLocked()
+	close(w.mu.change)
+	w.mu.change = make(chan struct{})
 	w.mu.Unlock()
 	w.cancel()
 	w.wg.Wait()

@@ -1,0 +1,120 @@
+package tierclient
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/kv"
+)
+
+func closeSchema() kv.TableSchema {
+	return kv.TableSchema{
+		Columns: []kv.Column{
+			{Name: "id", Type: kv.Type{Kind: kv.KindBigInt}},
+			{Name: "v", Type: kv.Type{Kind: kv.KindString}, Nullable: true},
+		},
+		PrimaryKey: []string{"id"},
+		Buckets:    1,
+	}
+}
+
+type closeCoord struct {
+	tierv1connect.UnimplementedCoordinatorServiceHandler
+	tablet string
+}
+
+func (f *closeCoord) GetLeader(context.Context, *connect.Request[tierv1.GetLeaderRequest]) (*connect.Response[tierv1.GetLeaderResponse], error) {
+	return connect.NewResponse(&tierv1.GetLeaderResponse{CoordinatorId: "fake", Epoch: 1}), nil
+}
+
+func (f *closeCoord) GetTable(context.Context, *connect.Request[tierv1.GetTableRequest]) (*connect.Response[tierv1.GetTableResponse], error) {
+	return connect.NewResponse(&tierv1.GetTableResponse{Table: &tierv1.TableInfo{TableId: 7,
+		Path: &tierv1.TablePath{Database: "db", Table: "x"}, Schema: SchemaToProto(closeSchema()),
+		DataState: tierv1.DataState_DATA_STATE_ACTIVE}}), nil
+}
+
+func (f *closeCoord) GetTargetLocations(context.Context, *connect.Request[tierv1.GetTargetLocationsRequest]) (*connect.Response[tierv1.GetTargetLocationsResponse], error) {
+	return connect.NewResponse(&tierv1.GetTargetLocationsResponse{TargetId: &tierv1.TargetId{TableId: 7},
+		Schema: SchemaToProto(closeSchema()), DataState: tierv1.DataState_DATA_STATE_ACTIVE,
+		Buckets: []*tierv1.BucketLocation{{Bucket: 0, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1}}}), nil
+}
+
+type closeTablet struct {
+	tierv1connect.UnimplementedTabletServiceHandler
+	release chan struct{}
+	n       atomic.Int64
+}
+
+func (f *closeTablet) Write(ctx context.Context, req *connect.Request[tierv1.WriteRequest]) (*connect.Response[tierv1.WriteResponse], error) {
+	if f.n.Load() == 0 {
+		<-f.release
+	}
+	f.n.Add(int64(len(req.Msg.GetMutations())))
+	return connect.NewResponse(&tierv1.WriteResponse{Count: int32(len(req.Msg.GetMutations()))}), nil
+}
+
+// TestFlushAfterCloseDropped: a Flush waits; Close's ctx ends just as the
+// batch in flight is acknowledged (the sending goroutine between finishing
+// it and taking the next: held there with the OnBatch hook). Close drops
+// the queued row 2, written before the Flush: nothing woke the Flush (it
+// waited for its own ctx, for ever without one), or it saw nothing
+// buffered and returned nil. It now fails with ErrClosed at once.
+func TestFlushAfterCloseDropped(t *testing.T) {
+	tab := &closeTablet{release: make(chan struct{})}
+	close(tab.release)
+	_, th := tierv1connect.NewTabletServiceHandler(tab)
+	tsrv := httptest.NewServer(th)
+	defer tsrv.Close()
+	_, ch := tierv1connect.NewCoordinatorServiceHandler(&closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
+	csrv := httptest.NewServer(ch)
+	defer csrv.Close()
+	cctx, ccancel := context.WithCancel(context.Background())
+	var once atomic.Bool
+	ready := make(chan struct{})
+	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"), WithMaxBatchRows(1),
+		WithOnBatch(func(BatchInfo) {
+			if once.CompareAndSwap(false, true) {
+				<-ready
+				ccancel() // Close's deadline passes now
+				time.Sleep(200 * time.Millisecond)
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(t.Context(), kv.Row{int64(2), "b"}); err != nil {
+		t.Fatal(err)
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer fcancel()
+	flushed := make(chan error, 1)
+	go func() { flushed <- w.Flush(fctx) }()
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close(cctx) }()
+	time.Sleep(50 * time.Millisecond)
+	close(ready)
+	ferr, cerr := <-flushed, <-closed
+	switch {
+	case ferr == nil && tab.n.Load() < 2:
+		t.Errorf("Flush returned nil, but row 2 (written before the Flush) was dropped unsent (Close: %v)", cerr)
+	case tab.n.Load() < 2 && !errors.Is(ferr, ErrClosed):
+		t.Errorf("Flush: %v, want ErrClosed (Close: %v; the server got %d of 2 rows)", ferr, cerr, tab.n.Load())
+	}
+}
