@@ -32,6 +32,10 @@ type Promoter struct {
 	running atomic.Bool
 	drainMu sync.Mutex // one local drain at a time
 	reqMu   sync.Mutex // one Request stores and queues at a time (enqueueRequests)
+	// pruneMu: a Request holds it shared from its plan until its keys are
+	// queued, PruneLedger exclusively: a record a request's answer counts
+	// on (the attempt after it) is never deleted in between.
+	pruneMu sync.RWMutex
 
 	mu struct {
 		sync.Mutex
@@ -458,6 +462,8 @@ func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
 		only = &r.Partition
 	}
 	asker := item{forced: only != nil, requested: true}
+	p.pruneMu.RLock()
+	defer p.pruneMu.RUnlock()
 	ps, err := p.plan(ctx, pol, only, asker)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,9 @@ func (p *Promoter) PruneLedger(ctx context.Context) (int, error) {
 	if p.cfg.LedgerRetention < 0 {
 		return 0, nil
 	}
+	// No Request between its plan and its queueing meanwhile (pruneMu).
+	p.pruneMu.Lock()
+	defer p.pruneMu.Unlock()
 	recs, err := p.cfg.Ledger.List(ctx)
 	if err != nil {
 		if errors.Is(err, ErrUnreadable) {
@@ -58,14 +61,11 @@ func (p *Promoter) PruneLedger(ctx context.Context) (int, error) {
 	n := 0
 	for _, r := range prunable(recs, p.now().Add(-p.cfg.LedgerRetention)) {
 		k := p.recordKey(r)
-		if _, queued := p.q.queued(k); queued {
-			// A request of the target waits: it was answered with the
-			// attempt after this record's, which its waiter (thaw promote
-			// --wait) waits for. Without the record the run would be
-			// attempt 1, and the waiter would wait for ever.
-			continue
-		}
-		if !p.q.tryAcquire(k) {
+		// Not while the key runs or waits in the queue: a request of the
+		// target was answered with the attempt after this record's, which
+		// its waiter (thaw promote --wait) waits for; without the record
+		// the run would be attempt 1, and the waiter would wait for ever.
+		if !p.q.tryAcquireIdle(k) {
 			continue
 		}
 		err := p.cfg.Ledger.Delete(ctx, r.ID, r.Revision)

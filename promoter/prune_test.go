@@ -87,27 +87,61 @@ func TestPrunable(t *testing.T) {
 	}
 }
 
-// TestQueueTryAcquire: a key held by a promotion is not taken; a free key
-// is, whatever its policy's limit, and done releases it.
+// TestQueueTryAcquire: a key held by a promotion, or waiting in the queue,
+// is not taken; a free key is, whatever its policy's limit, and done
+// releases it.
 func TestQueueTryAcquire(t *testing.T) {
 	q := newQueue(func(string) int { return 1 })
 	a, b := Key{Policy: "p", Partition: "a"}, Key{Policy: "p", Partition: "b"}
 	if err := q.acquire(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
-	if q.tryAcquire(a) {
+	if q.tryAcquireIdle(a) {
 		t.Fatal("took a running key")
 	}
-	if !q.tryAcquire(b) {
+	if !q.tryAcquireIdle(b) {
 		t.Fatal("did not take a free key of a policy at its limit")
 	}
 	q.done(b)
 	q.done(a)
-	if !q.tryAcquire(a) {
+	if !q.tryAcquireIdle(a) {
 		t.Fatal("did not take a released key")
 	}
 	q.done(a)
 	if p, r := q.depth(); p != 0 || r != 0 {
 		t.Fatalf("depth %d pending %d running", p, r)
+	}
+	// Pending: checked and taken under one lock (a separate queued check
+	// raced a request queued in between).
+	q.add(a, item{requested: true, ids: []string{"p-1"}, rev: 7})
+	if q.tryAcquireIdle(a) {
+		t.Fatal("took a pending key")
+	}
+	if err := q.acquire(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	q.add(b, item{})
+	if q.tryAcquireIdle(b) {
+		t.Fatal("took a running key queued again (dirty)")
+	}
+}
+
+// TestQueueRemoveID: Cancel's removal finds the id and takes its item out
+// under one lock; an id no queued item carries any more (its item started,
+// and a reconcile queued the key again without it) is not removed.
+func TestQueueRemoveID(t *testing.T) {
+	q := newQueue(func(string) int { return 2 })
+	a := Key{Policy: "p", Partition: "a"}
+	q.add(a, item{requested: true, ids: []string{"p-1"}, rev: 3})
+	if k, _, err := q.get(t.Context()); err != nil || k != a {
+		t.Fatalf("get: %v %v", k, err)
+	}
+	q.add(a, item{}) // a reconcile: dirty while it runs
+	if k, got, ok := q.removeID("p-1"); ok {
+		t.Fatalf("removed %v %+v: the id's item runs", k, got)
+	}
+	q.add(a, item{requested: true, ids: []string{"p-2"}, rev: 4})
+	if k, got, ok := q.removeID("p-2"); !ok || k != a || got.rev != 4 {
+		t.Fatalf("removeID of a dirty key's id: %v %+v %v", k, got, ok)
 	}
 }

@@ -106,22 +106,27 @@ func (q *queue) queued(k Key) (item, bool) {
 	return it, ok
 }
 
-// remove takes k out of the queue if it waits there (pending, or dirty
-// while it runs) and returns what it held.
-func (q *queue) remove(k Key) (item, bool) {
+// removeID takes out of the queue the item that carries promotion id (a
+// pending key's, or a dirty one's) and returns its key and what it held;
+// false if no queued item carries it (any more).
+func (q *queue) removeID(id string) (Key, item, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if it, ok := q.mu.pending[k]; ok {
-		delete(q.mu.pending, k)
-		q.mu.order = slices.DeleteFunc(q.mu.order, func(o Key) bool { return o == k })
-		q.broadcastLocked()
-		return it, true
+	for k, it := range q.mu.pending {
+		if slices.Contains(it.ids, id) {
+			delete(q.mu.pending, k)
+			q.mu.order = slices.DeleteFunc(q.mu.order, func(o Key) bool { return o == k })
+			q.broadcastLocked()
+			return k, it, true
+		}
 	}
-	if it, ok := q.mu.dirty[k]; ok {
-		delete(q.mu.dirty, k)
-		return it, true
+	for k, it := range q.mu.dirty {
+		if slices.Contains(it.ids, id) {
+			delete(q.mu.dirty, k)
+			return k, it, true
+		}
 	}
-	return item{}, false
+	return Key{}, item{}, false
 }
 
 // queuedID is a promotion id a queued item carries: its key and how many
@@ -229,13 +234,16 @@ func (q *queue) acquire(ctx context.Context, k Key) error {
 	}
 }
 
-// tryAcquire marks k running if it is not, whatever its policy's limit,
-// and reports whether it did: the exclusion of a short ledger write that
-// is no promotion (PruneLedger). A pending k stays pending.
-func (q *queue) tryAcquire(k Key) bool {
+// tryAcquireIdle marks k running if it neither runs nor waits in the
+// queue (pending, or dirty), whatever its policy's limit, and reports
+// whether it did: the exclusion of a short ledger write that is no
+// promotion (PruneLedger), checked and taken under one lock.
+func (q *queue) tryAcquireIdle(k Key) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.mu.running[k] {
+	_, pending := q.mu.pending[k]
+	_, dirty := q.mu.dirty[k]
+	if q.mu.running[k] || pending || dirty {
 		return false
 	}
 	q.startLocked(k)

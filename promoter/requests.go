@@ -292,8 +292,13 @@ func (p *Promoter) Cancel(ctx context.Context, id string) (QueuedRequest, error)
 		}
 		return QueuedRequest{}, fmt.Errorf("%w: promotion %s waits in no queue (thaw status lists what does)", ErrNotQueued, id)
 	}
-	it, ok := p.q.remove(q.Key)
-	if !ok {
+	// Found and taken out at once: the item the id was found in may have
+	// started meanwhile, and the key be queued again by a reconcile.
+	k, it, ok := p.q.removeID(id)
+	if !ok || k != q.Key {
+		if ok {
+			p.q.add(k, it) // moved to another key meanwhile: leave it
+		}
 		return QueuedRequest{}, fmt.Errorf("%w: promotion %s started meanwhile", ErrNotQueued, id)
 	}
 	p.updateDepth()
