@@ -15,28 +15,9 @@ import (
 	"github.com/thawdb/thaw/promoter"
 )
 
+// oneDayPolicy promotes 2024-01-02 into shop.table.
 func oneDayPolicy(t *testing.T, name, table string) *policies.Policy {
-	return policy(t, fmt.Sprintf(`apiVersion: thaw.dev/v1
-kind: PromotionPolicy
-metadata:
-  name: %s
-spec:
-  source:
-    table: lake.events
-  target:
-    database: shop
-    table: %s
-    buckets: 2
-    replicationFactor: 1
-  selection:
-    partitions:
-      where:
-        event_day:
-          in: ["2024-01-02"]
-  limits:
-    buildWorkers: 1
-    memory: 8MiB
-`, name, table))
+	return daysPolicy(t, name, table, "2024-01-02")
 }
 
 // holdAt returns an AfterPhase hook that holds every promotion reaching

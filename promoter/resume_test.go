@@ -56,6 +56,12 @@ func (e *env) reconcile(ctx context.Context, t *testing.T, p *promoter.Promoter)
 
 // twoDayPolicy promotes 2024-01-02 and 2024-01-03 into shop.table.
 func twoDayPolicy(t *testing.T, name, table string) *policies.Policy {
+	return daysPolicy(t, name, table, "2024-01-02", "2024-01-03")
+}
+
+// daysPolicy promotes the given days of lake.events into shop.table, all
+// at once.
+func daysPolicy(t *testing.T, name, table string, days ...string) *policies.Policy {
 	return policy(t, fmt.Sprintf(`apiVersion: thaw.dev/v1
 kind: PromotionPolicy
 metadata:
@@ -72,12 +78,12 @@ spec:
     partitions:
       where:
         event_day:
-          in: ["2024-01-02", "2024-01-03"]
+          in: ["%s"]
   limits:
-    concurrentPromotions: 2
+    concurrentPromotions: %d
     buildWorkers: 1
     memory: 8MiB
-`, name, table))
+`, name, table, strings.Join(days, `", "`), len(days)))
 }
 
 // TestKillAndResume kills the promoter at each phase (Hooks.AfterPhase
