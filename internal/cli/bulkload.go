@@ -520,8 +520,15 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 		return err
 	}
 	if err := writeOutput(stdout, *out, append(b, '\n')); err != nil {
-		// Nobody could build or commit it: lift the fence at once rather
-		// than at the build deadline.
+		if *token != "" {
+			// A caller's token may have resumed a transaction whose
+			// context an earlier begin handed to builders: not ours to
+			// abort.
+			return fmt.Errorf("%w; bulk load %s (caller token %s) is left BEGUN: run thaw bulkload begin --token %s again for its context, or thaw bulkload abort %s",
+				err, bc.Handle().TxnID, tok, tok, bc.Handle().TxnID)
+		}
+		// A new token: nobody could build or commit it. Lift the fence at
+		// once rather than at the build deadline.
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), sf.timeout)
 		defer acancel()
 		if _, aerr := c.Abort(actx, bc.Handle()); aerr != nil {
