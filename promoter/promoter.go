@@ -28,10 +28,14 @@ type Promoter struct {
 	pols   map[string]*policies.Policy
 	byLake map[string]*policies.Policy // catalog + "\x00" + lake table
 
-	ready   atomic.Bool
-	running atomic.Bool
-	drainMu sync.Mutex // one local drain at a time
-	reqMu   sync.Mutex // one Request stores and queues at a time (enqueueRequests)
+	ready atomic.Bool
+	// resuming: Run resumes the ledger; Request and Cancel wait for it
+	// (a request stored now would replace one the previous leader stored,
+	// not loaded yet, and drop its promotion ids).
+	resuming atomic.Bool
+	running  atomic.Bool
+	drainMu  sync.Mutex // one local drain at a time
+	reqMu    sync.Mutex // one Request stores and queues at a time (enqueueRequests)
 	// pruneMu: a Request holds it shared from its plan until its keys are
 	// queued, PruneLedger exclusively: a record a request's answer counts
 	// on (the attempt after it) is never deleted in between.
@@ -450,6 +454,9 @@ func (p *Promoter) updateDepth() {
 // repeating the request merges with them): a promoter that stops before
 // their turn leaves them to the next one, whose Run queues them again.
 func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
+	if p.resuming.Load() {
+		return nil, ErrResuming
+	}
 	pol, err := p.resolve(r)
 	if err != nil {
 		return nil, err
@@ -649,6 +656,8 @@ func (p *Promoter) Run(ctx context.Context) error {
 		return errors.New("promoter: already running")
 	}
 	defer p.running.Store(false)
+	p.resuming.Store(true)
+	defer p.resuming.Store(false)
 	fatal, records := p.resume(ctx)
 	if fatal != nil {
 		if ctx.Err() != nil {
@@ -678,6 +687,7 @@ func (p *Promoter) Run(ctx context.Context) error {
 		return err
 	}
 	p.ready.Store(true)
+	p.resuming.Store(false)
 	p.log.Info("promoter running", "policies", len(p.cfg.Policies), "workers", p.cfg.Workers)
 
 	var wg sync.WaitGroup

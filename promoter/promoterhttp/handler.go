@@ -140,7 +140,7 @@ func statusOf(err error) (int, string) {
 	case errors.Is(err, promoter.ErrTargetNotEmpty), errors.Is(err, promoter.ErrSchema), errors.Is(err, promoter.ErrSkipped),
 		errors.Is(err, promoter.ErrExists), errors.Is(err, promoter.ErrConflict), errors.Is(err, promoter.ErrNotQueued):
 		return http.StatusConflict, CodeConflict
-	case errors.Is(err, promoter.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, promoter.ErrClosed), errors.Is(err, promoter.ErrResuming), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, promoter.ErrUnreadable):
 		// The promoter's own state, not the request, is at fault: a 5xx,
