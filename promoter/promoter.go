@@ -30,8 +30,7 @@ type Promoter struct {
 
 	ready atomic.Bool
 	// resuming: Run resumes the ledger; Request and Cancel wait for it
-	// (a request stored now would replace one the previous leader stored,
-	// not loaded yet, and drop its promotion ids).
+	// (awaitResumed).
 	resuming atomic.Bool
 	running  atomic.Bool
 	drainMu  sync.Mutex // one local drain at a time
@@ -169,6 +168,21 @@ func (p *Promoter) now() time.Time { return p.cfg.Now() }
 
 // Policies returns the configured policies.
 func (p *Promoter) Policies() []*policies.Policy { return slices.Clone(p.cfg.Policies) }
+
+// awaitResumed waits while Run resumes the ledger: a request or cancel
+// then would not see the stored requests of the previous leader (not
+// loaded yet), and a request would replace one of them, dropping its
+// promotion ids. ctx ending first is ErrResuming (503, retriable).
+func (p *Promoter) awaitResumed(ctx context.Context) error {
+	for p.resuming.Load() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrResuming, context.Cause(ctx))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
 
 // Ready reports whether Run has resumed the ledger and runs.
 func (p *Promoter) Ready() bool { return p.ready.Load() }
@@ -454,8 +468,8 @@ func (p *Promoter) updateDepth() {
 // repeating the request merges with them): a promoter that stops before
 // their turn leaves them to the next one, whose Run queues them again.
 func (p *Promoter) Request(ctx context.Context, r Request) ([]PlanItem, error) {
-	if p.resuming.Load() {
-		return nil, ErrResuming
+	if err := p.awaitResumed(ctx); err != nil {
+		return nil, err
 	}
 	pol, err := p.resolve(r)
 	if err != nil {

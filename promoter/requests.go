@@ -283,8 +283,8 @@ func (p *Promoter) loadRequests(ctx context.Context) error {
 // stopped: ErrNotQueued, as for one that has run or was never requested.
 // A target the policy selects is queued again by the next reconcile.
 func (p *Promoter) Cancel(ctx context.Context, id string) (QueuedRequest, error) {
-	if p.resuming.Load() {
-		return QueuedRequest{}, ErrResuming
+	if err := p.awaitResumed(ctx); err != nil {
+		return QueuedRequest{}, err
 	}
 	p.reqMu.Lock()
 	defer p.reqMu.Unlock()

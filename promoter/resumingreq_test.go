@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/thawdb/thaw/promoter"
 )
@@ -30,9 +31,10 @@ func (l *blockFirstList) List(ctx context.Context) ([]promoter.Record, error) {
 // TestRequestDuringResume: a request served while a new leader resumes its
 // ledger (the previous leader's stored requests not loaded yet) replaced
 // the stored request of its key and dropped its promotion ids: the old
-// id's waiter saw 404 ("queued") for ever. Request and Cancel answer
-// ErrResuming then (503, retriable); the stored request is loaded and its
-// old id ends with a skip note.
+// id's waiter saw 404 ("queued") for ever. Request and Cancel wait for the
+// resume now (ErrResuming if their context ends first: 503, retriable);
+// the stored request is loaded, merged with the request that waited, and
+// its old id ends with a skip note.
 func TestRequestDuringResume(t *testing.T) {
 	e, pol, cfg := requestEnv(t)
 	ctx := t.Context()
@@ -47,13 +49,26 @@ func TestRequestDuringResume(t *testing.T) {
 	p := e.promoter(cfg)
 	run(t, p)
 	<-bl.blocked // Resume runs
-	if _, err := p.Request(ctx, promoter.Request{Policy: pol.Name(), Partition: part}); !errors.Is(err, promoter.ErrResuming) {
+	// A request and a cancel wait for it; given up, they fail with
+	// ErrResuming.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Request(short, promoter.Request{Policy: pol.Name(), Partition: part}); !errors.Is(err, promoter.ErrResuming) {
 		t.Fatalf("request during resume: %v, want ErrResuming", err)
 	}
-	if _, err := p.Cancel(ctx, oldID); !errors.Is(err, promoter.ErrResuming) {
+	if _, err := p.Cancel(short, oldID); !errors.Is(err, promoter.ErrResuming) {
 		t.Fatalf("cancel during resume: %v, want ErrResuming", err)
 	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.Request(ctx, promoter.Request{Policy: pol.Name(), Partition: part})
+		waited <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
 	close(bl.release)
+	if err := <-waited; err != nil {
+		t.Fatalf("request that waited for the resume: %v", err)
+	}
 	waitFor(t, "the previous leader's requested promotion ended (a skip note: the lake moved on)", func() bool {
 		_, ok := p.Skipped(oldID)
 		return ok

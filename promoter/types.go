@@ -47,8 +47,9 @@ var (
 	ErrSkipped = errors.New("promoter: skipped")
 	// ErrClosed: the promoter is shutting down and takes no more work.
 	ErrClosed = errors.New("promoter: shutting down")
-	// ErrResuming: Run is resuming the ledger (the stored requests are not
-	// loaded yet) and takes no request or cancel; retry in a moment.
+	// ErrResuming: a request or cancel's context ended while it waited for
+	// Run to resume the ledger (the stored requests are not loaded before);
+	// retry in a moment.
 	ErrResuming = errors.New("promoter: resuming its ledger")
 	// ErrNotQueued: Cancel was asked for a promotion that does not wait
 	// in the queue (it runs, has run, or was never requested).

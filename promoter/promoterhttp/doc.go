@@ -46,7 +46,7 @@
 //	405 invalid       wrong method (the Allow header lists the right ones)
 //	409 conflict      the target is not empty, its schema does not match, the record changed, or
 //	                  (GET /v1/promotions/{id}) the requested promotion was skipped when its turn came
-//	503 unavailable   the promoter is not leading, is shutting down, or (requests, cancels) resumes its ledger
+//	503 unavailable   the promoter is not leading or is shutting down, or a request or cancel timed out waiting for it to resume its ledger
 //	500 unreadable    a ledger record the answer needs cannot be read (the message names its key and why):
 //	                  GET /v1/promotions/{id} of it, or a plan or promotion request, which reads the whole ledger
 //	500 internal      anything else
