@@ -71,11 +71,14 @@ func secretsYAML() string {
 		s["gcs.json_key"], s["azure.account_key"], s["azure.sas_token"], s["glue.secret_access_key"], s["properties"])
 }
 
-// leaks returns "where: secret (form)" for every secret found in data, in
-// plain text, base64 or URL-escaped.
-func leaks(where string, data []byte) []string {
+// leaks returns "where: secret (form)" for every one of testSecrets
+// found in data, in plain text, base64 or URL-escaped.
+func leaks(where string, data []byte) []string { return leaksOf(testSecrets, where, data) }
+
+// leaksOf is leaks for the secrets given.
+func leaksOf(secrets map[string]string, where string, data []byte) []string {
 	var out []string
-	for name, v := range testSecrets {
+	for name, v := range secrets {
 		for form, enc := range map[string]string{
 			"plain": v, "base64": base64.StdEncoding.EncodeToString([]byte(v)),
 			"base64url": base64.RawURLEncoding.EncodeToString([]byte(v)), "url-escaped": url.QueryEscape(v),
