@@ -28,6 +28,11 @@
 //
 // # Delivery
 //
+// Only committed events are read (read_committed): a producer may write
+// its events in a Kafka transaction, and those of an aborted transaction
+// are never handled, while an open transaction holds back the events
+// behind it in its partitions until it ends.
+//
 // Events are handled one at a time in each partition's order (producers
 // key records by table to keep a table's events in one partition); the
 // offset of each is committed as soon as it is handled or rejected, so an

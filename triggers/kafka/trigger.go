@@ -143,6 +143,10 @@ func New(cfg Config) (*Trigger, error) {
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(start),
 		kgo.DisableAutoCommit(),
+		// Events a producer wrote in a transaction count once it commits:
+		// an aborted one's never happened (franz-go reads uncommitted
+		// records by default).
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			log.Info("control topic partitions assigned", "topic", cfg.Topic, "partitions", m[cfg.Topic])
