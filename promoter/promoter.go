@@ -431,14 +431,15 @@ func (p *Promoter) ReconcilePolicy(ctx context.Context, policy string) (Reconcil
 		}
 		rep.Selected++
 		switch {
-		case it.Action == ActionPromote:
-			p.q.add(it.Key, item{})
+		case it.Action == ActionPromote || strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key):
+			// A closed queue (Run's term ended) drops the key: the caller
+			// (a control event) must not count it as handled.
+			if _, err := p.q.enqueue(it.Key, item{}); err != nil {
+				return rep, fmt.Errorf("promoter: reconcile %s: %w", policy, err)
+			}
 			rep.Enqueued++
 		case strings.HasPrefix(it.Reason, "already promoted"):
 			rep.Promoted++
-		case strings.HasPrefix(it.Reason, ReasonInProgress) && !p.q.isRunning(it.Key):
-			p.q.add(it.Key, item{})
-			rep.Enqueued++
 		case strings.HasPrefix(it.Reason, ReasonInProgress):
 			rep.Running++
 		default:
@@ -792,11 +793,15 @@ func (p *Promoter) pollLoop(ctx context.Context) {
 			if last, ok := seen[pol.Name()]; ok && last == cur {
 				continue
 			}
-			seen[pol.Name()] = cur
 			p.log.Info("lake commit seen", "policy", pol.Name(), "table", src.Table, "lake_snapshot", cur)
-			if _, err := p.ReconcilePolicy(ctx, pol.Name()); err != nil && ctx.Err() == nil {
-				p.log.Warn("reconcile on lake commit", "policy", pol.Name(), "err", err)
+			if _, err := p.ReconcilePolicy(ctx, pol.Name()); err != nil {
+				// Not seen: the next poll reconciles again.
+				if ctx.Err() == nil {
+					p.log.Warn("reconcile on lake commit", "policy", pol.Name(), "err", err)
+				}
+				continue
 			}
+			seen[pol.Name()] = cur
 		}
 	})
 }

@@ -72,26 +72,35 @@ func (q *queue) broadcastLocked() {
 	q.mu.changed = make(chan struct{})
 }
 
-// add enqueues k. It reports whether k was not already pending or dirty.
+// add enqueues k. It reports whether k was not already pending or dirty
+// (false when the queue is closed: see enqueue).
 func (q *queue) add(k Key, it item) bool {
+	added, _ := q.enqueue(k, it)
+	return added
+}
+
+// enqueue is add for a caller that must know whether k was taken: it fails
+// with ErrClosed while the queue is closed (Run does not run: it has not
+// started, or its term ended), when k is dropped.
+func (q *queue) enqueue(k Key, it item) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mu.closed {
-		return false
+		return false, ErrClosed
 	}
 	if q.mu.running[k] {
 		old, ok := q.mu.dirty[k]
 		q.mu.dirty[k] = old.merge(it)
-		return !ok
+		return !ok, nil
 	}
 	if old, ok := q.mu.pending[k]; ok {
 		q.mu.pending[k] = old.merge(it)
-		return false
+		return false, nil
 	}
 	q.mu.pending[k] = it
 	q.mu.order = append(q.mu.order, k)
 	q.broadcastLocked()
-	return true
+	return true, nil
 }
 
 // queued returns what the queue holds for k waiting to run: pending, or
