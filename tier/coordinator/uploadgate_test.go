@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // A runner whose freeze closed a transaction to gateway writes and ended
@@ -15,9 +16,21 @@ func TestUploadGatewayReopenWithWriteInFlight(t *testing.T) {
 	if fail := g.enter("t1"); fail != nil {
 		t.Fatal(fail)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel() // the term ends while the freeze waits
 	owner := new(int)
+	// A freeze whose term has ended closes nothing: the runner's cleanup
+	// that reopens may have run already.
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := g.closeAndDrain(ended, "t1", owner); err == nil {
+		t.Fatal("closeAndDrain of an ended term returned nil")
+	}
+	if fail := g.enter("t1"); fail != nil {
+		t.Fatalf("an ended term's freeze closed the transaction: %v", fail)
+	}
+	g.leave("t1")
+	// The term ends while the freeze waits.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
 	if err := g.closeAndDrain(ctx, "t1", owner); err == nil {
 		t.Fatal("closeAndDrain returned with a write in flight")
 	}

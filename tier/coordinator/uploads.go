@@ -118,6 +118,14 @@ func (g *uploadGateway) leave(txn string) {
 // validation then reads.
 func (g *uploadGateway) closeAndDrain(ctx context.Context, txn string, owner any) error {
 	g.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		// The owner's term ended: its cleanup may have reopened txn
+		// already, and a close now would outlive it (the same process's
+		// next term would find the gateway closed to a transaction whose
+		// manifest never froze). The context ends before that cleanup.
+		g.mu.Unlock()
+		return fmt.Errorf("closing the upload gateway to transaction %s: %w", txn, err)
+	}
 	w := g.txns[txn]
 	if w == nil {
 		w = &txnWrites{}
