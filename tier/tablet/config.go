@@ -63,8 +63,9 @@ type Config struct {
 	// MaxBatchMutations bounds the mutations of a Write, the keys of a
 	// Lookup, the rows of a PrefixLookup and of a Scan page.
 	MaxBatchMutations int
-	// MaxBatchBytes bounds the encoded changelog bytes of a Write and the
-	// key and value bytes of a PrefixLookup result or a Scan page.
+	// MaxBatchBytes bounds the encoded changelog bytes of a Write, the
+	// key and value bytes of a PrefixLookup result or a Scan page, and the
+	// value bytes of a Lookup answer holding more than one value.
 	MaxBatchBytes int
 	// RestoreConcurrency bounds the replicas restoring at once.
 	RestoreConcurrency int

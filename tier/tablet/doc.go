@@ -113,7 +113,9 @@
 // not ready too (in the order of Write's checks 1–4). A Lookup reads its
 // keys, and a PrefixLookup all its prefixes, from one consistent view; a
 // PrefixLookup's rows together are bounded by MaxBatchMutations rows and
-// MaxBatchBytes bytes (else BATCH_TOO_LARGE). Scan pages are consistent and
+// MaxBatchBytes bytes (else BATCH_TOO_LARGE), a Lookup's values by
+// MaxBatchBytes unless it finds one value only (a key asked for twice
+// counts twice; tierclient splits such a Lookup). Scan pages are consistent and
 // report the changelog offset they reflect; paging never repeats or skips a
 // row that exists for the whole scan. A consistent scan pins one view for
 // all its pages; the view is released when the scan completes, after

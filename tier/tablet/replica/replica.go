@@ -427,6 +427,20 @@ func (r *Replica) lookup(ctx context.Context, snap *pebble.Snapshot, keys [][]by
 		return nil, err
 	}
 	out := make([][]byte, len(keys))
+	// The answer is bounded like a write or a scan page: past the byte
+	// limit with more than one value it is refused (ErrTooLarge; clients
+	// split the keys), a key asked for many times counting each time.
+	size, found := 0, 0
+	tooLarge := func(n int) error {
+		if size += n; n > 0 {
+			found++
+		}
+		if size > r.h.opts.maxBytes && found > 1 {
+			_ = it.Close()
+			return fmt.Errorf("%w: the values of %d keys exceed %d bytes", ErrTooLarge, len(keys), r.h.opts.maxBytes)
+		}
+		return nil
+	}
 	for j, i := range order {
 		if j%ctxCheckEvery == 0 {
 			if err := ctx.Err(); err != nil {
@@ -439,7 +453,12 @@ func (r *Replica) lookup(ctx context.Context, snap *pebble.Snapshot, keys [][]by
 		case bytes.Equal(k, metaKey):
 			continue
 		case j > 0 && bytes.Equal(k, keys[order[j-1]]):
-			out[i] = bytes.Clone(out[order[j-1]])
+			if prev := out[order[j-1]]; prev != nil {
+				if err := tooLarge(len(prev)); err != nil {
+					return nil, err
+				}
+				out[i] = bytes.Clone(prev)
+			}
 			continue
 		case !it.SeekPrefixGE(k):
 			continue
@@ -447,6 +466,9 @@ func (r *Replica) lookup(ctx context.Context, snap *pebble.Snapshot, keys [][]by
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
+			return nil, err
+		}
+		if err := tooLarge(len(v)); err != nil {
 			return nil, err
 		}
 		out[i] = append(make([]byte, 0, len(v)), v...)
