@@ -12,8 +12,10 @@
 // the batch's first logical offset (8 bytes, big-endian), its value a
 // version, a kind and the records, length-prefixed (frame.go). A marker
 // record (kind 1, key = the next logical offset) keeps the log's end when
-// it is emptied and moves a fresh or emptied log up (ResetTo). Decoding is
-// strict: anything else in the topic is changelog.ErrCorrupt.
+// it is emptied; a reset marker (kind 2, the same key, its value also the
+// end it moves up from) moves a fresh or emptied log up (ResetTo). Decoding is
+// strict: anything else in the topic is changelog.ErrCorrupt (so a thaw
+// older than the reset marker cannot read a log reset since).
 //
 // # Logical offsets and the chain rule
 //
@@ -22,7 +24,11 @@
 // bulk-loaded bucket is its row count). Readers therefore walk the topic
 // from its first retained record, which is valid by construction, and
 // apply one rule: a batch belongs to the log when its first offset is
-// exactly the end so far, a marker when its offset is not below it. A
+// exactly the end so far, a marker when its offset is not below it, a
+// reset marker when the end it moves up from is exactly the end so far
+// (so a batch a deposed leader appended after the reset saw the log empty
+// wins, and ResetTo fails with ErrConflict, instead of being skipped and
+// deleted). A
 // record that breaks the rule was written by a writer that had not seen
 // the latest records (a deposed leader still appending) and is skipped by
 // every reader alike. The writer learns it from the Kafka offset its

@@ -12,22 +12,27 @@ import (
 //
 //	key:   8 bytes, big-endian: a batch's first logical offset, or a
 //	       marker's next logical offset
-//	value: version (1), kind (kindBatch or kindMarker), then for a batch
-//	       uvarint count (>= 1) and count × (uvarint length, bytes)
+//	value: version (1), kind (kindBatch, kindMarker or kindReset), then
+//	       for a batch uvarint count (>= 1) and count × (uvarint length,
+//	       bytes); for a reset marker the end it moves up from (8 bytes,
+//	       big-endian, below the key)
 //
 // Kafka's record batch CRC covers both; decode is strict all the same.
 const (
 	frameVersion = 1
 	kindBatch    = 0
 	kindMarker   = 1
+	kindReset    = 2
 	keyLen       = 8
 )
 
 // entry is one decoded Kafka record of a bucket log.
 type entry struct {
 	k      int64 // Kafka offset
-	marker bool
+	marker bool  // a marker or a reset marker: no records
+	reset  bool
 	first  int64    // batch: logical offset of its first record; marker: the next logical offset
+	from   int64    // reset marker: the end it moves up from
 	recs   [][]byte // batch only: at least one record
 }
 
@@ -63,6 +68,14 @@ func encodeMarker(next int64) (key, value []byte) {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, keyLen), uint64(next)), []byte{frameVersion, kindMarker}
 }
 
+// encodeReset returns the key and value of a reset marker that makes next
+// the next logical offset of a log that ends at from (and only of such a
+// log: see cursor.step).
+func encodeReset(next, from int64) (key, value []byte) {
+	key = binary.BigEndian.AppendUint64(make([]byte, 0, keyLen), uint64(next))
+	return key, binary.BigEndian.AppendUint64([]byte{frameVersion, kindReset}, uint64(from))
+}
+
 // decodeEntry parses the Kafka record at offset k. Records alias value.
 func decodeEntry(k int64, key, value []byte) (entry, error) {
 	bad := func(format string, args ...any) (entry, error) {
@@ -88,6 +101,16 @@ func decodeEntry(k int64, key, value []byte) (entry, error) {
 			return bad("marker with %d trailing bytes", len(value)-2)
 		}
 		e.marker = true
+		return e, nil
+	case kindReset:
+		if len(value) != 2+keyLen {
+			return bad("reset marker of %d bytes", len(value))
+		}
+		from := binary.BigEndian.Uint64(value[2:])
+		if from >= first {
+			return bad("reset marker from %d to %d does not move up", from, first)
+		}
+		e.marker, e.reset, e.from = true, true, int64(from)
 		return e, nil
 	case kindBatch:
 	default:
@@ -133,7 +156,8 @@ func uvarint(b []byte) (uint64, int) {
 //
 // The chain rule decides, the same way for every reader, which Kafka
 // records belong to the log: a batch is valid when its first logical
-// offset is exactly x, a marker when its next offset is at least x. Any
+// offset is exactly x, a marker when its next offset is at least x, a
+// reset marker when it moves up from exactly x. Any
 // other record was written by a writer with an outdated view of the log (a
 // deposed leader) and is skipped. A writer learns from the offset Kafka
 // gave its record whether it was valid (see Log.Append): this is what
@@ -144,6 +168,9 @@ type cursor struct{ k, x int64 }
 // valid by construction: records are deleted only up to a valid one.
 func anchor(e entry) cursor {
 	c := cursor{k: e.k, x: e.first}
+	if e.reset {
+		c.x = e.from
+	}
 	c.step(e)
 	return c
 }
@@ -151,6 +178,16 @@ func anchor(e entry) cursor {
 // step moves c past e (e.k >= c.k) and reports whether e is valid.
 func (c *cursor) step(e entry) bool {
 	c.k = e.k + 1
+	if e.reset {
+		// Conditional on the exact end, unlike a plain marker: a batch
+		// that another writer appended after the resetting writer saw the
+		// log empty makes the reset lose, never the batch.
+		if e.from == c.x {
+			c.x = e.first
+			return true
+		}
+		return false
+	}
 	if e.marker {
 		if e.first >= c.x {
 			c.x = e.first

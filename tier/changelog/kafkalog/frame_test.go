@@ -22,8 +22,12 @@ func TestFrameRoundTrip(t *testing.T) {
 		}
 	}
 	key, value = encodeMarker(1 << 40)
-	if e, err := decodeEntry(3, key, value); err != nil || !e.marker || e.first != 1<<40 {
+	if e, err := decodeEntry(3, key, value); err != nil || !e.marker || e.reset || e.first != 1<<40 {
 		t.Fatalf("marker: %+v, %v", e, err)
+	}
+	key, value = encodeReset(1<<40, 12)
+	if e, err := decodeEntry(4, key, value); err != nil || !e.marker || !e.reset || e.first != 1<<40 || e.from != 12 {
+		t.Fatalf("reset marker: %+v, %v", e, err)
 	}
 }
 
@@ -42,6 +46,12 @@ func TestFrameRejects(t *testing.T) {
 		"version":          {key, []byte{2, kindBatch, 1, 0}},
 		"kind":             {key, []byte{frameVersion, 9, 1, 0}},
 		"marker trailing":  {key, []byte{frameVersion, kindMarker, 0}},
+		"reset short":      {key, []byte{frameVersion, kindReset, 0, 0, 0, 0, 0, 0, 0}},
+		"reset trailing":   {key, append(binary.BigEndian.AppendUint64([]byte{frameVersion, kindReset}, 1), 0)},
+		"reset not up":     {key, binary.BigEndian.AppendUint64([]byte{frameVersion, kindReset}, 5)},
+		"reset down":       {key, binary.BigEndian.AppendUint64([]byte{frameVersion, kindReset}, 6)},
+		"reset negative":   {neg, binary.BigEndian.AppendUint64([]byte{frameVersion, kindReset}, 1)},
+		"reset from neg":   {near, binary.BigEndian.AppendUint64([]byte{frameVersion, kindReset}, 1<<63)},
 		"no count":         {key, []byte{frameVersion, kindBatch}},
 		"zero count":       {key, []byte{frameVersion, kindBatch, 0}},
 		"count too large":  {key, []byte{frameVersion, kindBatch, 5, 0}},
@@ -62,15 +72,20 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(k, v)
 	k, v = encodeMarker(10)
 	f.Add(k, v)
+	k, v = encodeReset(10, 4)
+	f.Add(k, v)
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		e, err := decodeEntry(0, key, value)
 		if err != nil {
 			return
 		}
 		var k2, v2 []byte
-		if e.marker {
+		switch {
+		case e.reset:
+			k2, v2 = encodeReset(e.first, e.from)
+		case e.marker:
 			k2, v2 = encodeMarker(e.first)
-		} else {
+		default:
 			k2, v2 = encodeBatch(e.first, e.recs)
 		}
 		if !bytes.Equal(k2, key) || !bytes.Equal(v2, value) {
@@ -83,6 +98,9 @@ func FuzzDecodeEntry(f *testing.F) {
 func TestChain(t *testing.T) {
 	b := func(k, first int64, n int) entry { return entry{k: k, first: first, recs: make([][]byte, n)} }
 	m := func(k, next int64) entry { return entry{k: k, marker: true, first: next} }
+	r := func(k, next, from int64) entry {
+		return entry{k: k, marker: true, reset: true, first: next, from: from}
+	}
 	for name, c := range map[string]struct {
 		ents  []entry
 		valid []bool
@@ -96,6 +114,10 @@ func TestChain(t *testing.T) {
 		"stale marker":          {[]entry{b(0, 0, 2), m(1, 1), b(2, 2, 1)}, []bool{true, false, true}, 3},
 		"anchored on a marker":  {[]entry{m(7, 100), b(8, 100, 1), b(9, 100, 1)}, []bool{true, true, false}, 101},
 		"anchored past start":   {[]entry{b(4, 40, 2), b(6, 42, 1)}, []bool{true, true}, 43},
+		"reset from the end":    {[]entry{m(0, 2), r(1, 10, 2), b(2, 10, 1)}, []bool{true, true, true}, 11},
+		"reset lost to a batch": {[]entry{m(0, 2), b(1, 2, 1), r(2, 10, 2), b(3, 3, 1)}, []bool{true, true, false, true}, 4},
+		"reset from below":      {[]entry{b(0, 0, 4), r(1, 10, 2)}, []bool{true, false}, 4},
+		"anchored on a reset":   {[]entry{r(5, 10, 2), b(6, 10, 1), b(7, 2, 1)}, []bool{true, true, false}, 11},
 	} {
 		c0 := anchor(c.ents[0])
 		got := []bool{true}

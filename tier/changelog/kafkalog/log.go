@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -414,6 +415,28 @@ func (l *kafkaLog) Read(ctx context.Context, from int64, maxBytes int) ([]change
 			return nil, l.wrap("read", err)
 		}
 	}
+	out, err := l.readChain(ctx, from, maxBytes)
+	if errors.Is(err, errTruncatedUnder) {
+		// Another handle truncated the log since this one last looked, and
+		// the index entry the walk started from is gone: learn the new
+		// start (indexed once resolved) and walk again from there.
+		if err := l.sync(ctx); err != nil {
+			return nil, l.wrap("read", err)
+		}
+		out, err = l.readChain(ctx, from, maxBytes)
+	}
+	if errors.Is(err, errTruncatedUnder) {
+		return nil, fmt.Errorf("%w: offset %d: %s was truncated past it", changelog.ErrOutOfRange, from, l.topic)
+	}
+	return out, err
+}
+
+// errTruncatedUnder: a read's walk of the chain started at a Kafka offset
+// that is no longer retained.
+var errTruncatedUnder = errors.New("kafkalog: truncated under the read")
+
+// readChain is Read after the handle's view covers from.
+func (l *kafkaLog) readChain(ctx context.Context, from int64, maxBytes int) ([]changelog.Record, error) {
 	l.mu.Lock()
 	start, end, tailK := l.mu.startX, l.mu.tail.x, l.mu.tail.k
 	if from < start || from > end {
@@ -446,8 +469,7 @@ func (l *kafkaLog) Read(ctx context.Context, from int64, maxBytes int) ([]change
 		} else {
 			res, err := l.lead.fetch(ctx, l, at.k)
 			if errors.Is(err, kerr.OffsetOutOfRange) {
-				// Truncated by another handle since this one last looked.
-				return nil, fmt.Errorf("%w: offset %d: %s was truncated past it", changelog.ErrOutOfRange, from, l.topic)
+				return nil, errTruncatedUnder
 			}
 			if err != nil {
 				return nil, l.wrap("read", err)
@@ -524,6 +546,10 @@ func (l *kafkaLog) Append(ctx context.Context, records [][]byte) (int64, error) 
 	l.mu.Lock()
 	x := l.mu.tail.x
 	l.mu.Unlock()
+	if x > math.MaxInt64-int64(len(records)) {
+		// Every reader would refuse the record (decodeEntry).
+		return 0, fmt.Errorf("%w: %d records after offset %d overflow the offsets", changelog.ErrTooLarge, len(records), x)
+	}
 	key, value := encodeBatch(x, records)
 	if len(value) > int(l.p.maxMessage) {
 		return 0, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", changelog.ErrTooLarge, len(value), l.p.maxMessage)
@@ -722,7 +748,11 @@ func (l *kafkaLog) ResetTo(ctx context.Context, offset int64) error {
 	case offset == end:
 		return nil
 	}
-	key, value := encodeMarker(offset)
+	// A reset marker, valid only where the log still ends at end: a
+	// batch another writer appends meanwhile wins (ErrConflict, nothing
+	// cut), where a plain marker would skip past that acknowledged batch
+	// and the cut would delete it.
+	key, value := encodeReset(offset, end)
 	k, err := l.write(ctx, key, value, offset, 0)
 	if err != nil {
 		return l.wrap("reset", err)
