@@ -8,8 +8,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/fencing"
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/tier/uploadcap"
 )
 
