@@ -422,8 +422,16 @@ func (p *parser) value(n *yaml.Node, path string) (string, bool) {
 	if isNull(n) {
 		return "null", true
 	}
+	// An integer is compared as one only in decimal: yaml.v3 takes 0x10,
+	// 0o17, 0b1 and 1_000 as integers, which would compare as text.
+	if n.ShortTag() == "!!int" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 && !decimalDigits.MatchString(n.Value) {
+		p.errAt(n, path, "integer %s: write it in decimal digits (or quote it to mean the text)", n.Value)
+		return "", false
+	}
 	return p.str(n, path)
 }
+
+var decimalDigits = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
 // --- the document ---
 

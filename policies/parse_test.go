@@ -69,6 +69,10 @@ func TestParseBad(t *testing.T) {
 		{"unknown op", doc("  selection:\n    partitions:\n      where:\n        region: {like: eu}\n"), "11:18", `unknown field "like" (want one of eq, ne, in, notIn, gt, gte, lt, lte)`},
 		{"in not a list", doc("  selection:\n    partitions:\n      where:\n        region: {in: eu}\n"), "11:22", "spec.selection.partitions.where.region.in: want a list of values, got a string"},
 		{"in empty list", doc("  selection:\n    partitions:\n      where:\n        region: {notIn: []}\n"), "11:25", "empty list"},
+		// yaml.v3 reads these as integers, which compared as text.
+		{"where underscored int", doc("  selection:\n    partitions:\n      where:\n        shard: {gte: 1_000}\n"), "11:22", "integer 1_000: write it in decimal digits (or quote it"},
+		{"where hex int", doc("  selection:\n    partitions:\n      where:\n        shard: {in: [1, 0x10]}\n"), "11:25", "where.shard.in[1]: integer 0x10: write it in decimal digits"},
+		{"where 0o int", doc("  selection:\n    partitions:\n      where:\n        shard: {eq: 0o17}\n"), "11:21", "integer 0o17"},
 		{"where op value is a list", doc("  selection:\n    partitions:\n      where:\n        region: {eq: [eu]}\n"), "11:22", "want a partition value, got a list"},
 		{"where field without ops", doc("  selection:\n    partitions:\n      where:\n        region: {}\n"), "11:17", "no condition"},
 		{"where field is a scalar", doc("  selection:\n    partitions:\n      where:\n        region: eu\n"), "11:17", "want a mapping, got a string"},
@@ -478,7 +482,7 @@ func TestParseValuesAsWritten(t *testing.T) {
     partitions:
       names: [2024-01-03, 007, 1e3, "x y"]
       where:
-        shard: {eq: 007, in: [0x1F, ~, null, "null"]}
+        shard: {eq: 007, in: ["0x1F", ~, null, "null"]}
 `)
 	pols, err := policies.Parse([]byte(y), "f")
 	if err != nil {
