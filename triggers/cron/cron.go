@@ -54,8 +54,8 @@ func schedule(expr, timeZone string) (cron.Schedule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrInvalid, expr, err)
 	}
-	if spec, ok := s.(*cron.SpecSchedule); ok && spec.Hour&starBit == 0 {
-		s = onceSchedule{spec}
+	if spec, ok := s.(*cron.SpecSchedule); ok {
+		s = localSchedule{SpecSchedule: spec, repeat: spec.Hour&starBit != 0}
 	}
 	// robfig gives up (zero time) when nothing matches within five years:
 	// "0 0 30 2 *" parses but never fires.
@@ -68,14 +68,19 @@ func schedule(expr, timeZone string) (cron.Schedule, error) {
 // starBit marks a field written as * or ? in robfig's SpecSchedule.
 const starBit = 1 << 63
 
-// onceSchedule is a schedule with fixed hours. It fires the first
-// occurrence of a local time that a daylight-saving change repeats, not
-// the second (robfig fires 02:30 twice on a fall-back night); as in Vixie
-// cron, a schedule whose hour is * keeps robfig's Next and fires by the
-// clock through the repeated hour. It walks the local calendar itself:
+// localSchedule is a 5-field schedule walked on the local calendar:
 // robfig's Next steps days by adding hours, which a 30-minute clock change
-// (Lord Howe Island) throws off, skipping whole days.
-type onceSchedule struct{ *cron.SpecSchedule }
+// (Lord Howe Island) throws off, and from local midnights, which a change
+// at midnight (Africa/Cairo, Asia/Beirut) removes: both skipped whole
+// days. A local time that a daylight-saving change skips does not fire
+// that day. One it repeats fires once, at its first occurrence (robfig
+// fires 02:30 twice on a fall-back night), unless the schedule's hour is
+// * (repeat): then, as in Vixie cron, it fires by the clock through the
+// repeated hour, at both occurrences.
+type localSchedule struct {
+	*cron.SpecSchedule
+	repeat bool
+}
 
 // dstShifts are the clock changes that exist (Lord Howe Island shifts by
 // 30 minutes, everyone else by one hour; two hours covers the historical
@@ -85,7 +90,7 @@ var dstShifts = []time.Duration{2 * time.Hour, time.Hour, 30 * time.Minute}
 // nextDays is how far Next looks, as robfig does: five years.
 const nextDays = 5*366 + 1
 
-func (s onceSchedule) Next(after time.Time) time.Time {
+func (s localSchedule) Next(after time.Time) time.Time {
 	y, m, d := after.In(s.Location).Date()
 	for i := range nextDays {
 		// Calendar arithmetic in UTC, where every day has 24 hours.
@@ -93,35 +98,63 @@ func (s onceSchedule) Next(after time.Time) time.Time {
 		if s.Month&(1<<uint(day.Month())) == 0 || !s.dayMatches(day) {
 			continue
 		}
-		for h := range 24 {
-			if s.Hour&(1<<uint(h)) == 0 {
-				continue
-			}
-			for mi := range 60 {
-				if s.Minute&(1<<uint(mi)) == 0 {
-					continue
-				}
-				for sec := range 60 {
-					if s.Second&(1<<uint(sec)) == 0 {
-						continue
-					}
-					t := time.Date(day.Year(), day.Month(), day.Day(), h, mi, sec, 0, s.Location)
-					if t.Day() != day.Day() || t.Hour() != h || t.Minute() != mi || t.Second() != sec {
-						continue // a time the clock change skips
-					}
-					if t = s.first(t); t.After(after) {
-						return t
-					}
-				}
-			}
+		if t := s.nextOn(day, after); !t.IsZero() {
+			return t
 		}
 	}
 	return time.Time{}
 }
 
+// nextOn returns the first fire time after after on the local day day (a
+// UTC date), or zero. A repeated hour's second occurrences come after the
+// first occurrences of later wall-clock times, so the earliest instant of
+// the day is kept, not the first wall-clock time found.
+func (s localSchedule) nextOn(day, after time.Time) time.Time {
+	var best time.Time
+	consider := func(t time.Time) {
+		if t.After(after) && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	for h := range 24 {
+		if s.Hour&(1<<uint(h)) == 0 {
+			continue
+		}
+		for mi := range 60 {
+			if s.Minute&(1<<uint(mi)) == 0 {
+				continue
+			}
+			for sec := range 60 {
+				if s.Second&(1<<uint(sec)) == 0 {
+					continue
+				}
+				t := time.Date(day.Year(), day.Month(), day.Day(), h, mi, sec, 0, s.Location)
+				if t.Day() != day.Day() || t.Hour() != h || t.Minute() != mi || t.Second() != sec {
+					continue // a time the clock change skips
+				}
+				t = s.first(t)
+				if !s.repeat {
+					// First occurrences follow the wall clock's order.
+					if t.After(after) {
+						return t
+					}
+					continue
+				}
+				consider(t)
+				for _, d := range dstShifts {
+					if later := t.Add(d); sameWallClock(later.In(s.Location), t.In(s.Location)) {
+						consider(later)
+					}
+				}
+			}
+		}
+	}
+	return best
+}
+
 // dayMatches is robfig's rule: day of month and day of week both match
 // when either is *, else either matches.
-func (s onceSchedule) dayMatches(day time.Time) bool {
+func (s localSchedule) dayMatches(day time.Time) bool {
 	dom := s.Dom&(1<<uint(day.Day())) != 0
 	dow := s.Dow&(1<<uint(day.Weekday())) != 0
 	if s.Dom&starBit != 0 || s.Dow&starBit != 0 {
@@ -132,7 +165,7 @@ func (s onceSchedule) dayMatches(day time.Time) bool {
 
 // first returns the first instant whose wall clock in the schedule's zone
 // is t's: t itself unless a clock change repeats it.
-func (s onceSchedule) first(t time.Time) time.Time {
+func (s localSchedule) first(t time.Time) time.Time {
 	local := t.In(s.Location)
 	for _, d := range dstShifts {
 		if earlier := t.Add(-d); sameWallClock(earlier.In(s.Location), local) {

@@ -386,3 +386,108 @@ func TestNextDailyEveryDay(t *testing.T) {
 		}
 	}
 }
+
+// TestNextHourStarByTheClock: a schedule whose hour is * fires at every
+// instant whose local wall clock matches, as a minute-by-minute clock
+// sees it, around every clock change of 2026 in zones whose changes fall
+// at midnight (Africa/Cairo, Asia/Beirut: robfig's Next skipped the whole
+// matching day, stepping days from a midnight that does not exist), by
+// 30 minutes (Lord Howe) or the usual hour: the repeated hour fires twice,
+// a skipped time not at all.
+func TestNextHourStarByTheClock(t *testing.T) {
+	for _, zone := range []string{"Africa/Cairo", "Asia/Beirut", "Europe/Berlin", "Australia/Lord_Howe", "America/Havana", "America/Santiago"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The clock changes of 2026.
+		var changes []time.Time
+		for h := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); h.Year() == 2026; h = h.Add(time.Hour) {
+			if _, a := h.In(loc).Zone(); func() bool { _, b := h.Add(time.Hour).In(loc).Zone(); return a != b }() {
+				changes = append(changes, h)
+			}
+		}
+		if len(changes) == 0 {
+			t.Fatalf("%s: no clock change in 2026", zone)
+		}
+		for _, expr := range []string{"0 * * * *", "*/20 * * * *", "30 * * * *", "0 * * * SUN,FRI,SAT", "15 * 24-29 3,4,9,10 *"} {
+			e := cron.Entry{Policy: "p", Cron: expr, TimeZone: zone}
+			spec := mustMatcher(t, expr)
+			for _, ch := range changes {
+				from, to := ch.Add(-36*time.Hour), ch.Add(36*time.Hour)
+				var want []time.Time
+				for m := from.Add(time.Minute); !m.After(to); m = m.Add(time.Minute) {
+					if spec(m.In(loc)) {
+						want = append(want, m)
+					}
+				}
+				after := from
+				for i, w := range want {
+					next, err := cron.Next(e, after)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !next.Equal(w) {
+						t.Fatalf("%s %q around %s: fire %d is %s (%s), want %s (%s)", zone, expr, ch, i,
+							next.UTC(), next.In(loc), w.UTC(), w.In(loc))
+					}
+					after = next
+				}
+			}
+		}
+	}
+}
+
+// mustMatcher is a minute-resolution reference for the few 5-field forms
+// TestNextHourStarByTheClock uses: "M * DOM MON DOW" with lists, ranges,
+// */N and names of days.
+func mustMatcher(t *testing.T, expr string) func(time.Time) bool {
+	t.Helper()
+	f := strings.Fields(expr)
+	field := func(s string, lo, hi int, names map[string]int) map[int]bool {
+		set := map[int]bool{}
+		for _, part := range strings.Split(s, ",") {
+			switch {
+			case part == "*":
+				for i := lo; i <= hi; i++ {
+					set[i] = true
+				}
+			case strings.HasPrefix(part, "*/"):
+				var n int
+				fmt.Sscanf(part, "*/%d", &n)
+				for i := lo; i <= hi; i += n {
+					set[i] = true
+				}
+			case names[part] != 0 || part == "SUN":
+				set[names[part]] = true
+			case strings.Contains(part, "-"):
+				var a, b int
+				fmt.Sscanf(part, "%d-%d", &a, &b)
+				for i := a; i <= b; i++ {
+					set[i] = true
+				}
+			default:
+				var n int
+				if _, err := fmt.Sscanf(part, "%d", &n); err != nil {
+					t.Fatalf("reference cannot read %q", part)
+				}
+				set[n] = true
+			}
+		}
+		return set
+	}
+	days := map[string]int{"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}
+	minute, dom, month, dow := field(f[0], 0, 59, nil), field(f[2], 1, 31, nil), field(f[3], 1, 12, nil), field(f[4], 0, 6, days)
+	if f[1] != "*" {
+		t.Fatalf("reference: hour %q is not *", f[1])
+	}
+	domStar, dowStar := f[2] == "*", f[4] == "*"
+	return func(l time.Time) bool {
+		d, w := dom[l.Day()], dow[int(l.Weekday())]
+		day := d && w
+		if !domStar && !dowStar {
+			day = d || w
+		}
+		return l.Second() == 0 && minute[l.Minute()] && month[int(l.Month())] && day
+	}
+}

@@ -23,7 +23,11 @@
 // the last Sunday of March). A time that a fall-back change repeats fires
 // once when the hour field is fixed ("30 2 * * *"); with an hour of * the
 // schedule keeps firing by the clock through the repeated hour, as in Vixie
-// cron. Schedule outside 02:00-03:00 local, or in UTC, to avoid both.
+// cron. Every other day fires, also where the change removes midnight
+// (Africa/Cairo, Asia/Beirut) or shifts by 30 minutes (Lord Howe Island):
+// the local calendar is walked day by day. Schedule away from the local
+// clock changes (02:00-03:00 in most zones, midnight in some), or in UTC,
+// to avoid both.
 // @every intervals are absolute durations and ignore zones.
 //
 // # Run
