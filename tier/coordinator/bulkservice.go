@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -77,8 +78,10 @@ func (s *bulkService) Begin(ctx context.Context, req *connect.Request[tierv1.Beg
 	if err := bulkload.ValidateCallerToken(m.GetCallerToken()); err != nil {
 		return nil, bulkError(err, nil)
 	}
-	if m.GetBuildTimeoutMs() < 0 {
-		return nil, invalid("bulk load: build timeout %d ms is negative", m.GetBuildTimeoutMs())
+	if ms := m.GetBuildTimeoutMs(); ms < 0 || ms > int64(math.MaxInt64/time.Millisecond) {
+		// Beyond that the Duration would wrap (2^58 ms + 30 min read as
+		// 30 minutes); the machine refuses what is above the maximum.
+		return nil, invalid("bulk load: build timeout %d ms out of range", ms)
 	}
 	timeout := time.Duration(m.GetBuildTimeoutMs()) * time.Millisecond
 	if err := s.c.allowed(ctx, targetOfPath(m.GetTarget())); err != nil {
