@@ -73,6 +73,15 @@ func (b *Bucketing) UnmarshalText(text []byte) error {
 // MaxBuckets is the largest bucket count, Fluss's default max.bucket.num.
 const MaxBuckets = 4096
 
+// MaxColumns bounds a table's columns, and MaxSchemaText the bytes of its
+// column names and type names together: a schema within them fits in the
+// table's metadata record beside a bulk load's record of 4096 buckets (it
+// holds the schema again), both in one etcd request (1.5 MiB).
+const (
+	MaxColumns    = 4096
+	MaxSchemaText = 256 << 10
+)
+
 // TableSchema defines a primary-key table. It is a plain definition; NewTable
 // validates and compiles it.
 type TableSchema struct {
@@ -165,6 +174,16 @@ func compile(s TableSchema) (*Table, error) {
 	if s.SchemaID < 0 {
 		return nil, schemaError("schema id %d is negative", s.SchemaID)
 	}
+	if len(s.Columns) > MaxColumns {
+		return nil, schemaError("%d columns, at most %d", len(s.Columns), MaxColumns)
+	}
+	text := 0
+	for _, c := range s.Columns {
+		text += len(c.Name) + len(c.Type.String())
+	}
+	if text > MaxSchemaText {
+		return nil, schemaError("the column names and types take %d bytes, at most %d", text, MaxSchemaText)
+	}
 	t := &Table{cols: slices.Clone(s.Columns), index: make(map[string]int, len(s.Columns))}
 	for i, c := range s.Columns {
 		switch {
@@ -195,12 +214,18 @@ func compile(s TableSchema) (*Table, error) {
 		}
 	}
 
+	inPK := make([]bool, len(s.Columns))
+	for _, i := range pk {
+		inPK[i] = true
+	}
 	if t.partKeys, err = t.resolve("partition key", s.PartitionKeys); err != nil {
 		return nil, err
 	}
+	inPart := make([]bool, len(s.Columns))
 	for _, i := range t.partKeys {
+		inPart[i] = true
 		c := s.Columns[i]
-		if !slices.Contains(pk, i) {
+		if !inPK[i] {
 			return nil, schemaError("partition key %q is not part of the primary key %v", c.Name, s.PrimaryKey)
 		}
 		if c.Type.Kind == KindDecimal {
@@ -208,7 +233,7 @@ func compile(s TableSchema) (*Table, error) {
 		}
 	}
 	for _, i := range pk {
-		if !slices.Contains(t.partKeys, i) {
+		if !inPart[i] {
 			t.physKey = append(t.physKey, i)
 		}
 	}
@@ -221,10 +246,10 @@ func compile(s TableSchema) (*Table, error) {
 	}
 	for _, i := range t.bucketKey {
 		name := s.Columns[i].Name
-		if slices.Contains(t.partKeys, i) {
+		if inPart[i] {
 			return nil, schemaError("bucket key %q is a partition key", name)
 		}
-		if !slices.Contains(pk, i) {
+		if !inPK[i] {
 			return nil, schemaError("bucket key %q is not part of the primary key %v", name, s.PrimaryKey)
 		}
 	}
@@ -268,14 +293,16 @@ func compile(s TableSchema) (*Table, error) {
 // resolve maps column names to indexes; each must exist and appear once.
 func (t *Table) resolve(what string, names []string) ([]int, error) {
 	var idx []int
+	seen := make([]bool, len(t.cols))
 	for _, name := range names {
 		i, ok := t.index[name]
 		if !ok {
 			return nil, schemaError("%s column %q does not exist", what, name)
 		}
-		if slices.Contains(idx, i) {
+		if seen[i] {
 			return nil, schemaError("%s lists column %q twice", what, name)
 		}
+		seen[i] = true
 		idx = append(idx, i)
 	}
 	return idx, nil

@@ -40,6 +40,9 @@ func SchemaFromProto(p *tierv1.TableSchema) (kv.TableSchema, error) {
 	if p.GetSchemaId() < 0 || p.GetSchemaId() > math.MaxInt16 {
 		return kv.TableSchema{}, fmt.Errorf("tierpb: schema id %d not in 0..%d", p.GetSchemaId(), math.MaxInt16)
 	}
+	if n := len(p.GetColumns()); n > kv.MaxColumns {
+		return kv.TableSchema{}, fmt.Errorf("tierpb: %d columns, at most %d", n, kv.MaxColumns)
+	}
 	s := kv.TableSchema{
 		SchemaID:      int16(p.GetSchemaId()),
 		PrimaryKey:    p.GetPrimaryKey(),
