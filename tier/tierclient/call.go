@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"connectrpc.com/connect"
+
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -53,12 +55,14 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 			}
 			rctx, cancel := r.bounded(ctx)
 			fresh, rerr := c.refresh(rctx, e, st)
+			budgetGone := rctx.Err() != nil // before cancel sets it
 			cancel()
 			switch {
-			case rerr != nil && ctx.Err() == nil && rctx.Err() != nil:
+			case rerr != nil && ctx.Err() == nil && budgetGone:
 				return r.attempt, err // the budget ran out asking
 			case rerr != nil:
 				// The target is gone, or the coordinator cannot say.
+				c.forgetChanged(e, rerr)
 				return r.attempt, rerr
 			}
 			// A table created again with fewer buckets has no such
@@ -75,6 +79,7 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 			_, rerr := c.refresh(rctx, e, st)
 			cancel()
 			if rerr != nil && tierpb.ReasonOf(rerr) == tierpb.ReasonNotFound {
+				c.forgetChanged(e, rerr)
 				return r.attempt, rerr
 			}
 			st = e.state.Load()
@@ -88,5 +93,16 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 		}
 		st = e.state.Load()
 		c.opts.logger.Debug("tierclient: retry", "target", e.target.String(), "bucket", bucket, "attempt", r.attempt, "err", err)
+	}
+}
+
+// forgetChanged forgets what the client cached about e's table when the
+// coordinator no longer locates e as cached: the target is gone, or the
+// table under its name is another (created again partitioned, say: "name a
+// partition"). The next call describes the table afresh instead of
+// failing the same way for good.
+func (c *Client) forgetChanged(e *targetEntry, err error) {
+	if r := tierpb.ReasonOf(err); r == tierpb.ReasonNotFound || r == tierpb.ReasonInvalidArgument || connect.CodeOf(err) == connect.CodeInvalidArgument {
+		c.forgetTable(e.target.path(), 0)
 	}
 }

@@ -443,6 +443,7 @@ type router struct {
 	info  *TableInfo
 	fixed *targetEntry            // base names a physical target
 	parts map[string]*targetEntry // partitions met so far, when derived per row
+	same  bool                    // info was found current (sameTable)
 }
 
 func (c *Client) newRouter(ctx context.Context, t Target) (*router, error) {
@@ -495,6 +496,12 @@ func (r *router) route(ctx context.Context, row kv.Row) (*targetEntry, error) {
 	e, err := r.c.entry(ctx, t)
 	switch {
 	case tierpb.ReasonOf(err) == tierpb.ReasonNotFound:
+		if !r.same {
+			if err := r.c.sameTable(ctx, r.info); err != nil {
+				return nil, err
+			}
+			r.same = true
+		}
 		r.parts[name] = nil // a partition that does not exist holds no row
 		return nil, nil
 	case err != nil:
@@ -502,6 +509,23 @@ func (r *router) route(ctx context.Context, row kv.Row) (*targetEntry, error) {
 	}
 	r.parts[name] = e
 	return e, nil
+}
+
+// sameTable fails unless info still describes the table the coordinator
+// has under its name: only then does a partition that is not found hold
+// no row. Another client may have dropped the table and created it again
+// with other partition keys, and rows routed by the cached description
+// would name partitions the new table never has (a Get answered "no row"
+// for a row that exists, a Delete deleted nothing and succeeded).
+func (c *Client) sameTable(ctx context.Context, info *TableInfo) error {
+	cur, err := c.RefreshTable(ctx, info.Database, info.Name)
+	if err != nil {
+		return err
+	}
+	if cur.ID != info.ID {
+		return fmt.Errorf("%w: table %s.%s was dropped and created again (id %d, now %d)", ErrTargetChanged, info.Database, info.Name, info.ID, cur.ID)
+	}
+	return nil
 }
 
 // partitionEntry returns the entry of partition name of the partitioned

@@ -231,7 +231,13 @@ func (w *Writer) routeLocked(ctx context.Context, row kv.Row, create bool) (*tar
 	} else {
 		t := w.r.base
 		t.Partition = name
-		e, err = w.c.entry(ctx, t)
+		if e, err = w.c.entry(ctx, t); tierpb.ReasonOf(err) == tierpb.ReasonNotFound {
+			// A delete finds no row to delete in a partition that does
+			// not exist only while the table is the one routed by.
+			if serr := w.c.sameTable(ctx, w.r.info); serr != nil {
+				err = serr
+			}
+		}
 	}
 	w.mu.Lock()
 	if !create && tierpb.ReasonOf(err) == tierpb.ReasonNotFound {
