@@ -557,7 +557,13 @@ func (b *gcBucket) listFiles(ctx context.Context, prefix string) iter.Seq2[Attrs
 				out = append(out, Attrs{Key: strings.TrimPrefix(o.Key, b.prefix), Size: o.Size, ModTime: o.ModTime})
 			}
 			if err == io.EOF {
-				break
+				// fileblob skips a directory it cannot read without a
+				// word (EMFILE, EIO, EACCES): a listing that looks
+				// complete would have a cleanup delete nothing and
+				// forget what it cleaned.
+				if err = b.walkErr(walk); err == nil {
+					break
+				}
 			}
 			if gcerrors.Code(err) == gcerrors.NotFound && relists < maxRelists && ctx.Err() == nil {
 				continue // a file vanished under the walk
@@ -572,6 +578,19 @@ func (b *gcBucket) listFiles(ctx context.Context, prefix string) iter.Seq2[Attrs
 			}
 		}
 	}
+}
+
+// walkErr walks the directory a file:// listing of walk (a key prefix
+// without escapes) went through and returns the first error reading it
+// other than a vanished file or directory.
+func (b *gcBucket) walkErr(walk string) error {
+	root := filepath.Join(b.dir, filepath.FromSlash(walk[:strings.LastIndex(walk, "/")+1]))
+	return filepath.WalkDir(root, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	})
 }
 
 // maxRelists bounds how often one List of a file:// store starts again

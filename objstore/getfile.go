@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -108,7 +109,7 @@ func checkDigest(key string, r io.Reader, size int64, sha string) error {
 	d := newDigester(r)
 	buf := make([]byte, 256<<10)
 	// Read at most one byte past size: enough to tell that it is too long.
-	if _, err := io.CopyBuffer(io.Discard, io.LimitReader(struct{ io.Reader }{d}, size+1), buf); err != nil {
+	if _, err := io.CopyBuffer(io.Discard, io.LimitReader(struct{ io.Reader }{d}, min(size, math.MaxInt64-1)+1), buf); err != nil {
 		return fmt.Errorf("objstore: get %q: read: %w", key, err)
 	}
 	if d.n != size || d.sum() != sha {
@@ -267,7 +268,7 @@ func (b *gcBucket) linkObject(ctx context.Context, key, dst string, verify func(
 	// The object's name may have been given to another file (a plain Put
 	// replaces by rename) between opening and linking: then dst is not
 	// what was verified.
-	di, err := os.Stat(dst)
+	di, err := os.Lstat(dst) // not through a link to another file
 	if err != nil || !os.SameFile(fi, di) {
 		if rmErr := os.Remove(dst); rmErr != nil {
 			return fmt.Errorf("objstore: get %q: %s does not hold the verified object: %w", key, dst, errors.Join(err, rmErr))

@@ -173,6 +173,11 @@ func (b *gcBucket) linkFile(ctx context.Context, key, path string, f *os.File) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("objstore: put %q: %w", key, err)
 	}
+	if li, err := os.Lstat(path); err != nil || !li.Mode().IsRegular() {
+		// link(2) does not follow a symlink: the object would be the
+		// link, gone with its target. Copy what f reads instead.
+		return errNoLink
+	}
 	dest := b.filePath(key)
 	if err := os.MkdirAll(filepath.Dir(dest), b.dirMode); err != nil {
 		return b.errorf("put", key, err)
@@ -197,7 +202,7 @@ func (b *gcBucket) linkFile(ctx context.Context, key, path string, f *os.File) e
 	// Make sure the name now refers to the file that was verified (path
 	// could have been replaced between opening and linking it).
 	fi, ferr := f.Stat()
-	di, derr := os.Stat(dest)
+	di, derr := os.Lstat(dest) // not through a link to another file
 	if ferr != nil || derr != nil || !os.SameFile(fi, di) {
 		rmErr := os.Remove(dest)
 		return fmt.Errorf("objstore: put %q: %w: %s changed while it was stored: %w", key, ErrIntegrity, path, errors.Join(ferr, derr, rmErr))

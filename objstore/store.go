@@ -286,9 +286,10 @@ func (v *verifier) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
 	}
-	// Read at most one byte past size, enough to detect overflow.
-	if left := v.size + 1 - v.d.n; int64(len(p)) > left {
-		p = p[:left]
+	// Read at most one byte past size, enough to detect overflow (written
+	// so that size math.MaxInt64 does not wrap).
+	if rem := v.size - v.d.n; int64(len(p)) > rem {
+		p = p[:rem+1]
 	}
 	n, err := v.d.Read(p)
 	switch {
