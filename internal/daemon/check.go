@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/thawdb/thaw/tier/meta"
 )
@@ -15,7 +16,22 @@ import (
 func (c ServerConfig) CheckFiles() error {
 	log := slog.New(slog.DiscardHandler)
 	_, _, err := c.TLS.load(log)
-	return errors.Join(err, checkCallersFile(c.Coordinator), c.Etcd.TLS.check("etcd.tls"))
+	return errors.Join(err, checkCallersFile(c.Coordinator), c.Etcd.TLS.check("etcd.tls"), c.Changelog.checkKafkaTLS())
+}
+
+// checkKafkaTLS loads changelog.kafka.tls's files as a start would.
+func (c ChangelogOptions) checkKafkaTLS() error {
+	if c.Kafka == nil {
+		return nil
+	}
+	return checkKafkaTLS("changelog.kafka", c.Kafka.TLS)
+}
+
+// checkKafkaTLS loads a Kafka connection's TLS files (the SASL password
+// is the environment's, no file).
+func checkKafkaTLS(section string, t *KafkaTLSConfig) error {
+	_, _, err := kafkaConnection(section, t, nil, os.Getenv, slog.New(slog.DiscardHandler))
+	return err
 }
 
 // CheckFiles is ServerConfig.CheckFiles for thaw coordinator: also the
@@ -31,7 +47,7 @@ func (c CoordinatorConfig) CheckFiles() error {
 func (c TabletConfig) CheckFiles() error {
 	log := slog.New(slog.DiscardHandler)
 	_, _, _, err := loadSecrets(c.TLS, c.InternalTokenFile, log)
-	return errors.Join(err, checkEtcdTLS(c.Etcd))
+	return errors.Join(err, checkEtcdTLS(c.Etcd), c.Changelog.checkKafkaTLS())
 }
 
 func checkCallersFile(o CoordinatorOptions) error {
@@ -79,6 +95,9 @@ func (c PromoterConfig) CheckFiles() error {
 	}
 	if !c.Tier.IsEmbedded() {
 		errs = append(errs, checkEtcdTLS(c.Tier.Etcd))
+	}
+	if c.Kafka != nil {
+		errs = append(errs, checkKafkaTLS("kafka", c.Kafka.TLS))
 	}
 	return errors.Join(errs...)
 }

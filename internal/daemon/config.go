@@ -228,7 +228,7 @@ func (t EtcdTLS) set() bool { return t.CAFile != "" || t.CertFile != "" || t.Key
 // secure reports whether the endpoints are reached over TLS: all https://
 // or any etcd.tls file named.
 func (c EtcdConfig) secure() bool {
-	return c.TLS.set() || len(c.Endpoints) > 0 && strings.HasPrefix(c.Endpoints[0], "https://")
+	return c.TLS.set() || slices.ContainsFunc(c.Endpoints, func(e string) bool { return strings.HasPrefix(e, "https://") })
 }
 
 func (c *EtcdConfig) defaults() {

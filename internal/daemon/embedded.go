@@ -217,6 +217,7 @@ type Embedded struct {
 		sync.Mutex
 		coords  map[string]*component
 		tablets map[string]*component
+		mounts  map[string]*switchable // /t/{id}/ of every tablet server ever started, kept across failed starts
 		closed  bool
 	}
 	coordOrder []string // coord-1..coord-N
@@ -262,6 +263,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	e := &Embedded{cfg: cfg, log: log, failed: make(chan struct{}), gath: newGatherers(cfg.Registry)}
 	e.mu.coords = make(map[string]*component)
 	e.mu.tablets = make(map[string]*component)
+	e.mu.mounts = make(map[string]*switchable)
 	if f := cfg.Coordinator.CallersFile; f != "" {
 		if e.callers, err = readCallersFile(f, cfg.Coordinator.AuthorizeData, log, e.setCallers); err != nil {
 			return nil, err

@@ -408,7 +408,25 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	}()
 	go func() {
 		defer close(d.leadDone)
-		d.leadErr = d.lead(d.ctx)
+		// A component of the embedded tier that fails on its own (as
+		// thaw server, the process then stops so that a supervisor
+		// restarts it) ends the term: the promoter would otherwise go on
+		// with no coordinator, or a dead tablet server, for good.
+		lctx, cancel := context.WithCancelCause(d.ctx)
+		defer cancel(nil)
+		if e := d.pp.embedded; e != nil {
+			go func() {
+				select {
+				case <-e.Done():
+					cancel(fmt.Errorf("daemon: the embedded tier failed: %w", e.Err()))
+				case <-lctx.Done():
+				}
+			}()
+		}
+		d.leadErr = d.lead(lctx)
+		if cause := context.Cause(lctx); d.leadErr == nil && d.ctx.Err() == nil && cause != nil {
+			d.leadErr = cause
+		}
 		if d.leadErr != nil {
 			d.log.Error("promoter stopped", "err", d.leadErr)
 		}

@@ -55,11 +55,13 @@ func (e *Embedded) StartTablet(ctx context.Context, id string) error {
 	if old.running() {
 		return fmt.Errorf("daemon: tablet server %s is running", id)
 	}
-	sw := newSwitchable("tablet server " + id)
-	if old != nil {
-		sw = old.sw
-	} else {
+	// The mount is registered once per id: a start that failed after it
+	// left it there (the mux panics on a second registration).
+	sw := e.mu.mounts[id]
+	if sw == nil {
+		sw = newSwitchable("tablet server " + id)
 		e.mux.Handle(TabletPath(id), http.StripPrefix(TabletPath(id)[:len(TabletPath(id))-1], sw))
+		e.mu.mounts[id] = sw
 	}
 	// Its own etcd client, so that a kill can cut it off like a crash.
 	cli, err := e.etcd.Client(ctx)
