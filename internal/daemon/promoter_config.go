@@ -45,7 +45,9 @@ type PromoterConfig struct {
 	// (default 127.0.0.1:7080).
 	Listen string `yaml:"listen"`
 	// DataDir holds tier/ (the embedded tier) and tmp/ (build spill files).
-	// Required with the embedded tier.
+	// Required with the embedded tier. Like every file path of the config
+	// (ResolvePaths), a relative one is relative to the config file's
+	// directory.
 	DataDir string `yaml:"data_dir"`
 	// Policies are policy files or directories of them (*.yaml, *.yml).
 	// Relative paths are relative to the config file's directory. They
@@ -256,12 +258,27 @@ func (c PromoterTierConfig) validate(dataDir string) error {
 	return errors.Join(errs...)
 }
 
-// ResolvePaths makes relative policy and Kafka TLS file paths relative to
-// dir (the config file's directory).
+// ResolvePaths makes the relative paths of files and directories the
+// config names relative to dir (the config file's directory): data_dir,
+// policies, api_callers_file, tls, tier.ca_file, tier.cert_file,
+// tier.key_file, tier.etcd.tls and kafka.tls. Catalog URIs and
+// warehouses are the catalog's, used as written.
 func (c *PromoterConfig) ResolvePaths(dir string) {
-	for i, p := range c.Policies {
-		if p != "" && !filepath.IsAbs(p) {
-			c.Policies[i] = filepath.Join(dir, p)
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	for i := range c.Policies {
+		abs(&c.Policies[i])
+	}
+	for _, p := range []*string{&c.DataDir, &c.APICallersFile, &c.Tier.CAFile, &c.Tier.CertFile, &c.Tier.KeyFile,
+		&c.Tier.Etcd.TLS.CAFile, &c.Tier.Etcd.TLS.CertFile, &c.Tier.Etcd.TLS.KeyFile} {
+		abs(p)
+	}
+	if t := c.TLS; t != nil {
+		for _, p := range []*string{&t.CertFile, &t.KeyFile, &t.CAFile, &t.ClientCAFile} {
+			abs(p)
 		}
 	}
 	if c.Kafka != nil {

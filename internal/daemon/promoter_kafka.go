@@ -49,8 +49,10 @@ type KafkaConfig struct {
 	SASL *KafkaSASLConfig `yaml:"sasl"`
 }
 
-// KafkaTLSConfig configures TLS to the brokers. Relative paths are
-// relative to the config file's directory.
+// KafkaTLSConfig configures TLS to the brokers. In a promoter config
+// (kafka.tls) relative paths are relative to the config file's directory;
+// in a tier config (changelog.kafka.tls), like the tier configs' other
+// paths, to the working directory.
 type KafkaTLSConfig struct {
 	CAFile     string `yaml:"ca_file"`     // PEM CA bundle (default: system roots)
 	CertFile   string `yaml:"cert_file"`   // client certificate (PEM), with key_file
