@@ -84,3 +84,40 @@ func SampleAppendDay(ctx context.Context, info SampleInfo, a SampleAppend) (Samp
 	}
 	return SampleSnapshot{ID: s.SnapshotID, Operation: op, What: what}, nil
 }
+
+// SampleDelete deletes the rows of the sample table whose id is in ids, as
+// a copy-on-write delete (Iceberg's default delete mode, and Spark's): the
+// data files holding them are rewritten without them, and the rows they
+// carry over take the new snapshot's sequence number (what
+// Lake.RewrittenFiles counts).
+func SampleDelete(ctx context.Context, info SampleInfo, ids []int64) (SampleSnapshot, error) {
+	if len(ids) == 0 {
+		return SampleSnapshot{}, fmt.Errorf("%w: sample delete needs ids", ErrConfig)
+	}
+	l, err := Open(ctx, info.Config)
+	if err != nil {
+		return SampleSnapshot{}, err
+	}
+	defer l.Close()
+	tbl, err := l.loadTable(ctx, info.Table)
+	if err != nil {
+		return SampleSnapshot{}, err
+	}
+	what := fmt.Sprintf("delete ids %v (copy-on-write)", ids)
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{"write.delete.mode": "copy-on-write"}); err != nil {
+		return SampleSnapshot{}, fmt.Errorf("lake: sample %s: %w", what, err)
+	}
+	if err := tx.Delete(ctx, iceberg.IsIn(iceberg.Reference("id"), ids...), iceberg.Properties{"thaw.sample": what}); err != nil {
+		return SampleSnapshot{}, fmt.Errorf("lake: sample %s: %w", what, err)
+	}
+	if tbl, err = tx.Commit(ctx); err != nil {
+		return SampleSnapshot{}, fmt.Errorf("lake: sample %s: %w", what, err)
+	}
+	s := tbl.CurrentSnapshot()
+	op := ""
+	if s.Summary != nil {
+		op = string(s.Summary.Operation)
+	}
+	return SampleSnapshot{ID: s.SnapshotID, Operation: op, What: what}, nil
+}

@@ -2,11 +2,14 @@ package promoter_test
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
 	"github.com/thawdb/thaw/snapshotbuild"
@@ -109,4 +112,72 @@ func TestDuplicateKeysError(t *testing.T) {
 		}
 		e.checkTier("lenient", part, e.lakeRows(d))
 	}
+}
+
+// TestDuplicatesInRewrittenFilesRefused: under the default (last wins) a
+// partition whose scan repeats a key and reads a data file that a
+// copy-on-write delete rewrote fails terminally with
+// ErrUnorderedDuplicates, its target released: the rewrite gives the rows
+// it carries over its new sequence number, so the older version of the
+// key was read after the newer one appended before the delete, and
+// promoted. A partition without repeated keys is promoted as before.
+func TestDuplicatesInRewrittenFilesRefused(t *testing.T) {
+	e := newEnv(t, 600)
+	ctx := t.Context()
+	// An append-only sample (iceberg-go's copy-on-write rewrite does not
+	// apply the delete files the full sample has).
+	sample, err := lake.Sample(ctx, lake.SampleOptions{Dir: t.TempDir(), Rows: 600, Days: 7, Seed: 11, AppendOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := lake.Open(ctx, sample.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	e.sample, e.lake = sample, lk
+	dupDay, cleanDay := "2024-01-03", "2024-01-05"
+	ids := slices.Sorted(maps.Keys(e.lakeRows(dupDay)))
+	// A newer version of the day's first id, appended; then a delete of
+	// another row, copy-on-write: the file holding the older version is
+	// rewritten after the append.
+	if _, err := lake.SampleAppendDay(ctx, sample, lake.SampleAppend{Day: time.Date(2024, 1, 3, 0, 0, 0, 0, time.UTC), FirstID: ids[0], Rows: 1, Seed: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if e.lakeRowCount(dupDay) != len(e.lakeRows(dupDay))+1 || e.lakeRowCount(cleanDay) != len(e.lakeRows(cleanDay)) {
+		t.Fatal("the append did not repeat one key of the day")
+	}
+	snap, err := lake.SampleDelete(ctx, sample, ids[1:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := lk.RewrittenFiles(ctx, sample.Table, lake.ScanOptions{SnapshotID: &snap.ID}); err != nil || n == 0 {
+		t.Fatalf("the delete (%+v) rewrote no file: %d, %v", snap, n, err)
+	}
+
+	pol := windowPolicy(t, "w", "events", "7d", "")
+	cfg := e.config([]*policies.Policy{pol})
+	cfg.Lakes = map[string]promoter.Lake{"default": lk}
+	p := e.promoter(cfg)
+	part := e.partitionOf(dupDay)
+	r, err := p.Promote(ctx, promoter.Key{Policy: "w", Partition: part})
+	if !errors.Is(err, promoter.ErrUnorderedDuplicates) || promoter.IsRetriable(err) {
+		t.Fatalf("%s: %v, want ErrUnorderedDuplicates", part, err)
+	}
+	if r.Phase != promoter.PhaseFailed || r.Retriable || !strings.Contains(r.Error, "rewritten") {
+		t.Fatalf("%s: record %+v", part, r)
+	}
+	var n int
+	if err := e.tc.Scan(ctx, tierclient.Target{Database: "shop", Table: "events", Partition: part}, func(kv.Row) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%s: %d rows after the refusal", part, n)
+	}
+	e.noTxnInProgress("events", []string{part})
+	clean := e.partitionOf(cleanDay)
+	if r, err := p.Promote(ctx, promoter.Key{Policy: "w", Partition: clean}); err != nil || r.Phase != promoter.PhaseCommitted {
+		t.Fatalf("%s (no repeated key): %+v %v", clean, r, err)
+	}
+	e.checkTier("events", clean, e.lakeRows(cleanDay))
 }

@@ -79,7 +79,7 @@ func (p *Promoter) deposed(ctx context.Context) bool {
 // unavailable, timeouts, conflicts) is retriable, the default.
 func IsRetriable(err error) bool {
 	for _, terminal := range []error{
-		ErrSchema, ErrTargetNotEmpty, ErrUnknownPolicy, ErrNotAllowed,
+		ErrSchema, ErrTargetNotEmpty, ErrUnknownPolicy, ErrNotAllowed, ErrUnorderedDuplicates,
 		lake.ErrUnmappable, lake.ErrNoTierPartition, lake.ErrConfig,
 		snapshotbuild.ErrInvalidRow, snapshotbuild.ErrDuplicateKey, snapshotbuild.ErrSchemaMismatch,
 		snapshotbuild.ErrUnsupportedArrowType, snapshotbuild.ErrWrongPartition, snapshotbuild.ErrRecordTooLarge,
@@ -657,7 +657,39 @@ func (p *Promoter) build(ctx context.Context, src *source, r Record, bc *bulkloa
 	if err != nil {
 		return nil, fmt.Errorf("promoter: build %s: %w", r.Target(), err)
 	}
+	if err := p.checkDuplicateOrder(ctx, src, r, refs, results); err != nil {
+		return nil, err
+	}
 	return results, nil
+}
+
+// checkDuplicateOrder fails a build that kept the last row of duplicate
+// keys when the scan read data files a rewrite added: Iceberg gives the
+// rows a copy-on-write delete, update or merge (or a compaction) carries
+// over the rewrite's sequence number, so an older version of a key may
+// come after a newer one appended before the rewrite, and would win. The
+// lake is asked only when there were duplicates.
+func (p *Promoter) checkDuplicateOrder(ctx context.Context, src *source, r Record, refs []lake.PartitionRef, results []snapshotbuild.BucketResult) error {
+	var dups int64
+	for _, res := range results {
+		dups += res.Duplicates
+	}
+	if dups == 0 || src.pol.DuplicateKeys() == policies.DuplicateKeysError {
+		return nil
+	}
+	scan := r.ScanSnapshotID
+	n, err := src.lk.RewrittenFiles(ctx, r.LakeTable, lake.ScanOptions{SnapshotID: &scan, Partitions: refs, RequirePartitions: true})
+	if err != nil {
+		return fmt.Errorf("promoter: order of duplicate keys in %s at %d: %w", r.LakeTable, scan, err)
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: %d rows of %s shared a key with a later row, and %d of the data files read were rewritten "+
+			"(copy-on-write delete, update or merge, or compaction), which gives the rows they carry over the rewrite's "+
+			"sequence number: which row of a key is newest cannot be told. Remove the duplicates in the lake, write with "+
+			"merge-on-read (write.delete.mode, write.update.mode, write.merge.mode), or set duplicateKeys: error",
+			ErrUnorderedDuplicates, dups, r.LakeTable, n)
+	}
+	return nil
 }
 
 // scanReadAhead is how many scanned batches may wait for the build.

@@ -51,6 +51,11 @@ var (
 	// Run to resume the ledger (the stored requests are not loaded before);
 	// retry in a moment.
 	ErrResuming = errors.New("promoter: resuming its ledger")
+	// ErrUnorderedDuplicates: a build kept the last row of duplicate keys
+	// (duplicateKeys: last) while the lake had rewritten data files of the
+	// scan (a copy-on-write delete, update or merge, a compaction), so
+	// which row of a key is newest cannot be told.
+	ErrUnorderedDuplicates = errors.New("promoter: duplicate keys in rewritten lake files")
 	// ErrNotQueued: Cancel was asked for a promotion that does not wait
 	// in the queue (it runs, has run, or was never requested).
 	ErrNotQueued = errors.New("promoter: not queued")
@@ -61,6 +66,10 @@ type Lake interface {
 	Describe(ctx context.Context, name string) (*lake.TableInfo, error)
 	Partitions(ctx context.Context, name string, snapshotID *int64) ([]lake.PartitionStats, error)
 	Scan(ctx context.Context, name string, opts lake.ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error)
+	// RewrittenFiles counts the data files of a scan that a rewrite
+	// added (lake.Lake.RewrittenFiles): duplicate keys among their rows
+	// have no known order.
+	RewrittenFiles(ctx context.Context, name string, opts lake.ScanOptions) (int, error)
 }
 
 // Tier is what the promoter needs of the tier's metadata and reads
