@@ -2,6 +2,7 @@ package promoter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -66,6 +67,19 @@ func (l *limiter) wait(ctx context.Context, n int) error {
 type limitedStore struct {
 	snapshotbuild.Store
 	lim *limiter
+}
+
+// Get reads through to the wrapped store when it can read (downloads are
+// not limited): the builder checks a bucket's _METADATA before uploading
+// its data files, and the embedded interface hid the store's Get, so a
+// doomed rebuild uploaded every file first and left them behind.
+func (s limitedStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if r, ok := s.Store.(interface {
+		Get(ctx context.Context, key string) ([]byte, error)
+	}); ok {
+		return r.Get(ctx, key)
+	}
+	return nil, errors.ErrUnsupported // the builder decides at the write
 }
 
 func (s limitedStore) PutIfAbsent(ctx context.Context, key string, src objstore.Source) (objstore.Object, error) {
