@@ -3,8 +3,10 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/sync/errgroup"
@@ -76,8 +78,20 @@ func (r *runner) persist(ctx context.Context, w bulktxn.PersistRecord, assignRev
 // output an aborted transaction left, then the manifest, then the record.
 func (r *runner) deleteRecord(ctx context.Context, w bulktxn.DeleteRecord, rec bulkload.Record) bulktxn.Input {
 	if rec.State == bulkload.Aborted && rec.SnapshotIDs != nil {
+		// The record is what finds the output: forgotten, its files
+		// would stay for good. A failed cleaning is retried with the
+		// expiry for up to cleanRetryFor, then left.
 		if _, err := r.m.cleanAborted(ctx, rec); err != nil {
-			r.log.Warn("coordinator could not clean an aborted bulk load's output", "err", err)
+			now := r.m.c.clock.Now().UnixMilli()
+			first := r.cleanFailedMs.Load()
+			if first == 0 {
+				r.cleanFailedMs.Store(now)
+				first = now
+			}
+			if time.Duration(now-first)*time.Millisecond < cleanRetryFor {
+				return r.failed(bulktxn.OpExpire, fmt.Errorf("clean the aborted bulk load's output: %w", err))
+			}
+			r.log.Error("coordinator gives up cleaning an aborted bulk load's output; its files stay", "err", err, "for", cleanRetryFor)
 		}
 	}
 	if objs := r.m.c.bulkObjects; objs != nil && w.ManifestPath != "" {
@@ -95,6 +109,10 @@ func (r *runner) deleteRecord(ctx context.Context, w bulktxn.DeleteRecord, rec b
 	}
 	return bulktxn.Persisted{Op: bulktxn.OpExpire}
 }
+
+// cleanRetryFor is how long an expiring aborted transaction's record is
+// kept while cleaning its output fails.
+const cleanRetryFor = time.Hour
 
 // proveEmpty performs ProveEmpty: no registry snapshot of the target.
 func (r *runner) proveEmpty(ctx context.Context) bulktxn.Input {

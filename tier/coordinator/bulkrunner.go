@@ -37,7 +37,10 @@ type runner struct {
 
 	nextReq  atomic.Uint64
 	firstReq *pendingRequest // the Begin that created the transaction
-	pub      atomic.Pointer[runnerView]
+	// cleanFailedMs is when cleaning an aborted transaction's output at
+	// its expiry first failed (deleteRecord), 0 before.
+	cleanFailedMs atomic.Int64
+	pub           atomic.Pointer[runnerView]
 	// sending holds the servers a round command of this transaction is
 	// in flight to (sendRound): a server that does not answer holds one
 	// call of it, not one more at every resend.
