@@ -58,6 +58,10 @@ func oldestLogOffset(entries []snapshotEntry) int64 {
 type snapshotDoc struct {
 	entry snapshotEntry
 	doc   *snapshot.Metadata
+	// unread: reading the document failed for now (the store did not
+	// answer), not because it is gone, is no document or names another
+	// snapshot.
+	unread bool
 }
 
 // garbage returns the objects of the removed snapshots that may be deleted,

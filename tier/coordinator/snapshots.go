@@ -188,7 +188,36 @@ func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, buck
 	}
 	log := c.log.With("target", tgt.String(), "bucket", bucket)
 	docs := c.readDocs(ctx, log, slices.Concat(retained, removed), known)
-	objects, skipped := garbage(bucketDir, docs[:len(retained)], docs[len(retained):])
+	// What a snapshot whose document could not be read references is
+	// unknown. Its registry entry is the only way to its files: while a
+	// retained one is unknown nothing is pruned (what the removed ones
+	// share with it cannot be told), and a removed one whose document is
+	// only unreadable for now stays registered. Either is tried again at
+	// the next report. Keeping more only truncates the changelog less.
+	for _, d := range docs[:len(retained)] {
+		if d.doc == nil {
+			log.Warn("coordinator prunes no snapshot: the document of a retained one could not be read", "snapshot", d.entry.ID)
+			return slices.Concat(retained, removed), nil
+		}
+	}
+	retainedDocs := docs[:len(retained)]
+	var removedDocs []snapshotDoc
+	removed = removed[:0:0]
+	for _, d := range docs[len(retainedDocs):] {
+		if d.doc == nil && d.unread {
+			retained = append(retained, d.entry)
+			continue
+		}
+		removed = append(removed, d.entry)
+		removedDocs = append(removedDocs, d)
+	}
+	if kept := len(retained) - len(retainedDocs); kept > 0 {
+		log.Warn("coordinator keeps snapshots past retention: their documents could not be read", "snapshots", kept)
+	}
+	if len(removed) == 0 {
+		return retained, nil
+	}
+	objects, skipped := garbage(bucketDir, retainedDocs, removedDocs)
 
 	// The registry first: from now on nobody restores from them.
 	for i, e := range removed {
@@ -231,6 +260,9 @@ func (c *Coordinator) readDocs(ctx context.Context, log *slog.Logger, entries []
 		}
 		g.Go(func() error {
 			d, err := c.readMetadata(gctx, e.MetadataPath)
+			// Gone, outside the store, or read and wrong: no later read
+			// tells more. Anything else may read at the next try.
+			docs[i].unread = err != nil && !errors.Is(err, objstore.ErrNotFound) && !errors.Is(err, objstore.ErrOutsideStore) && !isDecodeError(err)
 			if err == nil && d.SnapshotID != e.ID {
 				err = fmt.Errorf("document of snapshot %d at %s names snapshot %d", e.ID, e.MetadataPath, d.SnapshotID)
 			}
