@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type reconciler struct {
 	kick chan struct{} // one slot: a pending request
 
 	underReplicated int // as of the last round; run's goroutine only
+	// tooLarge holds the targets whose placement did not fit their
+	// assignment record at the last round that changed them (warned
+	// once). run's goroutine only.
+	tooLarge map[meta.Target]bool
 
 	// The servers the term's assignments named that were not registered
 	// at its first round: Placement keeps their replicas (Server.Awaited)
@@ -158,10 +163,12 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 		return false, err
 	}
 	awaited := r.awaitedServers(log, cl)
-	res := Placement(append(cl.servers.placement(), awaited...), cl.placements(), r.c.cfg.MaxMovesPerRound)
+	placed := append(cl.servers.placement(), awaited...)
+	res := Placement(placed, cl.placements(), r.c.cfg.MaxMovesPerRound)
 	var (
-		notes []notice
-		errs  []error
+		notes    []notice
+		errs     []error
+		fellBack bool // a placement did not fit: no follow-up round for more moves
 	)
 	for i := range cl.targets {
 		ts := &cl.targets[i]
@@ -178,6 +185,28 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 		next := old
 		next.Buckets = toMeta(res.Targets[i].Buckets)
 		rev, err := r.c.store.PutAssignment(ctx, r.t.guard, next, ts.assignment.Rev)
+		if errors.Is(err, meta.ErrTooLarge) {
+			// The replicas added would not fit the record (many buckets,
+			// long server ids): write the part of the change that keeps
+			// the buckets served, the gone servers' replicas removed and
+			// their leaderships moved.
+			if r.tooLarge == nil {
+				r.tooLarge = make(map[meta.Target]bool)
+			}
+			if !r.tooLarge[tgt] {
+				log.Warn("coordinator cannot place replicas: the assignment would exceed the metadata record limit; "+
+					"only replicas on servers that are gone are removed, and buckets may stay under-replicated "+
+					"(fewer buckets or shorter tablet server ids fit)", "target", tgt.String(), "err", err)
+			}
+			r.tooLarge[tgt], fellBack = true, true
+			next.Buckets = withoutGone(old.Buckets, next.Buckets, placed)
+			if reflect.DeepEqual(next.Buckets, old.Buckets) {
+				continue
+			}
+			rev, err = r.c.store.PutAssignment(ctx, r.t.guard, next, ts.assignment.Rev)
+		} else if err == nil {
+			delete(r.tooLarge, tgt)
+		}
 		switch {
 		case fencing.IsFenced(err):
 			return false, err
@@ -212,7 +241,7 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
-	return !res.Balanced && res.Moves > 0, nil
+	return !res.Balanced && res.Moves > 0 && !fellBack, nil
 }
 
 // awaitedServers returns the servers Placement awaits this round: at the
@@ -309,6 +338,49 @@ func notifyRequest(epoch int64, cl *cluster, n notice, id string) *tierv1.Notify
 		}
 	}
 	return req
+}
+
+// withoutGone is old without the replicas on servers that are gone (not
+// in servers): the part of a placement that must be written for buckets
+// to stay served, without the replicas it adds or moves. A bucket whose
+// leader is gone takes next's leader if it remains (at next's epoch, above
+// old's), else its first remaining replica at an epoch above both; a
+// bucket with no replica left keeps old (next's buckets beyond old are
+// taken as they are).
+func withoutGone(old, next []meta.BucketAssignment, servers []Server) []meta.BucketAssignment {
+	live := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		live[s.ID] = true
+	}
+	out := make([]meta.BucketAssignment, len(next))
+	for i, n := range next {
+		if i >= len(old) {
+			out[i] = n
+			continue
+		}
+		o := old[i]
+		var keep []string
+		for _, id := range o.Replicas {
+			if live[id] {
+				keep = append(keep, id)
+			}
+		}
+		if len(keep) == 0 || len(keep) == len(o.Replicas) {
+			out[i] = o
+			continue
+		}
+		b := o
+		b.Replicas = keep
+		switch {
+		case slices.Contains(keep, o.Leader):
+		case slices.Contains(keep, n.Leader):
+			b.Leader, b.LeaderEpoch = n.Leader, max(n.LeaderEpoch, o.LeaderEpoch+1)
+		default:
+			b.Leader, b.LeaderEpoch = keep[0], max(o.LeaderEpoch, n.LeaderEpoch)+1
+		}
+		out[i] = b
+	}
+	return out
 }
 
 func replicasOf(a meta.Assignment) []string {

@@ -94,7 +94,9 @@
 // and 1.5 MiB per request by default. No transaction here has more than 100
 // comparisons or operations, callers' additions included, and no record
 // exceeds MaxRecordBytes (1 MiB: an assignment of 4096 buckets with three
-// replicas fits with server ids of up to 40 characters). Work over many keys is batched: AllocateSnapshotIDs moves
+// replicas fits with server ids of up to 40 characters; a placement that
+// does not fit is cut back by the coordinator to removing the replicas of
+// servers that are gone, and the buckets stay under-replicated). Work over many keys is batched: AllocateSnapshotIDs moves
 // 64 sequences per transaction; drops delete at most 500 keys per
 // transaction. A drop first marks its record dropping, deletes the
 // assignment (so nothing can be added any more) and writes the target's
