@@ -33,6 +33,9 @@ func (fakeLakeGoneFlaky) Partitions(context.Context, string, *int64) ([]lake.Par
 func (fakeLakeGoneFlaky) Scan(context.Context, string, lake.ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
 	return nil, nil, errors.New("unused")
 }
+func (fakeLakeGoneFlaky) RewrittenFiles(context.Context, string, lake.ScanOptions) (int, error) {
+	return 0, errors.New("unused")
+}
 
 type noTier struct{ promoter.Tier }
 type noBulkLoader struct{ promoter.BulkLoader }
