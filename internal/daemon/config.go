@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -928,7 +929,25 @@ func (c *TabletConfig) Validate() error {
 	}
 	errs = append(errs, c.Etcd.validate(), c.Tablet.validate(), c.Changelog.validate(), c.Log.validate(),
 		validateBatchBytes(c.Tablet, c.Changelog))
+	if c.Changelog.Dir != "" && c.DataDir != "" && within(c.Changelog.Dir, filepath.Join(c.DataDir, "replicas")) {
+		// A bucket's log directory has its replica directory's name
+		// (t7-b3): opening, replacing or dropping the replica, or the
+		// start's cleanup of stale replicas, would delete the log.
+		errs = append(errs, fmt.Errorf("changelog.dir %s is inside the replicas' directory {data_dir}/replicas", c.Changelog.Dir))
+	}
 	return errors.Join(errs...)
+}
+
+// within reports whether path is dir or lies under it (lexically, after
+// making both absolute).
+func within(path, dir string) bool {
+	p, perr := filepath.Abs(path)
+	d, derr := filepath.Abs(dir)
+	if perr != nil || derr != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func validateHostPort(key, s string) error {
