@@ -1,10 +1,11 @@
 package changelog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,29 +232,20 @@ func (l *SegmentLog) scanActive(s *segment, f *os.File, size int64) (end, good i
 // tail (the unsynced write of an Append that never returned) if no more
 // bytes follow than one batch can hold and no valid later batch follows (a
 // valid frame within the bad frame's own payload does not count: see
-// followsFrame); it is then cut off. Otherwise it is corruption.
+// followingBatch); it is then cut off. Otherwise it is corruption.
 func (l *SegmentLog) repairTail(s *segment, f *os.File, pos, off, size int64, reason string) error {
 	corrupt := &CorruptError{Segment: s.path, Pos: pos, Offset: off, Reason: reason}
 	if tail := size - pos; tail > l.opts.maxBatchBytes {
 		corrupt.Reason += fmt.Sprintf("; %d bytes follow, more than one batch can hold, so it is not a torn tail", tail)
 		return corrupt
 	}
-	for from := pos + 1; ; {
-		q, found, err := findBatch(f, from, size, off)
-		if err == nil && found {
-			found, err = followsFrame(f, pos, q, size)
-		}
-		if err != nil {
-			return fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
-		}
-		if found {
-			corrupt.Reason += fmt.Sprintf("; a valid batch follows at byte %d, so it is not a torn tail", q)
-			return corrupt
-		}
-		if q == 0 { // none at all
-			break
-		}
-		from = q + 1 // one in the torn batch's payload: look further
+	q, err := followingBatch(f, pos, off, size)
+	if err != nil {
+		return fmt.Errorf("changelog: recover segment %s: %w", s.path, err)
+	}
+	if q >= 0 {
+		corrupt.Reason += fmt.Sprintf("; a valid batch follows at byte %d, so it is not a torn tail", q)
+		return corrupt
 	}
 	if err := f.Truncate(pos); err != nil {
 		return fmt.Errorf("changelog: cut torn tail of %s: %w", s.path, err)
@@ -267,29 +259,66 @@ func (l *SegmentLog) repairTail(s *segment, f *os.File, pos, off, size int64, re
 	return nil
 }
 
-// followsFrame reports whether the valid frame found at q can follow the
-// bad frame at pos rather than lie in its payload. A torn last batch's
-// payload is client bytes that may hold a valid frame: a frame found
-// inside the bad frame's declared extent counts only if the bad frame
-// checks out when cut at q (only its length field was damaged, in the
-// middle of the log): its checksum covers everything after that field.
-func followsFrame(f io.ReaderAt, pos, q, size int64) (bool, error) {
-	if size-pos < frameHeaderLen {
-		return true, nil
+// followingBatch returns the position of a valid batch that follows the
+// bad frame at pos (whose base offset would be off) in [pos, size), or -1.
+// A torn last batch's payload is client bytes that may hold valid frames,
+// even with chosen checksums: when the bad frame's header is whole and
+// plausible, a frame inside its extent counts only where the bad frame's
+// own records end, and only if the bad frame checks out cut there (only
+// its length field was damaged, in the middle of the log: checksum and
+// record layout, which the client does not write); after its extent any
+// valid frame counts. So a torn tail, whose extent runs past the end, is
+// decided without searching its payload (which, searched byte by byte,
+// could hold a plausible header every few bytes). When the header itself
+// is damaged, any valid frame after it counts.
+func followingBatch(f io.ReaderAt, pos, off, size int64) (int64, error) {
+	tail := make([]byte, size-pos) // at most one batch: checked by the caller
+	if _, err := f.ReadAt(tail, pos); err != nil {
+		return -1, noEOF(err)
 	}
-	hdr := make([]byte, frameHeaderLen)
-	if _, err := f.ReadAt(hdr, pos); err != nil {
-		return false, noEOF(err)
+	if len(tail) < frameHeaderLen {
+		return -1, nil // no room for a frame after a torn header
 	}
-	bad := parseBatchHeader(hdr)
-	if q >= pos+bad.frameLen() || q < pos+framePrefixLen {
-		return true, nil
+	bad := parseBatchHeader(tail)
+	if bad.check(0, math.MaxInt64) != "" {
+		q, found, err := findBatch(f, pos+1, size, off)
+		if err != nil || !found {
+			return -1, err
+		}
+		return q, nil
 	}
-	body := make([]byte, q-pos-framePrefixLen)
-	if _, err := f.ReadAt(body, pos+framePrefixLen); err != nil {
-		return false, noEOF(err)
+	extent := bad.frameLen()
+	if end, ok := recordsEnd(bad, tail); ok && end < extent && end+frameHeaderLen <= int64(len(tail)) {
+		cut := bad
+		cut.bodyLen = uint32(end - framePrefixLen)
+		next := parseBatchHeader(tail[end:])
+		if checkBody(cut, tail[framePrefixLen:end]) == "" && next.base >= off && next.base <= off+int64(len(tail)) && next.check(pos+end, size) == "" &&
+			checkBody(next, tail[end+framePrefixLen:end+next.frameLen()]) == "" {
+			return pos + end, nil
+		}
 	}
-	return crc32.Checksum(body, crcTable) == bad.crc, nil
+	if extent >= int64(len(tail)) {
+		return -1, nil
+	}
+	q, found, err := findBatch(f, pos+extent, size, off)
+	if err != nil || !found {
+		return -1, err
+	}
+	return q, nil
+}
+
+// recordsEnd returns where, in a frame whose bytes b start with header h,
+// the records h.count announces end, from their length fields, if they end
+// within b.
+func recordsEnd(h batchHeader, b []byte) (int64, bool) {
+	at := int64(frameHeaderLen)
+	for range h.count {
+		if at+recordHeaderLen > int64(len(b)) {
+			return 0, false
+		}
+		at += recordHeaderLen + int64(binary.LittleEndian.Uint32(b[at:]))
+	}
+	return at, at <= int64(len(b))
 }
 
 // repairHeader handles a last segment whose header is bad. Segments are
