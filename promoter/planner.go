@@ -519,6 +519,15 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 	}
 	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
 	if !d.Selected && !asker.forced {
+		// An unfinished promotion of a target the policy does not select
+		// (a request's, or one the window has moved past) is still
+		// settled by the reconciles, as a selected one is.
+		for _, r := range ps.records[g.name] {
+			if !r.Phase.Terminal() {
+				it.Reason = ReasonInProgress + r.ID
+				return it
+			}
+		}
 		note := promotedNote(ps.records[g.name], it, func() bool {
 			dropped, err := p.targetDropped(ctx, ps, g.name)
 			return err == nil && dropped
