@@ -47,7 +47,11 @@ type PartitionStats struct {
 	// LastUpdatedSnapshotID is the snapshot that added the partition's newest
 	// live file (data or delete), read from the manifest entry, so it is known
 	// even after that snapshot has expired. LastUpdatedSequenceNumber is that
-	// file's sequence number (0 in format v1 tables).
+	// file's sequence number (0 in format v1 tables). A later snapshot that
+	// removed a data file of the partition (a delete of whole files, an
+	// overwrite) counts instead, at its sequence number, while the manifest
+	// entry that records the removal is in the snapshot's manifests (until a
+	// manifest rewrite drops it) and the snapshot is in the metadata.
 	LastUpdatedSnapshotID     int64 `json:"last_updated_snapshot_id"`
 	LastUpdatedSequenceNumber int64 `json:"last_updated_sequence_number"`
 	// LastUpdatedAt is when that snapshot was committed, by the writer's clock;
@@ -139,8 +143,9 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 		lastSet bool
 	}
 	byKey := map[PartitionRef]*agg{}
+	md := tbl.Metadata()
 	for _, m := range manifests {
-		for entry, err := range m.Entries(fs, true) {
+		for entry, err := range m.Entries(fs, false) {
 			if err != nil {
 				return nil, fmt.Errorf("lake: read manifest %s of %s: %w", m.FilePath(), name, err)
 			}
@@ -159,6 +164,16 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 				byKey[ref] = a
 			}
 			s := &a.stats
+			if entry.Status() == iceberg.EntryStatusDELETED {
+				// A removal changed the partition: the removing snapshot
+				// (the entry's), at its own sequence number.
+				if rm := md.SnapshotByID(entry.SnapshotID()); rm != nil && df.ContentType() == iceberg.EntryContentData &&
+					(!a.lastSet || rm.SequenceNumber > a.lastSeq) {
+					a.lastSet, a.lastSeq = true, rm.SequenceNumber
+					s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber = rm.SnapshotID, rm.SequenceNumber
+				}
+				continue
+			}
 			switch df.ContentType() {
 			case iceberg.EntryContentData:
 				s.RecordCount += df.Count()
@@ -182,14 +197,13 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 			}
 		}
 	}
-	meta := tbl.Metadata()
 	out := make([]PartitionStats, 0, len(byKey))
 	for _, a := range byKey {
 		s := a.stats
 		if s.FileCount == 0 {
 			continue // delete files only: no row
 		}
-		s.LastUpdatedAt, s.LastUpdatedAtSource = snapshotTime(meta, s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber)
+		s.LastUpdatedAt, s.LastUpdatedAtSource = snapshotTime(md, s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber)
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b PartitionStats) int {

@@ -44,3 +44,42 @@ func TestRewrittenFiles(t *testing.T) {
 		t.Fatalf("after the copy-on-write delete: %d rewritten files, %v; want 1", n, err)
 	}
 }
+
+// TestPartitionsSeeWholeFileDeletes: a delete that removes whole data
+// files of a partition (adding none) changes the partition: it was last
+// updated by the delete's snapshot. The partition's newest live file alone
+// left its identity unchanged, so the promoter's plan called it already
+// promoted while the tier held the deleted rows.
+func TestPartitionsSeeWholeFileDeletes(t *testing.T) {
+	l := scratch(t)
+	ctx := t.Context()
+	tbl := newRegionTable(t, l, "wfd")
+	tbl = appendRows(t, tbl, []any{int64(1), int64(2)}, []any{"eu", "eu"}, []any{"a", "b"})
+	tbl = appendRows(t, tbl, []any{int64(3)}, []any{"eu"}, []any{"c"})
+	before, err := l.Partitions(ctx, "t.wfd", nil)
+	if err != nil || len(before) != 1 {
+		t.Fatalf("partitions %v, %v", before, err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{"write.delete.mode": "copy-on-write"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Delete(ctx, iceberg.LessThan(iceberg.Reference("id"), int64(3)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	del := tbl.CurrentSnapshot()
+	after, err := l.Partitions(ctx, "t.wfd", nil)
+	if err != nil || len(after) != 1 {
+		t.Fatalf("partitions %v, %v", after, err)
+	}
+	if after[0].FileCount != 1 || after[0].RecordCount != 1 {
+		t.Fatalf("after the delete: %+v (the delete rewrote a file? the test wants whole files removed)", after[0])
+	}
+	if after[0].LastUpdatedSnapshotID != del.SnapshotID || after[0].LastUpdatedSequenceNumber != del.SequenceNumber {
+		t.Fatalf("after a delete of whole files the partition was last updated by %d (seq %d), was %d; want the delete's %d (seq %d)",
+			after[0].LastUpdatedSnapshotID, after[0].LastUpdatedSequenceNumber, before[0].LastUpdatedSnapshotID, del.SnapshotID, del.SequenceNumber)
+	}
+}
