@@ -64,6 +64,11 @@ type loop struct {
 	entries  map[bucketKey]*replicaEntry
 	byTarget map[meta.Target]map[int32]*replicaEntry
 	closing  map[bucketKey]chan struct{} // done of the last stopped entry of a bucket
+	// unviewed holds the entries stopped because their target could no
+	// longer be viewed (its table or partition marked dropping) before its
+	// assignment's deletion arrived (the two are watched apart): their
+	// logs are deleted when it does.
+	unviewed map[meta.Target][]*replicaEntry
 
 	registered bool
 	// listed says which kinds of records (indexed by recordKind) were
@@ -92,6 +97,7 @@ func newLoop(s *Server) *loop {
 		entries:   make(map[bucketKey]*replicaEntry),
 		byTarget:  make(map[meta.Target]map[int32]*replicaEntry),
 		closing:   make(map[bucketKey]chan struct{}),
+		unviewed:  make(map[meta.Target][]*replicaEntry),
 		dirty:     make(map[meta.Target]struct{}),
 	}
 }
@@ -365,8 +371,19 @@ func (l *loop) reconcile() {
 	}
 	l.publish(views, stopped, started)
 	for _, e := range stopped {
-		if _, dropped := l.deleted[e.key.target]; dropped {
+		switch _, dropped := l.deleted[e.key.target]; {
+		case dropped:
 			l.deleteDroppedLog(e)
+		case views[e.key.target] == nil:
+			l.unviewed[e.key.target] = append(l.unviewed[e.key.target], e)
+		}
+	}
+	for _, t := range targets {
+		if _, dropped := l.deleted[t]; dropped {
+			for _, e := range l.unviewed[t] {
+				l.deleteDroppedLog(e)
+			}
+			delete(l.unviewed, t)
 		}
 	}
 }
@@ -479,6 +496,14 @@ func (l *loop) start(e *replicaEntry) {
 	m[e.key.bucket] = e
 	prev := l.closing[e.key]
 	delete(l.closing, e.key)
+	if u := l.unviewed[e.key.target]; u != nil {
+		// The bucket is served again: its log is in use.
+		if u = slices.DeleteFunc(u, func(o *replicaEntry) bool { return o.key == e.key }); len(u) == 0 {
+			delete(l.unviewed, e.key.target)
+		} else {
+			l.unviewed[e.key.target] = u
+		}
+	}
 	go l.s.runEntry(e, prev)
 }
 
