@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Partition names [UP metadata/ResolvedPartitionSpec.java, utils/PartitionUtils.java,
@@ -38,9 +39,24 @@ func CheckName(what, name string) error {
 		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 	}
 	if !ok {
-		return fmt.Errorf("%s name %q is not 1..%d characters [A-Za-z0-9_-]", what, name, MaxNameLen)
+		return fmt.Errorf("%s name %s is not 1..%d characters [A-Za-z0-9_-]", what, quoteShort(name), MaxNameLen)
 	}
 	return nil
+}
+
+// quoteShort quotes s for an error message, cut after 100 bytes: a name in
+// a request may be megabytes long, and the error goes back to the caller
+// and into logs.
+func quoteShort(s string) string {
+	const max = 100
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }
 
 // ValidatePartitionName checks a partition name: at most 200 characters; each
@@ -48,7 +64,7 @@ func CheckName(what, name string) error {
 // "..". The error quotes the name.
 func ValidatePartitionName(name string) error {
 	if len(name) > maxPartitionName {
-		return fmt.Errorf("%w: name %q is longer than %d characters", ErrInvalidPartition, name, maxPartitionName)
+		return fmt.Errorf("%w: name %s is longer than %d characters", ErrInvalidPartition, quoteShort(name), maxPartitionName)
 	}
 	for rest, more := name, true; more; {
 		var value string

@@ -225,8 +225,8 @@ func (s *bulkService) GetUploadCredentials(ctx context.Context, req *connect.Req
 		seen := make([]bool, v.rec.Buckets)
 		for _, b := range bs {
 			if b < 0 || int(b) >= v.rec.Buckets || seen[b] {
-				return nil, bulkError(fmt.Errorf("%w: upload credentials of buckets %v: bucket %d is repeated or not in 0..%d",
-					bulkload.ErrInvalidRequest, bs, b, v.rec.Buckets-1), &v)
+				return nil, bulkError(fmt.Errorf("%w: upload credentials of %d buckets: bucket %d is repeated or not in 0..%d",
+					bulkload.ErrInvalidRequest, len(bs), b, v.rec.Buckets-1), &v)
 			}
 			seen[b] = true
 			buckets = append(buckets, int(b))
