@@ -91,6 +91,67 @@ func leaksOf(secrets map[string]string, where string, data []byte) []string {
 	return out
 }
 
+// captures collects what a secrets test scans, each piece with where it
+// was seen. Safe for concurrent use.
+type captures struct {
+	mu   sync.Mutex
+	list []capture
+}
+
+type capture struct {
+	where string
+	data  []byte
+}
+
+func (c *captures) add(where string, data []byte) {
+	c.mu.Lock()
+	c.list = append(c.list, capture{where, bytes.Clone(data)})
+	c.mu.Unlock()
+}
+
+// addFiles adds every file under roots.
+func (c *captures) addFiles(t *testing.T, roots ...string) {
+	t.Helper()
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(path string, de fs.DirEntry, err error) error {
+			if err != nil || de.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			c.add("file "+path, b)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// byWhere joins the pieces seen at each place.
+func (c *captures) byWhere() map[string][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	all := map[string][]byte{}
+	for _, p := range c.list {
+		all[p.where] = append(all[p.where], p.data...)
+	}
+	return all
+}
+
+// leaks returns where any of secrets was seen (leaksOf).
+func (c *captures) leaks(secrets map[string]string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found []string
+	for _, p := range c.list {
+		found = append(found, leaksOf(secrets, p.where, p.data)...)
+	}
+	return found
+}
+
 // TestNoCredentialLeaks runs a promoter whose catalog config carries
 // credentials, promotes while looking at everything it exposes mid-build,
 // and then scans the whole etcd (ledger included), the debug JSON logs,
@@ -150,19 +211,8 @@ func TestNoCredentialLeaks(t *testing.T) {
 	}
 
 	logs := &testlog.Buffer{}
-	type seen struct {
-		where string
-		data  []byte
-	}
-	var (
-		mu       sync.Mutex
-		captured []seen
-	)
-	capture := func(where string, data []byte) {
-		mu.Lock()
-		captured = append(captured, seen{where, bytes.Clone(data)})
-		mu.Unlock()
-	}
+	var caps captures
+	capture := caps.add
 	running, release := make(chan promoter.Record, 1), make(chan struct{})
 	var once sync.Once
 	tokenSum := sha256.Sum256([]byte(testSecrets[tierTokenSecret]))
@@ -339,28 +389,10 @@ func TestNoCredentialLeaks(t *testing.T) {
 
 	// Everything the promoter and its embedded tier wrote to disk, and
 	// every snapshot object in S3.
-	for _, root := range []string{s.dataDir, vgw.ObjectPath("snapshots", "")} {
-		err = filepath.WalkDir(root, func(path string, de fs.DirEntry, err error) error {
-			if err != nil || de.IsDir() {
-				return err
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			capture("file "+path, b)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	caps.addFiles(t, s.dataDir, vgw.ObjectPath("snapshots", ""))
 
 	// Not vacuous: the logs and metrics say what happened.
-	all := map[string][]byte{}
-	for _, c := range captured {
-		all[c.where] = append(all[c.where], c.data...)
-	}
+	all := caps.byWhere()
 	for where, want := range map[string]string{
 		"daemon logs": r.ID, "GET /metrics 200 OK": "thaw_promoter_", "thaw plan --config": "policy quickstart",
 		"GET /v1/promotions/" + r.ID + " 200 OK": `"progress"`, "status events": `"promotion":"` + r.ID + `"`,
@@ -384,21 +416,20 @@ func TestNoCredentialLeaks(t *testing.T) {
 	if n := len(logs.Bytes()); n < 10_000 {
 		t.Errorf("only %d bytes of logs", n)
 	}
-	var found []string
-	for _, c := range captured {
-		found = append(found, leaks(c.where, c.data)...)
+	found := caps.leaks(testSecrets)
+	for where, data := range all {
 		// Upload capabilities (every token starts so, and goes only into
 		// an Authorization header), signed upload URLs and the S3 secret.
 		for _, tok := range []string{"thawcap1.", "Bearer ", "X-Amz-Signature", "X-Amz-Credential", testvgw.Secret} {
-			if bytes.Contains(c.data, []byte(tok)) {
-				found = append(found, fmt.Sprintf("%s: an upload credential (%q)", c.where, tok))
+			if bytes.Contains(data, []byte(tok)) {
+				found = append(found, fmt.Sprintf("%s: an upload credential (%q)", where, tok))
 			}
 		}
 	}
 	if len(found) > 0 {
 		t.Fatalf("credentials leaked:\n%s", strings.Join(found, "\n"))
 	}
-	t.Logf("scanned %d captures, %d bytes of logs", len(captured), len(logs.Bytes()))
+	t.Logf("scanned %d places, %d bytes of logs", len(all), len(logs.Bytes()))
 }
 
 // statusTopicValues reads the status topic (as the superuser) until it

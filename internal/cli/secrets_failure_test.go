@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -163,12 +162,8 @@ log: {level: debug, format: json}
 	t.Setenv(daemon.EnvToken, sec[daemon.EnvToken])
 	t.Setenv(daemon.EnvPromoterToken, sec[daemon.EnvPromoterToken])
 
-	type seen struct {
-		where string
-		data  []byte
-	}
-	var captured []seen
-	capture := func(where string, data []byte) { captured = append(captured, seen{where, bytes.Clone(data)}) }
+	var caps captures
+	capture := caps.add
 
 	// The OAuth server refuses the credential: neither thaw plan nor the
 	// promoter starts.
@@ -309,28 +304,14 @@ log: {level: debug, format: json}
 	_, out, errOut := run(t, "plan", "--config", configPath)
 	capture("thaw plan --config", []byte(out+errOut))
 	capture("thaw plan logs", planLogs.Bytes())
-	err = filepath.WalkDir(dataDir, func(path string, de fs.DirEntry, err error) error {
-		if err != nil || de.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		capture("file "+path, b)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	caps.addFiles(t, dataDir)
 
 	// The controls: every secret was sent where it belongs, and the
 	// failures were reported.
-	all := map[string][]byte{}
+	all := caps.byWhere()
 	var everything []byte
-	for _, c := range captured {
-		all[c.where] = append(all[c.where], c.data...)
-		everything = append(everything, c.data...)
+	for _, data := range all {
+		everything = append(everything, data...)
 	}
 	for where, c := range map[string]struct {
 		got    []byte
@@ -352,12 +333,8 @@ log: {level: debug, format: json}
 			t.Errorf("control %s: %q not found", where, c.secret)
 		}
 	}
-	var found []string
-	for _, c := range captured {
-		found = append(found, leaksOf(failureSecrets, c.where, c.data)...)
-	}
-	if len(found) > 0 {
+	if found := caps.leaks(failureSecrets); len(found) > 0 {
 		t.Fatalf("credentials leaked:\n%s", strings.Join(found, "\n"))
 	}
-	t.Logf("scanned %d captures, %d bytes of logs", len(captured), len(logs.Bytes()))
+	t.Logf("scanned %d places, %d bytes of logs", len(all), len(logs.Bytes()))
 }
