@@ -34,15 +34,11 @@ func SampleAppendDay(ctx context.Context, info SampleInfo, a SampleAppend) (Samp
 	if a.Rows < 1 {
 		return SampleSnapshot{}, fmt.Errorf("%w: sample append needs rows >= 1", ErrConfig)
 	}
-	l, err := Open(ctx, info.Config)
+	l, tbl, err := openSampleTable(ctx, info)
 	if err != nil {
 		return SampleSnapshot{}, err
 	}
 	defer l.Close()
-	tbl, err := l.loadTable(ctx, info.Table)
-	if err != nil {
-		return SampleSnapshot{}, err
-	}
 	arrSchema, err := table.SchemaToArrowSchema(sampleSchema(), nil, true, false)
 	if err != nil {
 		return SampleSnapshot{}, fmt.Errorf("lake: sample schema: %w", err)
@@ -77,12 +73,32 @@ func SampleAppendDay(ctx context.Context, info SampleInfo, a SampleAppend) (Samp
 	if err != nil {
 		return SampleSnapshot{}, fmt.Errorf("lake: sample %s: %w", what, err)
 	}
+	return sampleSnapshot(tbl, what), nil
+}
+
+// openSampleTable opens the sample's lake and loads its table; the caller
+// closes the lake.
+func openSampleTable(ctx context.Context, info SampleInfo) (*Lake, *table.Table, error) {
+	l, err := Open(ctx, info.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	tbl, err := l.loadTable(ctx, info.Table)
+	if err != nil {
+		_ = l.Close()
+		return nil, nil, err
+	}
+	return l, tbl, nil
+}
+
+// sampleSnapshot describes tbl's current snapshot, which what made.
+func sampleSnapshot(tbl *table.Table, what string) SampleSnapshot {
 	s := tbl.CurrentSnapshot()
 	op := ""
 	if s.Summary != nil {
 		op = string(s.Summary.Operation)
 	}
-	return SampleSnapshot{ID: s.SnapshotID, Operation: op, What: what}, nil
+	return SampleSnapshot{ID: s.SnapshotID, Operation: op, What: what}
 }
 
 // SampleDelete deletes the rows of the sample table whose id is in ids, as
@@ -94,15 +110,11 @@ func SampleDelete(ctx context.Context, info SampleInfo, ids []int64) (SampleSnap
 	if len(ids) == 0 {
 		return SampleSnapshot{}, fmt.Errorf("%w: sample delete needs ids", ErrConfig)
 	}
-	l, err := Open(ctx, info.Config)
+	l, tbl, err := openSampleTable(ctx, info)
 	if err != nil {
 		return SampleSnapshot{}, err
 	}
 	defer l.Close()
-	tbl, err := l.loadTable(ctx, info.Table)
-	if err != nil {
-		return SampleSnapshot{}, err
-	}
 	what := fmt.Sprintf("delete ids %v (copy-on-write)", ids)
 	tx := tbl.NewTransaction()
 	if err := tx.SetProperties(iceberg.Properties{"write.delete.mode": "copy-on-write"}); err != nil {
@@ -114,10 +126,5 @@ func SampleDelete(ctx context.Context, info SampleInfo, ids []int64) (SampleSnap
 	if tbl, err = tx.Commit(ctx); err != nil {
 		return SampleSnapshot{}, fmt.Errorf("lake: sample %s: %w", what, err)
 	}
-	s := tbl.CurrentSnapshot()
-	op := ""
-	if s.Summary != nil {
-		op = string(s.Summary.Operation)
-	}
-	return SampleSnapshot{ID: s.SnapshotID, Operation: op, What: what}, nil
+	return sampleSnapshot(tbl, what), nil
 }
