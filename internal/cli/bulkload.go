@@ -427,8 +427,20 @@ func writeOutput(stdout io.Writer, path string, b []byte) error {
 		_, err := stdout.Write(b)
 		return err
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	// Whole or not at all: a file next to it, synced, then renamed over
+	// it, so that a command killed while writing leaves no truncated
+	// context or results for a script to hand on.
+	f, err := os.CreateTemp(filepath.Dir(path), ".thaw-out-*")
+	if err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	_, err = f.Write(b)
+	err = errors.Join(err, f.Chmod(0o644), f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write output %s: %w", path, errors.Join(err, os.Remove(f.Name())))
 	}
 	return nil
 }
