@@ -238,7 +238,7 @@ func checkEqualityDeletes(ctx context.Context, tbl *table.Table, tasks []table.F
 			for _, id := range d.EqualityFieldIDs() {
 				dt, ok1 := data[id]
 				kt, ok2 := del[id]
-				if ok1 && ok2 && dt != kt {
+				if ok1 && ok2 && promotedStorage(dt, kt) {
 					name := fmt.Sprintf("field %d", id)
 					if f, ok := tbl.Schema().FindFieldByID(id); ok {
 						name = fmt.Sprintf("column %s (field %d)", f.Name, id)
@@ -251,6 +251,17 @@ func checkEqualityDeletes(ctx context.Context, tbl *table.Table, tasks []table.F
 		}
 	}
 	return nil
+}
+
+// promotedStorage reports whether a key column stored as a in one file and
+// as b in another tells of a type promoted between them: int to long (a
+// decimal widened past 9 digits likewise), float to double. Other
+// differences are the writers' (a decimal as INT32 by parquet-mr and as
+// FIXED_LEN_BYTE_ARRAY by iceberg-go, a timestamp as INT96 in an added
+// file), read as the same values.
+func promotedStorage(a, b parquet.Type) bool {
+	pair := func(x, y parquet.Type) bool { return a == x && b == y || a == y && b == x }
+	return pair(parquet.Types.Int32, parquet.Types.Int64) || pair(parquet.Types.Float, parquet.Types.Double)
 }
 
 // parquetFieldTypes reads a Parquet file's footer: the physical type of
