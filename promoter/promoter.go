@@ -184,6 +184,13 @@ func (p *Promoter) awaitResumed(ctx context.Context) error {
 	return nil
 }
 
+// ExpectRun makes requests and cancels wait, from now, until Run has
+// resumed the ledger, as they do while it resumes: a caller that serves
+// them before it starts Run (an API installed first) calls it, so that
+// one served in between does not replace a stored request of the previous
+// leader. Run ends the wait, also when it fails.
+func (p *Promoter) ExpectRun() { p.resuming.Store(true) }
+
 // Ready reports whether Run has resumed the ledger and runs.
 func (p *Promoter) Ready() bool { return p.ready.Load() }
 

@@ -507,6 +507,7 @@ func (d *PromoterDaemon) lead(ctx context.Context) (err error) {
 	d.mu.p, d.mu.lead = p, lead
 	d.mu.Unlock()
 	api := promoterhttp.NewHandler(p, log.With("component", "api"))
+	p.ExpectRun() // requests served before Run starts wait for its resume
 	d.api.Store(&api)
 	defer d.api.Store(nil)
 
