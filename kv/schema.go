@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Column is one column of a table schema.
@@ -74,7 +75,8 @@ func (b *Bucketing) UnmarshalText(text []byte) error {
 const MaxBuckets = 4096
 
 // MaxColumns bounds a table's columns, and MaxSchemaText the bytes of its
-// column names and type names together: a schema within them fits in the
+// column names and type names together, as JSON writes them (a control
+// character takes 6, a quote or backslash 2): a schema within them fits in the
 // table's metadata record beside a bulk load's record of 4096 buckets (it
 // holds the schema again), both in one etcd request (1.5 MiB).
 const (
@@ -179,7 +181,7 @@ func compile(s TableSchema) (*Table, error) {
 	}
 	text := 0
 	for _, c := range s.Columns {
-		text += len(c.Name) + len(c.Type.String())
+		text += jsonLen(c.Name) + jsonLen(c.Type.String())
 	}
 	if text > MaxSchemaText {
 		return nil, schemaError("the column names and types take %d bytes, at most %d", text, MaxSchemaText)
@@ -288,6 +290,29 @@ func compile(s TableSchema) (*Table, error) {
 	}
 	t.bucketIsKey = s.Bucketing != BucketingIceberg && slices.Equal(t.bucketKey, t.physKey)
 	return t, nil
+}
+
+// jsonLen is the bytes s takes inside a JSON string as encoding/json
+// writes it (HTML left unescaped): control characters as \u00XX (or \n,
+// \r, \t), quotes and backslashes escaped, U+2028 and U+2029 as \u2028
+// and \u2029, each invalid UTF-8 byte as \ufffd.
+func jsonLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && w == 1:
+			n += 6 // \ufffd
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += w
+		}
+		i += w
+	}
+	return n
 }
 
 // resolve maps column names to indexes; each must exist and appear once.
