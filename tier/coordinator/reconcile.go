@@ -201,6 +201,9 @@ func (r *reconciler) round(ctx context.Context, log *slog.Logger, pending map[me
 			r.tooLarge[tgt], fellBack = true, true
 			next.Buckets = withoutGone(old.Buckets, next.Buckets, placed)
 			if reflect.DeepEqual(next.Buckets, old.Buckets) {
+				if wanted { // as for a target Placement left alone
+					notes = append(notes, notice{target: tgt, state: ts, servers: union(replicasOf(old), extra)})
+				}
 				continue
 			}
 			rev, err = r.c.store.PutAssignment(ctx, r.t.guard, next, ts.assignment.Rev)
