@@ -641,6 +641,7 @@ func (e *Embedded) KillCoordinator(ctx context.Context, id string) error {
 	c.crash()
 	select {
 	case <-c.done:
+		e.gath.drop("coordinator/" + id) // its metrics go with it, as a tablet server's do
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -660,6 +661,7 @@ func (e *Embedded) StopCoordinator(ctx context.Context, id string) error {
 	c.cancel()
 	select {
 	case <-c.done:
+		e.gath.drop("coordinator/" + id)
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)

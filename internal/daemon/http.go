@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"maps"
 	"net"
@@ -78,7 +79,7 @@ func newHTTPServer(ln net.Listener, h http.Handler, limits httpLimits, shutdownT
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       limits.read,
 		IdleTimeout:       limits.idle,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          stdlog.New(serverErrorLog{log}, "", 0),
 	}
 	return &httpServer{ln: ln, srv: srv, timeout: shutdownTimeout, log: log}
 }
@@ -239,4 +240,20 @@ func (g *gatherers) Gather() ([]*dto.MetricFamily, error) {
 
 func metricsHandler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// serverErrorLog takes net/http's error log lines: a failed TLS handshake
+// (one a line for every scanner, load-balancer probe or plain-HTTP client
+// that connects, so anyone who can reach the port could flood the log)
+// at DEBUG, anything else at WARN.
+type serverErrorLog struct{ log *slog.Logger }
+
+func (w serverErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	w.log.Log(context.Background(), level, msg)
+	return len(p), nil
 }

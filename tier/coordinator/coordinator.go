@@ -258,6 +258,12 @@ func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	c.term.CompareAndSwap(t, nil)
 	c.m.leader.Set(0)
 	c.m.epoch.Set(0)
+	// What only the leader measures says nothing once it is not: a
+	// standby exporting the last term's values would keep alerts firing
+	// after the new leader fixed what they were about.
+	c.m.underReplicated.Set(0)
+	c.m.liveServers.Set(0)
+	c.m.droppedPending.Set(0)
 	cause := l.Err()
 	if cause == nil {
 		cause = errors.Join(err, context.Cause(tctx))
