@@ -410,7 +410,24 @@ func (p *Promoter) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		sum.Running += r.Running
 		sum.Skipped += r.Skipped
 	}
-	return sum, errors.Join(errs...)
+	return sum, joinPolicies(errs)
+}
+
+// PolicyErrors are the errors of the policies of one Reconcile or
+// LakeCommitted, one each: errors.Is and errors.As see every one. A caller
+// that must tell whether retrying can help (a control event's handler)
+// looks at each policy's alone.
+type PolicyErrors struct{ Errs []error }
+
+func (e *PolicyErrors) Error() string   { return errors.Join(e.Errs...).Error() }
+func (e *PolicyErrors) Unwrap() []error { return e.Errs }
+
+// joinPolicies is errs as a *PolicyErrors, nil if there are none.
+func joinPolicies(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &PolicyErrors{Errs: errs}
 }
 
 // ReconcilePolicy plans policy and enqueues every selected target that is
@@ -767,7 +784,7 @@ func (p *Promoter) LakeCommitted(ctx context.Context, catalog, table string) ([]
 			errs = append(errs, err)
 		}
 	}
-	return reps, errors.Join(errs...)
+	return reps, joinPolicies(errs)
 }
 
 // pollLoop reconciles each onLakeCommit policy when its lake table's

@@ -260,16 +260,16 @@ func controlHandler(p *promoter.Promoter, log *slog.Logger) kafka.Handler {
 // that one policy broken for good does not drop another's failure that
 // may pass.
 func rejects(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			errs := j.Unwrap()
-			for _, part := range errs {
-				if !rejects(part) {
-					return false
-				}
+	// Only the policies' joined errors are split: an error that wraps two
+	// (a schema error naming its cause, say) is one policy's, and its
+	// class is the whole error's.
+	if pe, ok := errors.AsType[*promoter.PolicyErrors](err); ok {
+		for _, part := range pe.Errs {
+			if !rejects(part) {
+				return false
 			}
-			return len(errs) > 0
 		}
+		return len(pe.Errs) > 0
 	}
 	return !promoter.IsRetriable(err) || errors.Is(err, promoter.ErrNotFound) || errors.Is(err, lake.ErrNotFound)
 }
