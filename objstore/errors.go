@@ -92,12 +92,14 @@ var permanent = []error{
 // ErrIntegrity, ErrInvalidKey, ErrPermission, ErrBucketNotFound,
 // ErrNoSpace, ErrInvalidRequest) or an error of theirs that no Bucket
 // wrapped yet (fs.ErrPermission, ENOSPC, a 403, ...), and for every error
-// wrapping context.Canceled or context.DeadlineExceeded: the caller gave
-// up, and a repeat with the same context cannot succeed. Any other error
+// wrapping context.Canceled or context.DeadlineExceeded itself: the caller
+// gave up, and a repeat with the same context cannot succeed (a dial or
+// http.Client timeout, which only says it is DeadlineExceeded, is a network
+// timeout; a caller whose context may have ended checks it first). Any other error
 // (one from a Source, one that Faults was told to return, EIO) is not
 // transient either: objstore cannot vouch that repeating helps.
 func IsTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || callerGaveUp(err) {
 		return false
 	}
 	for _, p := range permanent {
@@ -114,13 +116,40 @@ func IsTransient(err error) bool {
 	return errors.Is(err, ErrTransient) || errors.Is(err, ErrInjected)
 }
 
+// callerGaveUp reports whether context.Canceled or context.DeadlineExceeded
+// itself is in err's chain: a context ended. errors.Is would also match a
+// dial timeout (net's) or an http.Client timeout, which say they are
+// DeadlineExceeded although no caller's context ended: those are network
+// timeouts, transient.
+func callerGaveUp(err error) bool {
+	for err != nil {
+		if err == context.Canceled || err == context.DeadlineExceeded {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if callerGaveUp(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // classify returns the class sentinel of an error that a store operation
 // returned (gocloud's, or a local file system's), or nil when it has none:
 // the error already carries a class, the caller's context ended, or
 // nothing in it tells. The most specific evidence decides: S3's error
 // code, then the HTTP status, then the errno, then gocloud's code.
 func classify(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || callerGaveUp(err) {
 		return nil
 	}
 	if errors.Is(err, ErrTransient) || errors.Is(err, ErrInjected) {
