@@ -329,9 +329,10 @@ func sentinelOf(err error) error {
 		// No reason of the bulk-load protocol (ReasonOf reports UNKNOWN for
 		// any code no reason has, such as UNIMPLEMENTED from a server that
 		// is not a coordinator): the code decides whether the outcome is
-		// unknown. A handshake that failed verification sent nothing: the
-		// outcome is known, and a repeat would fail alike.
-		if tlsfail.Untrusted(err) {
+		// unknown. A handshake that failed verification, or an https://
+		// address a plain HTTP server answers, sent nothing: the outcome
+		// is known, and a repeat would fail alike.
+		if tlsfail.Untrusted(err) || tlsfail.PlainHTTP(err) {
 			return nil
 		}
 		switch connect.CodeOf(err) {

@@ -82,7 +82,9 @@ func IsRetriable(err error) bool {
 	case tierpb.ReasonUnavailable, tierpb.ReasonNotLeader, tierpb.ReasonStaleEpoch, tierpb.ReasonScanExpired:
 		return true
 	}
-	return connect.CodeOf(err) == connect.CodeDeadlineExceeded
+	// A response cut off mid-way is retried like a broken connection
+	// (classify): getting it back means the policy ran out.
+	return connect.CodeOf(err) == connect.CodeDeadlineExceeded || cutOff(err)
 }
 
 // IsTargetLoading reports whether err is (or holds) TARGET_LOADING: a bulk
