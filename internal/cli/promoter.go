@@ -125,12 +125,13 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var plans []promoterhttp.Plan
+	var failed promoterhttp.PlanErrors // policies of a plan of all that could not be planned
 	if *addr != "" {
 		c, err := promoterClient(*addr)
 		if err != nil {
 			return usageError("%v", err)
 		}
-		if plans, err = c.Plan(ctx, *policy); err != nil {
+		if plans, err = c.Plan(ctx, *policy); err != nil && !errors.As(err, &failed) {
 			return err
 		}
 	} else {
@@ -154,18 +155,24 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 			// promoter of this config, which can be asked instead.
 			return fmt.Errorf("%w\n(if a promoter runs with this config, ask it: thaw plan --promoter %s)", err, cfg.Listen)
 		}
-		if err != nil {
+		if err != nil && !errors.As(err, &failed) {
 			return err
 		}
 		for _, p := range ps {
 			plans = append(plans, promoterhttp.PlanOf(p))
 		}
 	}
+	// The policies that could not be planned fail the command (exit 1)
+	// after the others' plans are shown.
+	var failure error
+	if len(failed) > 0 {
+		failure = failed
+	}
 	if *output == "json" {
 		if plans == nil {
 			plans = []promoterhttp.Plan{}
 		}
-		return writeJSON(stdout, promoterhttp.PlansResponse{Plans: plans})
+		return errors.Join(writeJSON(stdout, promoterhttp.PlansResponse{Plans: plans, Errors: failed}), failure)
 	}
 	for i, p := range plans {
 		if i > 0 {
@@ -175,7 +182,13 @@ func runPlan(ctx context.Context, stdout io.Writer, args []string) error {
 			return err
 		}
 	}
-	return nil
+	for _, f := range failed {
+		if len(plans) > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "policy %s: cannot plan: %s\n", f.Policy, f.Error)
+	}
+	return failure
 }
 
 // isPolicyPath tells a policy file or directory from a policy name: a name

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/thawdb/thaw/internal/testlog"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/promoter"
+	"github.com/thawdb/thaw/promoter/promoterhttp"
 )
 
 // failureSecrets are the credentials of TestNoCredentialLeaksOnFailure:
@@ -255,6 +257,10 @@ log: {level: debug, format: json}
 	for _, p := range []string{"/v1/policies", "/v1/plan", "/v1/plan?policy=rest", "/v1/plan?policy=glue", "/v1/promotions", "/metrics", "/readyz"} {
 		get(p, sec[daemon.EnvPromoterToken])
 	}
+	var pr promoterhttp.PlansResponse
+	if err := json.Unmarshal(caps.byWhere()["GET /v1/plan 200 OK"], &pr); err != nil || len(pr.Plans) != 1 || pr.Plans[0].Policy != "default" || len(pr.Errors) != 2 {
+		t.Errorf("GET /v1/plan with two failing catalogs: %+v, %v; want default's plan and two errors", pr, err)
+	}
 	get("/v1/promotions", sec["a wrong API token"])
 	for _, args := range [][]string{
 		{"status", "--promoter", base}, {"status", "--promoter", base, "--output", "json"},
@@ -301,8 +307,14 @@ log: {level: debug, format: json}
 	planLogs := &testlog.Buffer{}
 	promoterLogOutput = planLogs
 	defer func() { promoterLogOutput = os.Stderr }()
-	_, out, errOut := run(t, "plan", "--config", configPath)
+	code, out, errOut := run(t, "plan", "--config", configPath)
 	capture("thaw plan --config", []byte(out+errOut))
+	// Two policies' catalogs fail: the third's plan is shown all the same,
+	// and the command fails naming them.
+	if code != 1 || !strings.Contains(out, "policy default: lake") || !strings.Contains(out, "policy glue: cannot plan:") ||
+		!strings.Contains(out, "policy rest: cannot plan:") {
+		t.Errorf("thaw plan --config with two failing catalogs: exit %d\n%s%s", code, out, errOut)
+	}
 	capture("thaw plan logs", planLogs.Bytes())
 	caps.addFiles(t, dataDir)
 

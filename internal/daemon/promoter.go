@@ -249,7 +249,9 @@ func (pp *promoterParts) promoterConfig(cfg PromoterConfig, opts PromoterOptions
 
 // PlanPromoter is `thaw plan`: it loads cfg's policies, connects to the
 // tier (starting the embedded one on data_dir when configured) and returns
-// the dry-run plan of policy ("" for every policy). It writes nothing:
+// the dry-run plan of policy ("" for every policy; those of them that
+// could not be planned come back as a promoterhttp.PlanErrors error with
+// the others' plans, as the API answers). It writes nothing:
 // no table, partition, transaction or ledger record, and it does not
 // campaign for leadership.
 func PlanPromoter(ctx context.Context, cfg PromoterConfig, policy string, opts PromoterOptions) (_ []*promoter.Plan, err error) {
@@ -274,12 +276,20 @@ func PlanPromoter(ctx context.Context, cfg PromoterConfig, policy string, opts P
 		}
 	}
 	plans := make([]*promoter.Plan, 0, len(names))
+	var failed promoterhttp.PlanErrors
 	for _, name := range names {
 		pl, err := p.Plan(ctx, name)
-		if err != nil {
+		switch {
+		case err == nil:
+			plans = append(plans, pl)
+		case policy != "" || ctx.Err() != nil || errors.Is(err, promoter.ErrUnreadable):
 			return nil, fmt.Errorf("daemon: plan %s: %w", name, err)
+		default: // one policy's failure hides no other's plan
+			failed = append(failed, promoterhttp.PlanError{Policy: name, Error: err.Error()})
 		}
-		plans = append(plans, pl)
+	}
+	if len(failed) > 0 {
+		return plans, failed
 	}
 	return plans, nil
 }

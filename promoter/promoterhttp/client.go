@@ -146,7 +146,9 @@ func (c *Client) Policies(ctx context.Context) ([]PolicyInfo, error) {
 	return out.Policies, nil
 }
 
-// Plan returns the dry-run plan of policy ("" for every policy).
+// Plan returns the dry-run plan of policy ("" for every policy). Of every
+// policy, those that could not be planned come back as a PlanErrors error
+// with the others' plans.
 func (c *Client) Plan(ctx context.Context, policy string) ([]Plan, error) {
 	var q url.Values
 	if policy != "" {
@@ -155,6 +157,9 @@ func (c *Client) Plan(ctx context.Context, policy string) ([]Plan, error) {
 	var out PlansResponse
 	if err := c.do(ctx, http.MethodGet, PathPlan, q, nil, &out); err != nil {
 		return nil, err
+	}
+	if len(out.Errors) > 0 {
+		return out.Plans, out.Errors
 	}
 	return out.Plans, nil
 }

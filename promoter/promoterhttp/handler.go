@@ -398,11 +398,18 @@ func (h *handler) plan(w http.ResponseWriter, r *http.Request) {
 	out := PlansResponse{Plans: make([]Plan, 0, len(names))}
 	for _, name := range names {
 		pl, err := h.p.Plan(r.Context(), name)
-		if err != nil {
+		switch {
+		case err == nil:
+			out.Plans = append(out.Plans, PlanOf(pl))
+		case q.Get("policy") != "" || r.Context().Err() != nil || errors.Is(err, promoter.ErrUnreadable):
+			// One policy asked for, or no policy can be planned now.
 			h.fail(w, r, err)
 			return
+		default:
+			// One policy's lake or target failing hides no other's plan.
+			h.log.Warn("promoter api: a policy could not be planned", "policy", name, "err", err)
+			out.Errors = append(out.Errors, PlanError{Policy: name, Error: err.Error()})
 		}
-		out.Plans = append(out.Plans, PlanOf(pl))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,6 +1,7 @@
 package promoterhttp
 
 import (
+	"strings"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -130,6 +131,28 @@ func PlanOf(p *promoter.Plan) Plan {
 // PlansResponse answers GET /v1/plan.
 type PlansResponse struct {
 	Plans []Plan `json:"plans"`
+	// Errors are the policies a plan of every policy could not plan (their
+	// lake or the tier failed them), each with why; the others' plans are
+	// in Plans. Absent when every policy planned.
+	Errors PlanErrors `json:"errors,omitempty"`
+}
+
+// PlanError is a policy that could not be planned, and why.
+type PlanError struct {
+	Policy string `json:"policy"`
+	Error  string `json:"error"`
+}
+
+// PlanErrors are the policies a plan of every policy could not plan:
+// Client.Plan returns them as its error, with the other policies' plans.
+type PlanErrors []PlanError
+
+func (e PlanErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, pe := range e {
+		msgs[i] = "policy " + pe.Policy + ": " + pe.Error
+	}
+	return fmt.Sprintf("%d policies could not be planned: %s", len(e), strings.Join(msgs, "; "))
 }
 
 // Progress is the live progress of a running promotion.
