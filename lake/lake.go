@@ -33,6 +33,9 @@ type Lake struct {
 	cat  catalog.Catalog
 	db   *sql.DB // owned; sql catalogs only
 	name string
+	// flat: the catalog's namespaces do not nest (Glue, Hive), and it
+	// refuses to list the children of one.
+	flat bool
 }
 
 // Open connects to the catalog cfg describes. A SQLite catalog file must
@@ -65,7 +68,7 @@ func open(ctx context.Context, cfg Config, create bool) (*Lake, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lake: open hive catalog %s: %w", RedactURI(cfg.URI), err)
 		}
-		return &Lake{cat: cat, name: cfg.Name}, nil
+		return &Lake{cat: cat, name: cfg.Name, flat: true}, nil
 	default: // glue: only its registrar builds the AWS config from properties
 		set := func(k, v string) {
 			if v != "" {
@@ -87,7 +90,7 @@ func open(ctx context.Context, cfg Config, create bool) (*Lake, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lake: open glue catalog: %w", err)
 		}
-		return &Lake{cat: cat, name: cfg.Name}, nil
+		return &Lake{cat: cat, name: cfg.Name, flat: true}, nil
 	}
 }
 
@@ -287,8 +290,8 @@ func (l *Lake) Namespaces(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var walk func(parent table.Identifier, depth int) error
 	walk = func(parent table.Identifier, depth int) error {
-		if depth > 16 {
-			return nil
+		if depth > 16 || l.flat && len(parent) > 0 {
+			return nil // a Glue or Hive database has no namespaces under it
 		}
 		nss, err := l.cat.ListNamespaces(ctx, parent)
 		if err != nil {

@@ -128,6 +128,19 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 			return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 		}
 	}
+	// iceberg-go reads Parquet only: an ORC or Avro file would fail late
+	// (after the files before it were decoded), without its name, and be
+	// retried as if it might pass.
+	for _, t := range tasks {
+		if f := t.File.FileFormat(); f != iceberg.ParquetFile {
+			return nil, nil, fmt.Errorf("%w: scan %s: data file %s is %s; only Parquet data files can be read", ErrUnmappable, name, t.File.FilePath(), f)
+		}
+		for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles) {
+			if f := d.FileFormat(); f != iceberg.ParquetFile && f != iceberg.PuffinFile {
+				return nil, nil, fmt.Errorf("%w: scan %s: delete file %s is %s; only Parquet (and Puffin deletion vectors) can be read", ErrUnmappable, name, d.FilePath(), f)
+			}
+		}
+	}
 	added, err := addedOrder(ctx, tbl, snap, tasks)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
