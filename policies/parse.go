@@ -596,7 +596,7 @@ func (p *parser) target(pol *Policy, spec fields, srcNode *yaml.Node, srcOK bool
 		t.CreateIfMissing, _ = p.boolean(e.val, path+".createIfMissing")
 	}
 	if e, ok := tf.get("replicationFactor"); ok {
-		v, _ := p.integer(e.val, path+".replicationFactor", 0, 255)
+		v, _ := p.integer(e.val, path+".replicationFactor", 0, MaxReplicationFactor)
 		t.ReplicationFactor = int(v)
 	}
 	pol.target = t

@@ -65,7 +65,9 @@ func TestParseBad(t *testing.T) {
 		{"primaryKey empty entry", doc("  target:\n    primaryKey: [id, \"\"]\n"), "9:22", "spec.target.primaryKey[1]: empty column name"},
 		{"primaryKey empty list", doc("  target:\n    primaryKey: []\n"), "9:17", "empty list"},
 		{"createIfMissing yes", doc("  target:\n    createIfMissing: yes\n"), "9:22", "want true or false, got a string"},
-		{"replicationFactor negative", doc("  target:\n    replicationFactor: -1\n"), "9:24", "must be between 0 and 255"},
+		{"replicationFactor negative", doc("  target:\n    replicationFactor: -1\n"), "9:24", "must be between 0 and 16"},
+		// The tier takes 1..16: 17 loaded, and every promotion failed.
+		{"replicationFactor above the tier's", doc("  target:\n    replicationFactor: 17\n"), "9:24", "must be between 0 and 16, got 17"},
 		{"unknown op", doc("  selection:\n    partitions:\n      where:\n        region: {like: eu}\n"), "11:18", `unknown field "like" (want one of eq, ne, in, notIn, gt, gte, lt, lte)`},
 		{"in not a list", doc("  selection:\n    partitions:\n      where:\n        region: {in: eu}\n"), "11:22", "spec.selection.partitions.where.region.in: want a list of values, got a string"},
 		{"in empty list", doc("  selection:\n    partitions:\n      where:\n        region: {notIn: []}\n"), "11:25", "empty list"},

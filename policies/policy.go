@@ -33,9 +33,12 @@ const (
 	AnchorLatest = "latest"
 )
 
-// Limits on values.
+// Limits on values. MaxBuckets and MaxReplicationFactor are the tier's
+// (kv.MaxBuckets, tierpb.MaxReplicationFactor: a test keeps them equal),
+// so that a policy that loads can create its table.
 const (
-	MaxBuckets   = 4096
+	MaxBuckets           = 4096
+	MaxReplicationFactor = 16
 	maxNameLen   = 63
 	maxTierName  = 200
 	maxListItems = 10000
