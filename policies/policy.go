@@ -39,9 +39,9 @@ const (
 const (
 	MaxBuckets           = 4096
 	MaxReplicationFactor = 16
-	maxNameLen   = 63
-	maxTierName  = 200
-	maxListItems = 10000
+	maxNameLen           = 63
+	maxTierName          = 200
+	maxListItems         = 10000
 )
 
 // ErrInvalid is matched (errors.Is) by every *Error and by Errors: the input

@@ -1,7 +1,6 @@
 package promoterhttp
 
 import (
-	"strings"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
