@@ -19,22 +19,27 @@ import (
 // fakeLakeGoneFlaky: lake.gone does not exist (terminal); lake.flaky's
 // catalog is unreachable for now (transient). A fake: the failure of a
 // catalog that cannot be reached is what it stands for.
-type fakeLakeGoneFlaky struct{}
+type fakeLakeGoneFlaky struct{ describeOnly }
+
+// describeOnly is the part of a fake promoter.Lake that only describes
+// tables: the rest is never called.
+type describeOnly struct{}
+
+func (describeOnly) Partitions(context.Context, string, *int64) ([]lake.PartitionStats, error) {
+	return nil, errors.New("unused")
+}
+func (describeOnly) Scan(context.Context, string, lake.ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
+	return nil, nil, errors.New("unused")
+}
+func (describeOnly) RewrittenFiles(context.Context, string, lake.ScanOptions) (int, error) {
+	return 0, errors.New("unused")
+}
 
 func (fakeLakeGoneFlaky) Describe(_ context.Context, name string) (*lake.TableInfo, error) {
 	if name == "lake.gone" {
 		return nil, fmt.Errorf("%w: table %s", lake.ErrNotFound, name)
 	}
 	return nil, errors.New("dial tcp 10.0.0.1:8181: connect: connection refused")
-}
-func (fakeLakeGoneFlaky) Partitions(context.Context, string, *int64) ([]lake.PartitionStats, error) {
-	return nil, errors.New("unused")
-}
-func (fakeLakeGoneFlaky) Scan(context.Context, string, lake.ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
-	return nil, nil, errors.New("unused")
-}
-func (fakeLakeGoneFlaky) RewrittenFiles(context.Context, string, lake.ScanOptions) (int, error) {
-	return 0, errors.New("unused")
 }
 
 type noTier struct{ promoter.Tier }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
@@ -18,7 +15,7 @@ import (
 
 // reservedColLake: lake.bad has a column "__meta", which the tier refuses
 // (reserved prefix): the schema can never map.
-type reservedColLake struct{}
+type reservedColLake struct{ describeOnly }
 
 func (reservedColLake) Describe(_ context.Context, name string) (*lake.TableInfo, error) {
 	s := lake.SchemaInfo{ID: 0, Fields: []lake.FieldInfo{
@@ -27,15 +24,6 @@ func (reservedColLake) Describe(_ context.Context, name string) (*lake.TableInfo
 	}, IdentifierFields: []string{"id"}}
 	return &lake.TableInfo{Name: name, FormatVersion: 2, Schema: s, Schemas: []lake.SchemaInfo{s},
 		Spec: lake.PartitionSpecInfo{}, Specs: []lake.PartitionSpecInfo{{}}}, nil
-}
-func (reservedColLake) Partitions(context.Context, string, *int64) ([]lake.PartitionStats, error) {
-	return nil, errors.New("unused")
-}
-func (reservedColLake) Scan(context.Context, string, lake.ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
-	return nil, nil, errors.New("unused")
-}
-func (reservedColLake) RewrittenFiles(context.Context, string, lake.ScanOptions) (int, error) {
-	return 0, errors.New("unused")
 }
 
 // TestSchemaErrorRejected: a control event for a policy whose lake schema
