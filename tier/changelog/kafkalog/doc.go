@@ -54,7 +54,10 @@
 // watermark, that is replicated. The topics' durability is Kafka's: give
 // them a replication factor and min.insync.replicas that survive the
 // failures you plan for. Topics are created with retention.ms and
-// retention.bytes -1: the tier, not Kafka, decides what to drop
+// retention.bytes -1 (a topic that exists already, created by someone
+// else, must have them, cleanup.policy delete, one partition and a
+// max.message.bytes that takes a batch, else Open fails with
+// ErrTopicSettings naming what is wrong): the tier, not Kafka, decides what to drop
 // (TruncateBefore deletes records with DeleteRecords, below the batch that
 // holds the offset; emptying the log first appends a marker so its end
 // survives). ResetTo never moves a log's end down (changelog.ErrOutOfRange):

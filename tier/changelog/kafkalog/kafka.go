@@ -36,7 +36,7 @@ type fetchResult struct {
 func retriable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, changelog.ErrCorrupt), errors.Is(err, errShape):
+		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, changelog.ErrCorrupt), errors.Is(err, errShape), errors.Is(err, ErrTopicSettings):
 		return false
 	}
 	var ke *kerr.Error
@@ -99,14 +99,15 @@ func (ld *leader) lookup(ctx context.Context, l *kafkaLog) (int32, [16]byte, err
 		return 0, [16]byte{}, err
 	}
 	if len(resp.Topics) != 1 {
-		return 0, [16]byte{}, fmt.Errorf("metadata of %s: %d topics", l.topic, len(resp.Topics))
+		return 0, [16]byte{}, fmt.Errorf("metadata of %s: %d topics: %w", l.topic, len(resp.Topics), errShape)
 	}
 	rt := resp.Topics[0]
 	if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
 		return 0, [16]byte{}, err
 	}
 	if len(rt.Partitions) != 1 {
-		return 0, [16]byte{}, fmt.Errorf("%s has %d partitions, want 1", l.topic, len(rt.Partitions))
+		// Not a bucket log's topic (created by someone else): permanent.
+		return 0, [16]byte{}, fmt.Errorf("%w: %s has %d partitions, want 1", ErrTopicSettings, l.topic, len(rt.Partitions))
 	}
 	rp := rt.Partitions[0]
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {

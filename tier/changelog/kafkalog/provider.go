@@ -111,8 +111,9 @@ type Provider struct {
 
 	mu struct {
 		sync.Mutex
-		closed bool
-		open   map[changelog.BucketLogID]int // handles open in this process
+		closed  bool
+		open    map[changelog.BucketLogID]int // handles open in this process
+		checked map[string]bool               // existing topics whose settings were checked
 	}
 }
 
@@ -141,6 +142,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, cl: cl, maxMessage: maxMessage}
 	p.mu.open = make(map[changelog.BucketLogID]int)
+	p.mu.checked = make(map[string]bool)
 	p.poll = newPoller(p)
 	ctx, stop := context.WithCancel(context.Background())
 	p.stopPoll = stop
@@ -366,10 +368,77 @@ func (p *Provider) createTopic(ctx context.Context, topic string) error {
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", topic, err)
+	if len(resp.Topics) != 1 || resp.Topics[0].Topic != topic {
+		return fmt.Errorf("create topic %s: %w", topic, errShape)
+	}
+	switch err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return p.checkTopic(ctx, topic)
+	case err != nil:
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// ErrTopicSettings: a bucket log's topic exists with settings under which
+// Kafka would delete its records or refuse its batches (created by someone
+// else: a broker that auto-creates topics, an operator, another config).
+// Fix the topic's settings (or delete it while its table holds no data).
+var ErrTopicSettings = errors.New("kafkalog: topic settings unfit for a bucket log")
+
+// checkTopic checks, once per provider, that an existing topic holds a
+// log safely: Kafka must never delete a record the tier has not truncated
+// (cleanup.policy delete, retention.ms and retention.bytes -1), and a
+// batch must fit a message (max.message.bytes). Its one partition is
+// checked where the log looks it up.
+func (p *Provider) checkTopic(ctx context.Context, topic string) error {
+	p.mu.Lock()
+	ok := p.mu.checked[topic]
+	p.mu.Unlock()
+	if ok {
+		return nil
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType = kmsg.ConfigResourceTypeTopic
+	r.ResourceName = topic
+	r.ConfigNames = []string{"cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes"}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	if len(resp.Resources) != 1 {
+		return fmt.Errorf("describe topic %s: %w", topic, errShape)
+	}
+	res := resp.Resources[0]
+	if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
+		return fmt.Errorf("describe topic %s: %w", topic, err)
+	}
+	got := map[string]string{}
+	for _, c := range res.Configs {
+		if c.Value != nil {
+			got[c.Name] = *c.Value
 		}
 	}
+	var bad []string
+	if v := got["cleanup.policy"]; v != "delete" {
+		bad = append(bad, fmt.Sprintf("cleanup.policy %q (want delete)", v))
+	}
+	for _, k := range []string{"retention.ms", "retention.bytes"} {
+		if v := got[k]; v != "-1" {
+			bad = append(bad, fmt.Sprintf("%s %q (want -1: the tier truncates)", k, v))
+		}
+	}
+	need := int64(p.maxMessage) + 4<<10
+	if n, err := strconv.ParseInt(got["max.message.bytes"], 10, 64); err != nil || n < need {
+		bad = append(bad, fmt.Sprintf("max.message.bytes %q (want at least %d)", got["max.message.bytes"], need))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s has %s", ErrTopicSettings, topic, strings.Join(bad, ", "))
+	}
+	p.mu.Lock()
+	p.mu.checked[topic] = true
+	p.mu.Unlock()
 	return nil
 }
