@@ -264,6 +264,11 @@ func (p *Promoter) loadRequests(ctx context.Context) error {
 			if err := p.cfg.Ledger.DeleteRequest(ctx, r.Key, r.Revision); err != nil {
 				return err
 			}
+			// Its waiters learn why, as for a cancel or a skip; they
+			// would wait for a promotion that no longer exists.
+			for _, id := range r.IDs {
+				p.noteSkip(id, "its stored request was dropped at start: policy "+r.Policy+" is gone or takes no requests")
+			}
 			continue
 		}
 		p.q.add(r.Key, item{forced: r.Forced, requested: true, ids: r.IDs, rev: r.Revision})

@@ -426,8 +426,10 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 				attempt[id] = pr.Record.Attempt + 1
 				note("promotion %s attempt %d was interrupted (%s); waiting for attempt %d", id, pr.Record.Attempt, pr.Record.Error, attempt[id])
 			// A terminal record of an earlier attempt (a partition promoted
-			// again after it was dropped) is not this promotion's end...
-			case pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id]:
+			// again after it was dropped) is not this promotion's end, nor
+			// is one the promoter still drives (live progress: an attempt
+			// aborted retriably waits out its backoff before the next)...
+			case pr.Record.Phase.Terminal() && pr.Record.Attempt >= attempt[id] && pr.Progress == nil:
 				final[id] = pr
 			// ... unless the attempt asked for was skipped when its turn came.
 			case pr.Skipped != nil && pr.Record.Attempt < attempt[id]:
