@@ -91,6 +91,32 @@ func leaksOf(secrets map[string]string, where string, data []byte) []string {
 	return out
 }
 
+// awaitPhase polls the promoter until at least n promotions are in phase
+// (for up to 3 minutes).
+func awaitPhase(t *testing.T, c *promoterhttp.Client, phase promoter.Phase, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		prs, err := c.Promotions(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := 0
+		for _, pr := range prs {
+			if pr.Record.Phase == phase {
+				in++
+			}
+		}
+		if in >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d promotions %s, want %d: %+v", in, phase, n, prs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // captures collects what a secrets test scans, each piece with where it
 // was seen. Safe for concurrent use.
 type captures struct {
@@ -328,26 +354,7 @@ func TestNoCredentialLeaks(t *testing.T) {
 	get("/metrics")
 	close(release)
 
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		prs, err := c.Promotions(t.Context(), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := 0
-		for _, pr := range prs {
-			if pr.Record.Phase == promoter.PhaseCommitted {
-				done++
-			}
-		}
-		if done == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("promotions did not commit: %+v", prs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitPhase(t, c, promoter.PhaseCommitted, 3)
 	for _, p := range []string{"/v1/policies", "/v1/plan", "/v1/plan?policy=quickstart", "/v1/promotions", "/v1/promotions/" + r.ID,
 		"/v1/promotions/p-nope", "/v1/plan?policy=nope", "/v1/nothing", "/v1/promotions?bad=1", "/metrics", "/healthz", "/readyz"} {
 		get(p)

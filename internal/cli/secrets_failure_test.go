@@ -234,26 +234,7 @@ log: {level: debug, format: json}
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		prs, err := c.Promotions(t.Context(), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		failed := 0
-		for _, pr := range prs {
-			if pr.Record.Phase == promoter.PhaseFailed {
-				failed++
-			}
-		}
-		if failed > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no promotion failed: %+v", prs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitPhase(t, c, promoter.PhaseFailed, 1)
 	for _, p := range []string{"/v1/policies", "/v1/plan", "/v1/plan?policy=rest", "/v1/plan?policy=glue", "/v1/promotions", "/metrics", "/readyz"} {
 		get(p, sec[daemon.EnvPromoterToken])
 	}

@@ -80,7 +80,7 @@ func TestDroppedLogDeletedInEitherOrder(t *testing.T) {
 			if ds, err := c.store.DroppedTargets(ctx, []meta.Target{tb.mtgt}); err != nil || len(ds) != 1 {
 				t.Fatalf("metadata does not say dropped: %v %v", ds, err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(20 * time.Second) // the deletion retries with backoff
 			for {
 				ids, err := c.logs.List(ctx)
 				if err != nil {
@@ -90,7 +90,7 @@ func TestDroppedLogDeletedInEitherOrder(t *testing.T) {
 					return // deleted, as a drop should
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("changelog %v of the dropped table still exists 5s after the drop (logs %v)", logID, ids)
+					t.Fatalf("changelog %v of the dropped table still exists 20 s after the drop (logs %v)", logID, ids)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
