@@ -39,16 +39,7 @@ func TestCoordinatorAwaitsServers(t *testing.T) {
 			cfg.Coordinator.ServerGrace = tc.grace
 			e := startTest(t, cfg)
 			ctx := t.Context()
-			coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
-			if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
-				Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 3,
-				Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "id", Type: "BIGINT"}}, PrimaryKey: []string{"id"}, Buckets: 4},
-			})); err != nil {
-				t.Fatal(err)
-			}
+			createTable4x3(t, e)
 			if got := replicaSets(t, e); got != strings.Repeat("ts-1,ts-2,ts-3 ", 4) {
 				t.Fatalf("placed: %q", got)
 			}
@@ -207,4 +198,22 @@ func replicaSets(t *testing.T, e *Embedded) string {
 // leaders returns each bucket's leader.
 func leaders(t *testing.T, e *Embedded) string {
 	return buckets(t, e, func(b meta.BucketAssignment) string { return b.Leader })
+}
+
+// createTable4x3 creates table d.t (4 buckets, replication factor 3) and
+// returns the coordinator client it used.
+func createTable4x3(t *testing.T, e *Embedded) tierv1connect.CoordinatorServiceClient {
+	t.Helper()
+	ctx := t.Context()
+	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
+	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
+		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 3,
+		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "id", Type: "BIGINT"}}, PrimaryKey: []string{"id"}, Buckets: 4},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	return coord
 }

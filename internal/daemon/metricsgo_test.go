@@ -12,7 +12,6 @@ import (
 	"connectrpc.com/connect"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
-	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
 	"github.com/thawdb/thaw/internal/metricvalue"
 )
 
@@ -22,16 +21,7 @@ import (
 func TestStoppedCoordinatorMetricsGo(t *testing.T) {
 	e := startTest(t, EmbeddedConfig{TabletServers: 1, Coordinators: 2})
 	ctx := t.Context()
-	coord := tierv1connect.NewCoordinatorServiceClient(e.HTTPClient(), e.Address())
-	if _, err := coord.CreateDatabase(ctx, connect.NewRequest(&tierv1.CreateDatabaseRequest{Database: "d"})); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := coord.CreateTable(ctx, connect.NewRequest(&tierv1.CreateTableRequest{
-		Path: &tierv1.TablePath{Database: "d", Table: "t"}, ReplicationFactor: 3,
-		Schema: &tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "id", Type: "BIGINT"}}, PrimaryKey: []string{"id"}, Buckets: 4},
-	})); err != nil {
-		t.Fatal(err)
-	}
+	coord := createTable4x3(t, e)
 	l, err := e.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
