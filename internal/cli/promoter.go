@@ -365,14 +365,14 @@ func waitPromotions(ctx context.Context, stdout io.Writer, c *promoterhttp.Clien
 			refused = append(refused, fmt.Sprintf("%s %s: %s", it.Policy, orNone(it.Partition), it.Reason))
 		}
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 && !asJSON {
+		// (As JSON, the empty list of promotions is printed below, and the
+		// refusals are the error, as when some were promoted.)
 		if len(refused) > 0 {
 			return fmt.Errorf("not promoted: %s", strings.Join(refused, "; "))
 		}
-		if !asJSON {
-			_, err := fmt.Fprintln(stdout, "nothing to wait for: no item is promoted or in progress")
-			return err
-		}
+		_, err := fmt.Fprintln(stdout, "nothing to wait for: no item is promoted or in progress")
+		return err
 	}
 	bar := !asJSON && promoterIsTerminal(stdout)
 	note := func(format string, args ...any) { // on stderr, below the bar

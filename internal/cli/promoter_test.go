@@ -565,6 +565,13 @@ func TestPromoteWaitRefusedTarget(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "target not empty") || !strings.Contains(errOut, "not promoted: ") || !strings.Contains(errOut, "2024-01-03: target not empty") {
 		t.Fatalf("promote --wait of a target that is not empty: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	// As JSON too, stdout holds a document (it was empty: a script
+	// decoding it failed on EOF instead of reading the error).
+	code, out, errOut = run(t, "promote", "quickstart.events", "--partition", "2024-01-03", "--wait", "--promoter", url, "--output", "json")
+	var doc promoterhttp.PromotionsResponse
+	if code != 1 || json.Unmarshal([]byte(out), &doc) != nil || doc.Promotions == nil || len(doc.Promotions) != 0 || !strings.Contains(errOut, "2024-01-03: target not empty") {
+		t.Fatalf("promote --wait --output json of a target that is not empty: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 	// Already promoted is no failure.
 	if code, out, errOut := run(t, "promote", "quickstart.events", "--partition", "2024-01-02", "--wait", "--promoter", url); code != 0 {
 		t.Fatalf("promote --wait of a promoted partition: exit %d\n%s\n%s", code, out, errOut)
