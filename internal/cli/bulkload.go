@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -403,46 +404,113 @@ func readBuildContext(path string) (*bulkloadclient.BuildContext, error) {
 	return bc, nil
 }
 
-// writeOutput writes b to the file path, or to stdout when path is "".
 // checkOutFile makes sure, before the work whose result goes to path, that
 // path can be written (its directory exists and takes files, and it is no
 // directory), so that a begun transaction or a finished build is not lost
-// to a typo in --out.
+// to a typo in --out. A named pipe or device is not opened here (a pipe
+// would wait for its reader).
 func checkOutFile(path string) error {
 	if path == "" {
 		return nil
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return usageError("--out %s is a directory", path)
+	replace, _, err := outPlan(path)
+	if err != nil {
+		return usageError("--out %v", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".thaw-out-check-*")
+	if replace == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(replace), ".thaw-out-check-*")
 	if err != nil {
 		return usageError("--out %s cannot be written: %v", path, err)
 	}
 	return errors.Join(f.Close(), os.Remove(f.Name()))
 }
 
+// outPlan says how --out is written: replace is the regular file to
+// replace whole (path with its symlinks resolved, so that a link stays a
+// link and its target gets the output), perm the mode of the file it
+// replaces (0 for a new one). replace is "" for what is written in place,
+// as a stream: a named pipe, a device (/dev/stdout), a dangling symlink.
+func outPlan(path string) (replace string, perm os.FileMode, err error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if lst, lerr := os.Lstat(path); lerr == nil && lst.Mode()&os.ModeSymlink != 0 {
+			return "", 0, nil
+		}
+		return path, 0, nil
+	case err != nil:
+		return "", 0, err
+	case st.IsDir():
+		return "", 0, fmt.Errorf("%s is a directory", path)
+	case !st.Mode().IsRegular():
+		return "", 0, nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", 0, nil // (a /proc link to a deleted file, say)
+	}
+	return real, st.Mode().Perm(), nil
+}
+
+// writeOutput writes b to the file path, or to stdout when path is "".
+// A regular file (or a new one) is replaced whole: b is written to a file
+// beside it, synced, and renamed over it, so that a command killed while
+// writing leaves no truncated context or results for a script to hand
+// on; the file keeps its mode, a new one gets 0644 less the umask.
 func writeOutput(stdout io.Writer, path string, b []byte) error {
 	if path == "" {
 		_, err := stdout.Write(b)
 		return err
 	}
-	// Whole or not at all: a file next to it, synced, then renamed over
-	// it, so that a command killed while writing leaves no truncated
-	// context or results for a script to hand on.
-	f, err := os.CreateTemp(filepath.Dir(path), ".thaw-out-*")
+	replace, perm, err := outPlan(path)
 	if err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
+	if replace == "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err == nil {
+			_, err = f.Write(b)
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			return fmt.Errorf("write output %s: %w", path, err)
+		}
+		return nil
+	}
+	f, err := createBeside(replace, perm)
+	if err != nil {
+		return fmt.Errorf("write output %s: %w", path, err)
+	}
 	_, err = f.Write(b)
-	err = errors.Join(err, f.Chmod(0o644), f.Sync(), f.Close())
+	if perm != 0 {
+		err = errors.Join(err, f.Chmod(perm)) // (the umask applied at creation)
+	}
+	err = errors.Join(err, f.Sync(), f.Close())
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = os.Rename(f.Name(), replace)
 	}
 	if err != nil {
 		return fmt.Errorf("write output %s: %w", path, errors.Join(err, os.Remove(f.Name())))
 	}
 	return nil
+}
+
+// createBeside creates a new file in path's directory, with mode perm
+// (0644 when 0) less the umask, as os.WriteFile would create path.
+func createBeside(path string, perm os.FileMode) (*os.File, error) {
+	if perm == 0 {
+		perm = 0o644
+	}
+	for range 100 {
+		name := filepath.Join(filepath.Dir(path), ".thaw-out-"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if !errors.Is(err, os.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free name beside %s", path)
 }
 
 // serverFlags are --server and --timeout, for the commands whose output

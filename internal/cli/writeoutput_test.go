@@ -2,14 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestWriteOutputWhole: --out replaces the file whole (written beside it,
-// synced and renamed, mode 0644), leaves nothing else, and on a failure
-// leaves the file it would replace as it was.
+// synced and renamed, keeping its mode), leaves nothing else, and on a
+// failure leaves the file it would replace as it was.
 func TestWriteOutputWhole(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ctx.json")
@@ -23,8 +26,8 @@ func TestWriteOutputWhole(t *testing.T) {
 	if err != nil || !bytes.Equal(b, []byte(`{"new":true}`)) {
 		t.Fatalf("%q, %v", b, err)
 	}
-	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
-		t.Fatalf("mode %v, %v", st.Mode(), err)
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v (want the replaced file's 0600)", st.Mode(), err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("left %v", ents)
@@ -40,5 +43,98 @@ func TestWriteOutputWhole(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(sub); len(ents) != 1 {
 		t.Fatalf("left %v", ents)
+	}
+}
+
+// TestWriteOutputThroughLinksAndPipes: a symlink stays a link and its
+// target gets the output; a named pipe's reader gets it (the rename of
+// 357c837 replaced both by a regular file: the target kept its old
+// content, the reader got nothing); a new file gets the mode os.WriteFile
+// gives; a dangling symlink is written through.
+func TestWriteOutputThroughLinksAndPipes(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(real, "ctx.json")
+	if err := os.WriteFile(target, []byte("old\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "ctx.json")
+	if err := os.Symlink(filepath.Join("real", "ctx.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeOutput(io.Discard, link, []byte("new\n")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(target)
+	lst, _ := os.Lstat(link)
+	st, _ := os.Stat(target)
+	if string(b) != "new\n" || lst.Mode()&os.ModeSymlink == 0 || st.Mode().Perm() != 0o640 {
+		t.Fatalf("target holds %q (mode %v), the link is %v", b, st.Mode(), lst.Mode())
+	}
+	if ents, _ := os.ReadDir(real); len(ents) != 1 {
+		t.Fatalf("left %v", ents)
+	}
+
+	fifo := filepath.Join(dir, "ctx.pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(fifo); err != nil { // without opening it
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			got <- []byte(err.Error())
+			return
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		got <- b
+	}()
+	if err := writeOutput(io.Discard, fifo, []byte("ctx\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		if string(b) != "ctx\n" {
+			t.Fatalf("the pipe's reader got %q", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipe's reader got nothing")
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the pipe is now %v, %v", st.Mode(), err)
+	}
+
+	fresh, ref := filepath.Join(dir, "new.json"), filepath.Join(dir, "ref")
+	if err := os.WriteFile(ref, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeOutput(io.Discard, fresh, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := os.Stat(fresh)
+	st2, _ := os.Stat(ref)
+	if st1.Mode() != st2.Mode() {
+		t.Fatalf("a new file's mode %v, os.WriteFile's %v", st1.Mode(), st2.Mode())
+	}
+
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(real, "later.json"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeOutput(io.Discard, dangling, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(real, "later.json")); err != nil || string(b) != "y" {
+		t.Fatalf("through a dangling link: %q, %v", b, err)
 	}
 }
