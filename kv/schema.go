@@ -293,8 +293,8 @@ func compile(s TableSchema) (*Table, error) {
 }
 
 // jsonLen is the bytes s takes inside a JSON string as encoding/json
-// writes it (HTML left unescaped): control characters as \u00XX (or \n,
-// \r, \t), quotes and backslashes escaped, U+2028 and U+2029 as \u2028
+// writes it (HTML left unescaped): control characters as \u00XX (or \b,
+// \f, \n, \r, \t), quotes and backslashes escaped, U+2028 and U+2029 as \u2028
 // and \u2029, each invalid UTF-8 byte as \ufffd.
 func jsonLen(s string) int {
 	n := 0
@@ -303,7 +303,7 @@ func jsonLen(s string) int {
 		switch {
 		case r == utf8.RuneError && w == 1:
 			n += 6 // \ufffd
-		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+		case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
 			n += 2
 		case r < 0x20 || r == '\u2028' || r == '\u2029':
 			n += 6
