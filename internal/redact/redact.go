@@ -8,20 +8,39 @@ import (
 )
 
 // URL returns raw with any password in its user information replaced by
-// "xxxxx" (url.URL.Redacted; raw as it is when it has none), or, if it does
-// not parse, everything between
-// "://" and the last "@" (a URL that does not parse may still hold a
-// password).
+// "xxxxx" (url.URL.Redacted; raw as it is when it has none). When raw
+// does not parse, or parses without user information while an "@" follows
+// a ":" after the scheme (a password holding an unescaped '?', '#' or '/'
+// ends the host early: "postgres://u:12?SECRET@db" parses as host "u:12"),
+// everything between "://" and the last "@" is replaced, or, without
+// "://", everything before the last "@".
 func URL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		if _, has := u.User.Password(); !has {
+		if _, has := u.User.Password(); has {
+			return u.Redacted()
+		}
+		if u.User != nil || !mayHide(raw) {
 			return raw // as written: Redacted would re-encode it
 		}
-		return u.Redacted()
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
-		return scheme + "://xxxxx" + rest[i:]
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		if i := strings.LastIndex(rest, "@"); i >= 0 {
+			return scheme + "://xxxxx" + rest[i:]
+		}
+		return raw
+	}
+	if mayHide(raw) {
+		return "xxxxx" + raw[strings.LastIndex(raw, "@"):]
 	}
 	return raw
+}
+
+// mayHide reports whether raw holds an "@" after a ":" (after its "://",
+// when it has one): the form of user information with a password.
+func mayHide(raw string) bool {
+	if _, rest, ok := strings.Cut(raw, "://"); ok {
+		raw = rest
+	}
+	i := strings.LastIndex(raw, "@")
+	return i >= 0 && strings.Contains(raw[:i], ":")
 }

@@ -13,6 +13,17 @@ func TestURL(t *testing.T) {
 		{"s3://AKID:SECRET@bucket/%zz", "s3://xxxxx@bucket/%zz"},
 		{"http://u:pw@h:1/%zz", "http://xxxxx@h:1/%zz"},
 		{"not a url", "not a url"},
+		// A password with an unescaped '?', '#' or '/' parses as a port and
+		// a query, fragment or path: no user information to redact, and the
+		// password was printed as it was.
+		{"postgres://thaw:1234?SECRET@db:5432/lake", "postgres://xxxxx@db:5432/lake"},
+		{"postgres://thaw:1234#SECRET@db:5432/lake", "postgres://xxxxx@db:5432/lake"},
+		{"postgres://thaw:12/SECRET@db:5432/lake", "postgres://xxxxx@db:5432/lake"},
+		{"thaw:SECRET@db:5432", "xxxxx@db:5432"}, // no "://": parsed as scheme "thaw"
+		{"user@host", "user@host"},
+		{"s3://bucket/a@b", "s3://bucket/a@b"},
+		{"file:///tmp/a@b", "file:///tmp/a@b"},
+		{"postgres://u@db/x", "postgres://u@db/x"},
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
