@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thawdb/thaw/internal/redact"
 	"github.com/thawdb/thaw/promoter"
 )
 
@@ -64,7 +65,12 @@ func NewClient(address string, hc *http.Client) (*Client, error) {
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
-		return nil, fmt.Errorf("promoter api: address %q: want HOST:PORT or an http(s) URL", address)
+		return nil, fmt.Errorf("promoter api: address %q: want HOST:PORT or an http(s) URL", redact.URL(address))
+	}
+	if u.User != nil {
+		// The client's errors name the address: a password in it would be
+		// printed, and the API takes a bearer token, not user information.
+		return nil, fmt.Errorf("promoter api: address %q: user information is not supported (give a token in THAW_PROMOTER_TOKEN)", redact.URL(address))
 	}
 	base = strings.TrimRight(base, "/")
 	if hc == nil {

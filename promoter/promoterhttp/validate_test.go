@@ -90,6 +90,13 @@ func TestClientErrors(t *testing.T) {
 			t.Errorf("NewClient(%q) accepted", bad)
 		}
 	}
+	// User information is refused, and no error prints its password (the
+	// client's errors quoted the address as given).
+	for _, bad := range []string{"http://admin:S3CRET@127.0.0.1:7080", "ftp://admin:S3CRET@host:1", "admin:S3CRET@127.0.0.1:7080", "http://admin@127.0.0.1:7080"} {
+		if _, err := NewClient(bad, nil); err == nil || strings.Contains(err.Error(), "S3CRET") {
+			t.Errorf("NewClient(%q): %v", bad, err)
+		}
+	}
 	if _, err := NewClient("127.0.0.1:7080", nil); err != nil {
 		t.Fatal(err)
 	}
