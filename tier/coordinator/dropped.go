@@ -66,7 +66,7 @@ func (c *Coordinator) finishDrops(ctx context.Context, t *term) error {
 		tr := tv.Value
 		name := tr.Database + "." + tr.Name
 		if tr.Dropping {
-			finish("table "+name, func() error { return c.store.DropTable(ctx, t.guard, tr.Database, tr.Name) })
+			finish("table "+name, func() error { return c.store.DropTableID(ctx, t.guard, tr.Database, tr.Name, tr.ID) })
 			continue
 		}
 		ps, err := c.store.ListPartitions(ctx, tr.ID)
@@ -76,8 +76,8 @@ func (c *Coordinator) finishDrops(ctx context.Context, t *term) error {
 		}
 		for _, pv := range ps {
 			if pv.Value.Dropping {
-				part := pv.Value.Name
-				finish("partition "+part+" of "+name, func() error { return c.store.DropPartition(ctx, t.guard, tr.Database, tr.Name, part) })
+				part, id := pv.Value.Name, pv.Value.ID
+				finish("partition "+part+" of "+name, func() error { return c.store.DropPartitionID(ctx, t.guard, tr.Database, tr.Name, part, tr.ID, id) })
 			}
 		}
 	}

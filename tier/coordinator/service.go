@@ -219,7 +219,7 @@ func (s *service) dropTable(ctx context.Context, m *tierv1.DropTableRequest) err
 	if err != nil {
 		return s.c.rpcError(ctx, what, err)
 	}
-	err = s.c.store.DropTable(ctx, t.guard, db, name)
+	err = s.c.store.DropTableID(ctx, t.guard, db, name, cur.Value.ID)
 	s.c.notifyDropped(t, gone)
 	if errors.Is(err, meta.ErrNotFound) && m.GetIgnoreIfNotExists() {
 		return nil
@@ -416,7 +416,7 @@ func (s *service) dropPartition(ctx context.Context, m *tierv1.DropPartitionRequ
 	if err != nil {
 		return s.c.rpcError(ctx, what, err)
 	}
-	err = s.c.store.DropPartition(ctx, t.guard, tv.Value.Database, tv.Value.Name, name)
+	err = s.c.store.DropPartitionID(ctx, t.guard, tv.Value.Database, tv.Value.Name, name, tv.Value.ID, cur.Value.ID)
 	s.c.notifyDropped(t, gone)
 	if errors.Is(err, meta.ErrNotFound) && m.GetIgnoreIfNotExists() {
 		return nil

@@ -52,7 +52,7 @@ func (s *Store) DropDatabase(ctx context.Context, g Guard, name string, cascade 
 			}
 			for _, t := range ts {
 				// A table another caller dropped meanwhile is gone either way.
-				if err := s.DropTable(ctx, g, name, t.Value.Name); err != nil && !errors.Is(err, ErrNotFound) {
+				if err := s.DropTableID(ctx, g, name, t.Value.Name, t.Value.ID); err != nil && !errors.Is(err, ErrNotFound) {
 					return err
 				}
 			}
@@ -195,15 +195,29 @@ func (s *Store) ListTables(ctx context.Context, db string) ([]Versioned[TableRec
 // on the marked record, and a drop that was interrupted is finished by
 // calling DropTable again.
 func (s *Store) DropTable(ctx context.Context, g Guard, db, name string) error {
+	return s.DropTableID(ctx, g, db, name, 0)
+}
+
+// DropTableID is DropTable of the table of that name whose id is id, as
+// the caller read it (0: the one there when it is called); ErrNotFound if
+// another table of the name is there instead. Once begun, a drop drops
+// only the table it began with: after a concurrent step it reads the
+// table again by name, and a table created again under the name since
+// (a new id) means its own is gone.
+func (s *Store) DropTableID(ctx context.Context, g Guard, db, name string, id int64) error {
 	key := s.k.table(db, name)
 	for i := 0; ; i++ {
 		cur, err := s.GetTable(ctx, db, name)
-		if i > 0 && errors.Is(err, ErrNotFound) {
+		other := err == nil && id != 0 && cur.Value.ID != id
+		switch {
+		case i > 0 && (errors.Is(err, ErrNotFound) || other):
 			return nil // finished by a concurrent drop
-		}
-		if err != nil {
+		case other:
+			return fmt.Errorf("%w: table %s.%s of id %d (the table of that name now has id %d)", ErrNotFound, db, name, id, cur.Value.ID)
+		case err != nil:
 			return err
 		}
+		id = cur.Value.ID
 		if err = s.dropTable(ctx, g, key, cur); !failed(err) {
 			return err
 		}
@@ -374,19 +388,39 @@ func (s *Store) ListPartitions(ctx context.Context, tableID int64) ([]Versioned[
 // again finishes an interrupted drop. It fails with ErrLoading while the
 // partition is LOADING or carries a bulk-load id.
 func (s *Store) DropPartition(ctx context.Context, g Guard, db, table, partition string) error {
+	return s.DropPartitionID(ctx, g, db, table, partition, 0, 0)
+}
+
+// DropPartitionID is DropPartition of the partition whose table has id
+// tableID and which has id partitionID, as the caller read them (0: those
+// there when it is called); ErrNotFound if the table or partition of those
+// names has another id. Like DropTableID, a drop never goes on to a
+// partition (or table) created again under the name while it runs.
+func (s *Store) DropPartitionID(ctx context.Context, g Guard, db, table, partition string, tableID, partitionID int64) error {
 	for i := 0; ; i++ {
 		tcur, err := s.livePartitionedTable(ctx, db, table)
+		if err == nil && tableID != 0 && tcur.Value.ID != tableID {
+			if i > 0 {
+				return nil // the table went, and the partition with it
+			}
+			return fmt.Errorf("%w: table %s.%s of id %d (the table of that name now has id %d)", ErrNotFound, db, table, tableID, tcur.Value.ID)
+		}
 		if err != nil {
 			return err
 		}
+		tableID = tcur.Value.ID
 		key := s.k.partition(tcur.Value.ID, partition)
 		cur, err := s.GetPartition(ctx, tcur.Value.ID, partition)
-		if i > 0 && errors.Is(err, ErrNotFound) {
+		other := err == nil && partitionID != 0 && cur.Value.ID != partitionID
+		switch {
+		case i > 0 && (errors.Is(err, ErrNotFound) || other):
 			return nil // finished by a concurrent drop
-		}
-		if err != nil {
+		case other:
+			return fmt.Errorf("%w: partition %s of table %s.%s of id %d (the partition of that name now has id %d)", ErrNotFound, partition, db, table, partitionID, cur.Value.ID)
+		case err != nil:
 			return err
 		}
+		partitionID = cur.Value.ID
 		if err = s.dropPartition(ctx, g, key, cur, tcur.Value); !failed(err) {
 			return err
 		}
