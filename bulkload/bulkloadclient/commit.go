@@ -106,7 +106,10 @@ func EncodeManifest(bc *BuildContext, results []snapshotbuild.BucketResult) ([]b
 // unreachable, throttling, a server error, an interrupted upload), and the
 // same Commit while its outcome is retriable or unknown, every
 // CommitRetryInterval, resolving an unknown outcome through Status, until
-// awaitBudget is spent; it never begins anything new. Any other failure of
+// awaitBudget is spent (every step, a manifest write, a Commit call or a
+// Status, ends with it too: Commit returns within the budget and one
+// CommitRetryInterval, whatever ctx's deadline); it never begins anything
+// new. Any other failure of
 // the manifest write (refused permission, a missing bucket, a full store,
 // an invalid key, an integrity failure, one objstore cannot classify) ends
 // Commit at once with an error that names the manifest path and is not
@@ -137,11 +140,7 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 		// The coordinator answers a Commit once it is decided (validation
 		// reads every data file): each call ends with the budget, an
 		// outcome unknown, not the caller's context's error.
-		until := deadline
-		if time.Until(until) < CommitRetryInterval {
-			until = time.Now().Add(CommitRetryInterval)
-		}
-		actx, acancel := context.WithDeadline(ctx, until)
+		actx, acancel := stepContext(ctx, deadline)
 		resp, err := call(actx, c, change, req, tierv1connect.BulkLoadServiceClient.Commit)
 		budgetSpent := err != nil && actx.Err() != nil && ctx.Err() == nil
 		acancel()
@@ -164,8 +163,13 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 			return bulkload.Status{}, err
 		}
 		// The outcome is unknown: the transaction may have committed (or
-		// aborted) meanwhile.
-		if st, serr := c.Status(ctx, bc.handle); serr == nil {
+		// aborted) meanwhile. (Status waits for a coordinator that is
+		// recovering, as during the failover that made the outcome unknown:
+		// bounded by the budget too.)
+		sctx, scancel := stepContext(ctx, deadline)
+		st, serr := c.Status(sctx, bc.handle)
+		scancel()
+		if serr == nil {
 			switch st.State {
 			case bulkload.Committed:
 				return st, nil
@@ -177,6 +181,17 @@ func (c *Client) Commit(ctx context.Context, bc *BuildContext, results []snapsho
 			return bulkload.Status{}, err
 		}
 	}
+}
+
+// stepContext bounds one step of Commit (a call, a Status, a manifest
+// write) by the await budget's deadline, or by CommitRetryInterval when
+// less of the budget is left.
+func stepContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	until := deadline
+	if time.Until(until) < CommitRetryInterval {
+		until = time.Now().Add(CommitRetryInterval)
+	}
+	return context.WithDeadline(ctx, until)
 }
 
 // pause waits CommitRetryInterval before attempt+1 of step after err, or
@@ -222,14 +237,21 @@ func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest [
 	}
 	op := "write manifest " + bc.manifestPath
 	for attempt := 1; ; attempt++ {
-		_, err := store.PutIfAbsent(ctx, key, objstore.BytesSource(manifest))
+		pctx, pcancel := stepContext(ctx, deadline)
+		_, err := store.PutIfAbsent(pctx, key, objstore.BytesSource(manifest))
+		budgetSpent := err != nil && pctx.Err() != nil && ctx.Err() == nil
+		pcancel()
 		if err == nil || (c.store == nil && c.scoped && errors.Is(err, ErrNotBegun)) {
 			// Through the gateway, a transaction that is no longer BEGUN
 			// takes no manifest: an earlier Commit froze it (or the
 			// transaction ended); the Commit call reports which.
 			return nil
 		}
-		err = manifestErr(ctx, op, err)
+		if budgetSpent {
+			err = fmt.Errorf("bulkloadclient: %s: %w: not written within the await budget (%v)", op, bulkload.ErrUnavailable, err)
+		} else {
+			err = manifestErr(ctx, op, err)
+		}
 		if !IsRetriable(err) {
 			return err
 		}
@@ -249,8 +271,8 @@ func (c *Client) writeManifest(ctx context.Context, bc *BuildContext, manifest [
 // objstore cannot classify.
 func manifestErr(ctx context.Context, op string, err error) error {
 	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("bulkloadclient: %s: %w (%w)", op, ctx.Err(), err)
+	case ctx.Err() != nil: // (err only quoted: it may say it is retriable)
+		return fmt.Errorf("bulkloadclient: %s: %w (%v)", op, ctx.Err(), err)
 	case errors.Is(err, objstore.ErrConflict):
 		return fmt.Errorf("bulkloadclient: %s: %w: %w", op, bulkload.ErrManifestConflict, err)
 	case objstore.IsTransient(err):
