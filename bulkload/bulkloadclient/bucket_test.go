@@ -737,3 +737,46 @@ func TestSessionProgress(t *testing.T) {
 		t.Fatalf("buckets done: %v", done)
 	}
 }
+
+// TestCloseDuringFinishWithProgressStats: Close from another goroutine
+// while Finish runs (Close waits for it), with a Progress callback that
+// reads the session's Stats: Close held the session's lock while it
+// waited for the build, whose worker waited in Progress for that lock.
+func TestCloseDuringFinishWithProgressStats(t *testing.T) {
+	ctx := t.Context()
+	bc := offlineContext(t)
+	var s *bulkloadclient.Session
+	entered := make(chan struct{})
+	var once sync.Once
+	progress := func(snapshotbuild.BucketProgress) {
+		first := false
+		once.Do(func() { first = true; close(entered) })
+		if first {
+			time.Sleep(300 * time.Millisecond) // Close takes the session's lock meanwhile
+		}
+		_ = s.Stats()
+	}
+	var err error
+	s, err = bulkloadclient.OpenBuildSession(ctx, bc, bulkloadclient.SessionOptions{TempDir: t.TempDir(), Progress: progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := arrowBatch("us", idRange(200, 1), 1)
+	defer rec.Release()
+	if err := s.Add(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.Finish(ctx); done <- err }()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Finish never returned: deadlocked with Session.Close")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

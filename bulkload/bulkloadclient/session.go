@@ -363,21 +363,29 @@ func (s *Session) ownedString() string {
 // or of a writer); to stop a build, cancel its context.
 func (s *Session) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mu.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.mu.closed = true
-	var errs []error
+	var builders []*snapshotbuild.Builder
 	for _, b := range slices.Sorted(maps.Keys(s.mu.writers)) {
-		errs = append(errs, s.mu.writers[b].b.Close())
+		builders = append(builders, s.mu.writers[b].b)
 	}
 	clear(s.mu.writers)
 	if s.mu.prepared != nil {
-		errs = append(errs, s.mu.prepared.Close())
+		builders = append(builders, s.mu.prepared)
 	}
 	if s.mu.b != nil {
-		errs = append(errs, s.mu.b.Close())
+		builders = append(builders, s.mu.b)
+	}
+	s.mu.Unlock()
+	// Closed without the session's lock: a builder's Close waits for its
+	// running Finish, whose Progress callback may call Stats (which takes
+	// the lock: a deadlock).
+	var errs []error
+	for _, b := range builders {
+		errs = append(errs, b.Close())
 	}
 	if s.ownStore != nil {
 		errs = append(errs, s.ownStore.Close())
@@ -456,11 +464,15 @@ func (w *BucketWriter) Stats() snapshotbuild.Stats { return w.b.Stats() }
 // session may hand out a new writer of it. It may be called more than
 // once, also after Session.Close; it waits for a running Add or Finish.
 func (w *BucketWriter) Close() error {
+	// The build is closed (its running Finish waited for) before the
+	// bucket may be asked for again: two writers of one bucket never
+	// upload at once.
+	err := w.b.Close()
 	s := w.s
 	s.mu.Lock()
 	if s.mu.writers[w.bucket] == w {
 		delete(s.mu.writers, w.bucket)
 	}
 	s.mu.Unlock()
-	return w.b.Close()
+	return err
 }
