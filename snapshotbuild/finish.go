@@ -192,6 +192,16 @@ func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, p
 		})
 		return nil
 	})
+	if err != nil {
+		// A merge failed: the uploads running stop too (the first error
+		// is the one returned).
+		mu.Lock()
+		if upErr == nil {
+			upErr = err
+		}
+		mu.Unlock()
+		cancel(err)
+	}
 	// No merge runs any more: its buffers go before its input.
 	var relErr error
 	if plan.bufs != nil {
@@ -201,9 +211,6 @@ func (b *Builder) buildBuckets(ctx context.Context, owned []int, mem []*chunk, p
 	wg.Wait()
 	if upErr != nil {
 		return nil, upErr
-	}
-	if err != nil {
-		return nil, err
 	}
 	if relErr != nil {
 		return nil, fmt.Errorf("snapshotbuild: release merged input: %w", relErr)
