@@ -352,7 +352,7 @@ func (h *Host) release(id changelog.BucketLogID, r *Replica) {
 // compacting it, no WAL (the changelog is the WAL).
 // mustExist makes Open fail rather than create an empty database when a
 // restored snapshot lacks its MANIFEST.
-func (h *Host) pebbleOptions(id ReplicaID, memTableSize uint64, mustExist bool) *pebble.Options {
+func (h *Host) pebbleOptions(id ReplicaID, memTableSize uint64, mustExist bool, bg *bgErrors) *pebble.Options {
 	o := &pebble.Options{
 		FormatMajorVersion:          pebble.FormatNewest,
 		Cache:                       h.cache,
@@ -364,7 +364,7 @@ func (h *Host) pebbleOptions(id ReplicaID, memTableSize uint64, mustExist bool) 
 		DisableWAL:                  true,
 		ErrorIfNotExists:            mustExist,
 		Logger:                      pebbleLogger{h.log},
-		EventListener:               h.events(id),
+		EventListener:               h.events(id, bg),
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
@@ -382,8 +382,11 @@ func (h *Host) pebbleOptions(id ReplicaID, memTableSize uint64, mustExist bool) 
 const stallWarn = time.Second
 
 // events is the event listener of replica id's database: write stalls are
-// counted (WriteStalls) and logged, background errors logged.
-func (h *Host) events(id ReplicaID) *pebble.EventListener {
+// counted (WriteStalls) and logged, background errors noted in bg (which
+// wakes a Snapshot waiting for a flush) and logged, a repeated one (Pebble
+// retries a failed flush at once: a full disk repeats it without pause)
+// at most every bgErrorLogEvery.
+func (h *Host) events(id ReplicaID, bg *bgErrors) *pebble.EventListener {
 	var stall struct {
 		sync.Mutex
 		start  time.Time // zero: no stall in progress
@@ -414,7 +417,9 @@ func (h *Host) events(id ReplicaID) *pebble.EventListener {
 			log.Log(context.Background(), level, "replica: Pebble stalled writes", "reason", reason, "stalled", d.Round(time.Millisecond))
 		},
 		BackgroundError: func(err error) {
-			log.Error("replica: pebble background error", "err", err)
+			if repeats, ok := bg.note(err, time.Now()); ok {
+				log.Error("replica: pebble background error", "err", err, "repeats_since_last_logged", repeats)
+			}
 		},
 	}
 }
@@ -473,4 +478,51 @@ feed:
 		return err
 	}
 	return nil
+}
+
+// bgErrorLogEvery bounds how often a replica logs Pebble's background
+// errors.
+const bgErrorLogEvery = 10 * time.Second
+
+// bgErrors are the background errors of one replica's database (a flush
+// or compaction that failed): the last one, and a channel closed (and
+// replaced) at each, which a waiting flush selects on.
+type bgErrors struct {
+	mu      sync.Mutex
+	last    error
+	ch      chan struct{}
+	logged  time.Time // when one was last logged
+	repeats int64     // since then
+}
+
+func newBGErrors() *bgErrors { return &bgErrors{ch: make(chan struct{})} }
+
+// note records err at now and reports whether to log it, with how many
+// went unlogged before it.
+func (b *bgErrors) note(err error, now time.Time) (repeats int64, log bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.last = err
+	close(b.ch)
+	b.ch = make(chan struct{})
+	if !b.logged.IsZero() && now.Sub(b.logged) < bgErrorLogEvery {
+		b.repeats++
+		return 0, false
+	}
+	repeats, b.repeats, b.logged = b.repeats, 0, now
+	return repeats, true
+}
+
+// next returns the channel closed at the next background error.
+func (b *bgErrors) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// lastErr returns the last background error.
+func (b *bgErrors) lastErr() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
 }

@@ -29,6 +29,7 @@ type Replica struct {
 	memTableSize uint64
 	db           *pebble.DB    // set by Open, then fixed
 	log          changelog.Log // set by Open, then fixed
+	bg           *bgErrors     // db's background errors
 
 	// lifecycle is read-held by every use of db and log, write-held by Close.
 	lifecycle sync.RWMutex

@@ -64,7 +64,7 @@ func (h *Host) Open(ctx context.Context, id ReplicaID, from *snapshot.Metadata) 
 		return nil, fmt.Errorf("replica: open %v: %w", id, err)
 	}
 	defer h.opening.Done()
-	r := &Replica{h: h, id: id, logID: logID, dir: filepath.Join(h.root, id.dirName()), memTableSize: memTable}
+	r := &Replica{h: h, id: id, logID: logID, dir: filepath.Join(h.root, id.dirName()), memTableSize: memTable, bg: newBGErrors()}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("replica: open %v: %w", id, errors.Join(err, r.discard()))
@@ -84,7 +84,7 @@ func (h *Host) Open(ctx context.Context, id ReplicaID, from *snapshot.Metadata) 
 			return nil, err
 		}
 	}
-	if r.db, err = pebble.Open(dbDir, h.pebbleOptions(id, memTable, from != nil)); err != nil {
+	if r.db, err = pebble.Open(dbDir, h.pebbleOptions(id, memTable, from != nil, r.bg)); err != nil {
 		return nil, fmt.Errorf("open pebble: %w", err)
 	}
 	if r.log, err = h.logs.Open(ctx, logID); err != nil {

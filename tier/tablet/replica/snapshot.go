@@ -92,7 +92,7 @@ func (r *Replica) Snapshot(ctx context.Context, snapshotID int64, prev *snapshot
 		return nil, "", err
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	meta, err := r.checkpoint(dir)
+	meta, err := r.checkpoint(ctx, dir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -221,24 +221,45 @@ func (h *Host) putFile(ctx context.Context, uri, path string, want fileSum) erro
 // the state the checkpoint holds. The first flush runs alongside writes;
 // the second, under the apply lock with the checkpoint, catches what
 // arrived meanwhile, so the checkpoint holds exactly meta.
-func (r *Replica) checkpoint(dir string) (replicaMeta, error) {
+func (r *Replica) checkpoint(ctx context.Context, dir string) (replicaMeta, error) {
 	r.lifecycle.RLock()
 	defer r.lifecycle.RUnlock()
 	if r.closed {
 		return replicaMeta{}, ErrClosed
 	}
-	if err := r.db.Flush(); err != nil {
-		return replicaMeta{}, fmt.Errorf("flush: %w", err)
+	if err := r.flush(ctx); err != nil {
+		return replicaMeta{}, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.db.Flush(); err != nil {
-		return replicaMeta{}, fmt.Errorf("flush: %w", err)
+	if err := r.flush(ctx); err != nil {
+		return replicaMeta{}, err
 	}
 	if err := r.db.Checkpoint(dir); err != nil {
 		return replicaMeta{}, fmt.Errorf("checkpoint: %w", err)
 	}
 	return r.mu.meta, nil
+}
+
+// flush flushes the database's memtables, waiting until they are flushed,
+// ctx ends, or a background error comes (a flush that failed: Pebble
+// retries it for as long as it fails, and DB.Flush waits for as long, with
+// the locks the caller holds: a full disk hung Snapshot, the writes behind
+// its apply lock and Close).
+func (r *Replica) flush(ctx context.Context) error {
+	failed := r.bg.next()
+	done, err := r.db.AsyncFlush()
+	if err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("flush: %w", context.Cause(ctx))
+	case <-failed:
+		return fmt.Errorf("flush: %w", r.bg.lastErr())
+	}
 }
 
 // checkpointFiles lists the checkpoint's files with their sizes and

@@ -23,7 +23,7 @@ func TestWriteStallEvents(t *testing.T) {
 		e := newEnv(t)
 		var logs testlog.Buffer
 		h := e.hostOnly(t, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-		ev := h.events(e.id(3))
+		ev := h.events(e.id(3), newBGErrors())
 
 		ev.WriteStallEnd() // no stall began: nothing to count
 		if n, d := h.WriteStalls(); n != 0 || d != 0 {
