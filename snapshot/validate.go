@@ -82,7 +82,10 @@ type Validator struct {
 	refs  []bucketRef
 	files []bucketFile
 	total int64 // declared input bytes, saturating
-	vs    []*Violation
+	// aborted: a stage ended with its read's error, so whatever comes
+	// after it cannot pass.
+	aborted bool
+	vs      []*Violation
 	// offsets are the buckets' log_offset values the metadata stage read.
 	offsets []int64
 }
@@ -218,6 +221,12 @@ func (v *Validator) CheckManifest(b []byte) []MetadataRef {
 			v.report(RuleBucketMissing, b, req.ManifestPath, "no entry")
 		}
 	}
+	// The manifest declares every _METADATA's length: input already over
+	// the limit is refused before any of them is read.
+	if limit := p.Limits.MaxInputSize; v.total > limit {
+		v.report(RuleInputSize, -1, req.ManifestPath, "%d bytes declared by the manifest and its _METADATA references, limit %d", v.total, limit)
+		return nil
+	}
 	v.open = len(refs) > 0
 	return refs
 }
@@ -253,7 +262,8 @@ func (v *Validator) CheckMetadata(docs map[string][]byte) []FileHandle {
 // index there), and dropped after: a caller need not hold every document
 // at once (a manifest of 4096 buckets may declare 16 MiB for each). An
 // error of read (a storage failure, not a missing object: found false)
-// ends the stage with that error; the outcome is then unknown.
+// ends the stage with that error; the outcome is then unknown, and the
+// validation cannot pass (RuleIncomplete).
 func (v *Validator) CheckMetadataFrom(read func(i int, ref MetadataRef) (b []byte, found bool, err error)) ([]FileHandle, error) {
 	if !v.step(stageMetadata, "CheckMetadata") {
 		return nil, nil
@@ -262,6 +272,7 @@ func (v *Validator) CheckMetadataFrom(read func(i int, ref MetadataRef) (b []byt
 	for i, r := range v.refs {
 		b, found, err := read(i, r.ref)
 		if err != nil {
+			v.aborted = true
 			return nil, err
 		}
 		if !v.content(RuleMetadataSize, RuleMetadataDigest, r.bucket, r.ref.Path, b, found, r.ref.Length, r.ref.SHA256) {
@@ -438,11 +449,15 @@ func (v *Validator) CheckSizes(sizes map[string]int64) {
 }
 
 // Violations returns every violation found so far, in the order found. If
-// there is none but not every stage has run, it returns one RuleIncomplete
-// violation.
+// there is none but not every stage has run, or one ended with its read's
+// error, it returns one RuleIncomplete violation.
 func (v *Validator) Violations() []*Violation {
 	vs := slices.Clone(v.vs)
-	if len(vs) == 0 && v.stage != stageSizes {
+	switch {
+	case len(vs) > 0:
+	case v.aborted:
+		vs = append(vs, &Violation{Rule: RuleIncomplete, Bucket: -1, Detail: "a stage ended with an error reading its input"})
+	case v.stage != stageSizes:
 		vs = append(vs, &Violation{Rule: RuleIncomplete, Bucket: -1, Detail: "validation stopped before CheckSizes"})
 	}
 	return vs

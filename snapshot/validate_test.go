@@ -463,6 +463,48 @@ func TestInputSizeBoundary(t *testing.T) {
 	}
 }
 
+// TestMetadataReadErrorNeverPasses: a storage error reading a _METADATA
+// ends the metadata stage; a caller that goes on to CheckSizes (as it may,
+// unconditionally) got no violation at all: a pass with no _METADATA read.
+func TestMetadataReadErrorNeverPasses(t *testing.T) {
+	p, req, in := ruleCase{}.build(t)
+	v := NewValidator(p)
+	if !v.CheckRequest(req) || len(v.CheckManifest(in.Manifest)) == 0 {
+		t.Fatal(v.Violations())
+	}
+	_, err := v.CheckMetadataFrom(func(int, MetadataRef) ([]byte, bool, error) {
+		return nil, false, errors.New("storage unavailable")
+	})
+	if err == nil {
+		t.Fatal("want the read error")
+	}
+	v.CheckSizes(in.Sizes)
+	if got := rulesOf(v.Violations()); !slices.Equal(got, []Rule{RuleIncomplete}) {
+		t.Fatalf("violations %v after a failed read", got)
+	}
+}
+
+// TestInputSizeRefusedBeforeMetadataReads: _METADATA references whose
+// declared lengths already pass MaxInputSize are refused at the manifest,
+// before the caller reads any of them (the limit bounds what a bulk load
+// makes the coordinator read; it was checked after reading them all).
+func TestInputSizeRefusedBeforeMetadataReads(t *testing.T) {
+	p, req, in := ruleCase{}.build(t)
+	p.Limits.MaxInputSize = req.ManifestLength + 1
+	v := NewValidator(p)
+	if !v.CheckRequest(req) {
+		t.Fatal(v.Violations())
+	}
+	if refs := v.CheckManifest(in.Manifest); len(refs) != 0 {
+		t.Fatalf("the caller is asked to read %d _METADATA over the input limit", len(refs))
+	}
+	v.CheckMetadata(in.Metadata)
+	v.CheckSizes(in.Sizes)
+	if got := rulesOf(v.Violations()); !slices.Equal(got, []Rule{RuleInputSize}) {
+		t.Fatalf("violations %v", got)
+	}
+}
+
 // TestValidatorStages checks that the staged API asks only for canonical
 // objects and that skipping or reordering stages never passes.
 func TestValidatorStages(t *testing.T) {
