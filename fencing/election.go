@@ -112,7 +112,7 @@ func campaign(ctx context.Context, cli *clientv3.Client, prefix, id string, secs
 		lost(fmt.Errorf("%w: lease %x no longer kept alive (expired, revoked or client closed)", ErrLeadershipLost, lease.ID))
 	})
 	e := concurrency.NewElection(s, prefix)
-	if err := e.Campaign(ctx, id); err != nil {
+	if err := campaignInLine(ctx, e, id, alive); err != nil {
 		// Revoke, so that an abandoned candidate key does not hold up the
 		// candidates queued behind it until the lease expires.
 		err = errors.Join(fmt.Errorf("fencing: elect under %s: campaign: %w", prefix, err), s.Close())
@@ -151,6 +151,39 @@ func campaign(ctx context.Context, cli *clientv3.Client, prefix, id string, secs
 	}
 	go l.monitor(resp.Header.Revision)
 	return l, nil
+}
+
+// campaignInLine runs e's Campaign until it wins, ctx ends, the lease is lost
+// (alive), or it fails otherwise. A candidate waits in line by watching
+// the key before its own from the revision it read it at; a watch that
+// breaks and resumes after etcd compacted past that revision (any network
+// blip while a standby waits for hours under auto-compaction) failed the
+// Campaign with ErrCompacted, and so the standby: campaigning again on the
+// same session finds its own key, keeps its place in line, and reads
+// afresh before watching.
+func campaignInLine(ctx context.Context, e *concurrency.Election, id string, alive context.Context) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := e.Campaign(ctx, id)
+		if err == nil || ctx.Err() != nil || alive.Err() != nil || !rewatch(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-alive.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// rewatch reports whether a Campaign failed only because its watch of the
+// candidate before it broke: the revision it watched from compacted, or
+// the watch channel closed without an error.
+func rewatch(err error) bool {
+	return errors.Is(err, rpctypes.ErrCompacted) || err.Error() == "lost watcher waiting for delete"
 }
 
 // Epoch returns the term's epoch: the create revision of Key.
