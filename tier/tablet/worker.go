@@ -89,6 +89,13 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 		e.setStatus(entryStatus{state: failedState, err: err.Error(), restoringID: -1})
 		log.Warn("tablet replica stopped tailing the changelog; restoring it again", "err", err)
 		src = restoreSource{}
+		if e.source.explicit && e.source.bulkLoadID != "" && s.bulkLoading(e.key.target) {
+			// The load's snapshot is registered only at its commit: the
+			// latest registered one is not what the load installs (an
+			// empty replica of a new target, which then claimed the
+			// load's snapshot and was confirmed without its rows).
+			src = e.source
+		}
 		b.sleep(ctx)
 	}
 }
@@ -167,8 +174,8 @@ func (s *Server) restore(ctx context.Context, e *replicaEntry, src restoreSource
 	e.snap.prev, e.snap.lastOffset = md, 0
 	if md != nil {
 		e.snap.lastOffset = md.LogOffset
-		e.latestID.Store(md.SnapshotID)
 	}
+	e.latestID.Store(snapshotIDOf(md)) // what it holds now, none for an empty one
 	e.snap.Unlock()
 	return rep, nil
 }
