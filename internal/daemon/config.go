@@ -21,6 +21,7 @@ import (
 	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/meta"
+	"github.com/thawdb/thaw/tier/tablet/replica"
 	"github.com/thawdb/thaw/triggers/kafka"
 )
 
@@ -596,8 +597,8 @@ func (c TabletOptions) validate() error {
 	if c.CacheSize < 1<<20 {
 		errs = append(errs, fmt.Errorf("tablet.cache_size %v is below 1MiB", c.CacheSize))
 	}
-	if c.MemTableBudget < 512<<10 {
-		errs = append(errs, fmt.Errorf("tablet.memtable_budget %v is below 512KiB", c.MemTableBudget))
+	if c.MemTableBudget < replica.MinMemTableBudget {
+		errs = append(errs, fmt.Errorf("tablet.memtable_budget %v is below %v", c.MemTableBudget, ByteSize(replica.MinMemTableBudget)))
 	}
 	if c.ExpectedReplicas < 0 {
 		errs = append(errs, fmt.Errorf("tablet.expected_replicas %d is negative", c.ExpectedReplicas))

@@ -664,12 +664,23 @@ func TestOptions(t *testing.T) {
 		{"batch larger than segment", []Option{WithSegmentBytes(1024), WithMaxBatchBytes(1024)}, false},
 		{"record larger than batch", []Option{WithMaxBatchBytes(1000), WithMaxRecordBytes(1000)}, false},
 		{"negative record", []Option{WithMaxRecordBytes(-1)}, false},
+		// A batch below the default record limit lowers it, when unset
+		// (the daemon's 512 KiB max batch failed every start).
+		{"batch below the default record", []Option{WithMaxBatchBytes(512 << 10)}, true},
+		{"batch of headers only", []Option{WithMaxBatchBytes(frameHeaderLen + recordHeaderLen)}, true},
 		{"zero index interval", []Option{WithIndexIntervalBytes(0)}, false},
 	} {
 		_, err := buildOptions(tc.opts)
 		if (err == nil) != tc.ok {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+	}
+	o, err := buildOptions([]Option{WithMaxBatchBytes(512 << 10)})
+	if err != nil || o.maxRecordBytes != 512<<10-frameHeaderLen-recordHeaderLen {
+		t.Fatalf("record limit %d, %v", o.maxRecordBytes, err)
+	}
+	if o, err := buildOptions(nil); err != nil || o.maxRecordBytes != DefaultMaxRecordBytes {
+		t.Fatalf("default record limit %d, %v", o.maxRecordBytes, err)
 	}
 }
 

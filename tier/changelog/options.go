@@ -28,6 +28,7 @@ type options struct {
 	segmentBytes       int64
 	maxBatchBytes      int64
 	maxRecordBytes     int64
+	recordBytesSet     bool // by WithMaxRecordBytes
 	indexIntervalBytes int64
 	onTailRepair       func(TailRepair)
 }
@@ -43,8 +44,11 @@ func WithSegmentBytes(n int64) Option { return func(o *options) { o.segmentBytes
 // restart that may follow a crash.
 func WithMaxBatchBytes(n int64) Option { return func(o *options) { o.maxBatchBytes = n } }
 
-// WithMaxRecordBytes limits one record's payload.
-func WithMaxRecordBytes(n int64) Option { return func(o *options) { o.maxRecordBytes = n } }
+// WithMaxRecordBytes limits one record's payload. Unset, the limit is
+// DefaultMaxRecordBytes, or what a smaller max batch leaves room for.
+func WithMaxRecordBytes(n int64) Option {
+	return func(o *options) { o.maxRecordBytes, o.recordBytesSet = n, true }
+}
 
 // WithIndexIntervalBytes sets how densely the in-memory sparse index
 // samples batch positions: at most one entry per n bytes of segment, so a
@@ -75,6 +79,11 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if !o.recordBytesSet {
+		// (A max batch below 1 MiB took every start: the default record
+		// limit did not fit it.)
+		o.maxRecordBytes = max(0, min(o.maxRecordBytes, o.maxBatchBytes-frameHeaderLen-recordHeaderLen))
 	}
 	var errs []error
 	if o.segmentBytes < minSegmentBytes || o.segmentBytes > maxSegmentBytes {

@@ -49,6 +49,10 @@ const (
 	memTablesPerReplica = memTableStopWrites + 1
 	bloomBitsPerKey     = 10
 
+	// MinMemTableBudget is the smallest memtable budget of a host: one
+	// replica's memtables at MinMemTableSize.
+	MinMemTableBudget = MinMemTableSize * memTablesPerReplica
+
 	// l0CompactionThreshold is Pebble's L0CompactionThreshold (default
 	// 4): the L0 sublevels that trigger a compaction out of L0. Keys
 	// arrive in random order, so every such compaction rewrites nearly
@@ -155,8 +159,8 @@ func buildOptions(opts []Option) (options, error) {
 	if o.cacheSize < 1<<20 {
 		errs = append(errs, fmt.Errorf("cache size %d below 1 MiB", o.cacheSize))
 	}
-	if o.memTableBudget < MinMemTableSize*memTablesPerReplica {
-		errs = append(errs, fmt.Errorf("memtable budget %d below %d", o.memTableBudget, MinMemTableSize*memTablesPerReplica))
+	if o.memTableBudget < MinMemTableBudget {
+		errs = append(errs, fmt.Errorf("memtable budget %d below %d", o.memTableBudget, MinMemTableBudget))
 	}
 	if o.expectedReplicas < 0 {
 		errs = append(errs, fmt.Errorf("negative expected replicas %d", o.expectedReplicas))
