@@ -25,7 +25,7 @@ func badConfigs() []badConfig {
 		{"two documents", 1, "id: a\n---\nid: b\n", []string{"more than one YAML document (line 2)"}},
 		{"garbage after the document", 0, "data_dir: /d\n...\ngarbage: [\n", []string{"after the document", "did not find expected <document start>"}},
 		{"not a mapping", 2, "[id, ts-1]\n", []string{"line 1: a list is not a mapping of keys to values"}},
-		{"scalar", 3, "workers\n", []string{"line 1: the string `workers` is not a mapping of keys to values"}},
+		{"scalar", 3, "workers\n", []string{"line 1: a string is not a mapping of keys to values"}},
 		{"wrong type", 0, "tablets: many\n", []string{"line 1", "many"}},
 		{"string for an int", 0, "tablets: '3'\n", []string{"line 1: the string `3` is not a whole number (a quoted value is a string: write it without quotes)"}},
 		{"integer duration", 0, "data_dir: /d\ncoordinator:\n  lease_ttl: 5\n", []string{"line 3: `5` is not a duration (such as 30s, 15m or 720h)"}},

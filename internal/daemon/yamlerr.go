@@ -45,13 +45,18 @@ func kindOf(t string) string {
 // written as value, that a key of Go type t cannot take.
 func wrongKind(line, tag, value, t string) string {
 	what := map[string]string{"map": "a mapping", "seq": "a list"}[tag]
+	kind := kindOf(t)
 	switch {
+	case tag == "str" && (kind == kindOf("map") || kind == kindOf("[]")):
+		// Not quoted: a string where a mapping or list belongs may be a
+		// secret indented one level too shallow (a catalog's password
+		// read as a catalog; yaml.v3 gives up to 10 characters of it).
+		what = "a string"
 	case tag == "str" && value != "":
 		what = "the string `" + value + "`"
 	case value != "":
 		what = "`" + value + "`"
 	}
-	kind := kindOf(t)
 	msg := fmt.Sprintf("line %s: %s is not %s", line, cmp.Or(what, "the value"), kind)
 	if tag == "str" && wouldParse(value, kind) {
 		msg += " (a quoted value is a string: write it without quotes)"

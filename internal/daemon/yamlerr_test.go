@@ -22,8 +22,12 @@ func TestDescribeYAMLError(t *testing.T) {
 		{"workers: two\n", "yaml: line 1: the string `two` is not a whole number"},
 		{"workers: '2'\n", "yaml: line 1: the string `2` is not a whole number (a quoted value is a string: write it without quotes)"},
 		{"workers: [1, 2]\n", "yaml: line 1: a list is not a whole number"},
-		{"tier: x\n", "yaml: line 1: the string `x` is not a mapping of keys to values"},
-		{"policies: x\n", "yaml: line 1: the string `x` is not a list"},
+		{"tier: x\n", "yaml: line 1: a string is not a mapping of keys to values"},
+		{"policies: x\n", "yaml: line 1: a string is not a list"},
+		// A string where a mapping or list belongs is not quoted: it may be
+		// a secret indented one level too shallow (a catalog's password
+		// read as a catalog).
+		{"catalogs:\n  default:\n    type: sql\n  password: Pw0rd!x9\n", "yaml: line 4: a string is not a mapping of keys to values"},
 		{"tier:\n  embedded: maybe\n", "yaml: line 2: the string `maybe` is not true or false"},
 	} {
 		var cfg PromoterConfig
