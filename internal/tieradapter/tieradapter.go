@@ -113,7 +113,12 @@ func (t *Tier) IsEmpty(ctx context.Context, database, table, partition string) (
 	case errors.Is(err, errStop):
 		return false, nil
 	case partition == "" && isNotFound(err):
-		return true, nil
+		// The table missing, or a tablet server without the bucket's
+		// replica (moved, or not open yet after a restart) until the
+		// client's retries ran out: the coordinator tells which.
+		if _, ok, serr := t.TableSchema(ctx, database, table); serr == nil && !ok {
+			return true, nil
+		}
 	}
 	return false, fmt.Errorf("tieradapter: scan %s: %w", target, err)
 }
