@@ -224,6 +224,13 @@ func (w *Writer) routeLocked(ctx context.Context, row kv.Row, create bool) (*tar
 	if e, ok := w.r.parts[name]; ok && (e != nil || !create) {
 		return e, nil // nil: a delete of this call found the partition missing
 	}
+	if create {
+		// A row the table refuses creates no partition (as Client.Upsert
+		// checks every row before it routes any).
+		if _, _, _, err := w.encoderLocked(w.r.info.KV).Encode(kv.RowFields(row)); err != nil {
+			return nil, err
+		}
+	}
 	w.mu.Unlock()
 	var e *targetEntry
 	if create {
