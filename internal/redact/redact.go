@@ -12,14 +12,19 @@ import (
 // does not parse, or parses without user information while an "@" follows
 // a ":" after the scheme (a password holding an unescaped '?', '#' or '/'
 // ends the host early: "postgres://u:12?SECRET@db" parses as host "u:12"),
-// everything between "://" and the last "@" is replaced, or, without
-// "://", everything before the last "@".
+// or with a password but more than one "@" (one in the password), everything
+// between "://" and the last "@" is replaced, or, without "://",
+// everything before the last "@".
 func URL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		if _, has := u.User.Password(); has {
+		_, has := u.User.Password()
+		switch {
+		case has && strings.Count(raw, "@") > 1:
+			// "u:p@q/SECRET@db": a password holding an '@' and then a '/'
+			// parses as password "p", host "q": cut at the last '@'.
+		case has:
 			return u.Redacted()
-		}
-		if u.User != nil || !mayHide(raw) {
+		case u.User != nil || !mayHide(raw):
 			return raw // as written: Redacted would re-encode it
 		}
 	}

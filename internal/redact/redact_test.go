@@ -24,6 +24,8 @@ func TestURL(t *testing.T) {
 		{"s3://bucket/a@b", "s3://bucket/a@b"},
 		{"file:///tmp/a@b", "file:///tmp/a@b"},
 		{"postgres://u@db/x", "postgres://u@db/x"},
+		{"postgres://u:p@q/SECRET@db", "postgres://xxxxx@db"}, // password "p@q/SECRET"
+		{"postgres://u:p@ss@db/x", "postgres://xxxxx@db/x"},
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
