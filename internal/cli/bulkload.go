@@ -417,10 +417,19 @@ func checkOutFile(path string) error {
 	if err != nil {
 		return usageError("--out %v", err)
 	}
+	dir := filepath.Dir(replace)
 	if replace == "" {
-		return nil
+		target, err := os.Readlink(path)
+		if err != nil {
+			return nil // a named pipe or a device
+		}
+		// A dangling symlink: the file is created where it points.
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		dir = filepath.Dir(target)
 	}
-	f, err := os.CreateTemp(filepath.Dir(replace), ".thaw-out-check-*")
+	f, err := os.CreateTemp(dir, ".thaw-out-check-*")
 	if err != nil {
 		return usageError("--out %s cannot be written: %v", path, err)
 	}
@@ -430,28 +439,30 @@ func checkOutFile(path string) error {
 // outPlan says how --out is written: replace is the regular file to
 // replace whole (path with its symlinks resolved, so that a link stays a
 // link and its target gets the output), perm the mode of the file it
-// replaces (0 for a new one). replace is "" for what is written in place,
-// as a stream: a named pipe, a device (/dev/stdout), a dangling symlink.
-func outPlan(path string) (replace string, perm os.FileMode, err error) {
+// replaces (nil for a new one). replace is "" for what is written in
+// place, as a stream: a named pipe, a device (/dev/stdout), a dangling
+// symlink.
+func outPlan(path string) (replace string, perm *os.FileMode, err error) {
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if lst, lerr := os.Lstat(path); lerr == nil && lst.Mode()&os.ModeSymlink != 0 {
-			return "", 0, nil
+			return "", nil, nil
 		}
-		return path, 0, nil
+		return path, nil, nil
 	case err != nil:
-		return "", 0, err
+		return "", nil, err
 	case st.IsDir():
-		return "", 0, fmt.Errorf("%s is a directory", path)
+		return "", nil, fmt.Errorf("%s is a directory", path)
 	case !st.Mode().IsRegular():
-		return "", 0, nil
+		return "", nil, nil
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", 0, nil // (a /proc link to a deleted file, say)
+		return "", nil, nil // (a /proc link to a deleted file, say)
 	}
-	return real, st.Mode().Perm(), nil
+	m := st.Mode().Perm()
+	return real, &m, nil
 }
 
 // writeOutput writes b to the file path, or to stdout when path is "".
@@ -484,8 +495,8 @@ func writeOutput(stdout io.Writer, path string, b []byte) error {
 		return fmt.Errorf("write output %s: %w", path, err)
 	}
 	_, err = f.Write(b)
-	if perm != 0 {
-		err = errors.Join(err, f.Chmod(perm)) // (the umask applied at creation)
+	if perm != nil {
+		err = errors.Join(err, f.Chmod(*perm)) // (the umask applied at creation)
 	}
 	err = errors.Join(err, f.Sync(), f.Close())
 	if err == nil {
@@ -498,14 +509,16 @@ func writeOutput(stdout io.Writer, path string, b []byte) error {
 }
 
 // createBeside creates a new file in path's directory, with mode perm
-// (0644 when 0) less the umask, as os.WriteFile would create path.
-func createBeside(path string, perm os.FileMode) (*os.File, error) {
-	if perm == 0 {
-		perm = 0o644
+// (0644 when nil) less the umask, as os.WriteFile would create path. (A
+// file of mode 0 is created writable by its owner, then given its mode.)
+func createBeside(path string, perm *os.FileMode) (*os.File, error) {
+	mode := os.FileMode(0o644)
+	if perm != nil {
+		mode = *perm | 0o600
 	}
 	for range 100 {
 		name := filepath.Join(filepath.Dir(path), ".thaw-out-"+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
 		if !errors.Is(err, os.ErrExist) {
 			return f, err
 		}

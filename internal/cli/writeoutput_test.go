@@ -137,4 +137,28 @@ func TestWriteOutputThroughLinksAndPipes(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(real, "later.json")); err != nil || string(b) != "y" {
 		t.Fatalf("through a dangling link: %q, %v", b, err)
 	}
+	// A dangling link into a directory that does not exist is refused by
+	// the check before the work, not by the write after it.
+	typo := filepath.Join(dir, "typo")
+	if err := os.Symlink(filepath.Join(dir, "no-such-dir", "ctx.json"), typo); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(typo); err == nil {
+		t.Fatal("checkOutFile of a link into a missing directory passed")
+	}
+
+	// A file of mode 0 keeps it (it was given 0644, as a new file).
+	locked := filepath.Join(dir, "locked.json")
+	if err := os.WriteFile(locked, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeOutput(io.Discard, locked, []byte("z")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(locked); err != nil || st.Mode().Perm() != 0 {
+		t.Fatalf("mode %v, %v (want the replaced file's 0000)", st.Mode(), err)
+	}
 }
