@@ -189,34 +189,19 @@ func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, buck
 	log := c.log.With("target", tgt.String(), "bucket", bucket)
 	docs := c.readDocs(ctx, log, slices.Concat(retained, removed), known)
 	// What a snapshot whose document could not be read references is
-	// unknown. Its registry entry is the only way to its files: while a
-	// retained one is unknown nothing is pruned (what the removed ones
-	// share with it cannot be told), and a removed one whose document is
-	// only unreadable for now stays registered. Either is tried again at
-	// the next report. Keeping more only truncates the changelog less.
-	for _, d := range docs[:len(retained)] {
-		if d.doc == nil {
-			log.Warn("coordinator prunes no snapshot: the document of a retained one could not be read", "snapshot", d.entry.ID)
+	// unknown. Its registry entry is the only way to its files, and what
+	// the others share with it cannot be told: while a retained one, or a
+	// removed one whose document is only unreadable for now, is unknown,
+	// nothing is pruned (a kept one's shared files went with the ones
+	// pruned beside it). It is tried again at the next report. Keeping
+	// more only truncates the changelog less.
+	for i, d := range docs {
+		if d.doc == nil && (i < len(retained) || d.unread) {
+			log.Warn("coordinator prunes no snapshot: the document of one it keeps or would prune could not be read", "snapshot", d.entry.ID)
 			return slices.Concat(retained, removed), nil
 		}
 	}
-	retainedDocs := docs[:len(retained)]
-	var removedDocs []snapshotDoc
-	removed = removed[:0:0]
-	for _, d := range docs[len(retainedDocs):] {
-		if d.doc == nil && d.unread {
-			retained = append(retained, d.entry)
-			continue
-		}
-		removed = append(removed, d.entry)
-		removedDocs = append(removedDocs, d)
-	}
-	if kept := len(retained) - len(retainedDocs); kept > 0 {
-		log.Warn("coordinator keeps snapshots past retention: their documents could not be read", "snapshots", kept)
-	}
-	if len(removed) == 0 {
-		return retained, nil
-	}
+	retainedDocs, removedDocs := docs[:len(retained)], docs[len(retained):]
 	objects, skipped := garbage(bucketDir, retainedDocs, removedDocs)
 
 	// The registry first: from now on nobody restores from them.
