@@ -51,7 +51,8 @@ type PartitionStats struct {
 	// removed a data file of the partition (a delete of whole files, an
 	// overwrite) counts instead, at its sequence number, while the manifest
 	// entry that records the removal is in the snapshot's manifests (until a
-	// manifest rewrite drops it) and the snapshot is in the metadata.
+	// manifest rewrite, or a writer's later commit, drops it), also once the
+	// removing snapshot has expired.
 	LastUpdatedSnapshotID     int64 `json:"last_updated_snapshot_id"`
 	LastUpdatedSequenceNumber int64 `json:"last_updated_sequence_number"`
 	// LastUpdatedAt is when that snapshot was committed, by the writer's clock;
@@ -59,6 +60,25 @@ type PartitionStats struct {
 	// zero time when the source is TimeUnknown.
 	LastUpdatedAt       time.Time  `json:"last_updated_at"`
 	LastUpdatedAtSource TimeSource `json:"last_updated_at_source"`
+
+	// Removed marks a partition whose every data file was removed (a
+	// delete of whole files, an overwrite) while the manifests still
+	// record the removal: it holds no row, and its LastUpdated fields are
+	// the removal's. It is listed so that a caller grouping lake
+	// partitions (several mapped to one tier partition) sees the change;
+	// Live drops it.
+	Removed bool `json:"removed,omitempty"`
+}
+
+// Live returns the partitions that hold data files (not Removed).
+func Live(parts []PartitionStats) []PartitionStats {
+	out := make([]PartitionStats, 0, len(parts))
+	for _, p := range parts {
+		if !p.Removed {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Ref returns the reference that selects this partition in ScanOptions.
@@ -114,11 +134,13 @@ const (
 
 // Partitions returns the partitions of the given snapshot (nil: the current
 // one) with their statistics, sorted by spec id and path: those with live
-// data files. A partition holding only delete files (they outlive their
-// data files after a rewrite, or a delete of whole files under partition
-// evolution) holds no row, and a scan requiring it would find no data file
-// (ErrNotFound). A table without snapshots has no partitions. The
-// statistics come from the manifests alone; no data file is read.
+// data files, and those whose data files were all removed while the
+// manifests still record it (Removed; Live drops them). A partition
+// holding only delete files (they outlive their data files after a
+// rewrite, or a delete of whole files under partition evolution) holds no
+// row, and a scan requiring it would find no data file (ErrNotFound). A
+// table without snapshots has no partitions. The statistics come from the
+// manifests alone; no data file is read.
 func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) ([]PartitionStats, error) {
 	tbl, err := l.loadTable(ctx, name)
 	if err != nil {
@@ -141,6 +163,7 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 		stats   PartitionStats
 		lastSeq int64
 		lastSet bool
+		removed bool // a data file's removal is recorded
 	}
 	byKey := map[PartitionRef]*agg{}
 	md := tbl.Metadata()
@@ -166,11 +189,22 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 			s := &a.stats
 			if entry.Status() == iceberg.EntryStatusDELETED {
 				// A removal changed the partition: the removing snapshot
-				// (the entry's), at its own sequence number.
-				if rm := md.SnapshotByID(entry.SnapshotID()); rm != nil && df.ContentType() == iceberg.EntryContentData &&
-					(!a.lastSet || rm.SequenceNumber > a.lastSeq) {
-					a.lastSet, a.lastSeq = true, rm.SequenceNumber
-					s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber = rm.SnapshotID, rm.SequenceNumber
+				// (the entry's), at its own sequence number. A DELETED
+				// entry is written only in a manifest of the removing
+				// commit, so the manifest's sequence number is the
+				// removal's also once that snapshot has expired (the
+				// removal was forgotten then: the identity went back to
+				// one already promoted).
+				if df.ContentType() == iceberg.EntryContentData {
+					a.removed = true
+					rmSeq := m.SequenceNum()
+					if rm := md.SnapshotByID(entry.SnapshotID()); rm != nil {
+						rmSeq = rm.SequenceNumber
+					}
+					if !a.lastSet || rmSeq > a.lastSeq {
+						a.lastSet, a.lastSeq = true, rmSeq
+						s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber = entry.SnapshotID(), rmSeq
+					}
 				}
 				continue
 			}
@@ -200,7 +234,10 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 	out := make([]PartitionStats, 0, len(byKey))
 	for _, a := range byKey {
 		s := a.stats
-		if s.FileCount == 0 {
+		switch {
+		case s.FileCount == 0 && a.removed:
+			s.Removed = true
+		case s.FileCount == 0:
 			continue // delete files only: no row
 		}
 		s.LastUpdatedAt, s.LastUpdatedAtSource = snapshotTime(md, s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber)

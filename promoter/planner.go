@@ -31,7 +31,8 @@ type source struct {
 	mapping lake.PartitionMapping
 }
 
-// group is one tier partition: the lake partitions mapped to it.
+// group is one tier partition: the lake partitions mapped to it (Removed
+// ones included: their removal counts in newest, though they hold no row).
 type group struct {
 	name  string
 	parts []lake.PartitionStats
@@ -55,9 +56,11 @@ func (g *group) newest() lake.PartitionStats {
 	})
 }
 
+// refs returns the lake partitions to scan: those holding data files.
 func (g *group) refs() []string {
-	out := make([]string, len(g.parts))
-	for i, p := range g.parts {
+	live := lake.Live(g.parts)
+	out := make([]string, len(live))
+	for i, p := range live {
 		out[i] = partitionRefString(p.Ref())
 	}
 	return out
@@ -297,7 +300,9 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		name, err := src.mapping.PartitionName(lp)
 		if err != nil {
 			if errors.Is(err, lake.ErrNoTierPartition) {
-				plan.Unmapped = append(plan.Unmapped, partitionRefString(lp.Ref())+": "+err.Error())
+				if !lp.Removed {
+					plan.Unmapped = append(plan.Unmapped, partitionRefString(lp.Ref())+": "+err.Error())
+				}
 				continue
 			}
 			return nil, fmt.Errorf("promoter: policy %s: %w", pol.Name(), err)
@@ -308,6 +313,14 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 			ps.groups[name] = g
 		}
 		g.parts = append(g.parts, lp)
+	}
+	// A lake partition whose data files were all removed holds no row,
+	// but its removal changes the tier partition it shares with others
+	// (their newest update, and so the identity); alone, it makes none.
+	for name, g := range ps.groups {
+		if len(lake.Live(g.parts)) == 0 {
+			delete(ps.groups, name)
+		}
 	}
 	if only != nil {
 		if _, ok := ps.groups[*only]; !ok {

@@ -417,6 +417,7 @@ func runLakePartitions(ctx context.Context, stdout io.Writer, args []string) (er
 	if err != nil {
 		return err
 	}
+	parts = lake.Live(parts) // (those holding rows)
 	// With --tier, each partition also gets its tier partition name.
 	tierNames := make([]string, len(parts))
 	if mf.tier {
@@ -598,6 +599,7 @@ func noteMissingPartitions(ctx context.Context, stdout io.Writer, l *lake.Lake, 
 	if err != nil {
 		return err
 	}
+	parts = lake.Live(parts)
 	w := stdout
 	if asJSON {
 		w = progressOutput

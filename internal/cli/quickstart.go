@@ -419,7 +419,7 @@ func scanTierPartition(ctx context.Context, l *lake.Lake, table string, m lake.P
 		return err
 	}
 	var refs []lake.PartitionRef
-	for _, p := range parts {
+	for _, p := range lake.Live(parts) {
 		name, err := m.PartitionName(p)
 		if err == nil && name == partition {
 			refs = append(refs, p.Ref())

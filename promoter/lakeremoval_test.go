@@ -1,0 +1,192 @@
+package promoter_test
+
+import (
+	"database/sql"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/thawdb/thaw/lake"
+	"github.com/thawdb/thaw/policies"
+)
+
+// TestGroupWholeLakePartitionDeleted: a tier partition (a day) grouping
+// the day's lake partition of the old spec (event_day) and one of a newer
+// spec (event_day, id_bucket): after its promotion, a delete removes every
+// row of the old-spec lake partition. The tier partition's lake data
+// changed (it lost rows the tier holds), so the plan says stale, as when a
+// whole data file of a single lake partition is deleted
+// (TestWholeFileDeleteMakesStale); the emptied lake partition dropped out
+// of the list, and the identity stayed. It is not among the partitions to
+// scan.
+func TestGroupWholeLakePartitionDeleted(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 10, 0, 0, 0, 0, time.UTC))
+	dayS := "2024-01-08"
+	day := time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: day, FirstID: 2_000_000, Rows: 30, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	oldIDs := slices.Sorted(maps.Keys(e.lakeRows(dayS)))
+	if len(oldIDs) == 0 {
+		t.Fatal("no sample rows on the day")
+	}
+	// Evolve the spec: day + bucket(id, 1).
+	uri := strings.TrimPrefix(e.sample.Config.URI, "file:")
+	db, err := sql.Open(sqliteshim.ShimName, "file:"+uri+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := sqlcat.NewCatalog("default", db, sqlcat.SQLite, iceberg.Properties{"uri": "", "warehouse": e.sample.Config.Warehouse, "init_catalog_tables": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"lake", "events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.UpdateSpec(true).AddField("id", iceberg.BucketTransform{NumBuckets: 2}, "id_bucket").Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: day, FirstID: 1_000_000, Rows: 20, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+
+	pol := policy(t, `apiVersion: thaw.dev/v1
+kind: PromotionPolicy
+metadata:
+  name: events-grp
+spec:
+  source:
+    table: lake.events
+  target:
+    database: shop
+    table: events
+    buckets: 2
+    bucketing: iceberg
+    replicationFactor: 1
+  selection:
+    partitions:
+      window:
+        field: event_day
+        last: 3d
+  limits:
+    buildWorkers: 1
+    memory: 8MiB
+`)
+	p := e.promoter(e.config([]*policies.Policy{pol}))
+	if _, err := p.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	part := e.partitionOf(dayS)
+	before, err := p.Plan(ctx, pol.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src int64
+	for _, it := range before.Items {
+		if it.Key.Partition == part {
+			src = it.SourceSnapshotID
+			if !strings.HasPrefix(it.Reason, "already promoted") {
+				t.Fatalf("before the delete: %s %q", it.Action, it.Reason)
+			}
+		}
+	}
+	// Delete every row of the old-spec lake partition of the day.
+	del, err := lake.SampleDelete(ctx, e.sample, oldIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.Plan(ctx, pol.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range after.Items {
+		if it.Key.Partition != part {
+			continue
+		}
+		if !strings.HasPrefix(it.Reason, "stale: ") || it.SourceSnapshotID != del.ID {
+			t.Errorf("the tier partition's lake data lost %d rows (snapshot %d): source snapshot %d (was %d), %q",
+				len(oldIDs), del.ID, it.SourceSnapshotID, src, it.Reason)
+		}
+		if len(it.LakePartitions) == 0 || slices.ContainsFunc(it.LakePartitions, func(r string) bool { return !strings.Contains(r, "id_bucket=") }) {
+			t.Errorf("lake partitions to scan %v: want only the new spec's", it.LakePartitions)
+		}
+	}
+}
+
+// TestWholeFileDeleteRememberedAfterExpiry: a whole-file delete of a
+// promoted partition makes it stale; after the lake's routine snapshot
+// expiry (the delete's snapshot expired, another partition's append is
+// current) a promoter said "already promoted" again (the removal counted
+// only while its snapshot was in the metadata) while the tier still held
+// the deleted rows.
+func TestWholeFileDeleteRememberedAfterExpiry(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 10, 0, 0, 0, 0, time.UTC))
+	day := time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC)
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: day, FirstID: 1_000_000, Rows: 50, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: day, FirstID: 2_000_000, Rows: 50, Seed: 6}); err != nil {
+		t.Fatal(err)
+	}
+	pol := windowPolicy(t, "events-wfd", "events", "3d", "")
+	p := e.promoter(e.config([]*policies.Policy{pol}))
+	if _, err := p.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	part := e.partitionOf("2024-01-08")
+	ids := make([]int64, 50)
+	for i := range ids {
+		ids[i] = 1_000_000 + int64(i)
+	}
+	del, err := lake.SampleDelete(ctx, e.sample, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(stage string) {
+		pl, err := p.Plan(ctx, pol.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range pl.Items {
+			if it.Key.Partition != part {
+				continue
+			}
+			if !strings.HasPrefix(it.Reason, "stale: ") {
+				t.Errorf("%s: the lake partition lost 50 rows in snapshot %d, plan says %q (source %d)", stage, del.ID, it.Reason, it.SourceSnapshotID)
+			}
+		}
+	}
+	check("after delete")
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: day.AddDate(0, 0, 1), FirstID: 3_000_000, Rows: 5, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	check("after another day's append")
+	e.expireAllButCurrent(t)
+	check("after expiry")
+
+	p = e.promoter(e.config([]*policies.Policy{pol}))
+	check("after expiry, restarted promoter")
+}
