@@ -153,15 +153,26 @@ func parquetFooter(path string) (parquetFile, error) {
 	if err != nil {
 		return parquetFile{}, fmt.Errorf("input: %w", err)
 	}
-	r, err := file.OpenParquetFile(path, false)
+	r, err := openParquetFile(path)
 	if err != nil {
-		return parquetFile{}, fmt.Errorf("file %s: not a readable Parquet file: %w", path, err)
+		return parquetFile{}, err
 	}
 	rows := r.NumRows()
 	if err := r.Close(); err != nil {
 		return parquetFile{}, fmt.Errorf("file %s: %w", path, err)
 	}
 	return parquetFile{path: path, size: st.Size(), rows: rows}, nil
+}
+
+// openParquetFile opens path's footer. arrow-go panics on some corrupt
+// footers (a slice of a negative length, an invalid logical type): an
+// error naming the file instead.
+func openParquetFile(path string) (*file.Reader, error) {
+	r, err := guardParquet(path, func() (*file.Reader, error) { return file.OpenParquetFile(path, false) })
+	if err != nil {
+		return nil, fmt.Errorf("not a readable Parquet file: %w", err)
+	}
+	return r, nil
 }
 
 // parquetReader reads one file's table columns.
@@ -179,18 +190,25 @@ type parquetReader struct {
 // types the builder cannot take for a column are errors naming the file
 // and the column.
 func openParquet(f parquetFile, tbl *kv.Table, partition string) (_ *parquetReader, err error) {
-	pf, err := file.OpenParquetFile(f.path, false)
+	pf, err := openParquetFile(f.path)
 	if err != nil {
-		return nil, fmt.Errorf("file %s: not a readable Parquet file: %w", f.path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			_ = pf.Close()
 		}
 	}()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatchRows, Parallel: true}, memory.DefaultAllocator)
+	// Columns are decoded serially: arrow-go panics on some corrupt column
+	// data, and a panic in its parallel decoding goroutines cannot be
+	// recovered (the process died after Begin, leaving the target held
+	// until the build deadline). ReadAhead overlaps decoding with the
+	// build all the same.
+	fr, err := guardParquet(f.path, func() (*pqarrow.FileReader, error) {
+		return pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatchRows}, memory.DefaultAllocator)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("file %s: %w", f.path, err)
+		return nil, err
 	}
 	r := &parquetReader{f: f, pf: pf, fr: fr}
 	byName := map[string]*pqarrow.SchemaField{}
@@ -263,13 +281,20 @@ func (r *parquetReader) each(ctx context.Context, fn func(first int64, rec arrow
 	if r.f.rows == 0 {
 		return nil
 	}
-	rr, err := r.fr.GetRecordReader(ctx, r.cols, nil)
+	rr, err := guardParquet(r.f.path, func() (pqarrow.RecordReader, error) { return r.fr.GetRecordReader(ctx, r.cols, nil) })
 	if err != nil {
-		return fmt.Errorf("file %s: %w", r.f.path, err)
+		return err
 	}
 	defer rr.Release()
 	var first int64
-	for rr.Next() {
+	for {
+		more, err := guardParquet(r.f.path, func() (bool, error) { return rr.Next(), nil })
+		if err != nil {
+			return fmt.Errorf("%w (rows from %d)", err, first)
+		}
+		if !more {
+			break
+		}
 		rec := rr.RecordBatch()
 		if err := fn(first, rec); err != nil {
 			return err
@@ -283,6 +308,21 @@ func (r *parquetReader) each(ctx context.Context, fn func(first int64, rec arrow
 		return fmt.Errorf("file %s: read rows from %d: %w", r.f.path, first, err)
 	}
 	return nil
+}
+
+// guardParquet runs a read of path's data (arrow-go), turning a panic on
+// corrupt data into an error naming the file.
+func guardParquet[T any](path string, read func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("file %s: corrupt Parquet data: %v", path, p)
+		}
+	}()
+	v, err = read()
+	if err != nil {
+		err = fmt.Errorf("file %s: %w", path, err)
+	}
+	return v, err
 }
 
 // batches is each as a sequence of batches the consumer owns (each one
