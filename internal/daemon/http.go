@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	stdlog "log"
 	"log/slog"
 	"maps"
@@ -47,8 +48,12 @@ type httpServer struct {
 // progress. A request's header must arrive within 10 s in every case.
 type httpLimits struct {
 	// read bounds reading a whole request, body included (0: no bound; the
-	// tier's listeners carry uploads and streams of any length).
+	// tier's listeners carry uploads of any length).
 	read time.Duration
+	// paced bounds instead how slowly a body may arrive (pacedBodies): a
+	// client that sends a request's header and then stalls its body held
+	// the connection and a goroutine for ever, before any authentication.
+	paced bool
 	// idle bounds a kept-alive connection's wait for its next request. It
 	// is longer than the 90 s after which thaw's clients close idle
 	// connections themselves, so a client never reuses one the server is
@@ -57,7 +62,7 @@ type httpLimits struct {
 }
 
 var (
-	tierHTTPLimits = httpLimits{idle: 2 * time.Minute}
+	tierHTTPLimits = httpLimits{paced: true, idle: 2 * time.Minute}
 	// The promoter's requests are small JSON bodies (64 KiB at most).
 	promoterHTTPLimits = httpLimits{read: time.Minute, idle: 2 * time.Minute}
 )
@@ -72,6 +77,9 @@ func newHTTPServer(ln net.Listener, h http.Handler, limits httpLimits, shutdownT
 	} else {
 		protos.SetUnencryptedHTTP2(true)
 	}
+	if limits.paced {
+		h = pacedBodies(h)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         &protos,
@@ -82,6 +90,54 @@ func newHTTPServer(ln net.Listener, h http.Handler, limits httpLimits, shutdownT
 		ErrorLog:          stdlog.New(serverErrorLog{log}, "", 0),
 	}
 	return &httpServer{ln: ln, srv: srv, timeout: shutdownTimeout, log: log}
+}
+
+// Body pacing: a request body must arrive at paceMinRate bytes a second on
+// average, after a grace of paceGrace (an upload of any length at any
+// reasonable speed passes; a stalled body ends with its connection).
+var (
+	paceGrace   = 30 * time.Second
+	paceMinRate = int64(64 << 10)
+)
+
+// pacedBodies paces the body of every request h serves (see paceGrace).
+// The read deadline is set only while the body is unread: at its end the
+// server clears the deadline for its own background read of the
+// connection, and one set after that would cancel the handler's context
+// when it passed. A body that fails (its deadline passed) closes the
+// connection after the answer: what remains on the wire is no request (the
+// server sees that only for its own body type, which this one wraps).
+func pacedBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			b := &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), header: w.Header(), start: time.Now()}
+			// Also for a handler that never reads it: the server's
+			// discard of the rest after the handler ends with it.
+			_ = b.rc.SetReadDeadline(b.start.Add(paceGrace)) // (not supported: unpaced)
+			r.Body = b
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type pacedBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	header http.Header
+	start  time.Time
+	n      int64 // bytes read so far
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	switch {
+	case err == nil && n > 0:
+		_ = b.rc.SetReadDeadline(b.start.Add(paceGrace + time.Duration(b.n/paceMinRate)*time.Second))
+	case err != nil && !errors.Is(err, io.EOF):
+		b.header.Set("Connection", "close")
+	}
+	return n, err
 }
 
 // Start serves until ctx is done, then shuts down gracefully: it stops
