@@ -18,14 +18,14 @@ import (
 )
 
 // fullFS fails the creation of SST files while full is set (a full disk
-// for flushes and compactions).
+// for flushes and compactions), and once when once is set.
 type fullFS struct {
 	vfs.FS
-	full *atomic.Bool
+	full, once *atomic.Bool
 }
 
 func (f fullFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	if f.full.Load() && strings.HasSuffix(name, ".sst") {
+	if strings.HasSuffix(name, ".sst") && (f.full.Load() || f.once.CompareAndSwap(true, false)) {
 		return nil, syscall.ENOSPC
 	}
 	return f.FS.Create(name, c)
@@ -38,12 +38,19 @@ func (f fullFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 // snapshot succeeds.
 func TestSnapshotOnAFullDisk(t *testing.T) {
 	e := newEnv(t)
-	var full atomic.Bool
+	var full, once atomic.Bool
 	h, _ := e.host(t, func(o *options) {
-		o.tune = func(po *pebble.Options) { po.FS = fullFS{FS: vfs.Default, full: &full} }
+		o.tune = func(po *pebble.Options) { po.FS = fullFS{FS: vfs.Default, full: &full, once: &once} }
 	})
 	r := open(t, h, e.id(1), nil)
 	write(t, r, upserts(0, 100, "a"))
+	// A flush that fails once, which Pebble's retry then completes, fails
+	// no snapshot.
+	once.Store(true)
+	if _, _, err := r.Snapshot(t.Context(), 10, nil); err != nil || once.Load() {
+		t.Fatalf("snapshot through one failed flush (failed: %t): %v", !once.Load(), err)
+	}
+	write(t, r, upserts(300, 10, "d"))
 	full.Store(true)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/thawdb/thaw/objstore"
 	"github.com/thawdb/thaw/snapshot"
@@ -242,25 +243,38 @@ func (r *Replica) checkpoint(ctx context.Context, dir string) (replicaMeta, erro
 }
 
 // flush flushes the database's memtables, waiting until they are flushed,
-// ctx ends, or a background error comes (a flush that failed: Pebble
-// retries it for as long as it fails, and DB.Flush waits for as long, with
-// the locks the caller holds: a full disk hung Snapshot, the writes behind
-// its apply lock and Close).
+// ctx ends, or background errors go on for flushErrorGrace (a flush that
+// fails: Pebble retries it for as long as it fails, and DB.Flush waits for
+// as long, with the locks the caller holds: a full disk hung Snapshot, the
+// writes behind its apply lock and Close). A single background error (a
+// compaction's, a flush its retry then completes) fails nothing.
 func (r *Replica) flush(ctx context.Context) error {
 	failed := r.bg.next()
 	done, err := r.db.AsyncFlush()
 	if err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("flush: %w", context.Cause(ctx))
-	case <-failed:
-		return fmt.Errorf("flush: %w", r.bg.lastErr())
+	var first time.Time
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("flush: %w", context.Cause(ctx))
+		case <-failed:
+			failed = r.bg.next()
+			if first.IsZero() {
+				first = time.Now()
+			} else if time.Since(first) >= flushErrorGrace {
+				return fmt.Errorf("flush: %w", r.bg.lastErr())
+			}
+		}
 	}
 }
+
+// flushErrorGrace is how long background errors may go on while a flush
+// is awaited before it is given up.
+const flushErrorGrace = time.Second
 
 // checkpointFiles lists the checkpoint's files with their sizes and
 // digests. SST digests come from r.sums when known, and are remembered;
