@@ -27,6 +27,13 @@ func TestRowJSONRoundTripEdges(t *testing.T) {
 		`{"dt":"a","id":1,"must":"x","ltz":-62198755200000}`,
 		`{"dt":"a","id":1,"must":"x","ts":9223372036854775807}`,
 		`{"dt":"a","id":1,"must":"x","ts":"0000-01-01T00:00:00"}`,
+		// Outside the years 0000-9999 with digits below the millisecond:
+		// printed as a text put refused ("10000-01-01T00:00:00.000001");
+		// now epoch millis and the nanoseconds within the millisecond.
+		`{"dt":"a","id":1,"must":"x","ts":253402300800000.000001}`,
+		`{"dt":"a","id":1,"must":"x","ts":-62198755200001.999999}`,
+		`{"dt":"a","id":1,"must":"x","ltz":253402300800000.000500}`,
+		`{"dt":"a","id":1,"must":"x","ltz":-62198755200000.000001}`,
 	} {
 		row, err := rowFromJSON(tbl, []byte(in), 1, false)
 		if err != nil {
@@ -89,5 +96,22 @@ func TestFractionDigitsBeyondNanos(t *testing.T) {
 	}
 	if _, err := rowFromJSON(tbl, []byte(`{"dt":"a","id":1,"must":"x","ltz":"2024-01-31T13:45:00.123456789Z"}`), 1, false); err != nil {
 		t.Errorf("nine digits: %v", err)
+	}
+	// A comma before the fraction (time.Parse takes it, and cut digits
+	// past nine after it silently) and malformed millis.nanos numbers are
+	// refused.
+	for _, in := range []string{
+		`{"dt":"a","id":1,"must":"x","t":"13:45:00,1230000009"}`,
+		`{"dt":"a","id":1,"must":"x","t":"13:45:00,123"}`,
+		`{"dt":"a","id":1,"must":"x","ts":"2024-01-31T13:45:00,1234567899"}`,
+		`{"dt":"a","id":1,"must":"x","ltz":"2024-01-31T13:45:00,123Z"}`,
+		`{"dt":"a","id":1,"must":"x","ts":1.5}`,
+		`{"dt":"a","id":1,"must":"x","ts":1.0000001}`,
+		`{"dt":"a","id":1,"must":"x","ts":1.5e3}`,
+		`{"dt":"a","id":1,"must":"x","ts":1.00000e1}`,
+	} {
+		if _, err := rowFromJSON(tbl, []byte(in), 1, false); err == nil {
+			t.Errorf("%s: accepted", in)
+		}
 	}
 }

@@ -1170,7 +1170,9 @@ func partsJSON(ps []*tierv1.PartitionInfo) []partJSON {
 // "13:45:00.123"; TIMESTAMP "2024-01-31T13:45:00.123456" (no zone);
 // TIMESTAMP_LTZ RFC 3339 with a zone ("2024-01-31T13:45:00Z"); DATE, TIME,
 // TIMESTAMP and TIMESTAMP_LTZ also take integers (days, millis of day,
-// epoch millis). null or a missing key is NULL. The text must be UTF-8
+// epoch millis; a timestamp also epoch millis with 6 digits of
+// nanoseconds within the millisecond after a point, as a timestamp outside
+// the years 0000-9999 is printed). null or a missing key is NULL. The text must be UTF-8
 // without unpaired surrogate escapes ("\ud800"), which encoding/json would
 // turn into U+FFFD: a row is refused rather than stored changed.
 
@@ -1470,7 +1472,7 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("want a time like 13:45:00.123 or millis of the day, got %s %s", jsonKind(raw), raw)
 		}
 		d, err := time.Parse("15:04:05.999999999", s)
-		if err != nil || fractionTooLong(s) {
+		if err != nil || fractionTooLong(s) || strings.Contains(s, ",") {
 			return nil, fmt.Errorf("%q is not a time like 13:45:00.123", s)
 		}
 		if d.Nanosecond()%1e6 != 0 {
@@ -1478,7 +1480,10 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 		}
 		return kv.Time(d.Hour()*3_600_000 + d.Minute()*60_000 + d.Second()*1000 + d.Nanosecond()/1e6), nil
 	case kv.KindTimestamp, kv.KindTimestampLTZ:
-		if _, ok := v.(json.Number); ok {
+		if n, ok := v.(json.Number); ok {
+			if ms, frac, ok := strings.Cut(string(n), "."); ok {
+				return epochMillisNanos(ms, frac)
+			}
 			i, err := intIn(math.MinInt64, math.MaxInt64)
 			return kv.Timestamp{Millis: i}, err
 		}
@@ -1489,6 +1494,11 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 		var ts time.Time
 		if fractionTooLong(s) {
 			return nil, fmt.Errorf("%q: more than 9 fractional digits of a second", s)
+		}
+		if strings.Contains(s, ",") {
+			// (time.Parse takes a comma before the fraction too, and cuts
+			// digits past 9 after one silently.)
+			return nil, fmt.Errorf("%q: write the fraction of a second after a '.'", s)
 		}
 		if typ.Kind == kv.KindTimestampLTZ {
 			if ts, err = time.Parse(time.RFC3339Nano, s); err != nil {
@@ -1505,6 +1515,20 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 	default:
 		return nil, fmt.Errorf("unsupported type %s", typ)
 	}
+}
+
+// epochMillisNanos reads the JSON number ms.frac of a timestamp as
+// valueToJSON prints one outside the years 0000-9999 that has digits
+// below the millisecond: epoch millis (floored, as kv.Timestamp keeps
+// them) and, after the point, the 6 digits of the nanoseconds within that
+// millisecond (-5.000001 is 5 ms before the epoch plus 1 ns).
+func epochMillisNanos(ms, frac string) (any, error) {
+	m, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || len(frac) != 6 || strings.Trim(frac, "0123456789") != "" {
+		return nil, fmt.Errorf("%s.%s: want epoch millis, or epoch millis and 6 digits of nanoseconds within the millisecond (1700000000000.000001)", ms, frac)
+	}
+	nanos, _ := strconv.Atoi(frac)
+	return kv.Timestamp{Millis: m, NanoOfMilli: int32(nanos)}, nil
 }
 
 // fractionTooLong reports whether s has more than 9 digits after its
@@ -1538,8 +1562,13 @@ func valueToJSON(typ kv.Type, v any) any {
 		return time.UnixMilli(int64(x)).UTC().Format("15:04:05.000")
 	case kv.Timestamp:
 		t := time.UnixMilli(x.Millis).Add(time.Duration(x.NanoOfMilli)).UTC()
-		if y := t.Year(); (y < 0 || y > 9999) && x.NanoOfMilli == 0 {
-			return x.Millis // epoch millis: the text form has four-digit years
+		if y := t.Year(); y < 0 || y > 9999 {
+			// Epoch millis: the text form has four-digit years
+			// (epochMillisNanos reads the nanoseconds after the point).
+			if x.NanoOfMilli == 0 {
+				return x.Millis
+			}
+			return json.Number(fmt.Sprintf("%d.%06d", x.Millis, x.NanoOfMilli))
 		}
 		if typ.Kind == kv.KindTimestampLTZ {
 			return t.Format(time.RFC3339Nano)
