@@ -612,6 +612,19 @@ func noteMissingPartitions(ctx context.Context, stdout io.Writer, l *lake.Lake, 
 	return nil
 }
 
+// decimalText is a decimal cell's plain text with its scale's digits
+// ("0.0000000001"), as thaw get prints one and put takes it: Arrow's own
+// text switches to an exponent below 1e-4 ("1e-10").
+func decimalText(col arrow.Array, i int) (string, bool) {
+	switch a := col.(type) {
+	case *array.Decimal128:
+		return kv.DecimalFromBig(a.Value(i).BigInt()).String(int(a.DataType().(*arrow.Decimal128Type).Scale)), true
+	case *array.Decimal256:
+		return kv.DecimalFromBig(a.Value(i).BigInt()).String(int(a.DataType().(*arrow.Decimal256Type).Scale)), true
+	}
+	return "", false
+}
+
 func printRows(w *alignedTable, enc *json.Encoder, rec arrow.RecordBatch, printed, limit int) (int, error) {
 	fields := rec.Schema().Fields()
 	for i := range int(rec.NumRows()) {
@@ -624,6 +637,8 @@ func printRows(w *alignedTable, enc *json.Encoder, rec arrow.RecordBatch, printe
 				col := rec.Column(c)
 				if col.IsNull(i) {
 					cells[c] = "null"
+				} else if d, ok := decimalText(col, i); ok {
+					cells[c] = d
 				} else {
 					cells[c] = col.ValueStr(i)
 				}
@@ -648,6 +663,9 @@ func printRows(w *alignedTable, enc *json.Encoder, rec arrow.RecordBatch, printe
 				}
 				if !col.IsNull(i) && (math.IsNaN(x) || math.IsInf(x, 0)) {
 					v = nonFiniteText(x)
+				}
+				if d, ok := decimalText(col, i); ok && !col.IsNull(i) {
+					v = d
 				}
 				obj[f.Name] = v
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/thawdb/thaw/internal/flagutil"
@@ -242,5 +244,42 @@ func TestPrintRowsNonFinite(t *testing.T) {
 	}
 	if want := "{\"d\":\"NaN\",\"f\":\"-Infinity\"}\n{\"d\":1.5,\"f\":2}\n"; out.String() != want {
 		t.Fatalf("output %q, want %q", out.String(), want)
+	}
+}
+
+// TestLakeScanPrintsPlainDecimals: thaw lake scan printed small decimals
+// in Arrow's exponent form ("1e-10"), which put refuses for a DECIMAL;
+// they print with their scale's digits, in the table and as JSON.
+func TestLakeScanPrintsPlainDecimals(t *testing.T) {
+	typ := &arrow.Decimal128Type{Precision: 38, Scale: 10}
+	b := array.NewDecimal128Builder(memory.DefaultAllocator, typ)
+	defer b.Release()
+	n, _ := new(big.Int).SetString("-123456789012345678901234567891", 10)
+	b.Append(decimal128.FromBigInt(n))
+	b.Append(decimal128.FromI64(1)) // 0.0000000001
+	b.AppendNull()
+	arr := b.NewArray()
+	defer arr.Release()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "amount", Type: typ, Nullable: true}}, nil)
+	rec := array.NewRecordBatch(schema, []arrow.Array{arr}, 3)
+	defer rec.Release()
+	var out bytes.Buffer
+	if _, err := printRows(nil, json.NewEncoder(&out), rec, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"amount":"-12345678901234567890.1234567891"}` + "\n" + `{"amount":"0.0000000001"}` + "\n" + `{"amount":null}` + "\n"
+	if out.String() != want {
+		t.Errorf("JSON:\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	w := newAlignedTable(&out, []string{"amount"})
+	if _, err := printRows(w, nil, rec, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "0.0000000001") || strings.Contains(got, "e-") {
+		t.Errorf("table:\n%s", got)
 	}
 }
