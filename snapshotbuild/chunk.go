@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"os"
 	"slices"
 	"unsafe"
 )
@@ -313,6 +314,25 @@ func (c *chunk) reset() {
 	c.bounds, c.ends, c.dups, c.sorted = nil, nil, nil, false
 	c.bud.release(c.reserved)
 	c.reserved = 0
+}
+
+// trim gives back the pages of the chunk's mappings past what it holds
+// now. A chunk reused after its fill was spilled keeps the pages that fill
+// touched (reset keeps them for reuse), while only its current fill is
+// charged to the budget: at Finish the tail's old pages came on top of
+// the merge's buffers, which take the rest of the budget.
+func (c *chunk) trim() {
+	if c == nil || c.arenaMem == nil {
+		return
+	}
+	page := os.Getpagesize()
+	up := func(n int) int { return (n + page - 1) / page * page }
+	a := min(up(len(c.arena)), len(c.arenaMem))
+	e := min(up(len(c.ents)*int(entrySize)), len(c.entMem))
+	dropPages(c.arenaMem[a:])
+	dropPages(c.entMem[e:])
+	dropPages(c.scrMem[min(e, len(c.scrMem)):])
+	c.pfArena, c.pfEnt = min(c.pfArena, a), min(c.pfEnt, e)
 }
 
 // free resets the chunk and unmaps its memory.

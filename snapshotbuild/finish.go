@@ -61,7 +61,10 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		start := time.Now()
 		tail.partition(b.nb)
 		b.timed(timerSortSpill, start)
+		tail.trim() // what an earlier fill touched is not charged: the merge's buffers take the rest
 		mem = append(mem, tail)
+	} else {
+		tail.trim()
 	}
 
 	var owned []int

@@ -35,6 +35,16 @@ func unmapAnon(b []byte) {
 	}
 }
 
+// dropPages gives the pages of b (page-aligned: a mapAnon mapping's tail
+// from a page boundary) back to the kernel; they read as zero when touched
+// again. Best effort.
+func dropPages(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	_ = syscall.Madvise(b, syscall.MADV_DONTNEED)
+}
+
 // discardRange gives the page cache of f's bytes [off, off+n) back to the
 // kernel (a hole punched into the file, its size unchanged): spill bytes
 // already read by the merge are dead, and on a VM whose fresh pages are

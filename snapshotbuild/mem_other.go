@@ -14,6 +14,8 @@ func mapAnon(n int) ([]byte, error) { return make([]byte, n), nil }
 
 func unmapAnon([]byte) {}
 
+func dropPages([]byte) {}
+
 // discardRange is a no-op where hole punching is not wired up.
 func discardRange(*os.File, int64, int64) bool { return false }
 
