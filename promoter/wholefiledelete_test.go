@@ -11,8 +11,9 @@ import (
 
 // TestWholeFileDeleteMakesStale: a delete that removes a whole data file of
 // a promoted partition (adding none) changes the partition's data, and so
-// its identity: the plan says stale. It said "already promoted" while the
-// tier held the deleted rows.
+// its identity: the plan says stale, also after the delete's snapshot
+// expired. It said "already promoted" while the tier held the deleted
+// rows.
 func TestWholeFileDeleteMakesStale(t *testing.T) {
 	e := newEnv(t, 1000)
 	ctx := t.Context()
@@ -54,16 +55,30 @@ func TestWholeFileDeleteMakesStale(t *testing.T) {
 	if n := e.lakeRowCount("2024-01-08"); n != 50 {
 		t.Fatalf("the day holds %d rows after the delete, want 50", n)
 	}
-	after, err := p.Plan(ctx, pol.Name())
-	if err != nil {
+	check := func(stage string) {
+		t.Helper()
+		after, err := p.Plan(ctx, pol.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range after.Items {
+			if it.Key.Partition != part {
+				continue
+			}
+			if it.SourceSnapshotID != del.ID || !strings.HasPrefix(it.Reason, "stale: ") {
+				t.Errorf("%s: the lake partition lost 50 rows (snapshot %d): source snapshot %d (was %d), %q", stage, del.ID, it.SourceSnapshotID, src, it.Reason)
+			}
+		}
+	}
+	check("after the delete")
+	// Also once the delete's snapshot expired (another day's append is
+	// current): the removal counted only while its snapshot was in the
+	// metadata, and a promoter started then (nothing cached) said
+	// "already promoted" again.
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: day.AddDate(0, 0, 1), FirstID: 3_000_000, Rows: 5, Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	for _, it := range after.Items {
-		if it.Key.Partition != part {
-			continue
-		}
-		if it.SourceSnapshotID != del.ID || !strings.HasPrefix(it.Reason, "stale: ") {
-			t.Errorf("the lake partition lost 50 rows (snapshot %d): source snapshot %d (was %d), %q", del.ID, it.SourceSnapshotID, src, it.Reason)
-		}
-	}
+	e.expireAllButCurrent(t)
+	p = e.promoter(e.config([]*policies.Policy{pol}))
+	check("after the delete's snapshot expired")
 }
