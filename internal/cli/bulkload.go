@@ -419,13 +419,21 @@ func checkOutFile(path string) error {
 	}
 	dir := filepath.Dir(replace)
 	if replace == "" {
-		target, err := os.Readlink(path)
-		if err != nil {
-			return nil // a named pipe or a device
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			return nil // a named pipe or a device (/dev/stdout), or a link to one
 		}
-		// A dangling symlink: the file is created where it points.
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
+		// A dangling symlink (or a chain of them): the file is created
+		// where the last one points.
+		target := path
+		for range 40 {
+			next, err := os.Readlink(target)
+			if err != nil {
+				break
+			}
+			if !filepath.IsAbs(next) {
+				next = filepath.Join(filepath.Dir(target), next)
+			}
+			target = next
 		}
 		dir = filepath.Dir(target)
 	}

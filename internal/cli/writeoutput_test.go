@@ -146,6 +146,27 @@ func TestWriteOutputThroughLinksAndPipes(t *testing.T) {
 	if err := checkOutFile(typo); err == nil {
 		t.Fatal("checkOutFile of a link into a missing directory passed")
 	}
+	// ... also through a chain of links, while a link to a device or a
+	// pipe is written in place, unchecked (/dev/stdout is a link).
+	chain := filepath.Join(dir, "chain")
+	if err := os.Symlink(typo, chain); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(chain); err == nil {
+		t.Fatal("checkOutFile of a chain of links into a missing directory passed")
+	}
+	for _, dev := range []string{"/dev/stdout", "/dev/null"} {
+		if err := checkOutFile(dev); err != nil {
+			t.Fatalf("checkOutFile(%s): %v", dev, err)
+		}
+	}
+	toPipe := filepath.Join(dir, "to-pipe")
+	if err := os.Symlink(fifo, toPipe); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(toPipe); err != nil {
+		t.Fatalf("checkOutFile of a link to a pipe: %v", err)
+	}
 
 	// A file of mode 0 keeps it (it was given 0644, as a new file).
 	locked := filepath.Join(dir, "locked.json")
