@@ -19,9 +19,10 @@ func URL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
 		_, has := u.User.Password()
 		switch {
-		case has && strings.Count(raw, "@") > 1:
+		case (has || u.User != nil && mayHide(raw)) && strings.Count(raw, "@") > 1:
 			// "u:p@q/SECRET@db": a password holding an '@' and then a '/'
-			// parses as password "p", host "q": cut at the last '@'.
+			// parses as password "p", host "q"; "me@corp.com:12/SECRET@db"
+			// as user "me", host "corp.com:12": cut at the last '@'.
 		case has:
 			return u.Redacted()
 		case u.User != nil || !mayHide(raw):

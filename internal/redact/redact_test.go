@@ -26,6 +26,9 @@ func TestURL(t *testing.T) {
 		{"postgres://u@db/x", "postgres://u@db/x"},
 		{"postgres://u:p@q/SECRET@db", "postgres://xxxxx@db"}, // password "p@q/SECRET"
 		{"postgres://u:p@ss@db/x", "postgres://xxxxx@db/x"},
+		{"postgres://me@corp.com:12/SECRET@db:5432/x", "postgres://xxxxx@db:5432/x"}, // user "me@corp.com", password "12/SECRET"
+		{"postgres://me@corp.com:12?SECRET@db:5432/x", "postgres://xxxxx@db:5432/x"},
+		{"postgres://me@corp.com@db/x", "postgres://me@corp.com@db/x"}, // no password
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
