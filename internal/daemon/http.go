@@ -110,7 +110,12 @@ var (
 func pacedBodies(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
-			b := &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), header: w.Header(), start: time.Now()}
+			b := &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: time.Now()}
+			if r.ProtoMajor == 1 {
+				// (On HTTP/2 the failed stream alone ends: a Connection
+				// header there would end every stream of the connection.)
+				b.header = w.Header()
+			}
 			// Also for a handler that never reads it: the server's
 			// discard of the rest after the handler ends with it.
 			_ = b.rc.SetReadDeadline(b.start.Add(paceGrace)) // (not supported: unpaced)
@@ -123,9 +128,10 @@ func pacedBodies(h http.Handler) http.Handler {
 type pacedBody struct {
 	io.ReadCloser
 	rc     *http.ResponseController
-	header http.Header
+	header http.Header // HTTP/1 only
 	start  time.Time
 	n      int64 // bytes read so far
+	secs   int64 // the deadline set: start + paceGrace + secs seconds
 }
 
 func (b *pacedBody) Read(p []byte) (int, error) {
@@ -133,8 +139,11 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 	b.n += int64(n)
 	switch {
 	case err == nil && n > 0:
-		_ = b.rc.SetReadDeadline(b.start.Add(paceGrace + time.Duration(b.n/paceMinRate)*time.Second))
-	case err != nil && !errors.Is(err, io.EOF):
+		if secs := b.n / paceMinRate; secs != b.secs { // (moved once a second's worth arrived)
+			b.secs = secs
+			_ = b.rc.SetReadDeadline(b.start.Add(paceGrace + time.Duration(secs)*time.Second))
+		}
+	case err != nil && !errors.Is(err, io.EOF) && b.header != nil:
 		b.header.Set("Connection", "close")
 	}
 	return n, err

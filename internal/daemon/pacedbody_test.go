@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +113,63 @@ func (s *slowReader) Read(p []byte) (int, error) {
 	s.chunks--
 	p[0] = 'x'
 	return 1, nil
+}
+
+// TestStalledStreamLeavesItsH2Connection: on HTTP/2 a stalled body fails
+// its stream alone; a "Connection: close" answer (HTTP/1's way to drop
+// what remains on the wire) made the server end the whole connection, and
+// with it every other stream of the client's.
+func TestStalledStreamLeavesItsH2Connection(t *testing.T) {
+	defer func(g time.Duration) { paceGrace = g }(paceGrace)
+	paceGrace = 500 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+	srv := newHTTPServer(ln, h, tierHTTPLimits, time.Second, slog.New(slog.DiscardHandler), nil)
+	go func() { _ = srv.srv.Serve(ln) }()
+	defer srv.srv.Close()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	cl := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	url := "http://" + ln.Addr().String() + "/"
+	var conns []net.Conn
+	post := func(body io.Reader) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { conns = append(conns, i.Conn) },
+		}), http.MethodPost, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(strings.NewReader("x")); code != http.StatusOK {
+		t.Fatalf("first: %d", code)
+	}
+	pr, pw := io.Pipe() // a body that stalls
+	defer pw.Close()
+	if code := post(pr); code != http.StatusRequestTimeout {
+		t.Fatalf("stalled: %d", code)
+	}
+	time.Sleep(100 * time.Millisecond) // (a GOAWAY would have arrived)
+	if code := post(strings.NewReader("y")); code != http.StatusOK {
+		t.Fatalf("after: %d", code)
+	}
+	if len(conns) != 3 || conns[0] != conns[1] || conns[1] != conns[2] {
+		t.Fatalf("the three requests went over %v: the stalled stream ended its connection", conns)
+	}
 }
