@@ -344,7 +344,12 @@ func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, su
 		if class == uploadcap.Unsupported {
 			return nil, errUnsupported
 		}
-		if !uploadcap.Refresh(class) || attempt == 2 {
+		// A refusal that new credentials cure, or no answer of a gateway
+		// at all (its coordinator may be gone: the credentials name its
+		// address until they expire, while a new leader's gateway takes
+		// the upload): new credentials, once.
+		gone := class == "" && errors.Is(err, objstore.ErrTransient) && ctx.Err() == nil
+		if !(uploadcap.Refresh(class) || gone) || attempt == 2 {
 			return nil, fmt.Errorf("bulkloadclient: %s %s: %w", op, uri, err)
 		}
 		stale = cr.Token

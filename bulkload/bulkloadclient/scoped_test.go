@@ -550,3 +550,64 @@ func TestUploadGatewayExpiry(t *testing.T) {
 		t.Fatalf("three puts minted %v capabilities, want 2", n)
 	}
 }
+
+// TestScopedStoreAfterItsGatewaysCoordinatorDied: a client given the
+// coordinators' own addresses (as a tier on several hosts is configured);
+// the ScopedStore's credentials were minted by the leading coordinator,
+// which is killed, and the standby takes over. The store kept sending
+// every upload to the dead coordinator's gateway (a failure without a
+// gateway's answer was no reason for new credentials, which stayed cached
+// for up to 14 minutes) while the client itself moved on.
+func TestScopedStoreAfterItsGatewaysCoordinatorDied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	var logs testlog.Buffer
+	e, _ := scopedTier(ctx, t, &logs, daemon.EmbeddedConfig{Coordinators: 2, Coordinator: daemon.CoordinatorOptions{LeaseTTL: time.Second}}, "items")
+	first, err := e.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "coord-1"
+	if first.ID == other {
+		other = "coord-2"
+	}
+	c, err := bulkloadclient.New(ctx, e.CoordinatorAddress(first.ID)+","+e.CoordinatorAddress(other), bulkloadclient.WithScopedUploads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := begin(ctx, c, bulkload.Target{Database: "shop", Table: "items"}, "failover-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := c.ScopedStore(bc)
+	ids := bc.SnapshotIDs()
+	key := func(b int) string {
+		k, err := store.Key(bc.SnapshotTarget().SnapshotDir(b, ids[b]) + "/probe.sst")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if _, err := store.PutIfAbsent(ctx, key(0), objstore.BytesSource([]byte("before"))); err != nil {
+		t.Fatalf("upload before the failover: %v", err)
+	}
+	if err := e.KillCoordinator(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "another coordinator leads and serves the transaction", func() error {
+		l, err := e.Leader(ctx)
+		if err != nil || l.ID == "" || l.ID == first.ID {
+			return fmt.Errorf("leader %+v %v", l, err)
+		}
+		_, err = c.Status(ctx, bc.Handle())
+		return err
+	})
+	// Control: a fresh store of the same client uploads at once.
+	if _, err := c.ScopedStore(bc).PutIfAbsent(ctx, key(1), objstore.BytesSource([]byte("fresh"))); err != nil {
+		t.Fatalf("fresh store after the failover: %v", err)
+	}
+	// The store a builder holds uploads too.
+	if _, err := store.PutIfAbsent(ctx, key(2), objstore.BytesSource([]byte("after"))); err != nil {
+		t.Fatalf("the builder's store after the failover (a fresh one worked): %v", err)
+	}
+}
