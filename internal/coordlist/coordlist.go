@@ -50,7 +50,9 @@ func Parse(addr string) ([]string, error) {
 			// errors and logs: tokens go in THAW_TOKEN.
 			return nil, fmt.Errorf("coordinator address %q: user information is not supported (give a token in THAW_TOKEN)", p.Redacted())
 		}
-		if err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https") || p.RawQuery != "" || p.Fragment != "" {
+		// (An empty query or fragment too: "h:1?" sent every call to "/"
+		// with its procedure in the query.)
+		if err != nil || p.Host == "" || (p.Scheme != "http" && p.Scheme != "https") || p.RawQuery != "" || p.ForceQuery || p.Fragment != "" || strings.Contains(u, "#") {
 			return nil, fmt.Errorf("coordinator address %q: want HOST:PORT or an http(s) URL", redact.URL(a))
 		}
 		if !slices.Contains(seeds, u) {

@@ -17,7 +17,7 @@ func TestParse(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"http://a:1", "http://b:2", "https://c:3"}) {
 		t.Fatalf("Parse = %q, %v", got, err)
 	}
-	for _, bad := range []string{"", "a:1,", ",a:1", "a:1, ,b:2", "http://bad host:1", "ftp://a:1", "http://", "http:///path", "a:1?x=1", "a b:1", "http://a:1/#frag"} {
+	for _, bad := range []string{"", "a:1,", ",a:1", "a:1, ,b:2", "http://bad host:1", "ftp://a:1", "http://", "http:///path", "a:1?x=1", "a b:1", "http://a:1/#frag", "http://h:1?", "http://h:1#", "h:1?"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted it", bad)
 		}
