@@ -23,7 +23,9 @@ import (
 
 // noReplicaTablet answers every Scan as a tablet server that hosts no
 // replica of the bucket (moved away, or not opened yet after a restart).
-type noReplicaTablet struct{ tierv1connect.UnimplementedTabletServiceHandler }
+type noReplicaTablet struct {
+	tierv1connect.UnimplementedTabletServiceHandler
+}
 
 func (noReplicaTablet) Scan(context.Context, *connect.Request[v1.ScanRequest]) (*connect.Response[v1.ScanResponse], error) {
 	return nil, tierpb.NewError(tierpb.ReasonNotFound, "tablet: no replica of db.u bucket 0 here", nil)
