@@ -19,10 +19,11 @@ import (
 )
 
 // failWaitProvider fails the next Wait of any log once armed (a transient
-// changelog error while tailing).
+// changelog error while tailing), and with thenOpen the next Open after it
+// (the restore that follows).
 type failWaitProvider struct {
 	changelog.Provider
-	failNext atomic.Bool
+	failNext, thenOpen, failOpen atomic.Bool
 }
 
 type failWaitLog struct {
@@ -31,6 +32,9 @@ type failWaitLog struct {
 }
 
 func (p *failWaitProvider) Open(ctx context.Context, id changelog.BucketLogID) (changelog.Log, error) {
+	if p.failOpen.CompareAndSwap(true, false) {
+		return nil, errors.New("injected transient changelog open error")
+	}
 	l, err := p.Provider.Open(ctx, id)
 	if err != nil {
 		return nil, err
@@ -40,6 +44,7 @@ func (p *failWaitProvider) Open(ctx context.Context, id changelog.BucketLogID) (
 
 func (l failWaitLog) Wait(ctx context.Context, offset int64) (int64, error) {
 	if l.p.failNext.CompareAndSwap(true, false) {
+		l.p.failOpen.Store(l.p.thenOpen.Load())
 		return 0, errors.New("injected transient changelog error")
 	}
 	return l.Log.Wait(ctx, offset)
@@ -52,7 +57,17 @@ func (l failWaitLog) Wait(ctx context.Context, offset int64) (int64, error) {
 // load's snapshot as its latest, so the coordinator confirmed and
 // committed it, and the replica served none of the load's rows. It
 // restores the load's snapshot again, and reports what it holds.
-func TestBulkRestoreAfterAFailedTail(t *testing.T) {
+func TestBulkRestoreAfterAFailedTail(t *testing.T) { bulkRestoreAfterAFailedTail(t, false) }
+
+// TestBulkRestoreRetriedAfterAFailedTail: as TestBulkRestoreAfterAFailedTail,
+// and the restore that follows the failed tail fails once too (a changelog
+// open): the entry waited FAILED for a RestoreSnapshot of the coordinator's,
+// which had confirmed the replica already and never asked again: the
+// load's publish round never confirmed it, and it stayed COMMITTING. It is
+// retried.
+func TestBulkRestoreRetriedAfterAFailedTail(t *testing.T) { bulkRestoreAfterAFailedTail(t, true) }
+
+func bulkRestoreAfterAFailedTail(t *testing.T, openFailsToo bool) {
 	c := newCluster(t)
 	ctx := t.Context()
 	fp := &failWaitProvider{}
@@ -101,6 +116,7 @@ func TestBulkRestoreAfterAFailedTail(t *testing.T) {
 		}
 		return nil
 	})
+	fp.thenOpen.Store(openFailsToo)
 	fp.failNext.Store(true) // the restored replica's first tail fails once
 	epoch := int64(c.lead.Epoch())
 	var st *tierv1.ReplicaStatus
@@ -119,18 +135,15 @@ func TestBulkRestoreAfterAFailedTail(t *testing.T) {
 		}
 		return nil
 	})
-	// The coordinator asks again later (its resend interval): by then the
-	// replica has failed its tail and restored again.
+	// Confirmed, the replica is not asked again; the load's publish round
+	// reads its status: by then it has failed its tail and restored again.
 	time.Sleep(500 * time.Millisecond)
-	eventually(t, "bulk restore confirmed again", func() error {
-		resp, err := ts1.client.RestoreSnapshot(ctx, connect.NewRequest(&tierv1.RestoreSnapshotRequest{
-			CoordinatorEpoch: epoch, Target: tb.id, Bucket: 0, SnapshotId: snapID,
-			MetadataPath: res[0].MetadataPath, BulkLoadId: "bl-1",
-		}))
+	eventually(t, "replica ready again", func() error {
+		resp, err := ts1.client.ReplicaStatus(ctx, connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
 		if err != nil {
 			return err
 		}
-		if st = resp.Msg.Replica; st.GetState() != tierv1.ReplicaState_REPLICA_STATE_READY || st.GetLatestSnapshotId() < snapID {
+		if st = resp.Msg.Replicas[0]; st.GetState() != tierv1.ReplicaState_REPLICA_STATE_READY || st.GetLatestSnapshotId() < snapID {
 			return fmt.Errorf("replica %v", st)
 		}
 		return nil

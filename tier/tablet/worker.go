@@ -38,6 +38,7 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 	}
 	b := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	src := e.source
+	served := false // a restore of this entry succeeded
 	for ctx.Err() == nil {
 		rep, err := s.restore(ctx, e, src, log)
 		if err != nil {
@@ -47,13 +48,24 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 			s.m.replicaFailures.Inc()
 			e.setStatus(entryStatus{state: failedState, err: err.Error(), restoringID: -1})
 			log.Warn("tablet replica restore failed", "err", err)
-			if src.explicit {
+			if src.explicit && !served {
+				// The coordinator's restore: its next RestoreSnapshot of
+				// the snapshot replaces this entry.
 				<-ctx.Done()
 				return
 			}
+			// A restore of this entry's own, after a failed tail: nobody
+			// asks again (the coordinator confirmed the first one), so it
+			// is retried (it waited FAILED for good, and the load's
+			// publish round with it), from the registry once the load no
+			// longer holds the target.
 			b.sleep(ctx)
+			if src.explicit && !s.bulkLoading(e.key.target) {
+				src = restoreSource{}
+			}
 			continue
 		}
+		served = true
 		b.reset()
 		e.rep.Store(rep)
 		e.setStatus(entryStatus{state: readyState, restoringID: -1})
