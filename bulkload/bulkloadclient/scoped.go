@@ -86,8 +86,9 @@ func (c *Client) UploadCredentials(ctx context.Context, h bulkload.Handle, bucke
 // ScopedStore writes one transaction's snapshot files and manifest
 // through the upload gateway of the active coordinator, with credentials
 // it asks for (UploadCredentials) when it has none, when they are about to
-// expire (RefreshBefore) and when the gateway answers that they expired or
-// that another coordinator minted them. Where the coordinator's store
+// expire (RefreshBefore), when the gateway answers that they expired or
+// that another coordinator minted them, and when no gateway answered (the
+// coordinator that minted them may be gone). Where the coordinator's store
 // signs uploads (S3), each object goes straight to the store instead, with
 // a PUT the gateway signed for exactly that object (its key, size and
 // SHA-256, write-if-absent); elsewhere the first answer says so and every
@@ -323,8 +324,10 @@ func decodeStrict(b []byte, v any) error {
 }
 
 // do sends one gateway request, asking for new credentials and sending it
-// once more when the gateway refused the credentials as stale. It returns
-// the answer's body.
+// once more when the gateway refused the credentials as stale or gave no
+// answer of its own (a transport failure, a server error without a
+// refusal: the same write again is harmless, every one write-if-absent).
+// It returns the answer's body.
 func (s *ScopedStore) do(ctx context.Context, method, key string, size int64, sum string, open func() (io.ReadCloser, error)) ([]byte, error) {
 	const op = "upload"
 	uri := s.base + "/" + key

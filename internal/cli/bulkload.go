@@ -417,27 +417,25 @@ func checkOutFile(path string) error {
 	if err != nil {
 		return usageError("--out %v", err)
 	}
-	dir := filepath.Dir(replace)
 	if replace == "" {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			return nil // a named pipe or a device (/dev/stdout), or a link to one
 		}
 		// A dangling symlink (or a chain of them): the file is created
-		// where the last one points.
-		target := path
-		for range 40 {
-			next, err := os.Readlink(target)
-			if err != nil {
-				break
-			}
-			if !filepath.IsAbs(next) {
-				next = filepath.Join(filepath.Dir(target), next)
-			}
-			target = next
+		// where the last one points. Create it there as the write will
+		// (through the links: the kernel resolves them and their ".."),
+		// then remove it.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return usageError("--out %s cannot be written: %v", path, err)
 		}
-		dir = filepath.Dir(target)
+		real, err := filepath.EvalSymlinks(path)
+		if err == nil {
+			err = os.Remove(real)
+		}
+		return errors.Join(f.Close(), err)
 	}
-	f, err := os.CreateTemp(dir, ".thaw-out-check-*")
+	f, err := os.CreateTemp(filepath.Dir(replace), ".thaw-out-check-*")
 	if err != nil {
 		return usageError("--out %s cannot be written: %v", path, err)
 	}

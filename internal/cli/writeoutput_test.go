@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -154,6 +155,33 @@ func TestWriteOutputThroughLinksAndPipes(t *testing.T) {
 	}
 	if err := checkOutFile(chain); err == nil {
 		t.Fatal("checkOutFile of a chain of links into a missing directory passed")
+	}
+	// A link's ".." applies to its real directory (through a linked one),
+	// as the kernel does: the check looked where the path's text pointed.
+	if err := os.MkdirAll(filepath.Join(dir, "deep", "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("deep", "real"), filepath.Join(dir, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "nodir"), 0o755); err != nil { // where the text points, not the kernel
+		t.Fatal(err)
+	}
+	up := filepath.Join(dir, "d", "up")
+	if err := os.Symlink(filepath.Join("..", "nodir", "x.json"), up); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(up); err == nil {
+		t.Fatal("checkOutFile of a link whose '..' leads (from its real directory) into a missing one passed")
+	}
+	if err := os.Mkdir(filepath.Join(dir, "deep", "nodir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOutFile(up); err != nil {
+		t.Fatalf("checkOutFile of a link whose '..' leads into an existing directory: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "deep", "nodir", "x.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the check left its file: %v", err)
 	}
 	for _, dev := range []string{"/dev/stdout", "/dev/null"} {
 		if err := checkOutFile(dev); err != nil {

@@ -48,7 +48,7 @@ func Parse(addr string) ([]string, error) {
 		if err == nil && p.User != nil {
 			// It would be sent as Basic authentication and echoed in
 			// errors and logs: tokens go in THAW_TOKEN.
-			return nil, fmt.Errorf("coordinator address %q: user information is not supported (give a token in THAW_TOKEN)", p.Redacted())
+			return nil, fmt.Errorf("coordinator address %q: user information is not supported (give a token in THAW_TOKEN)", redact.URL(a))
 		}
 		// (An empty query or fragment too: "h:1?" sent every call to "/"
 		// with its procedure in the query.)

@@ -24,7 +24,8 @@ func TestParse(t *testing.T) {
 	}
 	// User information would be sent as Basic authentication and echoed
 	// in errors and logs: refused, without quoting the password.
-	for _, bad := range []string{"https://thaw:SECRETPW7f3c@c1.example:9123", "http://u:SECRETPW7f3c@h:1/%zz"} {
+	for _, bad := range []string{"https://thaw:SECRETPW7f3c@c1.example:9123", "http://u:SECRETPW7f3c@h:1/%zz",
+		"http://me@corp.com:12/SECRETPW7f3c@coord:9123", "http://u:p@q/SECRETPW7f3c@coord:9123", "me@corp.com:12/SECRETPW7f3c@coord:9123"} {
 		if _, err := Parse(bad); err == nil || strings.Contains(err.Error(), "SECRETPW7f3c") {
 			t.Errorf("Parse(%q): %v", bad, err)
 		}

@@ -104,9 +104,10 @@ var (
 // The read deadline is set only while the body is unread: at its end the
 // server clears the deadline for its own background read of the
 // connection, and one set after that would cancel the handler's context
-// when it passed. A body that fails (its deadline passed) closes the
-// connection after the answer: what remains on the wire is no request (the
-// server sees that only for its own body type, which this one wraps).
+// when it passed. A body that fails (its deadline passed) closes an
+// HTTP/1 connection after the answer: what remains on the wire is no
+// request (the server sees that only for its own body type, which this one
+// wraps); on HTTP/2 its stream alone ends.
 func pacedBodies(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
