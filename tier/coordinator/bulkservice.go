@@ -239,9 +239,21 @@ func (s *bulkService) List(ctx context.Context, req *connect.Request[tierv1.List
 		if err != nil {
 			return nil, err
 		}
-		id, part := tv.Value.ID, p.GetPartition()
-		keep = func(r bulkload.Record) bool {
-			return r.TableID == id && (p.Partition == nil || r.Target.Partition == part)
+		id := tv.Value.ID
+		keep = func(r bulkload.Record) bool { return r.TableID == id }
+		if p.Partition != nil {
+			// By id, as the table: a partition dropped and created again
+			// under its name is another one (its records named it too).
+			what := "partition " + p.GetPartition() + " of table " + tv.Value.Database + "." + tv.Value.Name
+			pv, err := s.c.store.GetPartition(ctx, id, p.GetPartition())
+			if err != nil {
+				return nil, s.c.readError(ctx, what, err)
+			}
+			if pv.Value.Dropping {
+				return nil, notFound("%s does not exist", what)
+			}
+			pid := pv.Value.ID
+			keep = func(r bulkload.Record) bool { return r.TableID == id && r.PartitionID == pid }
 		}
 	}
 	if err := mgr.awaitReady(ctx); err != nil {
