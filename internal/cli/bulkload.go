@@ -422,18 +422,30 @@ func checkOutFile(path string) error {
 			return nil // a named pipe or a device (/dev/stdout), or a link to one
 		}
 		// A dangling symlink (or a chain of them): the file is created
-		// where the last one points. Create it there as the write will
-		// (through the links: the kernel resolves them and their ".."),
-		// then remove it.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
+		// where the last one points. Create it there (only if absent: one
+		// that appeared meanwhile is not ours to remove), then remove it.
+		// A relative target is appended to its link's directory as text,
+		// uncleaned, so that the kernel resolves its ".." as the write's
+		// open will (through a linked directory).
+		target := path
+		for range 40 {
+			next, err := os.Readlink(target)
+			if err != nil {
+				break
+			}
+			if !filepath.IsAbs(next) {
+				next = target[:strings.LastIndexByte(target, '/')+1] + next
+			}
+			target = next
+		}
+		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		switch {
+		case errors.Is(err, os.ErrExist):
+			return nil
+		case err != nil:
 			return usageError("--out %s cannot be written: %v", path, err)
 		}
-		real, err := filepath.EvalSymlinks(path)
-		if err == nil {
-			err = os.Remove(real)
-		}
-		return errors.Join(f.Close(), err)
+		return errors.Join(f.Close(), os.Remove(target))
 	}
 	f, err := os.CreateTemp(filepath.Dir(replace), ".thaw-out-check-*")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,5 +210,49 @@ func TestWriteOutputThroughLinksAndPipes(t *testing.T) {
 	}
 	if st, err := os.Stat(locked); err != nil || st.Mode().Perm() != 0 {
 		t.Fatalf("mode %v, %v (want the replaced file's 0000)", st.Mode(), err)
+	}
+}
+
+// TestCheckOutFileLeavesAFileItDidNotCreate: a file that appears at a
+// dangling --out link's target while checkOutFile runs (another process
+// creating it) was opened by the check (no O_EXCL through a link) and
+// removed with what was written to it.
+func TestCheckOutFileLeavesAFileItDidNotCreate(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target.json")
+	link := filepath.Join(dir, "out.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for i := range 5000 {
+		os.Remove(target)
+		var wg sync.WaitGroup
+		created := false
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				return
+			}
+			created = true
+			f.Write([]byte("precious"))
+			f.Close()
+		})
+		close(start)
+		_ = checkOutFile(link)
+		wg.Wait()
+		if created {
+			if _, err := os.Stat(target); errors.Is(err, os.ErrNotExist) {
+				lost++
+				if lost == 1 {
+					t.Logf("iteration %d: a file another writer created at the link's target was removed by checkOutFile", i)
+				}
+			}
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("checkOutFile removed a file it did not create %d times", lost)
 	}
 }
