@@ -439,7 +439,7 @@ func mapArrowType(col kv.Column, dt arrow.DataType) (arrowColumn, error) {
 		default:
 			return ac, mismatch(col, dt)
 		}
-		ac.needCk = ac.unit != 1e3 // whole milliseconds of time32[ms] need none
+		ac.needCk = ac.kind != akTime32 || ac.unit != 1e3 // whole milliseconds of time32[ms] need none (a time64[ms] may pass 32 bits)
 	case kv.KindTimestamp, kv.KindTimestampLTZ:
 		t, ok := dt.(*arrow.TimestampType)
 		if !ok {

@@ -412,6 +412,10 @@ func TestArrowErrors(t *testing.T) {
 			is: ErrInvalidRow, column: "tm", row: 2},
 		{name: "negative time64", rec: rawAt(14, arrow.FixedWidthTypes.Time64ns, arrow.Time64(-1_000_000), arrow.Time64(2_000_000)),
 			is: ErrInvalidRow, column: "tm", row: 2},
+		// (Arrow's spec has no time64 of milliseconds, but arrow-go builds
+		// one: its values were taken unchecked, as time32[ms]'s.)
+		{name: "time64 of milliseconds beyond a day", rec: rawAt(14, &arrow.Time64Type{Unit: arrow.Millisecond}, arrow.Time64(1<<32+5000), arrow.Time64(2000)),
+			is: ErrInvalidRow, column: "tm", row: 2},
 		{name: "time32 seconds beyond a day", rec: rawAt(14, arrow.FixedWidthTypes.Time32s, arrow.Time32(1<<22+5), arrow.Time32(5)),
 			is: ErrInvalidRow, column: "tm", row: 2},
 		{name: "date64 beyond DATE", rec: rawAt(13, arrow.FixedWidthTypes.Date64, arrow.Date64((1<<32+5)*86_400_000), arrow.Date64(5*86_400_000)),
