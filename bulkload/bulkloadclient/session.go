@@ -13,6 +13,7 @@ import (
 
 	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/snapshotbuild"
 )
 
@@ -229,6 +230,11 @@ func encodeRow(enc *kv.Encoder, partition string, row kv.Row) (key, val []byte, 
 	key, val, bucket, err = enc.Encode(f)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("%w: %w", snapshotbuild.ErrInvalidRow, err)
+	}
+	if string(key) == snapshot.StateKey {
+		// (Refused here, the row alone: the builder fails the whole build
+		// on it.)
+		return nil, nil, 0, fmt.Errorf("%w: the row's key %q is reserved for the tier's replica state", snapshotbuild.ErrInvalidRow, snapshot.StateKey)
 	}
 	if partition != "" {
 		name, err := enc.PartitionName(f)
