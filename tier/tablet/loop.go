@@ -310,6 +310,16 @@ func (l *loop) view(t meta.Target) *targetView {
 // stops those no longer assigned, and flags a replica that became its
 // bucket's leader for a catch-up.
 func (l *loop) reconcile() {
+	// A stopped entry's done, once closed, says every earlier replica of
+	// its bucket is gone: a later start needs no prev. (Kept, one per
+	// bucket ever stopped here, the map grew for the server's life.)
+	for k, d := range l.closing {
+		select {
+		case <-d:
+			delete(l.closing, k)
+		default:
+		}
+	}
 	targets := slices.Collect(maps.Keys(l.dirty))
 	if l.all {
 		seen := map[meta.Target]struct{}{}
