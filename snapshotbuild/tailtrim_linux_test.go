@@ -45,6 +45,7 @@ func TestTailWithinBudgetAtFinish(t *testing.T) {
 	}
 	tail := b.mu.fill
 	var once sync.Once
+	var mu sync.Mutex // (progress comes from the merge and upload goroutines)
 	var resident, reserved, maxUsed int64
 	b.opts.Progress = func(p BucketProgress) {
 		if p.Phase == PhaseMerge {
@@ -54,7 +55,9 @@ func TestTailWithinBudgetAtFinish(t *testing.T) {
 			})
 		}
 		used, _, _ := b.bud.snapshot()
+		mu.Lock()
 		maxUsed = max(maxUsed, used)
+		mu.Unlock()
 	}
 	if _, err := b.Finish(t.Context()); err != nil {
 		t.Fatal(err)
