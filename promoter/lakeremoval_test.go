@@ -129,4 +129,22 @@ spec:
 			t.Errorf("lake partitions to scan %v: want only the new spec's", it.LakePartitions)
 		}
 	}
+	// Every row of the day deleted: its lake partitions are all removed,
+	// and the day is no item of the plan (as before Removed was listed).
+	var newIDs []int64 // appended under the new spec
+	for i := range int64(20) {
+		newIDs = append(newIDs, 1_000_000+i)
+	}
+	if _, err := lake.SampleDelete(ctx, e.sample, newIDs); err != nil {
+		t.Fatal(err)
+	}
+	empty, err := p.Plan(ctx, pol.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range empty.Items {
+		if it.Key.Partition == part {
+			t.Errorf("a day whose every lake row was deleted is planned: %s %q, lake partitions %v", it.Action, it.Reason, it.LakePartitions)
+		}
+	}
 }

@@ -318,7 +318,7 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	// but its removal changes the tier partition it shares with others
 	// (their newest update, and so the identity); alone, it makes none.
 	for name, g := range ps.groups {
-		if len(lake.Live(g.parts)) == 0 {
+		if !slices.ContainsFunc(g.parts, func(p lake.PartitionStats) bool { return !p.Removed }) {
 			delete(ps.groups, name)
 		}
 	}
