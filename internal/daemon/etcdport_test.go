@@ -55,8 +55,18 @@ func TestEmbeddedEtcdKeepsItsPort(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || string(b) != strconv.Itoa(first)+"\n" {
 		t.Fatalf("%s after the first run: %q %v, want %d", etcdPortFileName, b, err, first)
 	}
-	if again, logs := run(EmbeddedConfig{}); again != first || strings.Contains(logs, "port") {
-		t.Fatalf("restart: etcd on port %d, want %d (the last run's); warnings:\n%s", again, first, logs)
+	// (An ephemeral port another process of a loaded machine took between
+	// the runs, say the tests of other packages run in parallel: the run
+	// says so, and the check is made again from the port it recorded.)
+	for try := 1; ; try++ {
+		again, logs := run(EmbeddedConfig{})
+		if again == first && !strings.Contains(logs, "port") {
+			break
+		}
+		if try == 3 || !strings.Contains(logs, "address already in use") {
+			t.Fatalf("restart: etcd on port %d, want %d (the last run's); warnings:\n%s", again, first, logs)
+		}
+		first = again
 	}
 
 	// The port taken by another process: a new one, said so, recorded.
