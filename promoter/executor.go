@@ -34,8 +34,9 @@ const rebeginTimeout = 10 * time.Second
 // committing for Resume.
 const committedWrites = 3
 
-// crashError is a Hooks.AfterPhase failure: the promotion stops at once, as
-// if the process had died (no abort, no ledger write).
+// crashError is a Hooks.AfterPhase or Hooks.BeforeBuild failure: the
+// promotion stops at once, as if the process had died (no abort, no ledger
+// write).
 type crashError struct{ err error }
 
 func (e *crashError) Error() string { return "promoter: crashed by hook: " + e.err.Error() }
@@ -79,7 +80,7 @@ func (p *Promoter) deposed(ctx context.Context) bool {
 // unavailable, timeouts, conflicts) is retriable, the default.
 func IsRetriable(err error) bool {
 	for _, terminal := range []error{
-		ErrSchema, ErrTargetNotEmpty, ErrUnknownPolicy, ErrNotAllowed, ErrUnorderedDuplicates,
+		ErrSchema, ErrTargetNotEmpty, ErrUnknownPolicy, ErrNotAllowed, ErrUnorderedDuplicates, ErrInterrupted,
 		lake.ErrUnmappable, lake.ErrNoTierPartition, lake.ErrConfig,
 		snapshotbuild.ErrInvalidRow, snapshotbuild.ErrDuplicateKey, snapshotbuild.ErrSchemaMismatch,
 		snapshotbuild.ErrUnsupportedArrowType, snapshotbuild.ErrWrongPartition, snapshotbuild.ErrRecordTooLarge,
@@ -176,6 +177,7 @@ func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) 
 		r.LakePartitions, r.ScanSnapshotID, r.Buckets = it.LakePartitions, ps.plan.LakeSnapshotID, ps.plan.Buckets
 		r.Attempt++
 		resetAttempt(&r)
+		r.Resumes = 0 // a plan starts it afresh (nextAttempt keeps the count)
 		if err := p.write(ctx, &r); err != nil {
 			return Record{}, err
 		}
@@ -329,6 +331,11 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 	if r.Phase != PhaseBuilding {
 		if err := p.setPhase(ctx, &r, PhaseBuilding); err != nil {
 			return p.abortAttempt(ctx, r, &h, err)
+		}
+	}
+	if hb := p.cfg.Hooks.BeforeBuild; hb != nil {
+		if err := hb(ctx, r); err != nil {
+			return r, &crashError{err: err}
 		}
 	}
 	results, err := p.build(ctx, src, r, bc)

@@ -60,10 +60,14 @@ type Ledger interface {
 	Requests(ctx context.Context) ([]StoredRequest, error)
 }
 
-// LedgerRecordVersion is the format version of the ledger records this
-// promoter writes (member "version", first) and the only one it reads. A
-// record without "version" is version 1: what promoters wrote before
-// records carried a version, so those keep decoding.
+// LedgerRecordVersion is the newest format version of the ledger records
+// this promoter writes (member "version", first); it reads every version
+// from 1 to this one. A record without "version" is version 1: what
+// promoters wrote before records carried a version, so those keep
+// decoding. Version 2 adds the member "resumes" (Record.Resumes). A record
+// is written at the lowest version that holds it: version 2 only when it
+// has resumes, so promoters that read version 1 only keep reading every
+// other record during a rolling upgrade.
 //
 // Records are decoded strictly (a member this promoter does not know is an
 // error), so any change of the members — one added, removed, or read
@@ -75,7 +79,7 @@ type Ledger interface {
 // keeps, so that its version can be read: one JSON object in valid UTF-8,
 // member names lowercase snake_case and never repeated, nesting at most 8
 // deep, "version" a JSON integer.
-const LedgerRecordVersion = 1
+const LedgerRecordVersion = 2
 
 var (
 	// ErrRecordVersion: a ledger record has a version this promoter does
@@ -409,10 +413,10 @@ type storedRecord struct {
 	Record
 }
 
-// encodeRecord is the record's JSON (the ledger's stored form), of version
-// LedgerRecordVersion.
+// encodeRecord is the record's JSON (the ledger's stored form), of the
+// lowest version that holds it (see LedgerRecordVersion).
 func encodeRecord(r Record) ([]byte, error) {
-	b, err := json.Marshal(storedRecord{Version: LedgerRecordVersion, Record: r})
+	b, err := json.Marshal(storedRecord{Version: r.version(), Record: r})
 	if err != nil {
 		return nil, fmt.Errorf("promoter: encode record %s: %w", r.ID, err)
 	}
@@ -427,8 +431,16 @@ var (
 		"database", "table", "caller_token", "attempt", "phase", "buckets", "rows", "bytes", "duplicates",
 		"created_at", "updated_at",
 	}
-	recordOptional = []string{"version", "lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at"}
+	recordOptional = []string{"version", "lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at", "resumes"}
 )
+
+// version is the lowest record version that holds r: 2 with resumes, else 1.
+func (r Record) version() int {
+	if r.Resumes != 0 {
+		return 2
+	}
+	return 1
+}
 
 // recordVersionError is a record of a version this promoter does not read.
 type recordVersionError struct {
@@ -436,37 +448,39 @@ type recordVersionError struct {
 }
 
 func (e *recordVersionError) Error() string {
-	return fmt.Sprintf("decode record: record version %s: this promoter reads version %d; upgrade it", e.found, LedgerRecordVersion)
+	return fmt.Sprintf("decode record: record version %s: this promoter reads versions 1 to %d; upgrade it", e.found, LedgerRecordVersion)
 }
 
 func (e *recordVersionError) Is(target error) bool { return target == ErrRecordVersion }
 
 // checkVersion checks the member "version" of a record that strictjson.Check
-// accepted (its names are exact): absent or 1 is version 1; another
-// positive integer is a recordVersionError; anything else an error naming
-// the member.
-func checkVersion(b []byte, members map[string]bool) error {
+// accepted (its names are exact) and returns the version: absent is 1; 1
+// to LedgerRecordVersion are read; another positive integer is a
+// recordVersionError; anything else an error naming the member.
+func checkVersion(b []byte, members map[string]bool) (int, error) {
 	if _, ok := members["version"]; !ok {
-		return nil
+		return 1, nil
 	}
 	var v struct {
 		Version json.RawMessage `json:"version"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return fmt.Errorf("decode record: member \"version\": %w", err)
+		return 0, fmt.Errorf("decode record: member \"version\": %w", err)
 	}
 	raw := string(v.Version)
 	positive := raw != "" && raw[0] >= '1' && raw[0] <= '9'
 	for _, c := range []byte(raw) {
 		positive = positive && c >= '0' && c <= '9'
 	}
-	switch {
-	case !positive:
-		return fmt.Errorf("decode record: member \"version\": %s is not a positive integer", abbreviate(raw))
-	case raw != strconv.Itoa(LedgerRecordVersion):
-		return &recordVersionError{found: abbreviate(raw)}
+	if !positive {
+		return 0, fmt.Errorf("decode record: member \"version\": %s is not a positive integer", abbreviate(raw))
 	}
-	return nil
+	for n := 1; n <= LedgerRecordVersion; n++ {
+		if raw == strconv.Itoa(n) {
+			return n, nil
+		}
+	}
+	return 0, &recordVersionError{found: abbreviate(raw)}
 }
 
 // recordTimes are the members of a record that hold times.
@@ -534,11 +548,15 @@ func decodeRecord(id string, b []byte) (Record, error) {
 	if members == nil {
 		return fail("not a JSON object")
 	}
-	if err := checkVersion(b, members); err != nil {
+	version, err := checkVersion(b, members)
+	if err != nil {
 		return Record{}, err
 	}
 	if err := strictjson.Members(members, recordMembers, recordOptional); err != nil {
 		return fail("%v", err)
+	}
+	if _, ok := members["resumes"]; ok && version < 2 {
+		return fail("member \"resumes\" in a record of version %d (it came with version 2)", version)
 	}
 	var s storedRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -587,6 +605,8 @@ func (r Record) validate() error {
 		return fmt.Errorf("bytes %d negative", r.Bytes)
 	case r.Duplicates < 0:
 		return fmt.Errorf("duplicates %d negative", r.Duplicates)
+	case r.Resumes < 0:
+		return fmt.Errorf("resumes %d negative", r.Resumes)
 	case r.Retriable && r.Error == "":
 		return errors.New("retriable without an error")
 	}

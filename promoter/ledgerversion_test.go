@@ -18,7 +18,7 @@ import (
 	"github.com/thawdb/thaw/promoter/promoterhttp"
 )
 
-// newerRecord is r as a newer promoter might store it: version 2, with a
+// newerRecord is r as a newer promoter might store it: version 3, with a
 // member this promoter does not know.
 func newerRecord(t *testing.T, r promoter.Record) []byte {
 	t.Helper()
@@ -26,7 +26,7 @@ func newerRecord(t *testing.T, r promoter.Record) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]byte(`{"version":2,"shard_hint":3,`), b[1:]...)
+	return append([]byte(`{"version":3,"shard_hint":3,`), b[1:]...)
 }
 
 // rawValue returns the stored bytes and mod revision of key.
@@ -41,7 +41,7 @@ func rawValue(t *testing.T, cli *clientv3.Client, key string) ([]byte, int64) {
 
 // TestEtcdLedgerVersions: a record as promoters stored it before records
 // carried a version still reads, and a write stores it at version 1; a
-// record of version 2 and a corrupt one are reported by key — List returns
+// record of version 3 and a corrupt one are reported by key — List returns
 // the others alongside — and neither Create nor Update writes over them.
 func TestEtcdLedgerVersions(t *testing.T) {
 	cli := startEtcd(t)
@@ -113,7 +113,7 @@ func TestEtcdLedgerVersions(t *testing.T) {
 		byKey[u.Key] = u
 	}
 	if u := byKey[key(newer.ID)]; u == nil || !errors.Is(u, promoter.ErrRecordVersion) ||
-		!strings.Contains(u.Error(), key(newer.ID)+": decode record: record version 2: this promoter reads version 1; upgrade it") {
+		!strings.Contains(u.Error(), key(newer.ID)+": decode record: record version 3: this promoter reads versions 1 to 2; upgrade it") {
 		t.Fatalf("newer record reported as %v", u)
 	}
 	// A corrupt record is reported the same way, without a version.
@@ -174,7 +174,7 @@ func errorLogs(t *testing.T, logs *testlog.Buffer, key string) []map[string]any 
 }
 
 // TestResumeWithNewerRecord: a ledger holds the unsettled records of a
-// killed promoter and a record of version 2. Resume settles the normal
+// killed promoter and a record of version 3. Resume settles the normal
 // records (they end committed), leaves the newer record byte for byte,
 // logs it at error level with its key, and returns an error naming the key
 // and the version; so do Run (which does not start), a reconcile (which
@@ -210,7 +210,7 @@ func TestResumeWithNewerRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, newerRev := rawValue(t, cli, newerKey)
-	const why = "record version 2: this promoter reads version 1; upgrade it"
+	const why = "record version 3: this promoter reads versions 1 to 2; upgrade it"
 	namesIt := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if !errors.Is(err, promoter.ErrUnreadable) || !errors.Is(err, promoter.ErrRecordVersion) ||
@@ -221,7 +221,7 @@ func TestResumeWithNewerRecord(t *testing.T) {
 	untouched := func(t *testing.T) {
 		t.Helper()
 		if b, rev := rawValue(t, cli, newerKey); !bytes.Equal(b, newerBytes) || rev != newerRev {
-			t.Fatalf("the version 2 record changed: %s (revision %d, was %d)", b, rev, newerRev)
+			t.Fatalf("the version 3 record changed: %s (revision %d, was %d)", b, rev, newerRev)
 		}
 	}
 

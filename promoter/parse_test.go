@@ -26,9 +26,14 @@ var goldenRecord = `{"version":1,` + unversionedRecord[1:]
 
 const goldenID = "p-126d53e32daad94f"
 
+// goldenRecordV2 is seedRecords()[1] resumed twice (Resumes 2) as
+// encodeRecord writes it: version 2, the lowest that holds "resumes".
+var goldenRecordV2 = strings.Replace(strings.Replace(goldenRecord, `"version":1,`, `"version":2,`, 1),
+	`"attempt":1,`, `"attempt":1,"resumes":2,`, 1)
+
 // versionMessage is what a record of version v is refused with.
 func versionMessage(v string) string {
-	return "record version " + v + ": this promoter reads version 1; upgrade it"
+	return "record version " + v + ": this promoter reads versions 1 to 2; upgrade it"
 }
 
 type badRecord struct {
@@ -83,11 +88,12 @@ func badRecords() []badRecord {
 
 		// The version: checked before the members, so a newer record is
 		// refused by its version whatever members it has.
-		{"version 2", id, edit(g, `"version":1`, `"version":2`), versionMessage("2")},
-		{"version 2 with a new member", id, edit(edit(g, `"version":1`, `"version":2`), `"rows":0`, `"rows":0,"shard_hint":3`), versionMessage("2")},
-		{"version 2 with a member gone", id, edit(edit(g, `"version":1`, `"version":2`), `"duplicates":0,`, ``), versionMessage("2")},
-		{"version 2 elsewhere", id, edit(edit(g, `"version":1,`, ``), `"rows":0`, `"rows":0,"version":2`), versionMessage("2")},
-		{"version 2 alone", id, `{"version":2}`, versionMessage("2")},
+		{"version 3", id, edit(g, `"version":1`, `"version":3`), versionMessage("3")},
+		{"version 3 with a new member", id, edit(edit(g, `"version":1`, `"version":3`), `"rows":0`, `"rows":0,"shard_hint":3`), versionMessage("3")},
+		{"version 3 with a member gone", id, edit(edit(g, `"version":1`, `"version":3`), `"duplicates":0,`, ``), versionMessage("3")},
+		{"version 3 elsewhere", id, edit(edit(g, `"version":1,`, ``), `"rows":0`, `"rows":0,"version":3`), versionMessage("3")},
+		{"version 3 alone", id, `{"version":3}`, versionMessage("3")},
+		{"version 10", id, edit(g, `"version":1`, `"version":10`), versionMessage("10")},
 		{"huge version", id, edit(g, `"version":1`, `"version":123456789012345678901234567890123456789`), versionMessage("12345678901234567890123456789012…")},
 		{"version 0", id, edit(g, `"version":1`, `"version":0`), `member "version": 0 is not a positive integer`},
 		{"negative version", id, edit(g, `"version":1`, `"version":-1`), `member "version": -1 is not a positive integer`},
@@ -102,6 +108,13 @@ func badRecords() []badRecord {
 		{"version in another case", id, edit(g, `"version":1`, `"Version":1`), `unknown member "Version"`},
 		{"unversioned with a new member", id, edit(unversionedRecord, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
 		{"version 1 with a new member", id, edit(g, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
+		// Version 2 added "resumes".
+		{"version 1 with resumes", id, edit(g, `"attempt":1`, `"attempt":1,"resumes":1`), `member "resumes" in a record of version 1`},
+		{"unversioned with resumes", id, edit(unversionedRecord, `"attempt":1`, `"attempt":1,"resumes":1`), `member "resumes" in a record of version 1`},
+		{"version 2 with a new member", id, edit(goldenRecordV2, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
+		{"negative resumes", id, edit(goldenRecordV2, `"resumes":2`, `"resumes":-1`), "resumes -1 negative"},
+		{"fractional resumes", id, edit(goldenRecordV2, `"resumes":2`, `"resumes":1.5`), `member "resumes": number 1.5 is not int`},
+		{"null resumes", id, edit(goldenRecordV2, `"resumes":2`, `"resumes":null`), `member "resumes" is null`},
 	}
 }
 
@@ -119,7 +132,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 				t.Fatalf("error %q does not say %q", err, tc.want)
 			}
 			// Only a record of another version is ErrRecordVersion.
-			if newer := strings.Contains(tc.want, "this promoter reads version"); errors.Is(err, ErrRecordVersion) != newer {
+			if newer := strings.Contains(tc.want, "this promoter reads versions"); errors.Is(err, ErrRecordVersion) != newer {
 				t.Fatalf("error %q: errors.Is ErrRecordVersion = %t, want %t", err, !newer, newer)
 			}
 		})
@@ -127,11 +140,32 @@ func TestDecodeRecordRejects(t *testing.T) {
 }
 
 // TestDecodeRecordVersions: a record without "version" and one of version
-// 1 decode alike; LedgerRecordVersion is 1 (changing it is a format change:
-// this test, the golden record and docs/promoter.md go with it).
+// 1 decode alike; one of version 2 holds "resumes", and a record is written
+// at the lowest version that holds it. LedgerRecordVersion is 2 (changing
+// it is a format change: this test, the golden records and
+// docs/promoter.md go with it).
 func TestDecodeRecordVersions(t *testing.T) {
-	if LedgerRecordVersion != 1 {
+	if LedgerRecordVersion != 2 {
 		t.Fatalf("LedgerRecordVersion %d: update the golden records and the docs", LedgerRecordVersion)
+	}
+	seed := seedRecords()[1]
+	v2, err := decodeRecord(goldenID, []byte(goldenRecordV2))
+	if err != nil {
+		t.Fatalf("version 2 record: %v", err)
+	}
+	if v2.Resumes != 2 {
+		t.Fatalf("version 2 record read resumes %d, want 2", v2.Resumes)
+	}
+	if enc, err := encodeRecord(v2); err != nil || string(enc) != goldenRecordV2 {
+		t.Fatalf("version 2 record written as %s (%v), want %s", enc, err, goldenRecordV2)
+	}
+	v2.Resumes = 0
+	if enc, err := encodeRecord(v2); err != nil || string(enc) != goldenRecord {
+		t.Fatalf("record without resumes written as %s (%v), want %s", enc, err, goldenRecord)
+	}
+	v2.Revision = seed.Revision
+	if !reflect.DeepEqual(v2, seed) {
+		t.Fatalf("version 2 record without its resumes %+v, want %+v", v2, seed)
 	}
 	old, err := decodeRecord(goldenID, []byte(unversionedRecord))
 	if err != nil {

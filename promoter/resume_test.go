@@ -154,9 +154,18 @@ func TestKillAndResume(t *testing.T) {
 				t.Fatalf("resume: %v", err)
 			}
 			mine := check(t, second, table)
+			// The start counted itself in the records before their
+			// commit decision (a committing one is never failed for it).
+			resumes := 1
+			if phase == promoter.PhaseCommitting {
+				resumes = 0
+			}
 			for _, r := range mine {
 				if r.Attempt != 1 {
 					t.Errorf("%s: attempt %d after resuming from %s, want 1 (the same transaction)", r.ID, r.Attempt, phase)
+				}
+				if r.Resumes != resumes {
+					t.Errorf("%s: %d resumes after resuming from %s, want %d", r.ID, r.Resumes, phase, resumes)
 				}
 			}
 			// A reconcile after the resume has nothing to do.

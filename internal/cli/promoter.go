@@ -694,6 +694,9 @@ func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
 	line("target", targetText(r))
 	line("phase", string(r.Phase))
 	line("attempt", fmt.Sprint(r.Attempt))
+	if r.Resumes > 0 {
+		line("resumed", fmt.Sprintf("%d times by a promoter start (its promoter stopped without recording it)", r.Resumes))
+	}
 	line("transaction", r.TxnID)
 	line("buckets", fmt.Sprint(r.Buckets))
 	line("rows", fmt.Sprint(r.Rows))

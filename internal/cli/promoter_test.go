@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -450,8 +451,18 @@ func TestStatusDuration(t *testing.T) {
 	if err := printPromotion(&b, promoterhttp.Promotion{Record: again}, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "(attempt 2, from its begin)") || !strings.Contains(b.String(), "begun") || strings.Contains(b.String(), "requested again") {
+	if !strings.Contains(b.String(), "(attempt 2, from its begin)") || !strings.Contains(b.String(), "begun") || strings.Contains(b.String(), "requested again") ||
+		strings.Contains(b.String(), "resumed") {
 		t.Errorf("one promotion, attempt 2:\n%s", b.String())
+	}
+	b.Reset()
+	resumed := again
+	resumed.Resumes = 2
+	if err := printPromotion(&b, promoterhttp.Promotion{Record: resumed}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^resumed: +2 times by a promoter start `).MatchString(b.String()) {
+		t.Errorf("one promotion, resumed twice:\n%s", b.String())
 	}
 	b.Reset()
 	skip := promoter.Skip{Reason: "target not empty", At: *at(96 * time.Hour)}

@@ -12,7 +12,7 @@ import (
 )
 
 // TestStatusWithUnreadableRecord: the ledger holds a committed record and
-// one of version 2 (as a newer promoter writes). thaw status prints the
+// one of version 3 (as a newer promoter writes). thaw status prints the
 // readable promotion, then a warning naming the other's key and why, and
 // exits 1 saying so; --output json lists it under "unreadable"; --policy
 // does not hide it; thaw status of its id fails naming it.
@@ -39,10 +39,10 @@ func TestStatusWithUnreadableRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	newerKey := daemon.DefaultPromoterPrefix + "/promotions/" + newer.ID
-	if _, err := d.Etcd().Put(ctx, newerKey, `{"version":2,"shard_hint":3,`+string(b[1:])); err != nil {
+	if _, err := d.Etcd().Put(ctx, newerKey, `{"version":3,"shard_hint":3,`+string(b[1:])); err != nil {
 		t.Fatal(err)
 	}
-	const why = "record version 2: this promoter reads version 1; upgrade it"
+	const why = "record version 3: this promoter reads versions 1 to 2; upgrade it"
 	url := d.URL()
 
 	// Table: the promotion, then the warning section; exit 1.

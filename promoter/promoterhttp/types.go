@@ -240,7 +240,7 @@ type QueuedPromotion struct {
 
 // UnreadableRecord is a ledger record the promoter cannot read (see
 // promoter.UnreadableRecordError): of a newer format version — Error then
-// says "record version N: this promoter reads version M; upgrade it" —
+// says "record version N: this promoter reads versions 1 to M; upgrade it" —
 // or corrupt. The promoter leaves it as it is.
 type UnreadableRecord struct {
 	Key   string `json:"key"`   // its etcd key, {prefix}/promotions/{id}

@@ -68,7 +68,7 @@ func testRecord(day string, at time.Time) promoter.Record {
 	}
 }
 
-// putNewer stores r as a newer promoter might: version 2, with a member
+// putNewer stores r as a newer promoter might: version 3, with a member
 // this promoter does not know.
 func putNewer(t *testing.T, cli *clientv3.Client, r promoter.Record) string {
 	t.Helper()
@@ -76,7 +76,7 @@ func putNewer(t *testing.T, cli *clientv3.Client, r promoter.Record) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = append([]byte(`{"version":2,"shard_hint":3,`), b[1:]...)
+	b = append([]byte(`{"version":3,"shard_hint":3,`), b[1:]...)
 	if _, err := cli.Put(t.Context(), ledgerKey(r.ID), string(b)); err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +129,10 @@ func decodeStrict(t *testing.T, body []byte, v any) []string {
 	return names
 }
 
-const newerWhy = "decode record: record version 2: this promoter reads version 1; upgrade it"
+const newerWhy = "decode record: record version 3: this promoter reads versions 1 to 2; upgrade it"
 
 // TestPromotionsWithUnreadableRecords: a ledger holds a readable record,
-// one of version 2 and a corrupt one. GET /v1/promotions answers 200 with
+// one of version 3 and a corrupt one. GET /v1/promotions answers 200 with
 // the readable one and lists the other two by key and reason (the member
 // is absent while every record reads); the client returns the readable
 // promotion with an error listing the same. GET /v1/promotions/{id} of an
