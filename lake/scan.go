@@ -285,9 +285,22 @@ func parquetFieldTypes(fs icebergio.IO, f iceberg.DataFile) (map[int]parquet.Typ
 		return nil, fmt.Errorf("open %s: %w", f.FilePath(), err)
 	}
 	defer in.Close()
+	return footerFieldTypes(f.FilePath(), in)
+}
+
+// footerFieldTypes reads the field ids' physical types from the footer of
+// the Parquet file in (named path). arrow-go panics on some damaged
+// footers (an invalid logical type or time unit, a huge count): that is an
+// error naming the file, not a crash.
+func footerFieldTypes(path string, in parquet.ReaderAtSeeker) (_ map[int]parquet.Type, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("read the footer of %s: damaged Parquet footer: %v", path, p)
+		}
+	}()
 	rdr, err := file.NewParquetReader(in)
 	if err != nil {
-		return nil, fmt.Errorf("read the footer of %s: %w", f.FilePath(), err)
+		return nil, fmt.Errorf("read the footer of %s: %w", path, err)
 	}
 	defer rdr.Close()
 	sc := rdr.MetaData().Schema
