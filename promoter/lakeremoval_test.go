@@ -2,6 +2,7 @@ package promoter_test
 
 import (
 	"database/sql"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
+	"github.com/thawdb/thaw/promoter"
 )
 
 // TestGroupWholeLakePartitionDeleted: a tier partition (a day) grouping
@@ -129,22 +131,54 @@ spec:
 			t.Errorf("lake partitions to scan %v: want only the new spec's", it.LakePartitions)
 		}
 	}
-	// Every row of the day deleted: its lake partitions are all removed,
-	// and the day is no item of the plan (as before Removed was listed).
+	// Every row of the day deleted: its lake partitions are all removed.
+	// Nothing is promoted, and the plan says that the tier keeps what was
+	// promoted of the day (stale, with the removal's snapshot); once the
+	// tier partition is dropped there is nothing to say.
 	var newIDs []int64 // appended under the new spec
 	for i := range int64(20) {
 		newIDs = append(newIDs, 1_000_000+i)
 	}
-	if _, err := lake.SampleDelete(ctx, e.sample, newIDs); err != nil {
+	gone, err := lake.SampleDelete(ctx, e.sample, newIDs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	empty, err := p.Plan(ctx, pol.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, it := range empty.Items {
+	found := 0
+	for i, it := range empty.Items {
+		if i > 0 && empty.Items[i-1].Key.Partition >= it.Key.Partition {
+			t.Errorf("plan items out of order: %q before %q", empty.Items[i-1].Key.Partition, it.Key.Partition)
+		}
+		if it.Key.Partition != part {
+			continue
+		}
+		found++
+		if it.Action != promoter.ActionSkip || !strings.HasPrefix(it.Reason, fmt.Sprintf("stale: promoted from snapshot %d by p-", src)) ||
+			!strings.Contains(it.Reason, fmt.Sprintf("lake now at %d, which removed every data file of the partition", gone.ID)) ||
+			it.SourceSnapshotID != gone.ID || len(it.LakePartitions) != 0 || it.Rows != 0 {
+			t.Errorf("a day whose every lake row was deleted: %+v", it)
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d items of the emptied day %s in %+v", found, part, empty.Items)
+	}
+	rep, err := p.Reconcile(ctx)
+	if err != nil || rep.Enqueued != 0 {
+		t.Fatalf("reconcile of the emptied day: %+v %v", rep, err)
+	}
+	if err := e.tc.DropPartition(ctx, "shop", "events", part); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := p.Plan(ctx, pol.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range dropped.Items {
 		if it.Key.Partition == part {
-			t.Errorf("a day whose every lake row was deleted is planned: %s %q, lake partitions %v", it.Action, it.Reason, it.LakePartitions)
+			t.Errorf("an emptied day dropped from the tier: %+v", it)
 		}
 	}
 }

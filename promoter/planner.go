@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,6 +244,9 @@ type planState struct {
 	plan   *Plan
 	src    *source
 	groups map[string]*group
+	// removed are the tier partitions all of whose lake partitions are
+	// Removed: no row to promote (see removedItem).
+	removed map[string]*group
 	// records are the ledger's records of this policy's lake table, by
 	// tier partition.
 	records map[string][]Record
@@ -283,7 +287,7 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	} else {
 		plan.WillCreate = true
 	}
-	ps := &planState{plan: plan, src: src, groups: map[string]*group{}, records: map[string][]Record{}}
+	ps := &planState{plan: plan, src: src, groups: map[string]*group{}, removed: map[string]*group{}, records: map[string][]Record{}}
 	if info.CurrentSnapshotID == nil {
 		if only != nil {
 			// An empty lake table (created so, or dropped and created
@@ -316,10 +320,12 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	}
 	// A lake partition whose data files were all removed holds no row,
 	// but its removal changes the tier partition it shares with others
-	// (their newest update, and so the identity); alone, it makes none.
+	// (their newest update, and so the identity); alone, it makes none,
+	// and is only reported when the tier holds what was promoted of it.
 	for name, g := range ps.groups {
 		if !slices.ContainsFunc(g.parts, func(p lake.PartitionStats) bool { return !p.Removed }) {
 			delete(ps.groups, name)
+			ps.removed[name] = g
 		}
 	}
 	if only != nil {
@@ -363,7 +369,47 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		it := p.planItem(ctx, ps, ps.groups[n], d, asker)
 		plan.Items = append(plan.Items, it)
 	}
+	if only == nil && len(ps.removed) > 0 {
+		for _, n := range slices.Sorted(maps.Keys(ps.removed)) {
+			if it, ok := p.removedItem(ctx, ps, ps.removed[n]); ok {
+				plan.Items = append(plan.Items, it)
+			}
+		}
+		slices.SortStableFunc(plan.Items, func(a, b PlanItem) int { return strings.Compare(a.Key.Partition, b.Key.Partition) })
+	}
 	return ps, nil
+}
+
+// removedItem is the item of a tier partition whose lake data files were
+// all removed (every row deleted) after a promotion the tier still holds:
+// skipped as stale, since replacing promoted data is out of scope, so the
+// plan says that the tier keeps rows the lake no longer has. Without such
+// a commit (never promoted, or its partition dropped from the tier) there
+// is nothing to say: no item.
+func (p *Promoter) removedItem(ctx context.Context, ps *planState, g *group) (PlanItem, bool) {
+	var last *Record
+	for i, r := range ps.records[g.name] {
+		if r.Phase == PhaseCommitted && (last == nil || r.CreatedAt.After(last.CreatedAt)) {
+			last = &ps.records[g.name][i]
+		}
+	}
+	if last == nil {
+		return PlanItem{}, false
+	}
+	if dropped, err := p.targetDropped(ctx, ps, g.name); err != nil || dropped {
+		return PlanItem{}, false
+	}
+	plan := ps.plan
+	src := g.newest().LastUpdatedSnapshotID
+	it := PlanItem{
+		Key:              Key{Policy: plan.Policy, Partition: g.name},
+		SourceSnapshotID: src,
+		Action:           ActionSkip,
+		Reason: fmt.Sprintf("stale: promoted from snapshot %d by %s, lake now at %d, which removed every data file of the partition: "+
+			"the tier keeps the promoted rows (drop the partition to follow the lake)", last.SourceSnapshotID, last.ID, src),
+	}
+	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, src)
+	return it, true
 }
 
 // candidate turns a tier partition's lake partitions into the policy's
