@@ -107,16 +107,15 @@
 // attempt's transaction is aborted (or the tier aborted it), one key never
 // has two transactions at once.
 //
-// Resume counts itself in every planned, begun or building record it
-// settles (Record.Resumes, written before the build runs again): each is
-// a start after a promoter that died while the attempt ran. A record
-// found so MaxResumes times already is not run again but aborted and
-// failed with ErrInterrupted (terminal), so a promotion that brings the
-// process down every time (a panic decoding a damaged lake file, an
-// out-of-memory kill) fails alone instead of keeping every promoter that
-// takes over in a crash loop. A plan that starts the identity again (a
-// request, a lake change) starts the count at zero; nextAttempt within
-// one run keeps it.
+// Every build is counted in its record while it runs
+// (Record.InterruptedBuilds: written before the build begins, taken back
+// when it returns, whatever its outcome), so the count keeps the builds
+// whose promoter died mid-build. A promotion with MaxInterruptedBuilds is
+// not built again but aborted and failed with ErrInterrupted (terminal),
+// so one that brings the process down every time (a panic decoding a
+// damaged lake file, an out-of-memory kill) fails alone instead of keeping
+// every promoter that takes over in a crash loop. A plan that starts the
+// identity again (a request, a lake change) and a commit clear the count.
 //
 // A record the ledger cannot read (corrupt, or written by a newer promoter:
 // ErrRecordVersion) is logged with its key and left exactly as it is; the

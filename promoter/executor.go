@@ -177,13 +177,32 @@ func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) 
 		r.LakePartitions, r.ScanSnapshotID, r.Buckets = it.LakePartitions, ps.plan.LakeSnapshotID, ps.plan.Buckets
 		r.Attempt++
 		resetAttempt(&r)
-		r.Resumes = 0 // a plan starts it afresh (nextAttempt keeps the count)
+		r.InterruptedBuilds = 0 // a plan starts it afresh (nextAttempt keeps the count)
 		if err := p.write(ctx, &r); err != nil {
 			return Record{}, err
 		}
 	}
 	p.logger(r).Info("promotion phase", "phase", string(PhasePlanned), "lake_snapshot", r.ScanSnapshotID)
 	return r, p.hook(ctx, r)
+}
+
+// MaxInterruptedBuilds is how many builds of one promotion may begin and
+// never end (Record.InterruptedBuilds: each promoter running one stopped
+// mid-build without recording it) before the promotion is failed with
+// ErrInterrupted instead of built again. A promotion whose every build
+// brings its promoter down (arrow-go panics on some damaged Parquet files
+// on goroutines where no recover reaches, or aborts the process on a
+// huge allocation; a partition too large for the process's memory) would
+// otherwise be resumed by every start and keep the promoter and each
+// standby that takes over in a crash loop.
+const MaxInterruptedBuilds = 3
+
+// interruptedError is why a promotion with MaxInterruptedBuilds is not
+// built again.
+func interruptedError(r Record) error {
+	return fmt.Errorf("%w: %d builds of it began and never ended: every promoter that ran one stopped mid-build "+
+		"(a crash, e.g. on a damaged lake data file, or a kill, e.g. out of memory: see those promoters' logs); "+
+		"not built again: request the partition to promote it again", ErrInterrupted, r.InterruptedBuilds)
 }
 
 // resetAttempt clears what belongs to one attempt and names the new one.
@@ -328,10 +347,18 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 			return p.abortAttempt(ctx, r, &h, err)
 		}
 	}
+	if r.InterruptedBuilds >= MaxInterruptedBuilds {
+		return p.abortAttempt(ctx, r, &h, interruptedError(r))
+	}
+	// The build is counted in the ledger while it runs: a count left by
+	// builds that never returned is what stops a crash loop.
+	r.InterruptedBuilds++
 	if r.Phase != PhaseBuilding {
 		if err := p.setPhase(ctx, &r, PhaseBuilding); err != nil {
 			return p.abortAttempt(ctx, r, &h, err)
 		}
+	} else if err := p.write(ctx, &r); err != nil {
+		return p.abortAttempt(ctx, r, &h, err)
 	}
 	if hb := p.cfg.Hooks.BeforeBuild; hb != nil {
 		if err := hb(ctx, r); err != nil {
@@ -339,8 +366,18 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 		}
 	}
 	results, err := p.build(ctx, src, r, bc)
+	r.InterruptedBuilds-- // it returned: the abort's or the next phase's write records that
 	if err != nil {
-		return p.abortAttempt(ctx, r, &h, err)
+		ar, aerr := p.abortAttempt(ctx, r, &h, err)
+		if errors.Is(aerr, errAbortFailed) {
+			// Left for Resume all the same: this build was not interrupted.
+			dctx, cancel := detached(ctx)
+			if werr := p.write(dctx, &ar); werr != nil {
+				aerr = errors.Join(aerr, werr)
+			}
+			cancel()
+		}
+		return ar, aerr
 	}
 	r.Rows, r.Bytes, r.Duplicates = 0, 0, 0
 	for _, res := range results {
@@ -515,6 +552,7 @@ func (p *Promoter) committed(ctx context.Context, r Record) (Record, error) {
 	now := p.now()
 	c := r
 	c.Phase, c.CommittedAt, c.Error, c.Retriable = PhaseCommitted, &now, "", false
+	c.InterruptedBuilds = 0 // done with; and a version 1 record again (see LedgerRecordVersion)
 	dctx, cancel := detached(ctx)
 	defer cancel()
 	if err := p.writeCommitted(dctx, &c); err != nil {

@@ -59,7 +59,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		f.Add(r.ID, old)
 		f.Add(r.ID, bytes.Replace(b, []byte(`"version":1`), []byte(`"version":3`), 1))
-		r.Resumes = 1
+		r.InterruptedBuilds = 1
 		if b, err = encodeRecord(r); err != nil {
 			f.Fatal(err)
 		}
@@ -90,9 +90,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode of decoded %q: %v", b, err)
 		}
-		// The lowest version that holds it: 2 with resumes, else 1.
+		// The lowest version that holds it: 2 with interrupted builds, else 1.
 		version := 1
-		if r.Resumes != 0 {
+		if r.InterruptedBuilds != 0 {
 			version = 2
 		}
 		if !bytes.HasPrefix(enc, fmt.Appendf(nil, `{"version":%d,`, version)) {

@@ -4,130 +4,300 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/thawdb/thaw/bulkload"
+	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
 )
 
-// TestInterruptedByEveryRunFails: a promotion whose every build brings its
-// promoter down (Hooks.BeforeBuild crashes each run of one target's
-// build, as arrow-go's panics on a damaged lake file do) is resumed by
-// the next MaxResumes promoter starts, each counting itself in the ledger
-// first, and failed by the start after them: its transaction aborted, the
-// target empty and free, the record failed with ErrInterrupted, not
-// retriable, so no reconcile runs it again. The other target of the policy
-// is promoted, and a request of the failed partition promotes it afresh
-// (its count starts again).
-func TestInterruptedByEveryRunFails(t *testing.T) {
+// flakyTier is a BulkLoader whose Begin and Abort fail while their flag is
+// set, with an error that says nothing of the outcome (the coordinator
+// unreachable).
+type flakyTier struct {
+	promoter.BulkLoader
+	beginDown, abortDown *atomic.Bool
+}
+
+var errUnreachable = errors.New("bulkloadclient: coordinator unreachable (injected)")
+
+func (f *flakyTier) Begin(ctx context.Context, t bulkload.Target, token string, o bulkloadclient.BeginOptions) (*bulkloadclient.BuildContext, error) {
+	if f.beginDown != nil && f.beginDown.Load() {
+		return nil, errUnreachable
+	}
+	return f.BulkLoader.Begin(ctx, t, token, o)
+}
+
+func (f *flakyTier) Abort(ctx context.Context, h bulkload.Handle) (bulkload.Status, error) {
+	if f.abortDown != nil && f.abortDown.Load() {
+		return bulkload.Status{}, errUnreachable
+	}
+	return f.BulkLoader.Abort(ctx, h)
+}
+
+// interruptEnv is a lake day whose every build crashes its promoter
+// (Hooks.BeforeBuild, as arrow-go's panics on a damaged lake file do)
+// beside a day that promotes normally.
+type interruptEnv struct {
+	*env
+	t         *testing.T
+	pols      []*policies.Policy
+	prefix    string
+	bad, good string
+	crashes   atomic.Int32
+	abortDown atomic.Bool
+}
+
+func newInterruptEnv(t *testing.T, table string) *interruptEnv {
 	e := newEnv(t, 1000)
-	ctx := t.Context()
 	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
-	const table = "interrupted"
-	pols := []*policies.Policy{twoDayPolicy(t, "interrupted", table)}
-	prefix := "/thaw-test/" + table
-	bad, good := e.partitionOf("2024-01-02"), e.partitionOf("2024-01-03")
+	return &interruptEnv{env: e, t: t, pols: []*policies.Policy{twoDayPolicy(t, strings.ReplaceAll(table, "_", "-"), table)}, prefix: "/thaw-test/" + table,
+		bad: e.partitionOf("2024-01-02"), good: e.partitionOf("2024-01-03")}
+}
 
-	var crashes atomic.Int32
-	crashing := func() promoter.Config {
-		cfg := e.configAt(pols, prefix)
-		cfg.Hooks.BeforeBuild = func(_ context.Context, r promoter.Record) error {
-			if r.Partition == bad {
-				crashes.Add(1)
-				return errKilled
-			}
-			return nil
+// crashing is a promoter whose builds of the bad day crash.
+func (ie *interruptEnv) crashing() *promoter.Promoter {
+	cfg := ie.configAt(ie.pols, ie.prefix)
+	cfg.BulkLoad = &flakyTier{BulkLoader: cfg.BulkLoad, abortDown: &ie.abortDown}
+	cfg.Hooks.BeforeBuild = func(_ context.Context, r promoter.Record) error {
+		if r.Partition == ie.bad {
+			ie.crashes.Add(1)
+			return errKilled
 		}
-		return cfg
+		return nil
 	}
-	record := func(p *promoter.Promoter) promoter.Record {
-		t.Helper()
-		recs, err := p.Promotions(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if r.Partition == bad {
-				return r
-			}
-		}
-		t.Fatalf("no record of %s in %+v", bad, recs)
-		return promoter.Record{}
-	}
-	stored := func(id string) []byte {
-		t.Helper()
-		b, _ := rawValue(t, e.tier.Etcd(), prefix+"/promotions/"+id)
-		return b
-	}
+	return ie.promoter(cfg)
+}
 
-	first := e.reconciled(ctx, t, crashing())
-	r := record(first)
-	if crashes.Load() != 1 || r.Phase != promoter.PhaseBuilding || r.Resumes != 0 {
-		t.Fatalf("after the first run: %d crashes, record %s with %d resumes", crashes.Load(), r.Phase, r.Resumes)
+// record is the bad day's record.
+func (ie *interruptEnv) record(p *promoter.Promoter) promoter.Record {
+	ie.t.Helper()
+	recs, err := p.Promotions(ie.t.Context())
+	if err != nil {
+		ie.t.Fatal(err)
 	}
-	e.checkTier(table, good, e.lakeRows("2024-01-03"))
+	for _, r := range recs {
+		if r.Partition == ie.bad {
+			return r
+		}
+	}
+	ie.t.Fatalf("no record of %s in %+v", ie.bad, recs)
+	return promoter.Record{}
+}
 
-	// Each start resumes it, counting itself before the build.
+// stored is the bad day's record as the ledger holds it.
+func (ie *interruptEnv) stored(id string) []byte {
+	ie.t.Helper()
+	b, _ := rawValue(ie.t, ie.tier.Etcd(), ie.prefix+"/promotions/"+id)
+	return b
+}
+
+// crashLoop runs the first promoter and MaxInterruptedBuilds-1 restarts,
+// each crashing in the bad day's build, and returns the record then.
+func (ie *interruptEnv) crashLoop(ctx context.Context) promoter.Record {
+	t := ie.t
+	t.Helper()
+	first := ie.crashing()
+	ie.reconcile(ctx, t, first)
+	r := ie.record(first)
+	if ie.crashes.Load() != 1 || r.Phase != promoter.PhaseBuilding || r.InterruptedBuilds != 1 {
+		t.Fatalf("after the first run: %d crashes, record %s with %d interrupted builds", ie.crashes.Load(), r.Phase, r.InterruptedBuilds)
+	}
+	ie.checkTier(ie.pols[0].Target().Table, ie.good, ie.lakeRows("2024-01-03"))
 	txn := r.TxnID
-	for n := 1; n <= promoter.MaxResumes; n++ {
-		p := e.promoter(crashing())
+	for n := 2; n <= promoter.MaxInterruptedBuilds; n++ {
+		p := ie.crashing()
 		if err := p.Resume(ctx); !errors.Is(err, errKilled) || errors.Is(err, promoter.ErrInterrupted) {
-			t.Fatalf("resume %d: %v", n, err)
+			t.Fatalf("start %d: %v", n, err)
 		}
-		r = record(p)
-		if got := crashes.Load(); got != int32(n+1) || r.Phase != promoter.PhaseBuilding || r.Resumes != n || r.TxnID != txn || r.Attempt != 1 {
-			t.Fatalf("after resume %d: %d crashes, record %+v", n, got, r)
+		r = ie.record(p)
+		if got := ie.crashes.Load(); got != int32(n) || r.Phase != promoter.PhaseBuilding || r.InterruptedBuilds != n || r.TxnID != txn || r.Attempt != 1 {
+			t.Fatalf("after start %d: %d crashes, record %+v", n, got, r)
 		}
-		if b := stored(r.ID); !bytes.HasPrefix(b, []byte(`{"version":2,`)) || !bytes.Contains(b, []byte(`"resumes":`)) {
-			t.Fatalf("stored record with resumes: %s", b)
+		if b := ie.stored(r.ID); !bytes.HasPrefix(b, []byte(`{"version":2,`)) || !bytes.Contains(b, []byte(`"interrupted_builds":`)) {
+			t.Fatalf("stored record with interrupted builds: %s", b)
 		}
 	}
+	return r
+}
 
-	// The next start fails it without building it again.
-	p := e.promoter(crashing())
-	err := p.Resume(ctx)
-	if !errors.Is(err, promoter.ErrInterrupted) {
-		t.Fatalf("resume after %d resumes: %v, want ErrInterrupted", promoter.MaxResumes, err)
+// checkFailed checks that the bad day's promotion is failed as
+// interrupted, its transaction aborted, its target empty and free, and no
+// reconcile builds it again.
+func (ie *interruptEnv) checkFailed(ctx context.Context, p *promoter.Promoter, txn string) {
+	t := ie.t
+	t.Helper()
+	table := ie.pols[0].Target().Table
+	r := ie.record(p)
+	if ie.crashes.Load() != promoter.MaxInterruptedBuilds {
+		t.Fatalf("%d crashes: the interrupted promotion was built again", ie.crashes.Load())
 	}
-	r = record(p)
-	if crashes.Load() != promoter.MaxResumes+1 {
-		t.Fatalf("%d crashes: the failed promotion was built again", crashes.Load())
-	}
-	if r.Phase != promoter.PhaseFailed || r.Retriable || promoter.IsRetriable(err) ||
-		!strings.Contains(r.Error, "promoter starts in a row") || r.TxnID != txn {
+	if r.Phase != promoter.PhaseFailed || r.Retriable || !strings.Contains(r.Error, "builds of it began and never ended") || r.TxnID != txn {
 		t.Fatalf("failed record %+v", r)
 	}
-	e.noTxnInProgress(table, []string{bad, good})
-	e.checkTier(table, bad, nil)
-	e.checkTier(table, good, e.lakeRows("2024-01-03"))
-
-	// No reconcile runs it again: the plan says it failed.
-	rep, err := p.Reconcile(ctx)
-	if err != nil || rep.Enqueued != 0 {
+	ie.noTxnInProgress(table, []string{ie.bad, ie.good})
+	ie.checkTier(table, ie.bad, nil)
+	ie.checkTier(table, ie.good, ie.lakeRows("2024-01-03"))
+	if rep, err := p.Reconcile(ctx); err != nil || rep.Enqueued != 0 {
 		t.Fatalf("reconcile after the failure: %+v %v", rep, err)
 	}
-	plan, err := p.Plan(ctx, "interrupted")
+	plan, err := p.Plan(ctx, ie.pols[0].Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range plan.Items {
-		if it.Key.Partition == bad && (it.Action != promoter.ActionSkip || !strings.HasPrefix(it.Reason, "failed: ")) {
+		if it.Key.Partition == ie.bad && (it.Action != promoter.ActionSkip || !strings.HasPrefix(it.Reason, "failed: ")) {
 			t.Fatalf("plan of the failed partition: %+v", it)
 		}
 	}
+	if ie.crashes.Load() != promoter.MaxInterruptedBuilds {
+		t.Fatalf("%d crashes: a reconcile built the interrupted promotion again", ie.crashes.Load())
+	}
+}
 
-	// A request promotes it afresh (the damaged file replaced, say): a new
-	// attempt whose count starts at zero, stored at version 1 again.
-	healthy := e.promoter(e.configAt(pols, prefix))
-	nr, err := healthy.Promote(ctx, promoter.Key{Policy: "interrupted", Partition: bad})
-	if err != nil || nr.Phase != promoter.PhaseCommitted || nr.Attempt != 2 || nr.Resumes != 0 {
+// TestInterruptedBuildsFail: a promotion whose every build brings its
+// promoter down is resumed by each restart until MaxInterruptedBuilds of
+// its builds began and never ended (each counted in the ledger before it
+// runs); the next start fails it without building it again: its
+// transaction aborted, the target empty and free, the record failed with
+// ErrInterrupted, not retriable, so no reconcile runs it again. The
+// policy's other target is promoted, and a request of the failed
+// partition promotes it afresh (the count starts again, and the commit
+// leaves a version 1 record).
+func TestInterruptedBuildsFail(t *testing.T) {
+	ie := newInterruptEnv(t, "interrupted")
+	ctx := t.Context()
+	r := ie.crashLoop(ctx)
+
+	p := ie.crashing()
+	err := p.Resume(ctx)
+	if !errors.Is(err, promoter.ErrInterrupted) || promoter.IsRetriable(err) {
+		t.Fatalf("start after %d interrupted builds: %v, want ErrInterrupted", promoter.MaxInterruptedBuilds, err)
+	}
+	ie.checkFailed(ctx, p, r.TxnID)
+
+	healthy := ie.promoter(ie.configAt(ie.pols, ie.prefix))
+	nr, err := healthy.Promote(ctx, promoter.Key{Policy: ie.pols[0].Name(), Partition: ie.bad})
+	if err != nil || nr.Phase != promoter.PhaseCommitted || nr.Attempt != 2 || nr.InterruptedBuilds != 0 {
 		t.Fatalf("promote after the failure: %+v %v", nr, err)
 	}
-	if b := stored(nr.ID); !bytes.HasPrefix(b, []byte(`{"version":1,`)) || bytes.Contains(b, []byte(`"resumes"`)) {
+	if b := ie.stored(nr.ID); !bytes.HasPrefix(b, []byte(`{"version":1,`)) || bytes.Contains(b, []byte(`"interrupted_builds"`)) {
 		t.Fatalf("stored record after the new attempt: %s", b)
 	}
-	e.checkTier(table, bad, e.lakeRows("2024-01-02"))
+	ie.checkTier("interrupted", ie.bad, ie.lakeRows("2024-01-02"))
+}
+
+// TestInterruptedBuildsFailThroughReconcile: when the start that should
+// fail the crash-looping promotion cannot abort its transaction (the tier
+// briefly unreachable), the record stays for later; the reconcile that
+// settles it must not build it again either.
+func TestInterruptedBuildsFailThroughReconcile(t *testing.T) {
+	ie := newInterruptEnv(t, "interrupted_rec")
+	ctx := t.Context()
+	r := ie.crashLoop(ctx)
+
+	p := ie.crashing()
+	ie.abortDown.Store(true)
+	if err := p.Resume(ctx); !errors.Is(err, errUnreachable) {
+		t.Fatalf("start whose abort fails: %v", err)
+	}
+	if got := ie.record(p); got.Phase != promoter.PhaseBuilding || got.InterruptedBuilds != promoter.MaxInterruptedBuilds {
+		t.Fatalf("record after a failed abort: %+v", got)
+	}
+	ie.abortDown.Store(false)
+	if _, err := p.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ie.checkFailed(ctx, p, r.TxnID)
+}
+
+// TestRestartsWithoutBuildsCountNothing: promoter starts that find a
+// promotion unfinished but never get to build it (the tier unreachable,
+// so Begin's outcome stays unknown and the record waits) count nothing,
+// however many: once the tier answers, the promotion builds and commits.
+// A build that returns, with an error or not, is not counted either.
+func TestRestartsWithoutBuildsCountNothing(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "outage"
+	pols := []*policies.Policy{daysPolicy(t, "outage", table, "2024-01-02")}
+	prefix := "/thaw-test/" + table
+	var down atomic.Bool
+	down.Store(true)
+	var builds atomic.Int32
+	cfg := func() promoter.Config {
+		c := e.configAt(pols, prefix)
+		c.BulkLoad = &flakyTier{BulkLoader: c.BulkLoad, beginDown: &down}
+		c.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
+		return c
+	}
+	first := e.promoter(cfg())
+	if _, err := first.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Drain(ctx) // Begin's outcome unknown: left planned
+	for n := 1; n <= promoter.MaxInterruptedBuilds+1; n++ {
+		p := e.promoter(cfg())
+		if err := p.Resume(ctx); !errors.Is(err, errUnreachable) {
+			t.Fatalf("start %d during the outage: %v", n, err)
+		}
+		recs, err := p.Promotions(ctx)
+		if err != nil || len(recs) != 1 || recs[0].Phase != promoter.PhasePlanned || recs[0].InterruptedBuilds != 0 {
+			t.Fatalf("after start %d during the outage: %+v %v", n, recs, err)
+		}
+	}
+	down.Store(false)
+	p := e.promoter(cfg())
+	if err := p.Resume(ctx); err != nil {
+		t.Fatalf("start once the tier answers: %v", err)
+	}
+	recs, err := p.Promotions(ctx)
+	if err != nil || len(recs) != 1 || recs[0].Phase != promoter.PhaseCommitted || recs[0].InterruptedBuilds != 0 || builds.Load() != 1 {
+		t.Fatalf("after the outage: %+v %v, %d builds", recs, err, builds.Load())
+	}
+	e.checkTier(table, e.partitionOf("2024-01-02"), e.lakeRows("2024-01-02"))
+}
+
+// scanFails is a lake whose scans fail.
+type scanFails struct{ promoter.Lake }
+
+func (scanFails) Scan(context.Context, string, lake.ScanOptions) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
+	return nil, nil, errors.New("lake unreadable (injected)")
+}
+
+// TestFailedBuildIsNotInterrupted: a build that returns an error is no
+// interrupted build, also when the abort that follows fails and leaves
+// the record building for later.
+func TestFailedBuildIsNotInterrupted(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const table = "failedbuild"
+	cfg := e.configAt([]*policies.Policy{daysPolicy(t, "failedbuild", table, "2024-01-02")}, "/thaw-test/"+table)
+	var down atomic.Bool
+	down.Store(true)
+	cfg.BulkLoad = &flakyTier{BulkLoader: cfg.BulkLoad, abortDown: &down}
+	cfg.Lakes = map[string]promoter.Lake{"default": scanFails{e.lake}}
+	var builds atomic.Int32
+	cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
+	p := e.reconciled(ctx, t, cfg)
+	recs, err := p.Promotions(ctx)
+	if err != nil || len(recs) != 1 || builds.Load() != 1 {
+		t.Fatalf("records %+v %v, %d builds", recs, err, builds.Load())
+	}
+	if r := recs[0]; r.Phase != promoter.PhaseBuilding || r.InterruptedBuilds != 0 {
+		t.Fatalf("after a failed build whose abort failed: %+v", r)
+	}
 }

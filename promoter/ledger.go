@@ -64,10 +64,11 @@ type Ledger interface {
 // this promoter writes (member "version", first); it reads every version
 // from 1 to this one. A record without "version" is version 1: what
 // promoters wrote before records carried a version, so those keep
-// decoding. Version 2 adds the member "resumes" (Record.Resumes). A record
-// is written at the lowest version that holds it: version 2 only when it
-// has resumes, so promoters that read version 1 only keep reading every
-// other record during a rolling upgrade.
+// decoding. Version 2 adds the member "interrupted_builds"
+// (Record.InterruptedBuilds). A record is written at the lowest version
+// that holds it: version 2 only while it counts interrupted builds (a
+// commit clears the count), so promoters that read version 1 only keep
+// reading every other record during a rolling upgrade.
 //
 // Records are decoded strictly (a member this promoter does not know is an
 // error), so any change of the members — one added, removed, or read
@@ -431,12 +432,13 @@ var (
 		"database", "table", "caller_token", "attempt", "phase", "buckets", "rows", "bytes", "duplicates",
 		"created_at", "updated_at",
 	}
-	recordOptional = []string{"version", "lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at", "resumes"}
+	recordOptional = []string{"version", "lake_partitions", "txn_id", "error", "retriable", "begun_at", "committed_at", "interrupted_builds"}
 )
 
-// version is the lowest record version that holds r: 2 with resumes, else 1.
+// version is the lowest record version that holds r: 2 with interrupted
+// builds, else 1.
 func (r Record) version() int {
-	if r.Resumes != 0 {
+	if r.InterruptedBuilds != 0 {
 		return 2
 	}
 	return 1
@@ -555,8 +557,8 @@ func decodeRecord(id string, b []byte) (Record, error) {
 	if err := strictjson.Members(members, recordMembers, recordOptional); err != nil {
 		return fail("%v", err)
 	}
-	if _, ok := members["resumes"]; ok && version < 2 {
-		return fail("member \"resumes\" in a record of version %d (it came with version 2)", version)
+	if _, ok := members["interrupted_builds"]; ok && version < 2 {
+		return fail("member \"interrupted_builds\" in a record of version %d (it came with version 2)", version)
 	}
 	var s storedRecord
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -605,8 +607,8 @@ func (r Record) validate() error {
 		return fmt.Errorf("bytes %d negative", r.Bytes)
 	case r.Duplicates < 0:
 		return fmt.Errorf("duplicates %d negative", r.Duplicates)
-	case r.Resumes < 0:
-		return fmt.Errorf("resumes %d negative", r.Resumes)
+	case r.InterruptedBuilds < 0:
+		return fmt.Errorf("interrupted_builds %d negative", r.InterruptedBuilds)
 	case r.Retriable && r.Error == "":
 		return errors.New("retriable without an error")
 	}

@@ -26,10 +26,10 @@ var goldenRecord = `{"version":1,` + unversionedRecord[1:]
 
 const goldenID = "p-126d53e32daad94f"
 
-// goldenRecordV2 is seedRecords()[1] resumed twice (Resumes 2) as
-// encodeRecord writes it: version 2, the lowest that holds "resumes".
+// goldenRecordV2 is seedRecords()[1] with two interrupted builds (InterruptedBuilds 2) as
+// encodeRecord writes it: version 2, the lowest that holds "interrupted_builds".
 var goldenRecordV2 = strings.Replace(strings.Replace(goldenRecord, `"version":1,`, `"version":2,`, 1),
-	`"attempt":1,`, `"attempt":1,"resumes":2,`, 1)
+	`"attempt":1,`, `"attempt":1,"interrupted_builds":2,`, 1)
 
 // versionMessage is what a record of version v is refused with.
 func versionMessage(v string) string {
@@ -108,13 +108,13 @@ func badRecords() []badRecord {
 		{"version in another case", id, edit(g, `"version":1`, `"Version":1`), `unknown member "Version"`},
 		{"unversioned with a new member", id, edit(unversionedRecord, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
 		{"version 1 with a new member", id, edit(g, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
-		// Version 2 added "resumes".
-		{"version 1 with resumes", id, edit(g, `"attempt":1`, `"attempt":1,"resumes":1`), `member "resumes" in a record of version 1`},
-		{"unversioned with resumes", id, edit(unversionedRecord, `"attempt":1`, `"attempt":1,"resumes":1`), `member "resumes" in a record of version 1`},
+		// Version 2 added "interrupted_builds".
+		{"version 1 with interrupted_builds", id, edit(g, `"attempt":1`, `"attempt":1,"interrupted_builds":1`), `member "interrupted_builds" in a record of version 1`},
+		{"unversioned with interrupted_builds", id, edit(unversionedRecord, `"attempt":1`, `"attempt":1,"interrupted_builds":1`), `member "interrupted_builds" in a record of version 1`},
 		{"version 2 with a new member", id, edit(goldenRecordV2, `"rows":0`, `"rows":0,"shard_hint":3`), `unknown member "shard_hint"`},
-		{"negative resumes", id, edit(goldenRecordV2, `"resumes":2`, `"resumes":-1`), "resumes -1 negative"},
-		{"fractional resumes", id, edit(goldenRecordV2, `"resumes":2`, `"resumes":1.5`), `member "resumes": number 1.5 is not int`},
-		{"null resumes", id, edit(goldenRecordV2, `"resumes":2`, `"resumes":null`), `member "resumes" is null`},
+		{"negative interrupted_builds", id, edit(goldenRecordV2, `"interrupted_builds":2`, `"interrupted_builds":-1`), "interrupted_builds -1 negative"},
+		{"fractional interrupted_builds", id, edit(goldenRecordV2, `"interrupted_builds":2`, `"interrupted_builds":1.5`), `member "interrupted_builds": number 1.5 is not int`},
+		{"null interrupted_builds", id, edit(goldenRecordV2, `"interrupted_builds":2`, `"interrupted_builds":null`), `member "interrupted_builds" is null`},
 	}
 }
 
@@ -140,7 +140,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 }
 
 // TestDecodeRecordVersions: a record without "version" and one of version
-// 1 decode alike; one of version 2 holds "resumes", and a record is written
+// 1 decode alike; one of version 2 holds "interrupted_builds", and a record is written
 // at the lowest version that holds it. LedgerRecordVersion is 2 (changing
 // it is a format change: this test, the golden records and
 // docs/promoter.md go with it).
@@ -153,19 +153,19 @@ func TestDecodeRecordVersions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("version 2 record: %v", err)
 	}
-	if v2.Resumes != 2 {
-		t.Fatalf("version 2 record read resumes %d, want 2", v2.Resumes)
+	if v2.InterruptedBuilds != 2 {
+		t.Fatalf("version 2 record read interrupted_builds %d, want 2", v2.InterruptedBuilds)
 	}
 	if enc, err := encodeRecord(v2); err != nil || string(enc) != goldenRecordV2 {
 		t.Fatalf("version 2 record written as %s (%v), want %s", enc, err, goldenRecordV2)
 	}
-	v2.Resumes = 0
+	v2.InterruptedBuilds = 0
 	if enc, err := encodeRecord(v2); err != nil || string(enc) != goldenRecord {
-		t.Fatalf("record without resumes written as %s (%v), want %s", enc, err, goldenRecord)
+		t.Fatalf("record without interrupted builds written as %s (%v), want %s", enc, err, goldenRecord)
 	}
 	v2.Revision = seed.Revision
 	if !reflect.DeepEqual(v2, seed) {
-		t.Fatalf("version 2 record without its resumes %+v, want %+v", v2, seed)
+		t.Fatalf("version 2 record without its interrupted builds %+v, want %+v", v2, seed)
 	}
 	old, err := decodeRecord(goldenID, []byte(unversionedRecord))
 	if err != nil {

@@ -876,7 +876,7 @@ func (p *Promoter) resume(ctx context.Context) (fatal, records error) {
 			return errors.Join(fatal, err), errors.Join(errs...)
 		}
 		p.log.Info("resuming promotion", "promotion", r.ID, "phase", string(r.Phase), "txn", r.TxnID)
-		nr, err := p.resumeStart(ctx, pol, r)
+		nr, err := p.resumeRecord(ctx, pol, r)
 		p.q.done(k)
 		if err != nil {
 			if halts(err) || ctx.Err() != nil {
@@ -927,64 +927,22 @@ func (p *Promoter) resumeRecord(ctx context.Context, pol *policies.Policy, r Rec
 			return p.drive(ctx, src, r, false)
 		}
 		if err != nil {
-			return p.abortAndFail(ctx, r, err)
+			var (
+				ar   Record
+				aerr error
+			)
+			if r.TxnID == "" {
+				ar, aerr = p.abortUnrecorded(ctx, r, err)
+			} else {
+				ar, aerr = p.abortAttempt(ctx, r, &h, err)
+			}
+			if errors.Is(aerr, errAbortFailed) || halts(aerr) {
+				return ar, aerr
+			}
+			return p.fail(ctx, ar, err)
 		}
 		return p.drive(ctx, src, r, true)
 	})
-}
-
-// MaxResumes is how many promoter starts in a row may find one promotion
-// unfinished before its commit decision (Record.Resumes) and run it again;
-// the next start fails it with ErrInterrupted. A promotion whose every run
-// brings its promoter down (arrow-go panics on some damaged Parquet files,
-// on goroutines where no recover reaches; a partition too large for the
-// process's memory) would otherwise be resumed first by every start and
-// keep the promoter and its standbys in a crash loop.
-const MaxResumes = 2
-
-// resumeStart is resumeRecord for Resume at a promoter's start: a record
-// before its commit decision counts the start in the ledger before it runs
-// again, and one already resumed MaxResumes times is aborted and failed
-// with ErrInterrupted. A committing record is never aborted by the
-// promoter (its commit may be decided) and a record whose policy is gone
-// is only released: neither is counted.
-func (p *Promoter) resumeStart(ctx context.Context, pol *policies.Policy, r Record) (Record, error) {
-	if pol == nil || r.Phase == PhaseCommitting {
-		return p.resumeRecord(ctx, pol, r)
-	}
-	if r.Resumes >= MaxResumes {
-		cause := fmt.Errorf("%w: attempt %d was found unfinished (%s) by %d promoter starts in a row: every promoter "+
-			"that ran it stopped without recording it (a crash, e.g. on a damaged lake data file, or a kill, e.g. out of "+
-			"memory: see those promoters' logs); not run again: request the partition to promote it again",
-			ErrInterrupted, r.Attempt, r.Phase, r.Resumes+1)
-		p.logger(r).Error("promotion interrupted by every promoter that ran it", "resumes", r.Resumes, "phase", string(r.Phase))
-		return p.track(r.ID, r.Phase, func() (Record, error) { return p.abortAndFail(ctx, r, cause) })
-	}
-	r.Resumes++
-	if err := p.write(ctx, &r); err != nil {
-		return r, fmt.Errorf("promoter: count the resume of %s: %w", r.ID, err)
-	}
-	return p.resumeRecord(ctx, pol, r)
-}
-
-// abortAndFail ends r's attempt before its commit decision with a cause no
-// new attempt would get past: the transaction r records (or its token
-// may have begun) is aborted and the record failed with cause. When the
-// abort cannot be done the record is left for Resume.
-func (p *Promoter) abortAndFail(ctx context.Context, r Record, cause error) (Record, error) {
-	var (
-		ar   Record
-		aerr error
-	)
-	if r.TxnID == "" {
-		ar, aerr = p.abortUnrecorded(ctx, r, cause)
-	} else {
-		ar, aerr = p.abortAttempt(ctx, r, recordedTxn(r), cause)
-	}
-	if errors.Is(aerr, errAbortFailed) || halts(aerr) {
-		return ar, aerr
-	}
-	return p.fail(ctx, ar, cause)
 }
 
 // outcomeExpired settles a committing record whose transaction the tier no

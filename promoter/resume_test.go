@@ -142,6 +142,11 @@ func TestKillAndResume(t *testing.T) {
 					if r.Phase != phase {
 						t.Fatalf("record %s at %s, want %s (the kill wrote to the ledger)", r.ID, r.Phase, phase)
 					}
+					// Killed once its build was counted (building), the
+					// build is interrupted; else none began or it returned.
+					if want := map[bool]int{true: 1}[phase == promoter.PhaseBuilding]; r.InterruptedBuilds != want {
+						t.Fatalf("record %s killed at %s: %d interrupted builds, want %d", r.ID, phase, r.InterruptedBuilds, want)
+					}
 				}
 			}
 			if n != 2 {
@@ -154,18 +159,12 @@ func TestKillAndResume(t *testing.T) {
 				t.Fatalf("resume: %v", err)
 			}
 			mine := check(t, second, table)
-			// The start counted itself in the records before their
-			// commit decision (a committing one is never failed for it).
-			resumes := 1
-			if phase == promoter.PhaseCommitting {
-				resumes = 0
-			}
 			for _, r := range mine {
 				if r.Attempt != 1 {
 					t.Errorf("%s: attempt %d after resuming from %s, want 1 (the same transaction)", r.ID, r.Attempt, phase)
 				}
-				if r.Resumes != resumes {
-					t.Errorf("%s: %d resumes after resuming from %s, want %d", r.ID, r.Resumes, phase, resumes)
+				if r.InterruptedBuilds != 0 {
+					t.Errorf("%s: committed with %d interrupted builds (a commit clears them)", r.ID, r.InterruptedBuilds)
 				}
 			}
 			// A reconcile after the resume has nothing to do.
@@ -303,6 +302,9 @@ func TestKillAndResume(t *testing.T) {
 			}
 			if r.Phase != promoter.PhaseAborted || !strings.HasPrefix(r.Error, "shutdown") || !r.Retriable {
 				t.Errorf("after shutdown: %s %s %q", r.ID, r.Phase, r.Error)
+			}
+			if r.InterruptedBuilds != 0 {
+				t.Errorf("after shutdown: %s counts %d interrupted builds (a build the shutdown cut returned)", r.ID, r.InterruptedBuilds)
 			}
 			empty, err := tier.IsEmpty(ctx, "shop", table, r.Partition)
 			if err != nil || !empty {

@@ -56,14 +56,13 @@ var (
 	// scan (a copy-on-write delete, update or merge, a compaction), so
 	// which row of a key is newest cannot be told.
 	ErrUnorderedDuplicates = errors.New("promoter: duplicate keys in rewritten lake files")
-	// ErrInterrupted: a promotion was found unfinished by more than
-	// MaxResumes promoter starts in a row (each promoter running it
-	// stopped without recording it: a crash reading damaged lake data, an
-	// out-of-memory kill). It is failed, not run again, so one promotion
-	// that brings the process down does not take the promoter with it
-	// (terminal: a request of the partition, or a lake change to it,
-	// promotes it again).
-	ErrInterrupted = errors.New("promoter: interrupted by promoter restarts")
+	// ErrInterrupted: MaxInterruptedBuilds builds of a promotion began and
+	// never ended (each promoter running one stopped mid-build: a crash
+	// reading damaged lake data, an out-of-memory kill). It is failed, not
+	// built again, so one promotion that brings the process down does not
+	// keep the promoter and its standbys in a crash loop (terminal: a
+	// request of the partition, or a lake change to it, promotes it again).
+	ErrInterrupted = errors.New("promoter: builds interrupted by promoter crashes")
 	// ErrNotQueued: Cancel was asked for a promotion that does not wait
 	// in the queue (it runs, has run, or was never requested).
 	ErrNotQueued = errors.New("promoter: not queued")
@@ -185,8 +184,9 @@ type Hooks struct {
 	AfterPhase func(ctx context.Context, r Record) error
 	// BeforeBuild runs before every build of an attempt, a resumed one's
 	// too (AfterPhase does not run again for the phase a record resumes
-	// in). An error stops the promotion at once as a crash would (tests
-	// use it to crash every run of a build).
+	// in), once the build is counted in the ledger (InterruptedBuilds).
+	// An error stops the promotion at once as a crash would (tests use it
+	// to crash every run of a build).
 	BeforeBuild func(ctx context.Context, r Record) error
 }
 
@@ -255,16 +255,17 @@ type Record struct {
 	// not a secret.
 	CallerToken string `json:"caller_token"`
 	Attempt     int    `json:"attempt"`
-	// Resumes counts the promoter starts (Resume) that found this
-	// promotion unfinished before its commit decision (planned, begun or
-	// building) since a plan last started it: each is a promoter that
-	// stopped without recording the attempt (a crash, a kill, a lost
-	// lease; a graceful stop records it aborted). After MaxResumes the
-	// next start fails it (ErrInterrupted) instead of running it again.
-	Resumes int    `json:"resumes,omitempty"`
-	Phase   Phase  `json:"phase"`
-	TxnID   string `json:"txn_id,omitempty"`
-	Buckets int    `json:"buckets"`
+	// InterruptedBuilds counts the builds of this promotion that began and
+	// never ended: their promoter stopped mid-build without recording it
+	// (a crash, a kill, a lost lease; a build that returns, even with an
+	// error or cut by a graceful stop, is not counted). A promotion with
+	// MaxInterruptedBuilds is failed (ErrInterrupted) instead of built
+	// again. A plan that starts it afresh (a request, a lake change) and
+	// its commit clear it.
+	InterruptedBuilds int    `json:"interrupted_builds,omitempty"`
+	Phase             Phase  `json:"phase"`
+	TxnID             string `json:"txn_id,omitempty"`
+	Buckets           int    `json:"buckets"`
 	// Rows read from the lake, snapshot Bytes written, Duplicates dropped.
 	Rows       int64  `json:"rows"`
 	Bytes      int64  `json:"bytes"`

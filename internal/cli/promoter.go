@@ -694,8 +694,8 @@ func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
 	line("target", targetText(r))
 	line("phase", string(r.Phase))
 	line("attempt", fmt.Sprint(r.Attempt))
-	if r.Resumes > 0 {
-		line("resumed", fmt.Sprintf("%d times by a promoter start (its promoter stopped without recording it)", r.Resumes))
+	if r.InterruptedBuilds > 0 {
+		line("interrupted builds", fmt.Sprintf("%d (began and never ended: their promoter stopped mid-build)", r.InterruptedBuilds))
 	}
 	line("transaction", r.TxnID)
 	line("buckets", fmt.Sprint(r.Buckets))

@@ -452,17 +452,17 @@ func TestStatusDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "(attempt 2, from its begin)") || !strings.Contains(b.String(), "begun") || strings.Contains(b.String(), "requested again") ||
-		strings.Contains(b.String(), "resumed") {
+		strings.Contains(b.String(), "interrupted") {
 		t.Errorf("one promotion, attempt 2:\n%s", b.String())
 	}
 	b.Reset()
-	resumed := again
-	resumed.Resumes = 2
-	if err := printPromotion(&b, promoterhttp.Promotion{Record: resumed}, false); err != nil {
+	interrupted := again
+	interrupted.InterruptedBuilds = 2
+	if err := printPromotion(&b, promoterhttp.Promotion{Record: interrupted}, false); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^resumed: +2 times by a promoter start `).MatchString(b.String()) {
-		t.Errorf("one promotion, resumed twice:\n%s", b.String())
+	if !regexp.MustCompile(`(?m)^interrupted builds: +2 \(began and never ended: `).MatchString(b.String()) {
+		t.Errorf("one promotion, two builds interrupted:\n%s", b.String())
 	}
 	b.Reset()
 	skip := promoter.Skip{Reason: "target not empty", At: *at(96 * time.Hour)}
