@@ -288,8 +288,9 @@ func New(store Store, target Target, opts Options) (*Builder, error) {
 
 // chunkCap is half the budget: one chunk fills while the other is sorted
 // (and, for inputs larger than the budget, spilled), so encoding and sorting
-// overlap on two cores.
-func (b *Builder) chunkCap() int64 { return b.opts.MemoryBudget / 2 }
+// overlap on two cores; at most maxArena (4 GiB), what one chunk can hold:
+// a pair larger than that is ErrRecordTooLarge whatever the budget.
+func (b *Builder) chunkCap() int64 { return min(b.opts.MemoryBudget/2, maxArena) }
 
 // AddPair adds one pre-encoded pair for bucket: key bytes and value bytes
 // exactly as the tier stores them (no validation beyond the bucket range).
@@ -365,6 +366,9 @@ func (b *Builder) addLocked(ctx context.Context, bucket int, key, value []byte) 
 			// chunks are capped at half the budget each): wait for budget
 			// instead of spinning.
 			g := min(grantSize, b.chunkCap())
+			if err := context.Cause(ctx); err != nil {
+				return b.failLocked(err)
+			}
 			if err := b.bud.acquire(ctx, g); err != nil {
 				return b.failLocked(err)
 			}
