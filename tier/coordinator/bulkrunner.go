@@ -561,9 +561,17 @@ func (r *runner) noteRestore(sts []*tierv1.ReplicaStatus) {
 		return
 	}
 	for _, st := range sts {
-		k := replicaKey{int(st.GetBucket()), st.GetServerId()}
+		b := int(st.GetBucket())
+		if b < 0 || b >= len(r.rec.SnapshotIDs) {
+			// Not a bucket of this load (a tablet's bug or a version
+			// skew): noted nowhere, it would index out of range.
+			r.log.Warn("coordinator ignores a restore report of a bucket the load does not have",
+				"bucket", st.GetBucket(), "server", st.GetServerId(), "buckets", len(r.rec.SnapshotIDs))
+			continue
+		}
+		k := replicaKey{b, st.GetServerId()}
 		r.progress[k] = st
-		if b := int(st.GetBucket()); b < len(r.rec.SnapshotIDs) && restoredAt(st, r.rec.SnapshotIDs[b]) {
+		if restoredAt(st, r.rec.SnapshotIDs[b]) {
 			r.restored[k] = true
 		}
 	}
