@@ -52,7 +52,9 @@ type PartitionStats struct {
 	// overwrite) counts instead, at its sequence number, while the manifest
 	// entry that records the removal is in the snapshot's manifests (until a
 	// manifest rewrite, or a writer's later commit, drops it), also once the
-	// removing snapshot has expired.
+	// removing snapshot has expired. So does a newer global equality delete
+	// (one written under an unpartitioned spec of a partitioned table, which
+	// applies to every partition's older data files).
 	LastUpdatedSnapshotID     int64 `json:"last_updated_snapshot_id"`
 	LastUpdatedSequenceNumber int64 `json:"last_updated_sequence_number"`
 	// LastUpdatedAt is when that snapshot was committed, by the writer's clock;
@@ -167,6 +169,11 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 	}
 	byKey := map[PartitionRef]*agg{}
 	md := tbl.Metadata()
+	// The newest equality delete of an unpartitioned spec: a global one,
+	// which applies to the data files of every partition (of every spec)
+	// written before it, so it changes each of them.
+	var globalSeq, globalSnap int64
+	globalSet := false
 	for _, m := range manifests {
 		for entry, err := range m.Entries(fs, false) {
 			if err != nil {
@@ -224,6 +231,11 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 			if fseq := entry.FileSequenceNum(); fseq != nil {
 				seq = *fseq
 			}
+			if df.ContentType() == iceberg.EntryContentEqDeletes {
+				if spec := md.PartitionSpecByID(int(df.SpecID())); spec != nil && spec.IsUnpartitioned() && (!globalSet || seq > globalSeq) {
+					globalSet, globalSeq, globalSnap = true, seq, entry.SnapshotID()
+				}
+			}
 			if !a.lastSet || seq > a.lastSeq {
 				a.lastSet, a.lastSeq = true, seq
 				s.LastUpdatedSnapshotID = entry.SnapshotID()
@@ -239,6 +251,10 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 			s.Removed = true
 		case s.FileCount == 0:
 			continue // delete files only: no row
+		case globalSet && a.lastSeq < globalSeq:
+			// Conservative: a data file written after the delete is not
+			// touched by it, but the partition is taken as changed.
+			s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber = globalSnap, globalSeq
 		}
 		s.LastUpdatedAt, s.LastUpdatedAtSource = snapshotTime(md, s.LastUpdatedSnapshotID, s.LastUpdatedSequenceNumber)
 		out = append(out, s)
