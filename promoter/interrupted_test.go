@@ -301,3 +301,61 @@ func TestFailedBuildIsNotInterrupted(t *testing.T) {
 		t.Fatalf("after a failed build whose abort failed: %+v", r)
 	}
 }
+
+// TestStoredRequestDoesNotRestartACrashLoop: a request stays stored until
+// its promotion's turn ends, so a crash mid-build leaves it behind; when a
+// start fails the promotion as interrupted and then queues the stored
+// requests, that request must not start the builds again (a new attempt,
+// its count at zero: a crash loop for ever). It is skipped, its waiters
+// told so, and deleted. A request made after the failure promotes it.
+func TestStoredRequestDoesNotRestartACrashLoop(t *testing.T) {
+	ie := newInterruptEnv(t, "interrupted_req")
+	ctx := t.Context()
+	// The request a user made (thaw promote --wait) before the crashes,
+	// still stored: each of its processes died.
+	cfg := ie.configAt(ie.pols, ie.prefix)
+	k := promoter.Key{Policy: ie.pols[0].Name(), Partition: ie.bad}
+	id := promoter.PromotionID("default", "lake.events", "shop."+ie.pols[0].Target().Table, ie.bad, 0)
+	plan, err := ie.promoter(cfg).Plan(ctx, k.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range plan.Items {
+		if it.Key.Partition == ie.bad {
+			id = it.PromotionID
+		}
+	}
+	if _, err := cfg.Ledger.PutRequests(ctx, []promoter.StoredRequest{{Key: k, Forced: true, IDs: []string{id}, At: ie.clock()}}); err != nil {
+		t.Fatal(err)
+	}
+	r := ie.crashLoop(ctx)
+
+	p := ie.crashing()
+	stop := run(t, p)
+	waitFor(t, "the stored request settled", func() bool {
+		rs, err := cfg.Ledger.Requests(ctx)
+		return err == nil && len(rs) == 0
+	})
+	if s, ok := p.Skipped(id); !ok || !strings.Contains(s.Reason, "requested before it failed") {
+		t.Errorf("the stored request's waiters: skipped %t, %q", ok, s.Reason)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	ie.checkFailed(ctx, p, r.TxnID)
+
+	// A request made now promotes it again (the damage repaired).
+	healthy := ie.promoter(ie.configAt(ie.pols, ie.prefix))
+	stop = run(t, healthy)
+	if _, err := healthy.Request(ctx, promoter.Request{Policy: k.Policy, Partition: ie.bad}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new request's promotion", func() bool { return ie.record(healthy).Phase == promoter.PhaseCommitted })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if nr := ie.record(healthy); nr.Attempt != 2 || nr.InterruptedBuilds != 0 {
+		t.Fatalf("promoted on a new request: %+v", nr)
+	}
+	ie.checkTier(ie.pols[0].Target().Table, ie.bad, ie.lakeRows("2024-01-02"))
+}

@@ -182,3 +182,51 @@ spec:
 		}
 	}
 }
+
+// TestRemovedOutsideTheSelection: a day outside the policy's window,
+// promoted on request, whose every lake row is deleted later, stays
+// outside the selection: no stale item (it is none of the policy's
+// business), and reconciles count it as before.
+func TestRemovedOutsideTheSelection(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	pol := windowPolicy(t, "events-window", "events", "3d", "")
+	p := e.promoter(e.config([]*policies.Policy{pol}))
+	const first = int64(2_000_000)
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: time.Date(2023, 12, 20, 0, 0, 0, 0, time.UTC), FirstID: first, Rows: 30, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	part := e.partitionOf("2023-12-20")
+	if r, err := p.Promote(ctx, promoter.Key{Policy: pol.Name(), Partition: part}); err != nil || r.Phase != promoter.PhaseCommitted {
+		t.Fatalf("promote outside the window: %+v %v", r, err)
+	}
+	e.reconcile(ctx, t, p)
+	before, err := p.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range int64(30) {
+		ids = append(ids, first+i)
+	}
+	if _, err := lake.SampleDelete(ctx, e.sample, ids); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Plan(ctx, pol.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range plan.Items {
+		if it.Key.Partition == part {
+			t.Errorf("an emptied day outside the window planned: %s %q", it.Action, it.Reason)
+		}
+	}
+	after, err := p.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Selected != before.Selected || after.Skipped != before.Skipped {
+		t.Errorf("reconcile before the delete %+v, after %+v", before, after)
+	}
+}

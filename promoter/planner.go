@@ -370,7 +370,18 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		plan.Items = append(plan.Items, it)
 	}
 	if only == nil && len(ps.removed) > 0 {
-		for _, n := range slices.Sorted(maps.Keys(ps.removed)) {
+		// Selected as the policy would select them among the others (a
+		// partition outside the selection is none of its business).
+		removed := slices.Sorted(maps.Keys(ps.removed))
+		all := slices.Clone(cands)
+		for _, n := range removed {
+			all = append(all, candidate(ps.removed[n], src.mapping, aliases))
+		}
+		rd := pol.Select(all, p.now())[len(cands):]
+		for i, n := range removed {
+			if !rd[i].Selected {
+				continue
+			}
 			if it, ok := p.removedItem(ctx, ps, ps.removed[n]); ok {
 				plan.Items = append(plan.Items, it)
 			}
@@ -380,12 +391,19 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	return ps, nil
 }
 
+// requestedBefore reports whether r failed with ErrInterrupted after the
+// request asker was stored (its etcd revision is below the record's).
+func requestedBefore(r Record, asker item) bool {
+	return strings.HasPrefix(r.Error, ErrInterrupted.Error()) && asker.rev != 0 && asker.rev < r.Revision
+}
+
 // removedItem is the item of a tier partition whose lake data files were
 // all removed (every row deleted) after a promotion the tier still holds:
 // skipped as stale, since replacing promoted data is out of scope, so the
 // plan says that the tier keeps rows the lake no longer has. Without such
 // a commit (never promoted, or its partition dropped from the tier) there
-// is nothing to say: no item.
+// is nothing to say: no item; nor for a partition the policy does not
+// select.
 func (p *Promoter) removedItem(ctx context.Context, ps *planState, g *group) (PlanItem, bool) {
 	var last *Record
 	for i, r := range ps.records[g.name] {
@@ -625,6 +643,13 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 				return it
 			case r.Phase == PhaseFailed && !r.Retriable && !requested:
 				it.Reason = fmt.Sprintf("failed: %s (attempt %d; request it to try again)", r.Error, r.Attempt)
+				return it
+			case r.Phase == PhaseFailed && requestedBefore(r, asker):
+				// A request stored before its builds brought the promoter
+				// down MaxInterruptedBuilds times (the request is still
+				// stored when the process dies) would start them again,
+				// for ever: only one made since does.
+				it.Reason = fmt.Sprintf("failed: %s (attempt %d; requested before it failed: request it again to try again)", r.Error, r.Attempt)
 				return it
 			}
 			continue
