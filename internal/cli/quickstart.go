@@ -220,8 +220,14 @@ func (q *quickstart) run(ctx context.Context, dir string) (err error) {
 		if r.CommittedAt != nil {
 			dur = r.CommittedAt.Sub(r.CreatedAt)
 		}
-		fmt.Fprintf(q.out, "%-10s %s: %d rows, %d buckets, %s in one bulk-load transaction (%s, txn %s)  (%s)\n",
-			"promoted", targetText(r), r.Rows, r.Buckets, humanBytes(r.Bytes), r.ID, r.TxnID, dur.Round(time.Millisecond))
+		// The record counts the rows read from the lake; the tier holds
+		// one per key.
+		rows := fmt.Sprintf("%d rows", r.Rows-r.Duplicates)
+		if r.Duplicates > 0 {
+			rows += fmt.Sprintf(" (%d read, %d duplicate keys dropped)", r.Rows, r.Duplicates)
+		}
+		fmt.Fprintf(q.out, "%-10s %s: %s, %d buckets, %s in one bulk-load transaction (%s, txn %s)  (%s)\n",
+			"promoted", targetText(r), rows, r.Buckets, humanBytes(r.Bytes), r.ID, r.TxnID, dur.Round(time.Millisecond))
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("quickstart: promotions did not commit: %s", strings.Join(failed, "; "))

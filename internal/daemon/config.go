@@ -547,7 +547,7 @@ type TabletOptions struct {
 	// (default 256MiB, at least 1MiB).
 	CacheSize ByteSize `yaml:"cache_size"`
 	// MemTableBudget is the memory all replicas' memtables share (default
-	// 256MiB, at least 512KiB).
+	// 256MiB, at least 768KiB: replica.MinMemTableBudget).
 	MemTableBudget ByteSize `yaml:"memtable_budget"`
 	// ExpectedReplicas sizes memtables as if at least this many replicas
 	// were open (default 0: as they open).
