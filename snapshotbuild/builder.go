@@ -155,8 +155,12 @@ type Stats struct {
 	SpilledBytes int64 // bytes of the spill files (compressed where the records compress)
 	// SpilledRecordBytes is what the spilled records take uncompressed.
 	SpilledRecordBytes int64
-	PeakBudget         int64 // high-water mark of the memory budget in use
-	MemoryBudget       int64
+	// CompactedRuns counts spilled runs merged into larger ones before the
+	// final merge (an input too large for the budget to read every run at
+	// once; see compactRuns).
+	CompactedRuns int
+	PeakBudget    int64 // high-water mark of the memory budget in use
+	MemoryBudget  int64
 	// Prefaulted is chunk memory another core made resident ahead of the
 	// Add goroutine (builds with more than one worker, Linux).
 	Prefaulted int64
@@ -196,6 +200,7 @@ type Builder struct {
 	spills             atomic.Int64
 	spilledBytes       atomic.Int64
 	spilledRecordBytes atomic.Int64
+	compacted          atomic.Int64 // spilled runs merged by compactRuns
 	prefaulted         atomic.Int64
 	manifestsUnfixed   atomic.Int64
 	phase              [numPhaseTimers]atomic.Int64 // nanoseconds
@@ -567,6 +572,7 @@ func (b *Builder) Stats() Stats {
 	s.Spills = int(b.spills.Load())
 	s.SpilledBytes = b.spilledBytes.Load()
 	s.SpilledRecordBytes = b.spilledRecordBytes.Load()
+	s.CompactedRuns = int(b.compacted.Load())
 	s.Prefaulted = b.prefaulted.Load()
 	s.UnreproducibleManifests = int(b.manifestsUnfixed.Load())
 	s.AddWait = time.Duration(b.phase[timerAddWait].Load())

@@ -74,6 +74,9 @@ func (b *Builder) Finish(ctx context.Context) (results []BucketResult, err error
 		}
 	}
 	workers := min(b.opts.Workers, max(len(owned), 1))
+	if err := b.compactRuns(ctx, mem); err != nil {
+		return nil, b.failLocked(err)
+	}
 	plan := b.planMerge(mem, workers)
 	if plan.workers < workers {
 		b.log.Info("memory budget limits concurrent buckets", "workers", plan.workers, "runs", len(b.sp.runs))
@@ -239,8 +242,9 @@ func (p mergePlan) mapped() bool { return p.bufSize >= 4096 }
 // how many buckets may merge at once, so that the in-memory chunks plus the
 // buffers of every merging bucket fit the budget. A run's source holds its
 // read buffer and one decoded frame (see run). Buffers get up to 1 MiB
-// and, before concurrency is reduced, at least 4 KiB; only a budget too
-// small for one 4 KiB buffer per run (a test setting) goes below that.
+// and, before concurrency is reduced, at least 4 KiB; compactRuns first
+// merges runs until that fits, so only a budget too small for two such
+// sources (a test setting) goes below it.
 func (b *Builder) planMerge(mem []*chunk, workers int) mergePlan {
 	avail := b.opts.MemoryBudget
 	for _, c := range mem {

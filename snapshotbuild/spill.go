@@ -217,6 +217,12 @@ func newFrameWriter(f *os.File, frameSize int) *frameWriter {
 	}
 }
 
+// reset makes w write a new file f from its start, keeping its buffers.
+func (w *frameWriter) reset(f *os.File) {
+	w.f, w.off, w.rawSize, w.maxFrame = f, 0, 0, 0
+	w.raw, w.out = w.raw[:0], w.out[:0]
+}
+
 // offset is the file offset after the last ended frame.
 func (w *frameWriter) offset() int64 { return w.off + int64(len(w.out)) }
 

@@ -135,7 +135,11 @@ func BuildBusy(st snapshotbuild.Stats) string {
 // Spills says how many runs a build spilled and what they took on disk
 // against their records' uncompressed size.
 func Spills(st snapshotbuild.Stats) string {
-	return fmt.Sprintf("%d spills (%s in files for %s of records)", st.Spills, FmtBytes(st.SpilledBytes), FmtBytes(st.SpilledRecordBytes))
+	s := fmt.Sprintf("%d spills (%s in files for %s of records)", st.Spills, FmtBytes(st.SpilledBytes), FmtBytes(st.SpilledRecordBytes))
+	if st.CompactedRuns > 0 {
+		s += fmt.Sprintf(", %d runs merged before the final merge", st.CompactedRuns)
+	}
+	return s
 }
 
 // Median returns the median of xs (the mean of the middle two for an even

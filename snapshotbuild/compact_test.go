@@ -1,0 +1,162 @@
+package snapshotbuild
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// withMergeRuns lowers maxMergeRuns for the test.
+func withMergeRuns(t *testing.T, n int) {
+	old := maxMergeRuns
+	maxMergeRuns = n
+	t.Cleanup(func() { maxMergeRuns = old })
+}
+
+// TestCompactedRunsRoundTrip: when the final merge cannot read every
+// spilled run at once, runs are merged into larger ones first; the
+// snapshots restore to exactly the last value per key, with the same
+// duplicate counts, and no spill file is left. Under DuplicatesError a
+// duplicate found while merging runs fails the build.
+func TestCompactedRunsRoundTrip(t *testing.T) {
+	const nb = 5
+	in, want, dups := genPairs(1, 30000, nb, 0.2)
+	for _, workers := range []int{1, 2} {
+		for _, limit := range []int{2, 3, 5} {
+			t.Run(fmt.Sprintf("workers=%d/fan-in=%d", workers, limit), func(t *testing.T) {
+				withMergeRuns(t, limit)
+				s := newTestStore(t)
+				res, st, err := buildPairs(t, s, in, buildCfg{nb: nb, budget: 256 << 10, target: 128 << 20, workers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Spills <= limit || st.CompactedRuns == 0 {
+					t.Fatalf("%d spills, %d runs compacted: want more spills than %d, compacted", st.Spills, st.CompactedRuns, limit)
+				}
+				for b, r := range res {
+					_, got := restoreBucket(t, s, r)
+					equalPairs(t, b, got, want[b])
+					if r.RowCount != int64(len(want[b])) || r.Duplicates != dups[b] {
+						t.Fatalf("bucket %d: rows %d dups %d, want %d %d", b, r.RowCount, r.Duplicates, len(want[b]), dups[b])
+					}
+				}
+			})
+		}
+	}
+	t.Run("duplicates error", func(t *testing.T) {
+		withMergeRuns(t, 2)
+		_, st, err := buildPairs(t, newTestStore(t), in, buildCfg{nb: nb, budget: 256 << 10, target: 128 << 20, workers: 1, dups: DuplicatesError})
+		var de *DuplicateKeyError
+		if !errors.As(err, &de) || !errors.Is(err, ErrDuplicateKey) {
+			t.Fatalf("build of duplicate keys: %v (%d spills)", err, st.Spills)
+		}
+	})
+}
+
+// TestMergeMemoryBounded: spilled runs of large records (a frame each)
+// made the final merge hold a decoded frame per run on the heap, beyond
+// the budget and growing with the input (160 runs of 1 MiB records: 264
+// MiB of heap for a 4 MiB budget). Merged first into fewer runs, the heap
+// grows by about 25 MiB whatever the input (40 to 320 records measured;
+// mostly pebble's per-block buffers of 1 MiB values, garbage the collector
+// has not taken yet), and every record is there.
+func TestMergeMemoryBounded(t *testing.T) {
+	const budget = 4 << 20
+	const recs = 160
+	s := newTestStore(t)
+	b, err := New(s, Target{NumBuckets: 1, Snapshot: testTarget(s), SnapshotIDs: snapIDs(1)},
+		Options{Workers: 1, MemoryBudget: budget, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	v := bytes.Repeat([]byte("x"), 1<<20) // compressible: the spill files stay small
+	for i := range recs {
+		if err := b.AddPair(t.Context(), 0, fmt.Appendf(nil, "k%05d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > peak.Load() {
+				peak.Store(m.HeapAlloc)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	res, err := b.Finish(t.Context())
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	grew := int64(peak.Load()) - int64(base)
+	if grew > 64<<20 || st.CompactedRuns == 0 {
+		t.Fatalf("Finish grew the heap by %d MiB with a %d MiB budget (%d spills, %d runs compacted)", grew>>20, budget>>20, st.Spills, st.CompactedRuns)
+	}
+	_, got := restoreBucket(t, s, res[0])
+	if len(got) != recs {
+		t.Fatalf("%d records restored, want %d", len(got), recs)
+	}
+	for i, p := range got {
+		if string(p.k) != fmt.Sprintf("k%05d", i) || !bytes.Equal(p.v, v) {
+			t.Fatalf("record %d: key %q, %d value bytes", i, p.k, len(p.v))
+		}
+	}
+}
+
+// TestCompactionCancelled: a Finish whose context ends while runs are
+// merged fails with the context's error and leaves no file behind once the
+// builder is closed.
+func TestCompactionCancelled(t *testing.T) {
+	withMergeRuns(t, 2)
+	in, _, _ := genPairs(4, 20000, 3, 0)
+	s := newTestStore(t)
+	tmp := t.TempDir()
+	b, err := New(s, Target{NumBuckets: 3, Snapshot: testTarget(s), SnapshotIDs: snapIDs(3)},
+		Options{Workers: 1, MemoryBudget: 256 << 10, TempDir: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedPairs(t, b, in)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.Finish(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Finish with its context ended: %v", err)
+	}
+	if st := b.Stats(); st.Spills <= 2 {
+		t.Fatalf("%d spills: nothing to merge", st.Spills)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := dirEntries(t, tmp); len(left) > 0 {
+		t.Fatalf("temp files left behind: %v", left)
+	}
+	if len(s.objects(t)) != 0 {
+		t.Fatalf("objects written: %v", s.metadataKeys(t))
+	}
+}
