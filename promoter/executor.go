@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,9 +176,15 @@ func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) 
 		r = *existing
 		r.Policy = ps.plan.Policy
 		r.LakePartitions, r.ScanSnapshotID, r.Buckets = it.LakePartitions, ps.plan.LakeSnapshotID, ps.plan.Buckets
+		if r.Phase == PhaseFailed && strings.HasPrefix(r.Error, ErrInterrupted.Error()) {
+			// Only a request made since (requestedBefore) gets here:
+			// the operator says the cause is repaired. A retriable
+			// failure or an interrupted attempt planned again keeps
+			// the count, as nextAttempt does.
+			r.InterruptedBuilds = 0
+		}
 		r.Attempt++
 		resetAttempt(&r)
-		r.InterruptedBuilds = 0 // a plan starts it afresh (nextAttempt keeps the count)
 		if err := p.write(ctx, &r); err != nil {
 			return Record{}, err
 		}
@@ -355,9 +362,11 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 	r.InterruptedBuilds++
 	if r.Phase != PhaseBuilding {
 		if err := p.setPhase(ctx, &r, PhaseBuilding); err != nil {
+			r.InterruptedBuilds-- // no build began (if the write landed after all, the abort's CAS fails)
 			return p.abortAttempt(ctx, r, &h, err)
 		}
 	} else if err := p.write(ctx, &r); err != nil {
+		r.InterruptedBuilds--
 		return p.abortAttempt(ctx, r, &h, err)
 	}
 	if hb := p.cfg.Hooks.BeforeBuild; hb != nil {

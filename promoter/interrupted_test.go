@@ -14,6 +14,7 @@ import (
 
 	"github.com/thawdb/thaw/bulkload"
 	"github.com/thawdb/thaw/bulkload/bulkloadclient"
+	"github.com/thawdb/thaw/kv"
 	"github.com/thawdb/thaw/lake"
 	"github.com/thawdb/thaw/policies"
 	"github.com/thawdb/thaw/promoter"
@@ -358,4 +359,93 @@ func TestStoredRequestDoesNotRestartACrashLoop(t *testing.T) {
 		t.Fatalf("promoted on a new request: %+v", nr)
 	}
 	ie.checkTier(ie.pols[0].Target().Table, ie.bad, ie.lakeRows("2024-01-02"))
+}
+
+// schemaDown is a tier whose TableSchema fails while down is set (the
+// tier unreachable for a moment: a retriable failure before any build).
+type schemaDown struct {
+	promoter.Tier
+	down *atomic.Bool
+}
+
+func (s schemaDown) TableSchema(ctx context.Context, database, table string) (kv.TableSchema, bool, error) {
+	if s.down.Load() {
+		return kv.TableSchema{}, false, errUnreachable
+	}
+	return s.Tier.TableSchema(ctx, database, table)
+}
+
+// TestRetriableFailureKeepsTheCount: a crash loop interrupted by a
+// retriable failure (a restart that found the tier unreachable: the
+// promotion failed, retriable, without a build) is planned again by the
+// next reconcile with its count, not afresh: the builds stop after
+// MaxInterruptedBuilds crashes all the same.
+func TestRetriableFailureKeepsTheCount(t *testing.T) {
+	ie := newInterruptEnv(t, "interrupted_retry")
+	ctx := t.Context()
+	first := ie.crashing()
+	ie.reconcile(ctx, t, first)
+	var down atomic.Bool
+	down.Store(true)
+	cfg := ie.configAt(ie.pols, ie.prefix)
+	cfg.Tier = schemaDown{Tier: cfg.Tier, down: &down}
+	if err := ie.promoter(cfg).Resume(ctx); !errors.Is(err, errUnreachable) {
+		t.Fatalf("start with the tier unreachable: %v", err)
+	}
+	if r := ie.record(first); r.Phase != promoter.PhaseFailed || !r.Retriable || r.InterruptedBuilds != 1 {
+		t.Fatalf("after the start that found the tier unreachable: %+v", r)
+	}
+	down.Store(false)
+	again := ie.crashing()
+	ie.reconcile(ctx, t, again)
+	if r := ie.record(again); ie.crashes.Load() != 2 || r.InterruptedBuilds != 2 {
+		t.Fatalf("after the reconcile that planned it again: %d crashes, %+v", ie.crashes.Load(), r)
+	}
+	for ie.crashes.Load() < promoter.MaxInterruptedBuilds {
+		if err := ie.crashing().Resume(ctx); !errors.Is(err, errKilled) {
+			t.Fatalf("start %d: %v", ie.crashes.Load()+1, err)
+		}
+	}
+	p := ie.crashing()
+	if err := p.Resume(ctx); !errors.Is(err, promoter.ErrInterrupted) {
+		t.Fatalf("start after %d crashes: %v", ie.crashes.Load(), err)
+	}
+	if r := ie.record(p); r.Phase != promoter.PhaseFailed || r.Retriable || ie.crashes.Load() != promoter.MaxInterruptedBuilds {
+		t.Fatalf("%d crashes, record %+v", ie.crashes.Load(), r)
+	}
+}
+
+// buildingWriteFails is a ledger whose writes of a record entering the
+// building phase fail, storing nothing (an etcd blip), n times.
+type buildingWriteFails struct {
+	promoter.Ledger
+	n atomic.Int32
+}
+
+func (l *buildingWriteFails) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
+	if r.Phase == promoter.PhaseBuilding && l.n.Add(-1) >= 0 {
+		return promoter.Record{}, errors.New("etcdserver: request timed out (injected)")
+	}
+	return l.Ledger.Update(ctx, r)
+}
+
+// TestFailedBuildingWriteCountsNothing: the write that counts a build
+// failing (nothing stored, no build begun) takes the count back: three
+// such blips in a row do not fail a healthy promotion as interrupted.
+func TestFailedBuildingWriteCountsNothing(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	pols := []*policies.Policy{daysPolicy(t, "blips", "blips", "2024-01-02")}
+	cfg := e.configAt(pols, "/thaw-test/blips")
+	cfg.Retry.Attempts = 5
+	l := &buildingWriteFails{Ledger: cfg.Ledger}
+	l.n.Store(3)
+	cfg.Ledger = l
+	var builds atomic.Int32
+	cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
+	r, err := e.promoter(cfg).Promote(ctx, promoter.Key{Policy: pols[0].Name(), Partition: e.partitionOf("2024-01-02")})
+	if err != nil || r.Phase != promoter.PhaseCommitted || builds.Load() != 1 || r.Attempt != 4 {
+		t.Fatalf("promotion after 3 failed building writes: %+v %v, %d builds", r, err, builds.Load())
+	}
 }

@@ -260,8 +260,10 @@ type Record struct {
 	// (a crash, a kill, a lost lease; a build that returns, even with an
 	// error or cut by a graceful stop, is not counted). A promotion with
 	// MaxInterruptedBuilds is failed (ErrInterrupted) instead of built
-	// again. A plan that starts it afresh (a request, a lake change) and
-	// its commit clear it.
+	// again. A request made after that failure clears it, and so does its
+	// commit; a lake change to the partition is a new promotion (count 0).
+	// Any other new attempt (a retry, a retriable failure planned again)
+	// keeps it.
 	InterruptedBuilds int    `json:"interrupted_builds,omitempty"`
 	Phase             Phase  `json:"phase"`
 	TxnID             string `json:"txn_id,omitempty"`
