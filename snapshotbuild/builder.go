@@ -157,7 +157,7 @@ type Stats struct {
 	SpilledRecordBytes int64
 	// CompactedRuns counts spilled runs merged into larger ones before the
 	// final merge (an input too large for the budget to read every run at
-	// once; see compactRuns).
+	// once; see compactRuns); a merged run merged again counts again.
 	CompactedRuns int
 	PeakBudget    int64 // high-water mark of the memory budget in use
 	MemoryBudget  int64

@@ -15,6 +15,10 @@ import (
 // the budget: each holds up to spillParts open files.
 var maxMergeRuns = 512
 
+// checkEvery is how many bytes a merge of runs writes between looks at
+// its context.
+const checkEvery = 4 << 20
+
 // minMergeBuf is the least read buffer a run's source gets in a merge.
 const minMergeBuf = 4 << 10
 
@@ -22,8 +26,10 @@ const minMergeBuf = 4 << 10
 // source per run, each with a read buffer of at least minMergeBuf and a
 // decoded frame, within the memory the in-memory chunks leave (and at most
 // maxMergeRuns); never below 2.
-func (b *Builder) mergeFanIn(mem []*chunk) int {
-	frame := 0
+// A frame is counted as at least minFrame: runs merged from small bucket
+// sections write full frames.
+func (b *Builder) mergeFanIn(mem []*chunk, minFrame int) int {
+	frame := minFrame
 	for _, r := range b.sp.runs {
 		frame = max(frame, r.maxFrame)
 	}
@@ -47,10 +53,13 @@ func mergeMem(budget int64, mem []*chunk) int64 {
 // others; duplicates it drops are counted as the final merge would count
 // them. Most builds spill far fewer runs and skip this.
 func (b *Builder) compactRuns(ctx context.Context, mem []*chunk) error {
-	fan := b.mergeFanIn(mem)
-	if len(b.sp.runs) <= fan {
+	if len(b.sp.runs) <= b.mergeFanIn(mem, 0) {
 		return nil
 	}
+	// Merged runs' frames grow to the build's frame size (their sections
+	// are larger than the spilled runs'): the final merge, and merges of
+	// merged runs, must fit with frames that large.
+	fan := b.mergeFanIn(mem, frameSizeFor(b.opts.MemoryBudget))
 	avail := mergeMem(b.opts.MemoryBudget, mem)
 	// One writer and record buffer for every merge: with large records
 	// each is a frame's size, and a merge of a few runs at a time would
@@ -59,6 +68,9 @@ func (b *Builder) compactRuns(ctx context.Context, mem []*chunk) error {
 	b.log.Info("merging spilled runs before the final merge", "runs", len(b.sp.runs), "fan_in", fan)
 	i := 0
 	for len(b.sp.runs) > fan {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
 		if i >= len(b.sp.runs)-1 {
 			i = 0 // a pass over the runs did not do: merged runs again
 		}
@@ -88,7 +100,7 @@ func (b *Builder) compactRuns(ctx context.Context, mem []*chunk) error {
 // buffers are charged to the budget, at most avail (what is free: more
 // would wait for ever; only a budget too small for two sources goes over).
 func (b *Builder) mergeRuns(ctx context.Context, group []*run, avail int64, mw *runMerge) (_ *run, err error) {
-	frame := 0
+	frame := frameSizeFor(b.opts.MemoryBudget)
 	for _, r := range group {
 		frame = max(frame, r.maxFrame)
 	}
@@ -145,6 +157,9 @@ type mergedSection struct {
 // section (its frames end with it).
 func (b *Builder) mergeRunsBucket(ctx context.Context, group []*run, bucket int, w *frameWriter, rec *[]byte) (mergedSection, error) {
 	sec := mergedSection{start: w.offset()}
+	if err := context.Cause(ctx); err != nil {
+		return sec, err
+	}
 	var srcs []source
 	var prios []int
 	var runSrcs []*runSource
@@ -172,6 +187,7 @@ func (b *Builder) mergeRunsBucket(ctx context.Context, group []*run, bucket int,
 	m := newMerger(srcs, prios)
 	var prev []byte
 	have := false
+	checked := w.offset()
 	for {
 		k, v, ok := m.next()
 		if !ok {
@@ -191,7 +207,8 @@ func (b *Builder) mergeRunsBucket(ctx context.Context, group []*run, bucket int,
 			return sec, fmt.Errorf("snapshotbuild: merge spilled runs: %w", err)
 		}
 		sec.count++
-		if sec.count&(1<<16-1) == 0 {
+		if off := w.offset(); off-checked >= checkEvery {
+			checked = off
 			if err := context.Cause(ctx); err != nil {
 				return sec, err
 			}

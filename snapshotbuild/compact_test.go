@@ -128,9 +128,10 @@ func TestMergeMemoryBounded(t *testing.T) {
 	}
 }
 
-// TestCompactionCancelled: a Finish whose context ends while runs are
-// merged fails with the context's error and leaves no file behind once the
-// builder is closed.
+// TestCompactionCancelled: a Finish whose context has ended fails with
+// the context's error without merging runs first (it merged all of them
+// before noticing, checking its context every 65536 records of a bucket),
+// and leaves no file behind once the builder is closed.
 func TestCompactionCancelled(t *testing.T) {
 	withMergeRuns(t, 2)
 	in, _, _ := genPairs(4, 20000, 3, 0)
@@ -147,8 +148,8 @@ func TestCompactionCancelled(t *testing.T) {
 	if _, err := b.Finish(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Finish with its context ended: %v", err)
 	}
-	if st := b.Stats(); st.Spills <= 2 {
-		t.Fatalf("%d spills: nothing to merge", st.Spills)
+	if st := b.Stats(); st.Spills <= 2 || st.CompactedRuns > 0 {
+		t.Fatalf("%d spills, %d merged after the context ended", st.Spills, st.CompactedRuns)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -158,5 +159,44 @@ func TestCompactionCancelled(t *testing.T) {
 	}
 	if len(s.objects(t)) != 0 {
 		t.Fatalf("objects written: %v", s.metadataKeys(t))
+	}
+}
+
+// TestMergedFramesFitTheFinalMerge: runs spilled with many buckets have
+// small frames (a bucket's section is smaller than a frame), while the
+// runs merged from them write full frames: the fan-in must be sized for
+// those, or the final merge no longer gets its mapped buffers of at least
+// 4 KiB within the budget (it fell back to heap buffers past the budget).
+func TestMergedFramesFitTheFinalMerge(t *testing.T) {
+	const nb = 300
+	s := newTestStore(t)
+	b, err := New(s, Target{NumBuckets: nb, Snapshot: testTarget(s), SnapshotIDs: snapIDs(nb)},
+		Options{Workers: 1, MemoryBudget: 256 << 10, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Close() }()
+	for i := range 60000 {
+		if err := b.AddPair(t.Context(), i%nb, fmt.Appendf(nil, "key-%08d", i), fmt.Appendf(nil, "val-%08d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopSpillingLocked()
+	tail := b.mu.fill
+	tail.seq = b.mu.seq
+	tail.partition(b.nb)
+	tail.trim()
+	mem := []*chunk{tail}
+	runs := len(b.sp.runs)
+	if runs <= b.mergeFanIn(mem, 0) {
+		t.Fatalf("%d runs fit the merge: nothing to test", runs)
+	}
+	if err := b.compactRuns(t.Context(), mem); err != nil {
+		t.Fatal(err)
+	}
+	if plan := b.planMerge(mem, 1); !plan.mapped() || b.compacted.Load() == 0 {
+		t.Fatalf("runs %d -> %d: the final merge gets %d-byte buffers (frames %d), want mapped ones of at least 4 KiB", runs, len(b.sp.runs), plan.bufSize, plan.frame)
 	}
 }
