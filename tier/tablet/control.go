@@ -243,7 +243,12 @@ func (h *service) RestoreSnapshot(ctx context.Context, req *connect.Request[tier
 		case e == nil || tv == nil:
 			res = errNotFound("restore snapshot: no replica of %s bucket %d here", t, key.bucket)
 			return
-		case src.bulkLoadID != "" && tv.state.get().bulkLoadID != src.bulkLoadID:
+		case src.bulkLoadID != "" && (tv.state.get().bulkLoadID != src.bulkLoadID || tv.state.get().state != meta.Loading):
+			// Also once the load published (ACTIVE, still carrying its
+			// id): the coordinator sends its restores only while the
+			// target is LOADING, and a late one (a call delayed past its
+			// round) would replace a replica restored since with the
+			// load's snapshot, which retention may have dropped.
 			ds := tv.state.get()
 			res = errInvalid("restore snapshot: bulk load %s does not hold %s (data state %s, bulk load %q)", src.bulkLoadID, t, ds.state, ds.bulkLoadID)
 			return

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet"
 	"github.com/thawdb/thaw/tier/tierpb"
 )
@@ -294,5 +295,112 @@ func TestRestoreSnapshotRPC(t *testing.T) {
 			return fmt.Errorf("replica %v", r)
 		}
 		return nil
+	})
+}
+
+// TestLateBulkRestoreRefused: a RestoreSnapshot of a bulk load that
+// arrives once the load has published (the target ACTIVE, still carrying
+// the load's id: a call delayed past its round) is refused; it replaced a
+// replica restored since with the load's snapshot (FAILED for good when
+// retention had dropped it).
+func TestLateBulkRestoreRefused(t *testing.T) {
+	c := newCluster(t)
+	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
+	tb := c.createTable("t", []string{"ts-1", "ts-2"})
+	waitReady(t, ts1, tb, 0, leader, 1)
+	waitReady(t, ts2, tb, 0, follower, 1)
+	epoch := int64(c.lead.Epoch())
+	mustWrite(t, ts1, tb, 0, 1, tb.upsert(t, row{"a", 1, "x"})...)
+	resp, err := ts1.client.TakeSnapshot(t.Context(), connect.NewRequest(&tierv1.TakeSnapshotRequest{CoordinatorEpoch: epoch, Target: tb.id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := resp.Msg.Snapshot
+	c.setState(tb, meta.Active, "bulk-1")
+	eventually(t, "ts-2 sees the published load", func() error {
+		r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+		if err != nil {
+			return err
+		}
+		if st := r.Msg.Replicas[0]; st.GetBulkLoadId() != "bulk-1" || st.GetDataState() != tierv1.DataState_DATA_STATE_ACTIVE {
+			return fmt.Errorf("replica %v", st)
+		}
+		return nil
+	})
+	_, err = ts2.client.RestoreSnapshot(t.Context(), connect.NewRequest(&tierv1.RestoreSnapshotRequest{
+		CoordinatorEpoch: epoch, Target: tb.id, SnapshotId: snap.SnapshotId, MetadataPath: c.objects.Base() + "/dropped/_METADATA", BulkLoadId: "bulk-1",
+	}))
+	if tierpb.ReasonOf(err) != tierpb.ReasonInvalidArgument {
+		t.Fatalf("bulk restore after the load published: %v", err)
+	}
+	r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+	if err != nil || r.Msg.Replicas[0].State != tierv1.ReplicaState_REPLICA_STATE_READY {
+		t.Fatalf("replica after the refused restore: %v %v", r, err)
+	}
+}
+
+// TestFailedBulkRestoreAfterTheLoad: a bulk load's restore that fails
+// while the load holds the target waits FAILED for the load's next
+// RestoreSnapshot; when the load ends without one (aborted, or published
+// by another round), the replica restores from the registry instead of
+// staying FAILED for good.
+func TestFailedBulkRestoreAfterTheLoad(t *testing.T) {
+	c := newCluster(t)
+	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
+	tb := c.createTable("t", []string{"ts-1", "ts-2"})
+	waitReady(t, ts1, tb, 0, leader, 1)
+	waitReady(t, ts2, tb, 0, follower, 1)
+	epoch := int64(c.lead.Epoch())
+	want := model{}
+	muts := tb.upsert(t, row{"a", 1, "x"})
+	mustWrite(t, ts1, tb, 0, 1, muts...)
+	want.apply(muts)
+	c.setState(tb, meta.Loading, "bulk-1")
+	eventually(t, "ts-2 sees the load", func() error {
+		r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+		if err != nil {
+			return err
+		}
+		if st := r.Msg.Replicas[0]; st.GetBulkLoadId() != "bulk-1" || st.GetDataState() != tierv1.DataState_DATA_STATE_LOADING {
+			return fmt.Errorf("replica %v", st)
+		}
+		return nil
+	})
+	if _, err := ts2.client.RestoreSnapshot(t.Context(), connect.NewRequest(&tierv1.RestoreSnapshotRequest{
+		CoordinatorEpoch: epoch, Target: tb.id, SnapshotId: 7, MetadataPath: c.objects.Base() + "/nowhere/_METADATA", BulkLoadId: "bulk-1",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	status := func() (*tierv1.ReplicaStatus, error) {
+		r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+		if err != nil {
+			return nil, err
+		}
+		return r.Msg.Replicas[0], nil
+	}
+	eventually(t, "the failed bulk restore reported", func() error {
+		st, err := status()
+		if err != nil {
+			return err
+		}
+		if st.State != tierv1.ReplicaState_REPLICA_STATE_FAILED {
+			return fmt.Errorf("replica %v", st)
+		}
+		return nil
+	})
+	c.setState(tb, meta.Active, "")
+	eventually(t, "restored from the registry once the load ended", func() error {
+		st, err := status()
+		if err != nil {
+			return err
+		}
+		if st.State != tierv1.ReplicaState_REPLICA_STATE_READY {
+			return fmt.Errorf("replica %v", st)
+		}
+		got, err := scanAll(t, ts2, tb, 0, nil, 10)
+		if err != nil {
+			return err
+		}
+		return sameRows(got, want)
 	})
 }

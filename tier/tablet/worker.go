@@ -48,11 +48,27 @@ func (s *Server) runEntry(e *replicaEntry, prev <-chan struct{}) {
 			s.m.replicaFailures.Inc()
 			e.setStatus(entryStatus{state: failedState, err: err.Error(), restoringID: -1})
 			log.Warn("tablet replica restore failed", "err", err)
-			if src.explicit && !served {
+			if src.explicit && !served && src.bulkLoadID == "" {
 				// The coordinator's restore: its next RestoreSnapshot of
 				// the snapshot replaces this entry.
 				<-ctx.Done()
 				return
+			}
+			if src.explicit && !served {
+				// A bulk load's restore: while the load holds the target,
+				// its next RestoreSnapshot replaces this entry; once it no
+				// longer does (published, or aborted), none comes (the
+				// replica stayed FAILED for good): restore from the
+				// registry.
+				wait := backoff{min: s.cfg.RetryMin, max: max(s.cfg.RetryMin, time.Second)}
+				for s.bulkLoading(e.key.target) && wait.sleep(ctx) {
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				log.Info("tablet replica's bulk-load restore failed and the load no longer holds the target; restoring from the registry")
+				src = restoreSource{}
+				continue
 			}
 			// A restore of this entry's own, after a failed tail: nobody
 			// asks again (the coordinator confirmed the first one), so it
