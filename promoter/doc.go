@@ -114,10 +114,11 @@
 // not built again but aborted and failed with ErrInterrupted (terminal),
 // so one that brings the process down every time (a panic decoding a
 // damaged lake file, an out-of-memory kill) fails alone instead of keeping
-// every promoter that takes over in a crash loop. A request made after
-// the failure (not one stored before it: requestedBefore) and a commit
-// clear the count; every other new attempt keeps it; a lake change to the
-// partition is a new identity.
+// every promoter that takes over in a crash loop. A request and a commit
+// clear the count (not a request stored before the record's last change,
+// which a crash leaves stored; after an ErrInterrupted failure such a
+// request is skipped: requestedBefore); every other new attempt keeps it;
+// a lake change to the partition is a new identity.
 //
 // A record the ledger cannot read (corrupt, or written by a newer promoter:
 // ErrRecordVersion) is logged with its key and left exactly as it is; the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,8 +142,9 @@ func (p *Promoter) setPhase(ctx context.Context, r *Record, phase Phase) error {
 
 // startRecord records the promotion of a plan item before anything touches
 // the tier: a new record (attempt 1), or the next attempt of an identity
-// whose last attempt was aborted or failed.
-func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) (Record, error) {
+// whose last attempt was aborted or failed, whose interrupted-build count
+// it keeps unless restart (a request made since).
+func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem, restart bool) (Record, error) {
 	p.clearSkip(it.PromotionID)
 	now := p.now()
 	var existing *Record
@@ -176,11 +176,7 @@ func (p *Promoter) startRecord(ctx context.Context, ps *planState, it PlanItem) 
 		r = *existing
 		r.Policy = ps.plan.Policy
 		r.LakePartitions, r.ScanSnapshotID, r.Buckets = it.LakePartitions, ps.plan.LakeSnapshotID, ps.plan.Buckets
-		if r.Phase == PhaseFailed && strings.HasPrefix(r.Error, ErrInterrupted.Error()) {
-			// Only a request made since (requestedBefore) gets here:
-			// the operator says the cause is repaired. A retriable
-			// failure or an interrupted attempt planned again keeps
-			// the count, as nextAttempt does.
+		if restart {
 			r.InterruptedBuilds = 0
 		}
 		r.Attempt++
@@ -210,6 +206,20 @@ func interruptedError(r Record) error {
 	return fmt.Errorf("%w: %d builds of it began and never ended: every promoter that ran one stopped mid-build "+
 		"(a crash, e.g. on a damaged lake data file, or a kill, e.g. out of memory: see those promoters' logs); "+
 		"not built again: request the partition to promote it again", ErrInterrupted, r.InterruptedBuilds)
+}
+
+// uncount takes back the count of a build that did not begin because the
+// write recording it failed. A write that landed all the same (its answer
+// lost) is found by reading the record again: its revision is adopted, so
+// that the abort's write takes the count back in the ledger too.
+func (p *Promoter) uncount(ctx context.Context, r *Record) {
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	cur, err := p.cfg.Ledger.Get(dctx, r.ID)
+	if err == nil && cur.Attempt == r.Attempt && cur.TxnID == r.TxnID && cur.Phase == PhaseBuilding && cur.InterruptedBuilds == r.InterruptedBuilds {
+		r.Revision = cur.Revision
+	}
+	r.InterruptedBuilds--
 }
 
 // resetAttempt clears what belongs to one attempt and names the new one.
@@ -362,11 +372,11 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 	r.InterruptedBuilds++
 	if r.Phase != PhaseBuilding {
 		if err := p.setPhase(ctx, &r, PhaseBuilding); err != nil {
-			r.InterruptedBuilds-- // no build began (if the write landed after all, the abort's CAS fails)
+			p.uncount(ctx, &r)
 			return p.abortAttempt(ctx, r, &h, err)
 		}
 	} else if err := p.write(ctx, &r); err != nil {
-		r.InterruptedBuilds--
+		p.uncount(ctx, &r)
 		return p.abortAttempt(ctx, r, &h, err)
 	}
 	if hb := p.cfg.Hooks.BeforeBuild; hb != nil {

@@ -449,3 +449,70 @@ func TestFailedBuildingWriteCountsNothing(t *testing.T) {
 		t.Fatalf("promotion after 3 failed building writes: %+v %v, %d builds", r, err, builds.Load())
 	}
 }
+
+// TestRequestRestartsTheCount: a request made after a crash loop was cut
+// short by a retriable failure (a restart that found the tier
+// unreachable: failed, retriable, the count kept) starts the count afresh
+// — the operator says the cause is repaired — so the promotion builds and
+// commits rather than failing as interrupted without a build.
+func TestRequestRestartsTheCount(t *testing.T) {
+	ie := newInterruptEnv(t, "interrupted_reqcount")
+	ctx := t.Context()
+	ie.crashLoop(ctx)
+	var down atomic.Bool
+	down.Store(true)
+	cfg := ie.configAt(ie.pols, ie.prefix)
+	cfg.Tier = schemaDown{Tier: cfg.Tier, down: &down}
+	if err := ie.promoter(cfg).Resume(ctx); !errors.Is(err, errUnreachable) {
+		t.Fatalf("start with the tier unreachable: %v", err)
+	}
+	down.Store(false)
+	if r := ie.record(ie.crashing()); r.Phase != promoter.PhaseFailed || !r.Retriable || r.InterruptedBuilds != promoter.MaxInterruptedBuilds {
+		t.Fatalf("after the start that found the tier unreachable: %+v", r)
+	}
+	got, err := ie.promoter(ie.configAt(ie.pols, ie.prefix)).Promote(ctx, promoter.Key{Policy: ie.pols[0].Name(), Partition: ie.bad})
+	if err != nil || got.Phase != promoter.PhaseCommitted || got.InterruptedBuilds != 0 {
+		t.Fatalf("request after the repair: %+v %v", got, err)
+	}
+	ie.checkTier("interrupted_reqcount", ie.bad, ie.lakeRows("2024-01-02"))
+}
+
+// buildingWriteLands is a ledger whose writes of a record entering the
+// building phase are stored but answered with an error (an etcd request
+// that timed out after it was applied), n times.
+type buildingWriteLands struct {
+	promoter.Ledger
+	n atomic.Int32
+}
+
+func (l *buildingWriteLands) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
+	if r.Phase == promoter.PhaseBuilding && l.n.Add(-1) >= 0 {
+		if _, err := l.Ledger.Update(ctx, r); err != nil {
+			return promoter.Record{}, err
+		}
+		return promoter.Record{}, errors.New("etcdserver: request timed out (injected, applied)")
+	}
+	return l.Ledger.Update(ctx, r)
+}
+
+// TestLandedBuildingWriteCountsNothing: a write counting a build that
+// landed though it answered with an error (no build began) is taken back
+// in the ledger too: such blips, however many, never fail a healthy
+// promotion as interrupted.
+func TestLandedBuildingWriteCountsNothing(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	pols := []*policies.Policy{daysPolicy(t, "landed", "landed", "2024-01-02")}
+	cfg := e.configAt(pols, "/thaw-test/landed")
+	cfg.Retry.Attempts = 5
+	l := &buildingWriteLands{Ledger: cfg.Ledger}
+	l.n.Store(int32(promoter.MaxInterruptedBuilds))
+	cfg.Ledger = l
+	var builds atomic.Int32
+	cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
+	r, err := e.promoter(cfg).Promote(ctx, promoter.Key{Policy: pols[0].Name(), Partition: e.partitionOf("2024-01-02")})
+	if err != nil || r.Phase != promoter.PhaseCommitted || builds.Load() != 1 || r.InterruptedBuilds != 0 {
+		t.Fatalf("promotion after %d landed building writes that answered errors: %+v %v, %d builds", promoter.MaxInterruptedBuilds, r, err, builds.Load())
+	}
+}

@@ -625,8 +625,21 @@ func (p *Promoter) process(ctx context.Context, k Key, it item) (Record, error) 
 		}
 		return Record{}, fmt.Errorf("%w: %s: %s", ErrSkipped, k, pi.Reason)
 	}
+	// A request starts the interrupted-build count afresh (the operator
+	// says the cause is repaired), unless it was stored before the
+	// record's last change: a crash mid-build leaves the request stored,
+	// and it would start a crash loop over.
+	restart := false
+	if it.requested || it.forced {
+		restart = true
+		for _, r := range ps.records[k.Partition] {
+			if r.ID == pi.PromotionID && it.rev != 0 && it.rev < r.Revision {
+				restart = false
+			}
+		}
+	}
 	return p.track(pi.PromotionID, PhasePlanned, func() (Record, error) {
-		r, err := p.startRecord(ctx, ps, pi)
+		r, err := p.startRecord(ctx, ps, pi, restart)
 		if err != nil {
 			return r, err
 		}

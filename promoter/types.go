@@ -260,10 +260,11 @@ type Record struct {
 	// (a crash, a kill, a lost lease; a build that returns, even with an
 	// error or cut by a graceful stop, is not counted). A promotion with
 	// MaxInterruptedBuilds is failed (ErrInterrupted) instead of built
-	// again. A request made after that failure clears it, and so does its
-	// commit; a lake change to the partition is a new promotion (count 0).
-	// Any other new attempt (a retry, a retriable failure planned again)
-	// keeps it.
+	// again. A request of it clears it (one stored before the record's
+	// last change does not: a crash leaves its request stored), and so
+	// does its commit; a lake change to the partition is a new promotion
+	// (count 0). Any other new attempt (a retry, a retriable failure
+	// planned again) keeps it.
 	InterruptedBuilds int    `json:"interrupted_builds,omitempty"`
 	Phase             Phase  `json:"phase"`
 	TxnID             string `json:"txn_id,omitempty"`
