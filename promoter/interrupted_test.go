@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"strings"
 	"sync/atomic"
@@ -415,41 +416,6 @@ func TestRetriableFailureKeepsTheCount(t *testing.T) {
 	}
 }
 
-// buildingWriteFails is a ledger whose writes of a record entering the
-// building phase fail, storing nothing (an etcd blip), n times.
-type buildingWriteFails struct {
-	promoter.Ledger
-	n atomic.Int32
-}
-
-func (l *buildingWriteFails) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
-	if r.Phase == promoter.PhaseBuilding && l.n.Add(-1) >= 0 {
-		return promoter.Record{}, errors.New("etcdserver: request timed out (injected)")
-	}
-	return l.Ledger.Update(ctx, r)
-}
-
-// TestFailedBuildingWriteCountsNothing: the write that counts a build
-// failing (nothing stored, no build begun) takes the count back: three
-// such blips in a row do not fail a healthy promotion as interrupted.
-func TestFailedBuildingWriteCountsNothing(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
-	pols := []*policies.Policy{daysPolicy(t, "blips", "blips", "2024-01-02")}
-	cfg := e.configAt(pols, "/thaw-test/blips")
-	cfg.Retry.Attempts = 5
-	l := &buildingWriteFails{Ledger: cfg.Ledger}
-	l.n.Store(3)
-	cfg.Ledger = l
-	var builds atomic.Int32
-	cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
-	r, err := e.promoter(cfg).Promote(ctx, promoter.Key{Policy: pols[0].Name(), Partition: e.partitionOf("2024-01-02")})
-	if err != nil || r.Phase != promoter.PhaseCommitted || builds.Load() != 1 || r.Attempt != 4 {
-		t.Fatalf("promotion after 3 failed building writes: %+v %v, %d builds", r, err, builds.Load())
-	}
-}
-
 // TestRequestRestartsTheCount: a request made after a crash loop was cut
 // short by a retriable failure (a restart that found the tier
 // unreachable: failed, retriable, the count kept) starts the count afresh
@@ -477,42 +443,51 @@ func TestRequestRestartsTheCount(t *testing.T) {
 	ie.checkTier("interrupted_reqcount", ie.bad, ie.lakeRows("2024-01-02"))
 }
 
-// buildingWriteLands is a ledger whose writes of a record entering the
-// building phase are stored but answered with an error (an etcd request
-// that timed out after it was applied), n times.
-type buildingWriteLands struct {
+// buildingWriteBlips is a ledger whose writes of a record entering the
+// building phase fail n times (an etcd blip): storing nothing, or (land)
+// stored but answered with an error (a request that timed out after it
+// was applied).
+type buildingWriteBlips struct {
 	promoter.Ledger
-	n atomic.Int32
+	n    atomic.Int32
+	land bool
 }
 
-func (l *buildingWriteLands) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
+func (l *buildingWriteBlips) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
 	if r.Phase == promoter.PhaseBuilding && l.n.Add(-1) >= 0 {
-		if _, err := l.Ledger.Update(ctx, r); err != nil {
-			return promoter.Record{}, err
+		if l.land {
+			if _, err := l.Ledger.Update(ctx, r); err != nil {
+				return promoter.Record{}, err
+			}
 		}
-		return promoter.Record{}, errors.New("etcdserver: request timed out (injected, applied)")
+		return promoter.Record{}, fmt.Errorf("etcdserver: request timed out (injected, applied: %t)", l.land)
 	}
 	return l.Ledger.Update(ctx, r)
 }
 
-// TestLandedBuildingWriteCountsNothing: a write counting a build that
-// landed though it answered with an error (no build began) is taken back
-// in the ledger too: such blips, however many, never fail a healthy
-// promotion as interrupted.
-func TestLandedBuildingWriteCountsNothing(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
-	pols := []*policies.Policy{daysPolicy(t, "landed", "landed", "2024-01-02")}
-	cfg := e.configAt(pols, "/thaw-test/landed")
-	cfg.Retry.Attempts = 5
-	l := &buildingWriteLands{Ledger: cfg.Ledger}
-	l.n.Store(int32(promoter.MaxInterruptedBuilds))
-	cfg.Ledger = l
-	var builds atomic.Int32
-	cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
-	r, err := e.promoter(cfg).Promote(ctx, promoter.Key{Policy: pols[0].Name(), Partition: e.partitionOf("2024-01-02")})
-	if err != nil || r.Phase != promoter.PhaseCommitted || builds.Load() != 1 || r.InterruptedBuilds != 0 {
-		t.Fatalf("promotion after %d landed building writes that answered errors: %+v %v, %d builds", promoter.MaxInterruptedBuilds, r, err, builds.Load())
+// TestBuildingWriteBlipsCountNothing: when the write that counts a build
+// fails (no build began), the count is taken back, in the ledger too,
+// also when the write landed though it answered an error (the record is
+// read again and the abort writes at its revision): MaxInterruptedBuilds
+// such blips in a row do not fail a healthy promotion as interrupted.
+func TestBuildingWriteBlipsCountNothing(t *testing.T) {
+	for _, land := range []bool{false, true} {
+		t.Run(fmt.Sprintf("landed=%t", land), func(t *testing.T) {
+			e := newEnv(t, 1000)
+			ctx := t.Context()
+			e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+			pols := []*policies.Policy{daysPolicy(t, "blips", "blips", "2024-01-02")}
+			cfg := e.configAt(pols, "/thaw-test/blips")
+			cfg.Retry.Attempts = 5
+			l := &buildingWriteBlips{Ledger: cfg.Ledger, land: land}
+			l.n.Store(int32(promoter.MaxInterruptedBuilds))
+			cfg.Ledger = l
+			var builds atomic.Int32
+			cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
+			r, err := e.promoter(cfg).Promote(ctx, promoter.Key{Policy: pols[0].Name(), Partition: e.partitionOf("2024-01-02")})
+			if err != nil || r.Phase != promoter.PhaseCommitted || builds.Load() != 1 || r.Attempt != promoter.MaxInterruptedBuilds+1 || r.InterruptedBuilds != 0 {
+				t.Fatalf("promotion after %d failed building writes: %+v %v, %d builds", promoter.MaxInterruptedBuilds, r, err, builds.Load())
+			}
+		})
 	}
 }

@@ -206,12 +206,7 @@ func TestLeaseLost(t *testing.T) {
 // without starting another, and refuses an older snapshot or one of a
 // bulk load that does not hold the target.
 func TestRestoreSnapshotRPC(t *testing.T) {
-	c := newCluster(t)
-	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
-	tb := c.createTable("t", []string{"ts-1", "ts-2"})
-	waitReady(t, ts1, tb, 0, leader, 1)
-	waitReady(t, ts2, tb, 0, follower, 1)
-	epoch := int64(c.lead.Epoch())
+	c, ts1, ts2, tb, epoch := twoReplicas(t)
 	want := model{}
 	take := func() *tierv1.BucketSnapshot {
 		t.Helper()
@@ -304,12 +299,7 @@ func TestRestoreSnapshotRPC(t *testing.T) {
 // replica restored since with the load's snapshot (FAILED for good when
 // retention had dropped it).
 func TestLateBulkRestoreRefused(t *testing.T) {
-	c := newCluster(t)
-	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
-	tb := c.createTable("t", []string{"ts-1", "ts-2"})
-	waitReady(t, ts1, tb, 0, leader, 1)
-	waitReady(t, ts2, tb, 0, follower, 1)
-	epoch := int64(c.lead.Epoch())
+	c, ts1, ts2, tb, epoch := twoReplicas(t)
 	mustWrite(t, ts1, tb, 0, 1, tb.upsert(t, row{"a", 1, "x"})...)
 	resp, err := ts1.client.TakeSnapshot(t.Context(), connect.NewRequest(&tierv1.TakeSnapshotRequest{CoordinatorEpoch: epoch, Target: tb.id}))
 	if err != nil {
@@ -318,11 +308,11 @@ func TestLateBulkRestoreRefused(t *testing.T) {
 	snap := resp.Msg.Snapshot
 	c.setState(tb, meta.Active, "bulk-1")
 	eventually(t, "ts-2 sees the published load", func() error {
-		r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+		st, err := replicaOf(t, ts2, tb)
 		if err != nil {
 			return err
 		}
-		if st := r.Msg.Replicas[0]; st.GetBulkLoadId() != "bulk-1" || st.GetDataState() != tierv1.DataState_DATA_STATE_ACTIVE {
+		if st.GetBulkLoadId() != "bulk-1" || st.GetDataState() != tierv1.DataState_DATA_STATE_ACTIVE {
 			return fmt.Errorf("replica %v", st)
 		}
 		return nil
@@ -333,9 +323,8 @@ func TestLateBulkRestoreRefused(t *testing.T) {
 	if tierpb.ReasonOf(err) != tierpb.ReasonInvalidArgument {
 		t.Fatalf("bulk restore after the load published: %v", err)
 	}
-	r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
-	if err != nil || r.Msg.Replicas[0].State != tierv1.ReplicaState_REPLICA_STATE_READY {
-		t.Fatalf("replica after the refused restore: %v %v", r, err)
+	if st, err := replicaOf(t, ts2, tb); err != nil || st.State != tierv1.ReplicaState_REPLICA_STATE_READY {
+		t.Fatalf("replica after the refused restore: %v %v", st, err)
 	}
 }
 
@@ -345,23 +334,18 @@ func TestLateBulkRestoreRefused(t *testing.T) {
 // by another round), the replica restores from the registry instead of
 // staying FAILED for good.
 func TestFailedBulkRestoreAfterTheLoad(t *testing.T) {
-	c := newCluster(t)
-	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
-	tb := c.createTable("t", []string{"ts-1", "ts-2"})
-	waitReady(t, ts1, tb, 0, leader, 1)
-	waitReady(t, ts2, tb, 0, follower, 1)
-	epoch := int64(c.lead.Epoch())
+	c, ts1, ts2, tb, epoch := twoReplicas(t)
 	want := model{}
 	muts := tb.upsert(t, row{"a", 1, "x"})
 	mustWrite(t, ts1, tb, 0, 1, muts...)
 	want.apply(muts)
 	c.setState(tb, meta.Loading, "bulk-1")
 	eventually(t, "ts-2 sees the load", func() error {
-		r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+		st, err := replicaOf(t, ts2, tb)
 		if err != nil {
 			return err
 		}
-		if st := r.Msg.Replicas[0]; st.GetBulkLoadId() != "bulk-1" || st.GetDataState() != tierv1.DataState_DATA_STATE_LOADING {
+		if st.GetBulkLoadId() != "bulk-1" || st.GetDataState() != tierv1.DataState_DATA_STATE_LOADING {
 			return fmt.Errorf("replica %v", st)
 		}
 		return nil
@@ -371,15 +355,8 @@ func TestFailedBulkRestoreAfterTheLoad(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	status := func() (*tierv1.ReplicaStatus, error) {
-		r, err := ts2.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
-		if err != nil {
-			return nil, err
-		}
-		return r.Msg.Replicas[0], nil
-	}
 	eventually(t, "the failed bulk restore reported", func() error {
-		st, err := status()
+		st, err := replicaOf(t, ts2, tb)
 		if err != nil {
 			return err
 		}
@@ -390,7 +367,7 @@ func TestFailedBulkRestoreAfterTheLoad(t *testing.T) {
 	})
 	c.setState(tb, meta.Active, "")
 	eventually(t, "restored from the registry once the load ended", func() error {
-		st, err := status()
+		st, err := replicaOf(t, ts2, tb)
 		if err != nil {
 			return err
 		}
@@ -403,4 +380,25 @@ func TestFailedBulkRestoreAfterTheLoad(t *testing.T) {
 		}
 		return sameRows(got, want)
 	})
+}
+
+// twoReplicas starts ts-1 and ts-2 holding table t's bucket 0 (ts-1 the
+// leader), ready, and returns them with the coordinator's epoch.
+func twoReplicas(t *testing.T) (*cluster, *server, *server, *table, int64) {
+	t.Helper()
+	c := newCluster(t)
+	ts1, ts2 := c.startServer("ts-1"), c.startServer("ts-2")
+	tb := c.createTable("t", []string{"ts-1", "ts-2"})
+	waitReady(t, ts1, tb, 0, leader, 1)
+	waitReady(t, ts2, tb, 0, follower, 1)
+	return c, ts1, ts2, tb, int64(c.lead.Epoch())
+}
+
+// replicaOf is s's status of its replica of tb's bucket 0.
+func replicaOf(t *testing.T, s *server, tb *table) (*tierv1.ReplicaStatus, error) {
+	r, err := s.client.ReplicaStatus(t.Context(), connect.NewRequest(&tierv1.ReplicaStatusRequest{Target: tb.id}))
+	if err != nil {
+		return nil, err
+	}
+	return r.Msg.Replicas[0], nil
 }
