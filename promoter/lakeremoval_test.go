@@ -1,11 +1,13 @@
 package promoter_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,4 +231,57 @@ func TestRemovedOutsideTheSelection(t *testing.T) {
 	if after.Selected != before.Selected || after.Skipped != before.Skipped {
 		t.Errorf("reconcile before the delete %+v, after %+v", before, after)
 	}
+}
+
+// TestRemovedPartitionUnfinishedIsSettled: a promotion left unfinished (a
+// crash mid-build, then a start that could not reach the tier) of a
+// partition whose every lake row was deleted meanwhile is still settled by
+// the reconciles: the plan has its "in progress" item, which reconciles
+// resume it by (the removed partition made no item at all, so the record
+// and the transaction holding the target waited for the next start).
+func TestRemovedPartitionUnfinishedIsSettled(t *testing.T) {
+	e := newEnv(t, 1000)
+	ctx := t.Context()
+	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+	const first = int64(2_000_000)
+	if _, err := lake.SampleAppendDay(ctx, e.sample, lake.SampleAppend{Day: time.Date(2023, 12, 20, 0, 0, 0, 0, time.UTC), FirstID: first, Rows: 30, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	const table = "removedunfinished"
+	pols := []*policies.Policy{daysPolicy(t, "removed-unfinished", table, "2023-12-20")}
+	prefix := "/thaw-test/" + table
+	part := e.partitionOf("2023-12-20")
+	crashing := e.configAt(pols, prefix)
+	crashing.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { return errKilled }
+	e.reconcile(ctx, t, e.promoter(crashing))
+	var ids []int64
+	for i := range int64(30) {
+		ids = append(ids, first+i)
+	}
+	if _, err := lake.SampleDelete(ctx, e.sample, ids); err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	cfg := e.configAt(pols, prefix)
+	cfg.BulkLoad = &flakyTier{BulkLoader: cfg.BulkLoad, beginDown: &down, abortDown: &down}
+	p := e.promoter(cfg)
+	if err := p.Resume(ctx); err == nil {
+		t.Fatal("resume with the tier unreachable settled the record")
+	}
+	down.Store(false)
+	plan, err := p.Plan(ctx, pols[0].Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(plan.Items, func(it promoter.PlanItem) bool { return it.Key.Partition == part })
+	if i < 0 || !strings.HasPrefix(plan.Items[i].Reason, promoter.ReasonInProgress) {
+		t.Fatalf("plan of the emptied partition with an unfinished promotion: %+v", plan.Items)
+	}
+	e.reconcile(ctx, t, p)
+	recs, err := p.Promotions(ctx)
+	if err != nil || len(recs) != 1 || !recs[0].Phase.Terminal() {
+		t.Fatalf("after a reconcile: %+v %v", recs, err)
+	}
+	e.noTxnInProgress(table, []string{part})
 }

@@ -328,11 +328,6 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 			ps.removed[name] = g
 		}
 	}
-	if only != nil {
-		if _, ok := ps.groups[*only]; !ok {
-			return nil, fmt.Errorf("%w: policy %s: the lake table %s has no partition mapped to %q", ErrNotFound, pol.Name(), s.Table, *only)
-		}
-	}
 	// A record the ledger cannot read might be of this policy's target:
 	// plan nothing rather than plan without it.
 	recs, err := p.cfg.Ledger.List(ctx)
@@ -343,6 +338,12 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 	for _, r := range recs {
 		if r.Catalog == s.Catalog && r.LakeTable == s.Table && r.Database == plan.Database && r.Table == plan.Table {
 			ps.records[r.Partition] = append(ps.records[r.Partition], r)
+		}
+	}
+	if only != nil {
+		_, live := ps.groups[*only]
+		if _, removed := ps.removed[*only]; !live && !(removed && unfinished(ps.records[*only]) != nil) {
+			return nil, fmt.Errorf("%w: policy %s: the lake table %s has no partition mapped to %q", ErrNotFound, pol.Name(), s.Table, *only)
 		}
 	}
 
@@ -369,9 +370,11 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		it := p.planItem(ctx, ps, ps.groups[n], d, asker)
 		plan.Items = append(plan.Items, it)
 	}
-	if only == nil && len(ps.removed) > 0 {
+	if len(ps.removed) > 0 {
 		// Selected as the policy would select them among the others (a
-		// partition outside the selection is none of its business).
+		// partition outside the selection is none of its business), but
+		// an unfinished promotion is settled whatever the selection: its
+		// item is the one reconciles resume it by.
 		removed := slices.Sorted(maps.Keys(ps.removed))
 		all := slices.Clone(cands)
 		for _, n := range removed {
@@ -379,6 +382,16 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		}
 		rd := pol.Select(all, p.now())[len(cands):]
 		for i, n := range removed {
+			if only != nil && n != *only {
+				continue
+			}
+			if r := unfinished(ps.records[n]); r != nil {
+				plan.Items = append(plan.Items, PlanItem{
+					Key: Key{Policy: plan.Policy, Partition: n}, LakePartitions: r.LakePartitions,
+					SourceSnapshotID: r.SourceSnapshotID, Action: ActionSkip, Reason: ReasonInProgress + r.ID, PromotionID: r.ID,
+				})
+				continue
+			}
 			if !rd[i].Selected {
 				continue
 			}
@@ -389,6 +402,17 @@ func (p *Promoter) plan(ctx context.Context, pol *policies.Policy, only *string,
 		slices.SortStableFunc(plan.Items, func(a, b PlanItem) int { return strings.Compare(a.Key.Partition, b.Key.Partition) })
 	}
 	return ps, nil
+}
+
+// unfinished returns the record among records whose promotion has not
+// ended (at most one: a key never has two), or nil.
+func unfinished(records []Record) *Record {
+	for i, r := range records {
+		if !r.Phase.Terminal() {
+			return &records[i]
+		}
+	}
+	return nil
 }
 
 // requestedBefore reports whether r failed with ErrInterrupted after the
