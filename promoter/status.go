@@ -33,8 +33,11 @@ var ErrInvalidStatusEvent = errors.New("promoter: invalid status event")
 // record: one event per write, in the order of the writes, carrying the
 // record's etcd revision (a consumer that sees an event twice, or a stale
 // one after a leader change, keeps the highest revision per promotion).
-// It holds what the ledger record holds but for the caller token: names,
-// ids, counts, times and error messages, never a credential.
+// It holds what the ledger record holds but for the caller token and the
+// interrupted-build count (Record.InterruptedBuilds: a failure for it says
+// the count in its error; a promotion whose builds are interrupted
+// publishes a "building" event per build): names, ids, counts, times and
+// error messages, never a credential.
 type StatusEvent struct {
 	Version   int    `json:"version"`
 	Type      string `json:"type"`
