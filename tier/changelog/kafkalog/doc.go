@@ -34,7 +34,12 @@
 // every reader alike. The writer learns it from the Kafka offset its
 // produce got: if that is not the Kafka offset right after the end it
 // knew, it reads what came in between and, when its record lost,
-// Append returns ErrConflict and nothing of it is ever read. So appends
+// Append returns ErrConflict and nothing of it is ever read (and when it
+// is that offset, the writer still applies the rule: another call on the
+// same handle may have read past other writers' records meanwhile). A
+// marker that moves the end of an empty log up moves its start along, so
+// a reset whose deletion of the older records failed leaves an empty log
+// at the new offset, and a retried ResetTo succeeds. So appends
 // are conditional, as the local log's cannot be, without Kafka
 // transactions. The handle judges its record while it walks the chain, not
 // from its index afterwards; if another handle's truncation deleted the

@@ -237,14 +237,9 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 		if e.k < l.mu.tail.k {
 			continue
 		}
-		x := l.mu.tail.x
-		valid := l.mu.tail.step(e)
+		valid := l.stepLocked(e)
 		l.judgeLocked(e.k, valid)
 		if valid {
-			if e.marker {
-				x = e.first
-			}
-			l.addIdxLocked(pos{k: e.k, x: x, n: len(e.recs)})
 			l.mu.stash = append(l.mu.stash, e)
 		}
 	}
@@ -259,6 +254,27 @@ func (l *kafkaLog) applyLocked(res fetchResult, from int64) (bool, error) {
 	}
 	l.mu.empties = 0
 	return l.mu.tail.k >= res.hw, nil
+}
+
+// stepLocked walks the chain past e (at its end) and reports whether e
+// continued it; a valid entry is indexed. A marker that moves the end of
+// an empty log up moves its start along: the log stays empty (a reset cut
+// short before its deletion, or read between the two, claims no offsets
+// below it).
+func (l *kafkaLog) stepLocked(e entry) bool {
+	x := l.mu.tail.x
+	empty := l.mu.startOK && l.mu.startX == x
+	if !l.mu.tail.step(e) {
+		return false
+	}
+	if e.marker {
+		x = e.first
+		if empty {
+			l.mu.startX = x
+		}
+	}
+	l.addIdxLocked(pos{k: e.k, x: x, n: len(e.recs)})
+	return true
 }
 
 // dropBelowLocked forgets what lies below Kafka offset start, the log's
@@ -554,7 +570,7 @@ func (l *kafkaLog) Append(ctx context.Context, records [][]byte) (int64, error) 
 	if len(value) > int(l.p.maxMessage) {
 		return 0, fmt.Errorf("%w: batch encodes to %d bytes, limit %d", changelog.ErrTooLarge, len(value), l.p.maxMessage)
 	}
-	if _, err := l.write(ctx, key, value, x, len(records)); err != nil {
+	if _, err := l.write(ctx, key, value, entry{first: x, recs: records}); err != nil {
 		return 0, l.wrap("append to", err)
 	}
 	return x, nil
@@ -578,11 +594,12 @@ func (l *kafkaLog) freshen(ctx context.Context) error {
 	return nil
 }
 
-// write produces one record meant to continue the chain at logical
-// offset x (a batch of n records, or a marker if n == 0) and checks that
-// it did: ErrConflict if another writer's record got there first. It
-// returns the record's Kafka offset.
-func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int) (int64, error) {
+// write produces one record, want encoded as key and value (want.k is
+// set here), meant to continue the chain, and checks that it did:
+// ErrConflict if another writer's record got there first. It returns the
+// record's Kafka offset.
+func (l *kafkaLog) write(ctx context.Context, key, value []byte, want entry) (int64, error) {
+	x := want.first
 	r := &kgo.Record{Topic: l.topic, Partition: 0, Key: key, Value: value}
 	l.mu.Lock()
 	from := l.mu.startK
@@ -614,14 +631,18 @@ func (l *kafkaLog) write(ctx context.Context, key, value []byte, x int64, n int)
 		}
 	}
 	if l.mu.anchored && l.mu.tail.k == r.Offset {
-		// Nobody wrote in between: the record continues the chain (a
-		// batch written at the end, or a marker at or past it).
-		if (n > 0 && x != l.mu.tail.x) || x < l.mu.tail.x {
+		// The chain has reached the own record without walking it: walk
+		// it here, by the rule every reader applies. Usually nobody wrote
+		// in between; but another call on this handle (a Wait, Read or
+		// Offsets) may have synced past other writers' records while the
+		// produce was out, so the record may not continue the chain.
+		want.k = r.Offset
+		if !l.stepLocked(want) {
+			end := l.mu.tail.x
 			l.mu.Unlock()
-			return 0, fmt.Errorf("kafkalog: internal: own record at Kafka offset %d (offset %d) does not continue the chain at %d", r.Offset, x, l.mu.tail.x)
+			l.p.cfg.Logger.Warn("changelog write lost to another writer", "topic", l.topic, "kafka_offset", r.Offset, "offset", x, "end", end)
+			return 0, fmt.Errorf("%w: record at Kafka offset %d meant for logical offset %d; the log now ends at %d", ErrConflict, r.Offset, x, end)
 		}
-		l.mu.tail = cursor{k: r.Offset + 1, x: x + int64(n)}
-		l.addIdxLocked(pos{k: r.Offset, x: x, n: n})
 		l.mu.Unlock()
 		return r.Offset, nil
 	}
@@ -684,7 +705,7 @@ func (l *kafkaLog) TruncateBefore(ctx context.Context, offset int64) error {
 		return fmt.Errorf("%w: truncate before %d: log holds [%d, %d]", changelog.ErrOutOfRange, offset, start, end)
 	case offset == end:
 		key, value := encodeMarker(end)
-		if _, err := l.write(ctx, key, value, end, 0); err != nil {
+		if _, err := l.write(ctx, key, value, entry{marker: true, first: end}); err != nil {
 			if errors.Is(err, ErrConflict) {
 				return nil // the log grew meanwhile; what stays is allowed to
 			}
@@ -753,7 +774,7 @@ func (l *kafkaLog) ResetTo(ctx context.Context, offset int64) error {
 	// cut), where a plain marker would skip past that acknowledged batch
 	// and the cut would delete it.
 	key, value := encodeReset(offset, end)
-	k, err := l.write(ctx, key, value, offset, 0)
+	k, err := l.write(ctx, key, value, entry{marker: true, reset: true, first: offset, from: end})
 	if err != nil {
 		return l.wrap("reset", err)
 	}

@@ -255,8 +255,14 @@ func (p *Provider) Open(ctx context.Context, id changelog.BucketLogID) (changelo
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
+	if p.closed() {
+		return nil, changelog.ErrClosed
+	}
 	topic := p.Topic(id)
 	if err := p.createTopic(ctx, topic); err != nil {
+		if p.closed() { // closed meanwhile: the client's error says only that
+			return nil, changelog.ErrClosed
+		}
 		return nil, fmt.Errorf("kafkalog: open %v: %w", id, err)
 	}
 	p.mu.Lock()
