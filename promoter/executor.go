@@ -387,16 +387,7 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 	results, err := p.build(ctx, src, r, bc)
 	r.InterruptedBuilds-- // it returned: the abort's or the next phase's write records that
 	if err != nil {
-		ar, aerr := p.abortAttempt(ctx, r, &h, err)
-		if errors.Is(aerr, errAbortFailed) {
-			// Left for Resume all the same: this build was not interrupted.
-			dctx, cancel := detached(ctx)
-			if werr := p.write(dctx, &ar); werr != nil {
-				aerr = errors.Join(aerr, werr)
-			}
-			cancel()
-		}
-		return ar, aerr
+		return p.abortBuilt(ctx, r, &h, err)
 	}
 	r.Rows, r.Bytes, r.Duplicates = 0, 0, 0
 	for _, res := range results {
@@ -407,7 +398,7 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 		r.Rows = lp.rowsRead.Load()
 	}
 	if err := p.setPhase(ctx, &r, PhaseCommitting); err != nil {
-		return p.abortAttempt(ctx, r, &h, err)
+		return p.abortBuilt(ctx, r, &h, err)
 	}
 	// The commit is not cancelled by shutdown (it is the decision); it has
 	// its own budget.
@@ -421,6 +412,25 @@ func (p *Promoter) attempt(ctx context.Context, src *source, r Record, resumed b
 		err = fmt.Errorf("promoter: commit of %s returned %s", h.TxnID, st.State)
 	}
 	return p.awaitCommit(ctx, r, h, err)
+}
+
+// abortBuilt aborts the attempt of r, whose build returned (its count
+// taken back in r), for cause. When the abort fails, the promotion is left
+// building for Resume all the same, and written so, with the count taken
+// back: this build was not interrupted. (A write of the next phase that
+// landed although it answered an error keeps the ledger as it is: this
+// write, at the older revision, is refused.)
+func (p *Promoter) abortBuilt(ctx context.Context, r Record, h *bulkload.Handle, cause error) (Record, error) {
+	ar, err := p.abortAttempt(ctx, r, h, cause)
+	if errors.Is(err, errAbortFailed) {
+		ar.Phase = PhaseBuilding
+		dctx, cancel := detached(ctx)
+		defer cancel()
+		if werr := p.write(dctx, &ar); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return ar, err
 }
 
 // ensureTarget creates the tier table (createIfMissing) and partition, and

@@ -279,28 +279,44 @@ func (scanFails) Scan(context.Context, string, lake.ScanOptions) (*arrow.Schema,
 	return nil, nil, errors.New("lake unreadable (injected)")
 }
 
-// TestFailedBuildIsNotInterrupted: a build that returns an error is no
-// interrupted build, also when the abort that follows fails and leaves
-// the record building for later.
+// TestFailedBuildIsNotInterrupted: a build that returned is not counted
+// as interrupted, also when what follows it fails and its abort fails too
+// (the promotion left building for Resume): the build itself failed, or
+// it succeeded and the write of the committing phase failed.
 func TestFailedBuildIsNotInterrupted(t *testing.T) {
-	e := newEnv(t, 1000)
-	ctx := t.Context()
-	e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
-	const table = "failedbuild"
-	cfg := e.configAt([]*policies.Policy{daysPolicy(t, "failedbuild", table, "2024-01-02")}, "/thaw-test/"+table)
-	var down atomic.Bool
-	down.Store(true)
-	cfg.BulkLoad = &flakyTier{BulkLoader: cfg.BulkLoad, abortDown: &down}
-	cfg.Lakes = map[string]promoter.Lake{"default": scanFails{e.lake}}
-	var builds atomic.Int32
-	cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
-	p := e.reconciled(ctx, t, cfg)
-	recs, err := p.Promotions(ctx)
-	if err != nil || len(recs) != 1 || builds.Load() != 1 {
-		t.Fatalf("records %+v %v, %d builds", recs, err, builds.Load())
-	}
-	if r := recs[0]; r.Phase != promoter.PhaseBuilding || r.InterruptedBuilds != 0 {
-		t.Fatalf("after a failed build whose abort failed: %+v", r)
+	for _, tc := range []struct {
+		name           string
+		scanFails      bool
+		committingFail bool
+	}{{"build failed", true, false}, {"committing write failed", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1000)
+			ctx := t.Context()
+			e.setNow(time.Date(2024, 1, 8, 0, 0, 0, 0, time.UTC))
+			const table = "failedbuild"
+			cfg := e.configAt([]*policies.Policy{daysPolicy(t, "failedbuild", table, "2024-01-02")}, "/thaw-test/"+table)
+			var down atomic.Bool
+			down.Store(true)
+			cfg.BulkLoad = &flakyTier{BulkLoader: cfg.BulkLoad, abortDown: &down}
+			if tc.scanFails {
+				cfg.Lakes = map[string]promoter.Lake{"default": scanFails{e.lake}}
+			}
+			if tc.committingFail {
+				l := &phaseWriteBlips{Ledger: cfg.Ledger, phase: promoter.PhaseCommitting}
+				l.n.Store(1)
+				cfg.Ledger = l
+			}
+			var builds atomic.Int32
+			cfg.Hooks.BeforeBuild = func(context.Context, promoter.Record) error { builds.Add(1); return nil }
+			p := e.reconciled(ctx, t, cfg)
+			recs, err := p.Promotions(ctx)
+			if err != nil || len(recs) != 1 || builds.Load() != 1 {
+				t.Fatalf("records %+v %v, %d builds", recs, err, builds.Load())
+			}
+			if r := recs[0]; r.Phase != promoter.PhaseBuilding || r.InterruptedBuilds != 0 {
+				t.Fatalf("after a returned build whose abort failed: phase %s, interrupted builds %d; want building, 0", r.Phase, r.InterruptedBuilds)
+			}
+		})
 	}
 }
 
@@ -443,18 +459,18 @@ func TestRequestRestartsTheCount(t *testing.T) {
 	ie.checkTier("interrupted_reqcount", ie.bad, ie.lakeRows("2024-01-02"))
 }
 
-// buildingWriteBlips is a ledger whose writes of a record entering the
-// building phase fail n times (an etcd blip): storing nothing, or (land)
-// stored but answered with an error (a request that timed out after it
-// was applied).
-type buildingWriteBlips struct {
+// phaseWriteBlips is a ledger whose writes of a record entering phase
+// fail n times (an etcd blip): storing nothing, or (land) stored but
+// answered with an error (a request that timed out after it was applied).
+type phaseWriteBlips struct {
 	promoter.Ledger
-	n    atomic.Int32
-	land bool
+	phase promoter.Phase
+	n     atomic.Int32
+	land  bool
 }
 
-func (l *buildingWriteBlips) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
-	if r.Phase == promoter.PhaseBuilding && l.n.Add(-1) >= 0 {
+func (l *phaseWriteBlips) Update(ctx context.Context, r promoter.Record) (promoter.Record, error) {
+	if r.Phase == l.phase && l.n.Add(-1) >= 0 {
 		if l.land {
 			if _, err := l.Ledger.Update(ctx, r); err != nil {
 				return promoter.Record{}, err
@@ -479,7 +495,7 @@ func TestBuildingWriteBlipsCountNothing(t *testing.T) {
 			pols := []*policies.Policy{daysPolicy(t, "blips", "blips", "2024-01-02")}
 			cfg := e.configAt(pols, "/thaw-test/blips")
 			cfg.Retry.Attempts = 5
-			l := &buildingWriteBlips{Ledger: cfg.Ledger, land: land}
+			l := &phaseWriteBlips{Ledger: cfg.Ledger, phase: promoter.PhaseBuilding, land: land}
 			l.n.Store(int32(promoter.MaxInterruptedBuilds))
 			cfg.Ledger = l
 			var builds atomic.Int32

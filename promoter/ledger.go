@@ -66,9 +66,11 @@ type Ledger interface {
 // promoters wrote before records carried a version, so those keep
 // decoding. Version 2 adds the member "interrupted_builds"
 // (Record.InterruptedBuilds). A record is written at the lowest version
-// that holds it: version 2 only while it counts interrupted builds (a
-// commit clears the count), so promoters that read version 1 only keep
-// reading every other record during a rolling upgrade.
+// that holds it: version 2 only while it counts builds — while one runs
+// (it is counted as it begins) and after builds a crash interrupted,
+// until a commit clears the count — so promoters that read version 1 only
+// keep reading every other record during a rolling upgrade (a record
+// being built they refuse with ErrRecordVersion until its build returns).
 //
 // Records are decoded strictly (a member this promoter does not know is an
 // error), so any change of the members — one added, removed, or read

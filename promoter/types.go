@@ -258,7 +258,11 @@ type Record struct {
 	// InterruptedBuilds counts the builds of this promotion that began and
 	// never ended: their promoter stopped mid-build without recording it
 	// (a crash, a kill, a lost lease; a build that returns, even with an
-	// error or cut by a graceful stop, is not counted). A promotion with
+	// error or cut by a graceful stop, is not counted). A build is
+	// counted when it begins (so that a crash leaves it counted) and
+	// taken back when it returns: the record of a build running now
+	// holds one more than the builds interrupted before it (`thaw
+	// status ID` subtracts it when the promoter it asks runs the build). A promotion with
 	// MaxInterruptedBuilds is failed (ErrInterrupted) instead of built
 	// again. A request of it clears it (one stored before the record's
 	// last change does not: a crash leaves its request stored), and so

@@ -694,8 +694,12 @@ func printPromotion(w io.Writer, pr promoterhttp.Promotion, bar bool) error {
 	line("target", targetText(r))
 	line("phase", string(r.Phase))
 	line("attempt", fmt.Sprint(r.Attempt))
-	if r.InterruptedBuilds > 0 {
-		line("interrupted builds", fmt.Sprintf("%d (began and never ended: their promoter stopped mid-build)", r.InterruptedBuilds))
+	interrupted := r.InterruptedBuilds
+	if r.Phase == promoter.PhaseBuilding && pr.Progress != nil {
+		interrupted-- // the build running now is counted too (Record.InterruptedBuilds)
+	}
+	if interrupted > 0 {
+		line("interrupted builds", fmt.Sprintf("%d (began and never ended: their promoter stopped mid-build)", interrupted))
 	}
 	line("transaction", r.TxnID)
 	line("buckets", fmt.Sprint(r.Buckets))

@@ -464,6 +464,23 @@ func TestStatusDuration(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^interrupted builds: +2 \(began and never ended: `).MatchString(b.String()) {
 		t.Errorf("one promotion, two builds interrupted:\n%s", b.String())
 	}
+	// A build running now is counted in its record too; the line shows
+	// only the builds before it that never ended.
+	for _, tc := range []struct {
+		count int
+		want  string
+	}{{1, ""}, {3, "2"}} {
+		b.Reset()
+		running := interrupted
+		running.Phase, running.InterruptedBuilds = promoter.PhaseBuilding, tc.count
+		if err := printPromotion(&b, promoterhttp.Promotion{Record: running, Progress: &promoterhttp.Progress{Phase: "building"}}, false); err != nil {
+			t.Fatal(err)
+		}
+		got := regexp.MustCompile(`(?m)^interrupted builds: +(\d+) `).FindStringSubmatch(b.String())
+		if (tc.want == "") != (got == nil) || (got != nil && got[1] != tc.want) {
+			t.Errorf("one promotion building now, count %d: want interrupted builds %q:\n%s", tc.count, tc.want, b.String())
+		}
+	}
 	b.Reset()
 	skip := promoter.Skip{Reason: "target not empty", At: *at(96 * time.Hour)}
 	if err := printPromotion(&b, promoterhttp.Promotion{Record: again, Skipped: &skip}, false); err != nil {
