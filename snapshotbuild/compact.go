@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // maxMergeRuns bounds the spilled runs one merge reads at once, whatever
@@ -19,11 +21,15 @@ var maxMergeRuns = 512
 // its context.
 const checkEvery = 4 << 20
 
-// minMergeBuf is the least read buffer a run's source gets in a merge.
-const minMergeBuf = 4 << 10
+// minSrcBuf is the least read buffer of a run's source whose frames decode
+// to at most frame bytes: a page (fewer reads would not pay), and at least
+// one stored frame, header and compressed bytes (S2's bound), so that
+// reading a frame never needs a larger buffer than the one the budget
+// holds (runSource.fill would take one from the heap).
+func minSrcBuf(frame int) int { return max(4<<10, frameHeader+s2.MaxEncodedLen(frame)) }
 
 // mergeFanIn is how many spilled runs the final merge may read at once: a
-// source per run, each with a read buffer of at least minMergeBuf and a
+// source per run, each with a read buffer of at least minSrcBuf and a
 // decoded frame, within the memory the in-memory chunks leave (and at most
 // maxMergeRuns); never below 2.
 // A frame is counted as at least minFrame: runs merged from small bucket
@@ -33,7 +39,7 @@ func (b *Builder) mergeFanIn(mem []*chunk, minFrame int) int {
 	for _, r := range b.sp.runs {
 		frame = max(frame, r.maxFrame)
 	}
-	return int(max(min(mergeMem(b.opts.MemoryBudget, mem)/int64(minMergeBuf+frame), int64(maxMergeRuns)), 2))
+	return int(max(min(mergeMem(b.opts.MemoryBudget, mem)/int64(minSrcBuf(frame)+frame), int64(maxMergeRuns)), 2))
 }
 
 // mergeMem is the budget the in-memory chunks leave to a merge's sources.
@@ -104,7 +110,7 @@ func (b *Builder) mergeRuns(ctx context.Context, group []*run, avail int64, mw *
 	for _, r := range group {
 		frame = max(frame, r.maxFrame)
 	}
-	need := min(int64(len(group))*int64(minMergeBuf+frame), avail)
+	need := min(int64(len(group))*int64(minSrcBuf(frame)+frame), avail)
 	if err := b.bud.acquire(ctx, need); err != nil {
 		return nil, err
 	}
@@ -172,7 +178,7 @@ func (b *Builder) mergeRunsBucket(ctx context.Context, group []*run, bucket int,
 		if r.count(bucket) == 0 {
 			continue
 		}
-		s, err := newRunSource(r, bucket, minMergeBuf)
+		s, err := newRunSource(r, bucket, minSrcBuf(r.maxFrame))
 		if err != nil {
 			return sec, err
 		}

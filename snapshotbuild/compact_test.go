@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -198,5 +199,57 @@ func TestMergedFramesFitTheFinalMerge(t *testing.T) {
 	}
 	if plan := b.planMerge(mem, 1); !plan.mapped() || b.compacted.Load() == 0 {
 		t.Fatalf("runs %d -> %d: the final merge gets %d-byte buffers (frames %d), want mapped ones of at least 4 KiB", runs, len(b.sp.runs), plan.bufSize, plan.frame)
+	}
+}
+
+// TestRunSourcesReadWithinTheBudget: every source of a spilled run, in
+// the merges of runs and in the final merge, reads its frames through the
+// buffer charged to the budget. Sources got 4 KiB buffers while stored
+// frames are up to a frame's size (16 KiB at a 4 MiB budget, a record's at
+// 16 KiB records), so each replaced its buffer with a heap one the budget
+// never counted: 40 % over in the merges of runs and in the final merge
+// after them.
+func TestRunSourcesReadWithinTheBudget(t *testing.T) {
+	half := func(rng *rand.Rand, n int) []byte { // half random: frames of ~55 %
+		v := make([]byte, n)
+		for j := range n / 2 {
+			v[j] = byte(rng.Uint32())
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name      string
+		budget    int64
+		recs, val int
+		fanIn     int // maxMergeRuns; 0 keeps it
+	}{
+		{"merges of runs", 4 << 20, 30000, 400, 3},
+		{"final merge after merges of runs", 1 << 20, 1000, 16 << 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fanIn > 0 {
+				withMergeRuns(t, tc.fanIn)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			in := make([]inputPair, tc.recs)
+			for i := range in {
+				in[i] = inputPair{k: fmt.Appendf(nil, "key-%08d", i), v: half(rng, tc.val)}
+			}
+			grown := grownBufs.Load()
+			s := newTestStore(t)
+			res, st, err := buildPairs(t, s, in, buildCfg{nb: 1, budget: tc.budget, target: 128 << 20, workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.CompactedRuns == 0 || st.PeakBudget > tc.budget {
+				t.Fatalf("%d spills, %d runs compacted, peak budget %d of %d", st.Spills, st.CompactedRuns, st.PeakBudget, tc.budget)
+			}
+			if n := grownBufs.Load() - grown; n > 0 {
+				t.Fatalf("%d run sources read a frame through a heap buffer outside the budget", n)
+			}
+			if _, got := restoreBucket(t, s, res[0]); len(got) != tc.recs {
+				t.Fatalf("%d records restored, want %d", len(got), tc.recs)
+			}
+		})
 	}
 }

@@ -242,9 +242,10 @@ func (p mergePlan) mapped() bool { return p.bufSize >= 4096 }
 // how many buckets may merge at once, so that the in-memory chunks plus the
 // buffers of every merging bucket fit the budget. A run's source holds its
 // read buffer and one decoded frame (see run). Buffers get up to 1 MiB
-// and, before concurrency is reduced, at least 4 KiB; compactRuns first
-// merges runs until that fits, so only a budget too small for two such
-// sources (a test setting) goes below it.
+// and, before concurrency is reduced, at least one stored frame
+// (minSrcBuf); compactRuns first merges runs until that fits, so only a
+// budget too small for two such sources (a test setting) gets less, and
+// its sources read larger frames through heap buffers past the budget.
 func (b *Builder) planMerge(mem []*chunk, workers int) mergePlan {
 	avail := b.opts.MemoryBudget
 	for _, c := range mem {
@@ -262,7 +263,8 @@ func (b *Builder) planMerge(mem []*chunk, workers int) mergePlan {
 	// Every source gets a buffer of the same size, so that a merge can
 	// reuse any of the previous one's.
 	frames := runs * int64(frame)
-	const minBuf, maxBuf = 4 << 10, 1 << 20
+	const maxBuf = 1 << 20
+	minBuf := int64(minSrcBuf(frame))
 	mw := min(max(avail/(runs*minBuf+frames), 1), int64(workers))
 	per := (avail/mw - frames) / runs
 	return mergePlan{bufSize: int(min(max(per, 64), maxBuf)), frame: frame, workers: int(mw), share: avail / mw}

@@ -519,7 +519,11 @@ func (s *runSource) fill(n int) error {
 		s.punched = s.off
 	}
 	if n > len(s.buf) {
-		nb := make([]byte, n) // a frame larger than the buffer (tiny budgets only)
+		// A frame larger than the buffer: never with the buffers the
+		// merges size (minSrcBuf), which the budget holds; this one it
+		// does not.
+		grownBufs.Add(1)
+		nb := make([]byte, n)
 		s.lim = copy(nb, s.buf[s.pos:s.lim])
 		s.buf, s.pos = nb, 0
 	}
@@ -530,6 +534,10 @@ func (s *runSource) fill(n int) error {
 	}
 	return nil
 }
+
+// grownBufs counts the read buffers fill replaced by a larger one outside
+// the budget (tests check that none is).
+var grownBufs atomic.Int64
 
 // refill moves the unread bytes to the front and reads more of the current
 // section.
