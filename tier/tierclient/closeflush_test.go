@@ -63,8 +63,8 @@ func (f *closeTablet) Write(ctx context.Context, req *connect.Request[tierv1.Wri
 }
 
 // TestFlushAfterCloseDropped: a Flush waits; Close's ctx ends just as the
-// batch in flight is acknowledged (the sending goroutine between finishing
-// it and taking the next: held there with the OnBatch hook). Close drops
+// batch in flight is acknowledged (the sending goroutine finishing it,
+// before it takes the next: held there with the OnBatch hook). Close drops
 // the queued row 2, written before the Flush: nothing woke the Flush (it
 // waited for its own ctx, for ever without one), or it saw nothing
 // buffered and returned nil. It now fails with ErrClosed at once.
@@ -116,5 +116,44 @@ func TestFlushAfterCloseDropped(t *testing.T) {
 		t.Errorf("Flush returned nil, but row 2 (written before the Flush) was dropped unsent (Close: %v)", cerr)
 	case tab.n.Load() < 2 && !errors.Is(ferr, ErrClosed):
 		t.Errorf("Flush: %v, want ErrClosed (Close: %v; the server got %d of 2 rows)", ferr, cerr, tab.n.Load())
+	}
+}
+
+// TestOnBatchRunsBeforeFlushReturns: once Flush returned nil, WithOnBatch's
+// fn has run for every batch it waited for (a caller counting the rows
+// acknowledged through it saw too few: the batch counted as done, waking
+// Flush, before fn ran).
+func TestOnBatchRunsBeforeFlushReturns(t *testing.T) {
+	tab := &closeTablet{release: make(chan struct{})}
+	close(tab.release)
+	_, th := tierv1connect.NewTabletServiceHandler(tab)
+	tsrv := httptest.NewServer(th)
+	defer tsrv.Close()
+	_, ch := tierv1connect.NewCoordinatorServiceHandler(&closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
+	csrv := httptest.NewServer(ch)
+	defer csrv.Close()
+	var reported atomic.Int64
+	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
+		WithOnBatch(func(bi BatchInfo) {
+			time.Sleep(50 * time.Millisecond) // a hook that does a little work (a metrics push)
+			reported.Add(int64(bi.Rows))
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(t.Context())
+	if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := reported.Load(); got != 1 {
+		t.Errorf("Flush returned nil with the row acknowledged (the server has %d rows), but OnBatch reported %d rows", tab.n.Load(), got)
 	}
 }

@@ -328,6 +328,11 @@ func (w *Writer) drain(q *bucketQueue) {
 // finish accounts for a batch acknowledged or given up.
 func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Duration, err error) {
 	info := BatchInfo{Target: b.entry.target, Bucket: b.bucket, Rows: b.n, Bytes: b.bytes, Attempts: attempts, Latency: latency, Err: err}
+	if w.c.opts.onBatch != nil {
+		// Before the batch counts as done: a Flush waiting for it returns
+		// only once its caller has been told.
+		w.c.opts.onBatch(info)
+	}
 	w.mu.Lock()
 	w.mu.buffered -= int64(b.bytes)
 	w.mu.stats.Retries += int64(max(attempts-1, 0))
@@ -349,9 +354,6 @@ func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Dur
 	close(w.mu.change)
 	w.mu.change = make(chan struct{})
 	w.mu.Unlock()
-	if w.c.opts.onBatch != nil {
-		w.c.opts.onBatch(info)
-	}
 	if err != nil {
 		w.c.opts.logger.Warn("tierclient: write given up", "target", info.Target.String(), "bucket", info.Bucket, "rows", info.Rows, "attempts", attempts, "err", err)
 	}
