@@ -47,8 +47,11 @@
 // waits for the fetch in flight, up to franz-go's fetch wait of 5 s),
 // while the other partitions' events go on. When Run's context ends
 // (shutdown, lost leadership) an unhandled event stays uncommitted and
-// goes to the next member of the group. A new group starts at the topic's earliest retained event unless
-// Config.Start says latest.
+// goes to the next member of the group. A new group starts at the
+// topic's earliest retained event unless Config.Start says latest: then a
+// member given a partition the group has no offset for commits the
+// partition's end before it fetches (pinLatest), so the events produced
+// there from then on are handled even if no member runs when they come.
 //
 // Run is meant to run on the leading promoter only; the group then has one
 // member, and leaving it on shutdown hands the partitions to the next

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -32,7 +34,7 @@ var ErrRejected = errors.New("kafka: event rejected")
 // Start positions of a group that has no committed offset yet.
 const (
 	StartEarliest = "earliest" // the topic's oldest retained event (default)
-	StartLatest   = "latest"   // events produced after the group first joined
+	StartLatest   = "latest"   // events produced after the group first had the partition
 )
 
 // SASL mechanisms.
@@ -148,11 +150,106 @@ func New(cfg Config) (*Trigger, error) {
 		// records by default).
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 			log.Info("control topic partitions assigned", "topic", cfg.Topic, "partitions", m[cfg.Topic])
+			if cfg.Start != StartLatest || len(m[cfg.Topic]) == 0 {
+				return
+			}
+			// franz-go fetches the committed offsets once this returns.
+			pctx, cancel := context.WithTimeout(ctx, commitTimeout)
+			defer cancel()
+			if err := pinLatest(pctx, cl, cfg.Group, cfg.Topic, m[cfg.Topic]); err != nil {
+				log.Warn("control events: could not commit where the group starts on partitions it has no offset for: "+
+					"events produced there before a member commits one may be skipped", "topic", cfg.Topic, "err", err)
+			}
 		}),
 	)
 	return t, nil
+}
+
+// pinLatest makes StartLatest mean where the group first had each
+// partition: a partition of parts without a committed offset gets its
+// current end (the last stable offset: events of open transactions are
+// still to come) committed. Without it, a partition that never had an
+// event handled kept no offset, and every new member (a restart, the next
+// leader) started at its end again, skipping the events produced while no
+// member ran. Called from OnPartitionsAssigned, before franz-go fetches
+// the committed offsets.
+func pinLatest(ctx context.Context, cl *kgo.Client, group, topic string, parts []int32) error {
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group = group
+	ft := kmsg.NewOffsetFetchRequestTopic()
+	ft.Topic, ft.Partitions = topic, parts
+	of.Topics = append(of.Topics, ft)
+	ofr, err := of.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(ofr.ErrorCode)
+	}
+	if err != nil {
+		return fmt.Errorf("fetch committed offsets: %w", err)
+	}
+	have := map[int32]bool{}
+	for _, t := range ofr.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("fetch committed offset of partition %d: %w", p.Partition, err)
+			}
+			if t.Topic == topic && p.Offset >= 0 {
+				have[p.Partition] = true
+			}
+		}
+	}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.ReplicaID, lo.IsolationLevel = -1, 1 // read committed
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, p := range parts {
+		if !have[p] {
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = p, -1, -1
+			lt.Partitions = append(lt.Partitions, lp)
+		}
+	}
+	if len(lt.Partitions) == 0 {
+		return nil
+	}
+	lo.Topics = append(lo.Topics, lt)
+	lor, err := lo.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w", err)
+	}
+	ends := map[int32]kgo.EpochOffset{}
+	for _, t := range lor.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("list end offset of partition %d: %w", p.Partition, err)
+			}
+			if t.Topic == topic {
+				ends[p.Partition] = kgo.EpochOffset{Epoch: -1, Offset: p.Offset}
+			}
+		}
+	}
+	if len(ends) != len(lt.Partitions) {
+		return fmt.Errorf("list end offsets: %d partitions answered, %d asked", len(ends), len(lt.Partitions))
+	}
+	var cerr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: ends}, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+					cerr = fmt.Errorf("partition %d: %w", p.Partition, err)
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		return fmt.Errorf("commit start offsets: %w", cerr)
+	}
+	return nil
 }
 
 // Dialer opens a connection to a broker at host ("HOST:PORT"), doing the
