@@ -48,6 +48,13 @@ func schedule(expr, timeZone string) (cron.Schedule, error) {
 	if _, err := policies.LoadTimeZone(timeZone); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if fields[0] == "@every" && len(fields) == 2 {
+		// robfig raises an interval below a second (zero, negative) to
+		// one: a policy reconciled every second.
+		if d, err := time.ParseDuration(fields[1]); err == nil && d < time.Second {
+			return nil, fmt.Errorf("%w: %q: the interval must be at least 1s", ErrInvalid, expr)
+		}
+	}
 	// robfig reads the zone from a CRON_TZ prefix; the fields are re-joined
 	// with single spaces because its descriptor matching is exact.
 	s, err := parser.Parse("CRON_TZ=" + timeZone + " " + strings.Join(fields, " "))

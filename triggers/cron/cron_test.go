@@ -121,6 +121,10 @@ func TestValidate(t *testing.T) {
 		{"0 2 * * *", "Europe/Berlin ", "unknown time zone"},
 		{"0 0 30 2 *", "", "never fires"},
 		{"@fortnightly", "", "unrecognized descriptor"},
+		// robfig would fire these every second.
+		{"@every -1h", "", "at least 1s"},
+		{"@every 0s", "", "at least 1s"},
+		{"@every 10ms", "", "at least 1s"},
 	}
 	for _, c := range bad {
 		err := cron.Validate(c.cron, c.zone)
