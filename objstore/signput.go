@@ -48,6 +48,10 @@ func (SignedPut) String() string { return "[REDACTED]" }
 // GoString redacts the credential for %#v.
 func (SignedPut) GoString() string { return "[REDACTED]" }
 
+// Format redacts the credential in every fmt verb (String covers only
+// %v, %s, %q, %x and %X: %d would print the fields, URL included).
+func (SignedPut) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[REDACTED]")) }
+
 // LogValue redacts the credential in slog.
 func (SignedPut) LogValue() slog.Value { return slog.StringValue("[REDACTED]") }
 

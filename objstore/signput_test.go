@@ -270,3 +270,20 @@ func TestSignPutUnsupported(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestSignedPutRedactedInEveryVerb: a SignedPut prints as [REDACTED] in
+// every fmt verb, not only in those that use String (%d printed the
+// struct, URL and signature included), and in slog.
+func TestSignedPutRedactedInEveryVerb(t *testing.T) {
+	sp := SignedPut{URL: "https://s3.example/b/k?X-Amz-Signature=SECRETSIG", Expires: time.Unix(1, 0)}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d", "%t"} {
+		if out := fmt.Sprintf(verb, sp); strings.Contains(out, "SECRETSIG") {
+			t.Errorf("fmt %s of a SignedPut leaks its URL: %s", verb, out)
+		}
+	}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("put", "signed", sp)
+	if strings.Contains(b.String(), "SECRETSIG") {
+		t.Errorf("slog of a SignedPut leaks its URL: %s", b.String())
+	}
+}
