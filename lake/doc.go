@@ -45,7 +45,9 @@
 // the rule the snapshot builder relies on when it keeps the last row of a key.
 // Position deletes, equality deletes and deletion vectors are applied by
 // iceberg-go, which honours sequence numbers (an equality delete removes only
-// rows of older data files). Files are decoded up to Concurrency at a time
+// rows of older data files); the position deletes of an unpartitioned spec,
+// which apply to every partition's data files, the scan pairs with them
+// itself (iceberg-go pairs position deletes by partition only). Files are decoded up to Concurrency at a time
 // ahead of the consumer, but batches are returned in file order; the scan
 // holds about Concurrency x the largest file's rows at most, and streams.
 //

@@ -169,9 +169,11 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 	}
 	byKey := map[PartitionRef]*agg{}
 	md := tbl.Metadata()
-	// The newest equality delete of an unpartitioned spec: a global one,
-	// which applies to the data files of every partition (of every spec)
-	// written before it, so it changes each of them.
+	// The newest delete file of an unpartitioned spec: a global one, which
+	// applies to the data files of every partition (of every spec)
+	// written before it (an equality delete) or up to it (a position
+	// delete: a merge-on-read delete after the partition fields were
+	// dropped), so it changes each of them.
 	var globalSeq, globalSnap int64
 	globalSet := false
 	for _, m := range manifests {
@@ -231,7 +233,7 @@ func (l *Lake) Partitions(ctx context.Context, name string, snapshotID *int64) (
 			if fseq := entry.FileSequenceNum(); fseq != nil {
 				seq = *fseq
 			}
-			if df.ContentType() == iceberg.EntryContentEqDeletes {
+			if df.ContentType() != iceberg.EntryContentData {
 				if spec := md.PartitionSpecByID(int(df.SpecID())); spec != nil && spec.IsUnpartitioned() && (!globalSet || seq > globalSeq) {
 					globalSet, globalSeq, globalSnap = true, seq, entry.SnapshotID()
 				}

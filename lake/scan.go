@@ -128,6 +128,11 @@ func (l *Lake) Scan(ctx context.Context, name string, opts ScanOptions) (*arrow.
 			return nil, nil, fmt.Errorf("lake: scan %s: %w", name, err)
 		}
 	}
+	if snap != nil {
+		if err := addGlobalPositionDeletes(ctx, tbl, snap, tasks); err != nil {
+			return nil, nil, fmt.Errorf("lake: plan scan of %s: %w", name, err)
+		}
+	}
 	// iceberg-go reads Parquet only: an ORC or Avro file would fail late
 	// (after the files before it were decoded), without its name, and be
 	// retried as if it might pass.
@@ -376,6 +381,72 @@ func addedOrder(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tas
 		}
 	}
 	return out, nil
+}
+
+// addGlobalPositionDeletes adds to each task the position delete files of
+// an unpartitioned spec that apply to it (a sequence number at or above
+// its data file's) and that iceberg-go's planning left out: it pairs
+// position deletes with data files of their own spec and partition only,
+// while Iceberg applies a position delete of an unpartitioned spec to the
+// data files of every partition — what a merge-on-read delete writes
+// after the table's partition fields were dropped. (Its deleted rows came
+// back.) The reader applies a file's rows only to the data file they name.
+func addGlobalPositionDeletes(ctx context.Context, tbl *table.Table, snap *table.Snapshot, tasks []table.FileScanTask) error {
+	md := tbl.Metadata()
+	if len(tasks) == 0 || !slices.ContainsFunc(md.PartitionSpecs(), func(s iceberg.PartitionSpec) bool { return !s.IsUnpartitioned() }) {
+		return nil // every delete is paired by its (empty) partition already
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return fmt.Errorf("open file IO: %w", err)
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return fmt.Errorf("read manifest list of snapshot %d: %w", snap.SnapshotID, err)
+	}
+	type global struct {
+		f   iceberg.DataFile
+		seq int64
+	}
+	var globals []global
+	for _, m := range manifests {
+		if m.ManifestContent() != iceberg.ManifestContentDeletes {
+			continue
+		}
+		for entry, err := range m.Entries(fs, true) {
+			if err != nil {
+				return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			}
+			df := entry.DataFile()
+			if df.ContentType() != iceberg.EntryContentPosDeletes {
+				continue
+			}
+			if spec := md.PartitionSpecByID(int(df.SpecID())); spec == nil || !spec.IsUnpartitioned() {
+				continue
+			}
+			seq := entry.SequenceNum()
+			if fseq := entry.FileSequenceNum(); fseq != nil {
+				seq = *fseq
+			}
+			globals = append(globals, global{df, seq})
+		}
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		for _, g := range globals {
+			if taskSeq(*t) > g.seq {
+				continue
+			}
+			if ref := g.f.ReferencedDataFile(); ref != nil && *ref != t.File.FilePath() {
+				continue
+			}
+			if slices.ContainsFunc(t.DeleteFiles, func(d iceberg.DataFile) bool { return d.FilePath() == g.f.FilePath() }) {
+				continue
+			}
+			t.DeleteFiles = append(t.DeleteFiles, g.f)
+		}
+	}
+	return nil
 }
 
 func taskSeq(t table.FileScanTask) int64 {
