@@ -256,14 +256,18 @@ func checkEqualityDeletes(ctx context.Context, tbl *table.Table, tasks []table.F
 			for _, id := range d.EqualityFieldIDs() {
 				dt, ok1 := data[id]
 				kt, ok2 := del[id]
+				if !ok1 && len(data) > 0 {
+					// Written before the column existed: its rows read it
+					// as null, and Iceberg matches a delete's null key to
+					// them; iceberg-go fails the read of such a file instead
+					// (after the files before it were streamed).
+					return fmt.Errorf("%w: equality deletes on %s: data file %s was written before the column existed, "+
+						"which the Iceberg reader cannot apply them to", ErrUnmappable, fieldName(tbl, id), t.File.FilePath())
+				}
 				if ok1 && ok2 && promotedStorage(dt, kt) {
-					name := fmt.Sprintf("field %d", id)
-					if f, ok := tbl.Schema().FindFieldByID(id); ok {
-						name = fmt.Sprintf("column %s (field %d)", f.Name, id)
-					}
 					return fmt.Errorf("%w: equality deletes on %s: data file %s holds it as %s, delete file %s as %s "+
 						"(a type promoted since): the Iceberg reader would miss its deletes", ErrUnmappable,
-						name, t.File.FilePath(), dt, d.FilePath(), kt)
+						fieldName(tbl, id), t.File.FilePath(), dt, d.FilePath(), kt)
 				}
 			}
 		}
@@ -284,6 +288,14 @@ func promotedStorage(a, b parquet.Type) bool {
 
 // parquetFieldTypes reads a Parquet file's footer: the physical type of
 // each primitive column that carries an Iceberg field id.
+// fieldName names field id of tbl's current schema for an error.
+func fieldName(tbl *table.Table, id int) string {
+	if f, ok := tbl.Schema().FindFieldByID(id); ok {
+		return fmt.Sprintf("column %s (field %d)", f.Name, id)
+	}
+	return fmt.Sprintf("field %d", id)
+}
+
 func parquetFieldTypes(fs icebergio.IO, f iceberg.DataFile) (map[int]parquet.Type, error) {
 	in, err := fs.Open(f.FilePath())
 	if err != nil {
