@@ -358,6 +358,9 @@ func TestRunSASL(t *testing.T) {
 	logs = testlog.Buffer{}
 	cfg = testConfig(brokers, good.handle, slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	cfg.SASL = &SASL{Mechanism: SASLScramSHA256, User: "thaw", Password: "s3cret-pw"}
+	// Each check may take its interval: 100 ms was too short for a SCRAM
+	// handshake on a loaded machine (a warning, the test failed).
+	cfg.CheckInterval = 5 * time.Second
 	start(t, cfg)
 	if got := good.waitFor(t, 1); got[0].Policy != "p" {
 		t.Fatalf("got %+v", got)
