@@ -66,7 +66,14 @@
 // applied twice. Upserts and deletes are idempotent per key, and a retry
 // happens before the bucket's next batch is sent, so a retried batch
 // cannot undo a later one; the resulting rows are the same as with exactly
-// one delivery (only the changelog may hold a mutation twice).
+// one delivery (only the changelog may hold a mutation twice). One case
+// is not covered: an attempt the client gave up on (its timeout passed)
+// that the network still delivers later — after its retry and later
+// batches were applied — is applied then (a tablet server drops an
+// attempt whose client is gone, but cannot tell a late one: requests
+// carry no writer sequence numbers yet), and may bring back an older
+// value of a key. It takes a network that holds a request for longer than
+// the retry and the next batches (a buffering proxy, a healed partition).
 //
 // Flush returns when every row written before it (and during it) is
 // acknowledged: durable in its bucket's changelog and applied by the
