@@ -2,6 +2,7 @@ package lake
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +136,14 @@ func TestConfigErrorsHidePasswords(t *testing.T) {
 	} {
 		if got := RedactURI(uri); got != want {
 			t.Errorf("RedactURI(%q) = %q, want %q", uri, got, want)
+		}
+	}
+	// A password given as a query parameter (libpq's form) is hidden in
+	// the configuration's printed forms too.
+	c := Config{Type: CatalogSQL, URI: "postgres://thaw@db:5432/lake?sslmode=disable&password=" + pw}
+	for what, out := range map[string]string{"String": c.String(), "%v": fmt.Sprintf("%v", c), "RedactURI": RedactURI(c.URI)} {
+		if strings.Contains(out, "S3cr") {
+			t.Errorf("%s of a config with ?password= quotes the password: %s", what, out)
 		}
 	}
 }

@@ -7,7 +7,65 @@ import (
 	"strings"
 )
 
-// URL returns raw with any password in its user information replaced by
+// URL returns raw with its credentials replaced by "xxxxx": any password
+// in its user information, and the values of query parameters that name a
+// credential (password, token, secret, signature, credential, ...: a
+// libpq "?password=", a presigned URL's X-Amz-Signature) or that hold a
+// URL with a password. The rest stays as written.
+func URL(raw string) string { return query(userinfo(raw)) }
+
+// secretParams are substrings of the (lower-cased) query parameter names
+// whose values are redacted; "sig" and "pass" only as whole names.
+var secretParams = []string{"password", "passwd", "pwd", "secret", "token", "signature", "credential"}
+
+// query redacts the values of raw's query parameters that are secrets.
+func query(raw string) string {
+	q := strings.IndexByte(raw, '?')
+	if q < 0 {
+		return raw
+	}
+	rest, frag := raw[q+1:], ""
+	if h := strings.IndexByte(rest, '#'); h >= 0 {
+		rest, frag = rest[:h], rest[h:]
+	}
+	parts := strings.Split(rest, "&")
+	changed := false
+	for i, p := range parts {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || v == "" {
+			continue
+		}
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		val, err := url.QueryUnescape(v)
+		if err != nil {
+			val = v
+		}
+		if secretParam(strings.ToLower(name)) || userinfo(val) != val {
+			parts[i], changed = k+"=xxxxx", true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	return raw[:q+1] + strings.Join(parts, "&") + frag
+}
+
+func secretParam(name string) bool {
+	if name == "sig" || name == "pass" {
+		return true
+	}
+	for _, s := range secretParams {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// userinfo returns raw with any password in its user information replaced by
 // "xxxxx" (url.URL.Redacted; raw as it is when it has none). When raw
 // does not parse, or parses without user information while an "@" follows
 // a ":" after the scheme (a password holding an unescaped '?', '#' or '/'
@@ -15,7 +73,7 @@ import (
 // or with a password but more than one "@" (one in the password), everything
 // between "://" and the last "@" is replaced, or, without "://",
 // everything before the last "@".
-func URL(raw string) string {
+func userinfo(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
 		_, has := u.User.Password()
 		switch {

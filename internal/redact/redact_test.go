@@ -29,6 +29,15 @@ func TestURL(t *testing.T) {
 		{"postgres://me@corp.com:12/SECRET@db:5432/x", "postgres://xxxxx@db:5432/x"}, // user "me@corp.com", password "12/SECRET"
 		{"postgres://me@corp.com:12?SECRET@db:5432/x", "postgres://xxxxx@db:5432/x"},
 		{"postgres://me@corp.com@db/x", "postgres://me@corp.com@db/x"}, // no password
+		// Credentials in the query: libpq's password parameter, a presigned
+		// URL's signature, an endpoint URL with a password.
+		{"postgres://thaw@db:5432/lake?sslmode=disable&password=SECRET-q", "postgres://thaw@db:5432/lake?sslmode=disable&password=xxxxx"},
+		{"postgres://thaw@db/lake?PassWord=SECRET#frag", "postgres://thaw@db/lake?PassWord=xxxxx#frag"},
+		{"https://s3/b/k?X-Amz-Credential=AKID%2FSECRET&X-Amz-Signature=SECRET&X-Amz-Expires=60", "https://s3/b/k?X-Amz-Credential=xxxxx&X-Amz-Signature=xxxxx&X-Amz-Expires=60"},
+		{"s3://b?endpoint=https%3A%2F%2Fu%3ASECRET%40h&region=x", "s3://b?endpoint=xxxxx&region=x"},
+		{"https://h/x?sig=SECRET&pass=SECRET&sslpassword=SECRET&access_token=SECRET", "https://h/x?sig=xxxxx&pass=xxxxx&sslpassword=xxxxx&access_token=xxxxx"},
+		{"s3://b/p?region=us-east-1&endpoint=http%3A%2F%2Fh%3A9000", "s3://b/p?region=us-east-1&endpoint=http%3A%2F%2Fh%3A9000"},
+		{"postgres://u:SECRET@db/x?password=SECRET", "postgres://u:xxxxx@db/x?password=xxxxx"},
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
