@@ -72,23 +72,57 @@ func secretsYAML() string {
 }
 
 // leaks returns "where: secret (form)" for every one of testSecrets
-// found in data, in plain text, base64 or URL-escaped.
+// found in data, in plain text, base64 or URL-escaped (encodedForms).
 func leaks(where string, data []byte) []string { return leaksOf(testSecrets, where, data) }
 
 // leaksOf is leaks for the secrets given.
 func leaksOf(secrets map[string]string, where string, data []byte) []string {
 	var out []string
 	for name, v := range secrets {
-		for form, enc := range map[string]string{
-			"plain": v, "base64": base64.StdEncoding.EncodeToString([]byte(v)),
-			"base64url": base64.RawURLEncoding.EncodeToString([]byte(v)), "url-escaped": url.QueryEscape(v),
-		} {
+		for form, enc := range encodedForms(v) {
 			if bytes.Contains(data, []byte(enc)) {
 				out = append(out, fmt.Sprintf("%s: %s (%s)", where, name, form))
 			}
 		}
 	}
 	return out
+}
+
+// encodedForms returns v as it may appear in data: plain, URL-escaped,
+// and base64 (either alphabet) at each of the three offsets v can have
+// inside a longer encoded value (a Basic auth header, a JSON []byte):
+// the encoding of v's own bytes, without the 4-character groups it shares
+// with its neighbours (at least 8 characters must remain).
+func encodedForms(v string) map[string]string {
+	forms := map[string]string{"plain": v, "url-escaped": url.QueryEscape(v)}
+	for off := range 3 {
+		for name, enc := range map[string]*base64.Encoding{"base64": base64.StdEncoding, "base64url": base64.URLEncoding} {
+			e := enc.EncodeToString(append(make([]byte, off), v...))
+			from := 0
+			if off > 0 {
+				from = 4
+			}
+			if to := len(e) - 4; to-from >= 8 {
+				forms[fmt.Sprintf("%s at offset %d", name, off)] = e[from:to]
+			}
+		}
+	}
+	return forms
+}
+
+func TestEncodedFormsFindEmbeddedSecrets(t *testing.T) {
+	secrets := map[string]string{"s": "SECRET-sk-7f3c0c4d9b17"}
+	for _, prefix := range []string{"", "u:", "user:"} {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawURLEncoding} {
+			blob := []byte(`{"auth":"` + enc.EncodeToString([]byte(prefix+secrets["s"]+"&more")) + `"}`)
+			if got := leaksOf(secrets, "blob", blob); len(got) == 0 {
+				t.Errorf("base64 of %q + the secret (%s) is not found", prefix, blob)
+			}
+		}
+	}
+	if got := leaksOf(secrets, "blob", []byte(base64.StdEncoding.EncodeToString([]byte("SECRET-sk-7f3X0c4d9b17")))); len(got) > 0 {
+		t.Errorf("another value taken for the secret: %v", got)
+	}
 }
 
 // awaitPhase polls the promoter until at least n promotions are in phase
@@ -427,11 +461,12 @@ func TestNoCredentialLeaks(t *testing.T) {
 	for where, data := range all {
 		// Upload capabilities (every token starts so, and goes only into
 		// an Authorization header), signed upload URLs and the S3 secret.
-		for _, tok := range []string{"thawcap1.", "Bearer ", "X-Amz-Signature", "X-Amz-Credential", testvgw.Secret} {
-			if bytes.Contains(data, []byte(tok)) {
+		for _, tok := range []string{"thawcap1.", "Bearer ", "X-Amz-Signature", "X-Amz-Credential"} {
+			if bytes.Contains(data, []byte(tok)) || bytes.Contains(data, []byte(url.QueryEscape(tok))) {
 				found = append(found, fmt.Sprintf("%s: an upload credential (%q)", where, tok))
 			}
 		}
+		found = append(found, leaksOf(map[string]string{"the S3 store's secret key": testvgw.Secret}, where, data)...)
 	}
 	if len(found) > 0 {
 		t.Fatalf("credentials leaked:\n%s", strings.Join(found, "\n"))
