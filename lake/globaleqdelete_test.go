@@ -20,35 +20,9 @@ import (
 func TestGlobalEqDeleteChangesEveryPartition(t *testing.T) {
 	l := scratch(t)
 	ctx := t.Context()
-	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		iceberg.NestedField{ID: 2, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
-		iceberg.NestedField{ID: 3, Name: "payload", Type: iceberg.PrimitiveTypes.String})
-	tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "g"}, schema, v2())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx := tbl.NewTransaction()
-	if err := tx.UpdateSpec(true).AddField("ts", iceberg.DayTransform{}, "ts_day").Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if tbl, err = tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tbl = appendRows(t, tbl, []any{int64(1), int64(2)}, []any{day(1, 1), day(2, 1)}, []any{"a", "b"})
-	before, err := l.Partitions(ctx, "t.g", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl, before := daysThenUnpartitioned(t, l, "g", []any{int64(1), int64(2)}, []any{day(1, 1), day(2, 1)})
 	if len(before) != 2 {
 		t.Fatalf("partitions before the delete: %+v", before)
-	}
-	tx = tbl.NewTransaction()
-	if err := tx.UpdateSpec(true).RemoveField("ts_day").Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if tbl, err = tx.Commit(ctx); err != nil {
-		t.Fatal(err)
 	}
 	tbl = eqDelete(t, tbl, []int{1}, `[{"id":1,"ts":"2024-03-01T01:00:00Z","payload":null}]`)
 	del := tbl.CurrentSnapshot()
@@ -70,7 +44,7 @@ func TestGlobalEqDeleteChangesEveryPartition(t *testing.T) {
 	}
 
 	// A partition written after the delete is its own last update.
-	tx = tbl.NewTransaction()
+	tx := tbl.NewTransaction()
 	if err := tx.UpdateSpec(true).AddField("ts", iceberg.DayTransform{}, "ts_day").Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -96,4 +70,45 @@ func TestGlobalEqDeleteChangesEveryPartition(t *testing.T) {
 	if !found {
 		t.Errorf("no partition of the append after the delete in %+v", later)
 	}
+}
+
+// daysThenUnpartitioned creates table t.name (id, ts, payload) partitioned
+// by day(ts), appends rows of ids at times tss, then drops the partition
+// field (the default spec is unpartitioned again, as a merge-on-read delete
+// then writes its delete files): the table, and its partitions before.
+func daysThenUnpartitioned(t *testing.T, l *Lake, name string, ids, tss []any) (*table.Table, []PartitionStats) {
+	t.Helper()
+	ctx := t.Context()
+	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
+		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		iceberg.NestedField{ID: 3, Name: "payload", Type: iceberg.PrimitiveTypes.String})
+	tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", name}, schema, v2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.UpdateSpec(true).AddField("ts", iceberg.DayTransform{}, "ts_day").Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]any, len(ids))
+	for i := range payload {
+		payload[i] = string(rune('a' + i))
+	}
+	tbl = appendRows(t, tbl, ids, tss, payload)
+	before, err := l.Partitions(ctx, "t."+name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx = tbl.NewTransaction()
+	if err := tx.UpdateSpec(true).RemoveField("ts_day").Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return tbl, before
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 )
 
 // TestGlobalPositionDeleteAppliesToEveryPartition: a merge-on-read delete
@@ -20,38 +19,16 @@ import (
 func TestGlobalPositionDeleteAppliesToEveryPartition(t *testing.T) {
 	l := scratch(t)
 	ctx := t.Context()
-	schema := iceberg.NewSchemaWithIdentifiers(0, []int{1},
-		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		iceberg.NestedField{ID: 2, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
-		iceberg.NestedField{ID: 3, Name: "payload", Type: iceberg.PrimitiveTypes.String})
-	tbl, err := l.cat.CreateTable(ctx, table.Identifier{"t", "gp"}, schema, v2())
-	if err != nil {
-		t.Fatal(err)
+	tbl, before := daysThenUnpartitioned(t, l, "gp", []any{int64(1), int64(2)}, []any{day(1, 1), day(1, 2)})
+	if len(before) != 1 {
+		t.Fatalf("partitions before: %+v", before)
 	}
 	tx := tbl.NewTransaction()
-	if err := tx.UpdateSpec(true).AddField("ts", iceberg.DayTransform{}, "ts_day").Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if tbl, err = tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tbl = appendRows(t, tbl, []any{int64(1), int64(2)}, []any{day(1, 1), day(1, 2)}, []any{"a", "b"})
-	before, err := l.Partitions(ctx, "t.gp", nil)
-	if err != nil || len(before) != 1 {
-		t.Fatalf("partitions before: %+v %v", before, err)
-	}
-	tx = tbl.NewTransaction()
-	if err := tx.UpdateSpec(true).RemoveField("ts_day").Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if tbl, err = tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tx = tbl.NewTransaction()
 	if err := tx.Delete(ctx, iceberg.EqualTo(iceberg.Reference("id"), int64(1)), nil); err != nil {
 		t.Fatal(err)
 	}
-	if tbl, err = tx.Commit(ctx); err != nil {
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	del := tbl.CurrentSnapshot()

@@ -62,6 +62,20 @@ func (f *closeTablet) Write(ctx context.Context, req *connect.Request[tierv1.Wri
 	return connect.NewResponse(&tierv1.WriteResponse{Count: int32(len(req.Msg.GetMutations()))}), nil
 }
 
+// closeServers starts a closeTablet (released) and a closeCoord that
+// leads to it, and returns the tablet and the coordinator's address.
+func closeServers(t *testing.T) (*closeTablet, string) {
+	tab := &closeTablet{release: make(chan struct{})}
+	close(tab.release)
+	_, th := tierv1connect.NewTabletServiceHandler(tab)
+	tsrv := httptest.NewServer(th)
+	t.Cleanup(tsrv.Close)
+	_, ch := tierv1connect.NewCoordinatorServiceHandler(&closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
+	csrv := httptest.NewServer(ch)
+	t.Cleanup(csrv.Close)
+	return tab, strings.TrimPrefix(csrv.URL, "http://")
+}
+
 // TestFlushAfterCloseDropped: a Flush waits; Close's ctx ends just as the
 // batch in flight is acknowledged (the sending goroutine finishing it,
 // before it takes the next: held there with the OnBatch hook). Close drops
@@ -69,18 +83,11 @@ func (f *closeTablet) Write(ctx context.Context, req *connect.Request[tierv1.Wri
 // waited for its own ctx, for ever without one), or it saw nothing
 // buffered and returned nil. It now fails with ErrClosed at once.
 func TestFlushAfterCloseDropped(t *testing.T) {
-	tab := &closeTablet{release: make(chan struct{})}
-	close(tab.release)
-	_, th := tierv1connect.NewTabletServiceHandler(tab)
-	tsrv := httptest.NewServer(th)
-	defer tsrv.Close()
-	_, ch := tierv1connect.NewCoordinatorServiceHandler(&closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
-	csrv := httptest.NewServer(ch)
-	defer csrv.Close()
+	tab, coord := closeServers(t)
 	cctx, ccancel := context.WithCancel(context.Background())
 	var once atomic.Bool
 	ready := make(chan struct{})
-	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"), WithMaxBatchRows(1),
+	c, err := New(t.Context(), coord, WithMaxBatchRows(1),
 		WithOnBatch(func(BatchInfo) {
 			if once.CompareAndSwap(false, true) {
 				<-ready
@@ -124,16 +131,9 @@ func TestFlushAfterCloseDropped(t *testing.T) {
 // acknowledged through it saw too few: the batch counted as done, waking
 // Flush, before fn ran).
 func TestOnBatchRunsBeforeFlushReturns(t *testing.T) {
-	tab := &closeTablet{release: make(chan struct{})}
-	close(tab.release)
-	_, th := tierv1connect.NewTabletServiceHandler(tab)
-	tsrv := httptest.NewServer(th)
-	defer tsrv.Close()
-	_, ch := tierv1connect.NewCoordinatorServiceHandler(&closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
-	csrv := httptest.NewServer(ch)
-	defer csrv.Close()
+	tab, coord := closeServers(t)
 	var reported atomic.Int64
-	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
+	c, err := New(t.Context(), coord,
 		WithOnBatch(func(bi BatchInfo) {
 			time.Sleep(50 * time.Millisecond) // a hook that does a little work (a metrics push)
 			reported.Add(int64(bi.Rows))
