@@ -12,11 +12,15 @@ import (
 // credential (password, token, secret, signature, credential, ...: a
 // libpq "?password=", a presigned URL's X-Amz-Signature) or that hold a
 // URL with a password. The rest stays as written.
-func URL(raw string) string { return query(userinfo(raw)) }
+//
+// The query goes first: a URL with a password in a query value would
+// otherwise be taken for raw's own user information (which is cut at the
+// last "@", for passwords that hold an unescaped '?').
+func URL(raw string) string { return userinfo(query(raw)) }
 
 // secretParams are substrings of the (lower-cased) query parameter names
 // whose values are redacted; "sig" and "pass" only as whole names.
-var secretParams = []string{"password", "passwd", "pwd", "secret", "token", "signature", "credential"}
+var secretParams = []string{"password", "passwd", "passphrase", "pwd", "secret", "token", "signature", "credential", "apikey", "api_key", "api-key"}
 
 // query redacts the values of raw's query parameters that are secrets.
 func query(raw string) string {

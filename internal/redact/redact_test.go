@@ -38,6 +38,11 @@ func TestURL(t *testing.T) {
 		{"https://h/x?sig=SECRET&pass=SECRET&sslpassword=SECRET&access_token=SECRET", "https://h/x?sig=xxxxx&pass=xxxxx&sslpassword=xxxxx&access_token=xxxxx"},
 		{"s3://b/p?region=us-east-1&endpoint=http%3A%2F%2Fh%3A9000", "s3://b/p?region=us-east-1&endpoint=http%3A%2F%2Fh%3A9000"},
 		{"postgres://u:SECRET@db/x?password=SECRET", "postgres://u:xxxxx@db/x?password=xxxxx"},
+		// A URL with a password in a query value is not raw's own user
+		// information: raw's host and path stay.
+		{"s3://bucket/p?endpoint=http://user:SECRET@minio:9000&x=1", "s3://bucket/p?endpoint=xxxxx&x=1"},
+		{"https://catalog.example/v1?proxy=http://u:SECRET@proxy:3128", "https://catalog.example/v1?proxy=xxxxx"},
+		{"https://h/p?api_key=SECRET&apiKey=SECRET&sslpassphrase=SECRET&key=k1", "https://h/p?api_key=xxxxx&apiKey=xxxxx&sslpassphrase=xxxxx&key=k1"},
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
