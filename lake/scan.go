@@ -436,11 +436,9 @@ func addGlobalPositionDeletes(ctx context.Context, tbl *table.Table, snap *table
 			if spec := md.PartitionSpecByID(int(df.SpecID())); spec == nil || !spec.IsUnpartitioned() {
 				continue
 			}
-			seq := entry.SequenceNum()
-			if fseq := entry.FileSequenceNum(); fseq != nil {
-				seq = *fseq
-			}
-			globals = append(globals, global{df, seq})
+			// The data sequence number: a delete file rewritten since keeps
+			// it (its file sequence number is newer).
+			globals = append(globals, global{df, entry.SequenceNum()})
 		}
 	}
 	for i := range tasks {
