@@ -575,7 +575,7 @@ func (r *Replica) collect(ctx context.Context, newIter func() (*pebble.Iterator,
 		if bytes.Equal(it.Key(), metaKey) {
 			continue
 		}
-		if len(rows) == limit || (byteLimit && size >= r.h.opts.maxBytes) {
+		if len(rows) == limit {
 			return rows, rows[len(rows)-1].Key, nil
 		}
 		if len(rows)%ctxCheckEvery == 0 {
@@ -586,6 +586,11 @@ func (r *Replica) collect(ctx context.Context, newIter func() (*pebble.Iterator,
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return nil, nil, err
+		}
+		if byteLimit && len(rows) > 0 && size+len(it.Key())+len(v) > r.h.opts.maxBytes {
+			// Beyond the first row, a page holds at most the byte limit (it
+			// took one row past it, up to twice the limit).
+			return rows, rows[len(rows)-1].Key, nil
 		}
 		kv := KV{Key: bytes.Clone(it.Key()), Value: append(make([]byte, 0, len(v)), v...)}
 		rows = append(rows, kv)
