@@ -157,3 +157,47 @@ func TestOnBatchRunsBeforeFlushReturns(t *testing.T) {
 		t.Errorf("Flush returned nil with the row acknowledged (the server has %d rows), but OnBatch reported %d rows", tab.n.Load(), got)
 	}
 }
+
+// TestOnBatchMayWrite: WithOnBatch's fn may write to the Writer while it
+// holds its maximum of buffered rows: the batch fn is told of no longer
+// counts as buffered (fn ran before it was accounted for, and the Write
+// waited for the buffer fn's own batch held: for ever).
+func TestOnBatchMayWrite(t *testing.T) {
+	_, coord := closeServers(t)
+	var w *Writer
+	second := make(chan struct{})
+	var once atomic.Bool
+	werr := make(chan error, 1)
+	row := func(id int64) kv.Row { return kv.Row{id, strings.Repeat("v", 40)} }
+	c, err := New(t.Context(), coord, WithMaxBatchRows(1), WithMaxBatchBytes(64), WithMaxBufferedBytes(80),
+		WithOnBatch(func(BatchInfo) {
+			if once.CompareAndSwap(false, true) {
+				<-second // the second row is buffered: the Writer is full
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				werr <- w.Write(ctx, row(3))
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if w, err = c.NewWriter(t.Context(), Target{Database: "db", Table: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	for id := range int64(2) {
+		if err := w.Write(t.Context(), row(id+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(second)
+	if err := <-werr; err != nil {
+		t.Fatalf("Write from the OnBatch fn of a full Writer: %v", err)
+	}
+	if err := w.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.AckedRows != 3 {
+		t.Fatalf("stats %+v, want 3 rows acknowledged", st)
+	}
+}

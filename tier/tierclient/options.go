@@ -264,7 +264,6 @@ type BatchInfo struct {
 
 // WithOnBatch calls fn for every write request once it is acknowledged or
 // given up, from the goroutine that sent it: fn must be quick and safe for
-// concurrent use. fn runs before the request's rows count as done, so a
-// Flush or Close returns only after fn has run for every request it
-// waited for (and Writer.Stats counts the request only after fn returned).
+// concurrent use. A Flush or Close returns only after fn has returned for
+// every request it waited for (fn must not call Flush or Close itself).
 func WithOnBatch(fn func(BatchInfo)) Opt { return func(o *options) { o.onBatch = fn } }

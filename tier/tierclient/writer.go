@@ -40,10 +40,13 @@ type Writer struct {
 		encoders map[*kv.Table]*kv.Encoder
 		queues   map[queueKey]*bucketQueue
 		buffered int64 // key+value bytes written and not finished
-		failed   map[queueKey]*BucketError
-		err      error // sticky: the join of failed
-		change   chan struct{}
-		stats    WriterStats
+		// reporting counts finished batches whose WithOnBatch fn has not
+		// returned yet.
+		reporting int
+		failed    map[queueKey]*BucketError
+		err       error // sticky: the join of failed
+		change    chan struct{}
+		stats     WriterStats
 	}
 }
 
@@ -328,11 +331,6 @@ func (w *Writer) drain(q *bucketQueue) {
 // finish accounts for a batch acknowledged or given up.
 func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Duration, err error) {
 	info := BatchInfo{Target: b.entry.target, Bucket: b.bucket, Rows: b.n, Bytes: b.bytes, Attempts: attempts, Latency: latency, Err: err}
-	if w.c.opts.onBatch != nil {
-		// Before the batch counts as done: a Flush waiting for it returns
-		// only once its caller has been told.
-		w.c.opts.onBatch(info)
-	}
 	w.mu.Lock()
 	w.mu.buffered -= int64(b.bytes)
 	w.mu.stats.Retries += int64(max(attempts-1, 0))
@@ -351,13 +349,31 @@ func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Dur
 		be.Attempts, be.Err = attempts, err
 		w.failLocked()
 	}
-	close(w.mu.change)
-	w.mu.change = make(chan struct{})
+	if w.c.opts.onBatch != nil {
+		w.mu.reporting++
+	}
+	w.changedLocked()
 	w.mu.Unlock()
+	if w.c.opts.onBatch != nil {
+		// Outside the lock (fn may call the Writer), and waited for by
+		// Flush: it returns once fn has been told of every batch.
+		w.c.opts.onBatch(info)
+		w.mu.Lock()
+		if w.mu.reporting--; w.mu.reporting == 0 {
+			w.changedLocked()
+		}
+		w.mu.Unlock()
+	}
 	if err != nil {
 		w.c.opts.logger.Warn("tierclient: write given up", "target", info.Target.String(), "bucket", info.Bucket, "rows", info.Rows, "attempts", attempts, "err", err)
 	}
 	w.c.putBatch(b)
+}
+
+// changedLocked wakes whoever waits for the Writer's state to change.
+func (w *Writer) changedLocked() {
+	close(w.mu.change)
+	w.mu.change = make(chan struct{})
 }
 
 // failLocked makes the Writer failed: its error joins every bucket's, in a
@@ -460,7 +476,7 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 		w.sealLocked(q)
 		w.kickLocked(q)
 	}
-	if err := w.waitLocked(ctx, func() bool { return w.mu.buffered == 0 }); err != nil {
+	if err := w.waitLocked(ctx, func() bool { return w.mu.buffered == 0 && w.mu.reporting == 0 }); err != nil {
 		return err
 	}
 	return w.mu.err // a batch that failed last leaves nothing buffered
@@ -485,8 +501,7 @@ func (w *Writer) Close(ctx context.Context) error {
 		w.mu.err = fmt.Errorf("%w: closed before every row was sent: %w", ErrClosed, err)
 	}
 	w.dropLocked()
-	close(w.mu.change)
-	w.mu.change = make(chan struct{})
+	w.changedLocked()
 	w.mu.Unlock()
 	w.cancel()
 	w.wg.Wait()
