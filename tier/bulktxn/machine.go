@@ -64,6 +64,7 @@ type Machine struct {
 	// Progress that is not persisted: a successor redoes it.
 	fenced     bool                  // every holder confirmed the fence
 	proven     bool                  // the registry holds no snapshot of the target
+	proofVoid  bool                  // the outstanding proof began before a holder change
 	restored   bool                  // every holder restored the adopted snapshots
 	published  bool                  // every holder serves ACTIVE after the commit
 	unfenced   bool                  // every holder is ACTIVE again after the abort
@@ -596,6 +597,9 @@ func (m *Machine) onHolders(h Holders) error {
 	// round, whose confirmation implies serving the adopted snapshot.
 	if r := &m.rec; r.State == bulkload.Begun && !r.FenceReady() {
 		m.fenced, m.proven = false, false
+		// A proof read before the new holder confirmed the fence does not
+		// count (a snapshot it registered meanwhile would be missed).
+		m.proofVoid = m.op == OpProveEmpty
 	}
 	if r := m.round; r != nil {
 		m.startRound(r.kind) // the holders the round waits for changed
@@ -623,9 +627,14 @@ func (m *Machine) onEmptiness(in EmptinessChecked) error {
 		return err
 	}
 	m.op, m.opEff = OpNone, nil
-	if in.Empty {
+	void := m.proofVoid
+	m.proofVoid = false
+	switch {
+	case in.Empty && void:
+		// Proven again once the new holders confirmed the fence.
+	case in.Empty:
 		m.proven = true
-	} else {
+	default:
 		m.wantAbort(bulkload.TargetNotEmpty, "snapshot registry: "+in.Detail)
 	}
 	return nil
