@@ -73,6 +73,17 @@ type term struct {
 	guard meta.Guard
 	rec   *reconciler
 	bulk  *bulkManager
+	// unfinishedDrop wakes finishDropsLoop: a drop of this term failed
+	// midway (its request's context ended, an etcd call failed).
+	unfinishedDrop chan struct{}
+}
+
+// dropFailed has finishDropsLoop finish what a failed drop left.
+func (t *term) dropFailed() {
+	select {
+	case t.unfinishedDrop <- struct{}{}:
+	default:
+	}
 }
 
 func (t *term) epoch() fencing.Epoch { return t.l.Epoch() }
@@ -230,7 +241,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 // or the work finds itself fenced; then it resigns.
 func (c *Coordinator) lead(ctx context.Context, l *fencing.Leadership) {
 	log := c.log.With("epoch", int64(l.Epoch()))
-	t := &term{l: l, guard: meta.GuardOf(l)}
+	t := &term{l: l, guard: meta.GuardOf(l), unfinishedDrop: make(chan struct{}, 1)}
 	t.rec = newReconciler(c, t, log)
 	t.bulk = newBulkManager(c, t, log)
 	c.m.terms.Inc()

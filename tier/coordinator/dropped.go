@@ -29,23 +29,32 @@ func (c *Coordinator) cleanDroppedLoop(ctx context.Context, t *term) error {
 	return nil
 }
 
-// finishDropsLoop runs finishDrops once at the start of a term, again
+// finishDropsLoop runs finishDrops at the start of a term, and again
+// whenever a drop of this term failed midway (term.dropFailed): each time
 // with backoff until it succeeds or the term ends.
 func (c *Coordinator) finishDropsLoop(ctx context.Context, t *term) {
-	backoff := newBackoff(100*time.Millisecond, 30*time.Second)
 	for ctx.Err() == nil {
-		err := c.finishDrops(ctx, t)
-		if err == nil || ctx.Err() != nil {
-			return
+		backoff := newBackoff(100*time.Millisecond, 30*time.Second)
+		for ctx.Err() == nil {
+			err := c.finishDrops(ctx, t)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			c.log.Warn("coordinator could not finish the drops that did not complete; retrying", "err", err)
+			backoff.wait(ctx)
 		}
-		c.log.Warn("coordinator could not finish the drops an earlier term began; retrying", "err", err)
-		backoff.wait(ctx)
+		select {
+		case <-ctx.Done():
+		case <-t.unfinishedDrop:
+		}
 	}
 }
 
-// finishDrops finishes the drops of tables and partitions that an earlier
-// term marked Dropping but did not complete (its coordinator died or lost
-// its term between the steps): each is dropped again, which finishes it.
+// finishDrops finishes the drops of tables and partitions that were
+// marked Dropping but not completed (an earlier term's coordinator died or
+// lost its term between the steps; a drop request of this term whose
+// context ended or whose etcd call failed midway): each is dropped again,
+// which finishes it.
 // Until then such a table reads as gone, yet its name cannot be created
 // again and its database cannot be dropped.
 func (c *Coordinator) finishDrops(ctx context.Context, t *term) error {
@@ -57,7 +66,7 @@ func (c *Coordinator) finishDrops(ctx context.Context, t *term) error {
 	finish := func(what string, drop func() error) {
 		switch err := drop(); {
 		case err == nil, errors.Is(err, meta.ErrNotFound):
-			c.log.Info("coordinator finished a drop an earlier term began", "what", what)
+			c.log.Info("coordinator finished a drop that had not completed", "what", what)
 		default:
 			errs = append(errs, fmt.Errorf("finish the drop of %s: %w", what, err))
 		}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/kv"
@@ -210,5 +212,96 @@ func TestFinishInterruptedDrops(t *testing.T) {
 		Path: &tierv1.TablePath{Database: "shop", Table: "events"}, Partition: &tierv1.CreatePartitionRequest_PartitionName{PartitionName: "2026-11-29$7"},
 	})); err != nil {
 		t.Fatalf("create the dropped partition's name again: %v", err)
+	}
+}
+
+// failDeleteOnce is an etcd KV whose first transaction deleting key fails
+// (an etcd error between a drop's steps), storing nothing.
+type failDeleteOnce struct {
+	clientv3.KV
+	key    string
+	failed atomic.Bool
+}
+
+func (k *failDeleteOnce) Txn(ctx context.Context) clientv3.Txn {
+	return &failDeleteTxn{Txn: k.KV.Txn(ctx), k: k}
+}
+
+type failDeleteTxn struct {
+	clientv3.Txn
+	k    *failDeleteOnce
+	hits bool
+}
+
+func (t *failDeleteTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *failDeleteTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *failDeleteTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.hits = t.hits || deletes(ops, t.k.key)
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+// deletes reports whether ops (or a transaction among them: the fencing
+// guard nests the guarded one) delete key.
+func deletes(ops []clientv3.Op, key string) bool {
+	for _, op := range ops {
+		if op.IsTxn() {
+			if _, then, els := op.Txn(); deletes(then, key) || deletes(els, key) {
+				return true
+			}
+		}
+		if op.IsDelete() && string(op.KeyBytes()) == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *failDeleteTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.hits && t.k.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("etcdserver: request timed out (injected, not applied)")
+	}
+	return t.Txn.Commit()
+}
+
+// TestFinishFailedDropInTerm: a drop request that fails between its steps
+// (here its last etcd write) leaves the table marked Dropping; the
+// coordinator finishes it within its term, so the name can be created
+// again (the drops left unfinished were finished only when a term began:
+// for the rest of the term the table read as gone while creating it
+// answered ALREADY_EXISTS).
+func TestFinishFailedDropInTerm(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	kv := &failDeleteOnce{key: e.prefix + "/tables/shop/orders"}
+	e.wrapKV = func(inner clientv3.KV) clientv3.KV { kv.KV = inner; return kv }
+	e.register(e.cli, "ts-1", 10*time.Second)
+	n1 := e.startNode("c-1", nil)
+	e.awaitLeader(n1)
+	cl := n1.client
+	if _, err := cl.CreateDatabase(ctx, req(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
+		t.Fatal(err)
+	}
+	path := &tierv1.TablePath{Database: "shop", Table: "orders"}
+	if _, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: path, Schema: ordersSchema(2), ReplicationFactor: 1})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.DropTable(ctx, req(&tierv1.DropTableRequest{Path: path})); err == nil || !kv.failed.Load() {
+		t.Fatalf("drop whose last write fails: %v (failed %t)", err, kv.failed.Load())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: path, Schema: ordersSchema(2), ReplicationFactor: 1}))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create after a drop that failed midway, in the same term: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -55,6 +55,9 @@ type env struct {
 	// wrapObjects, when set, wraps the object store of the nodes started
 	// from now on (a fault injector).
 	wrapObjects func(ObjectStore) ObjectStore
+	// wrapKV, when set, wraps the etcd KV of the nodes started from now on
+	// (a fault injector).
+	wrapKV func(clientv3.KV) clientv3.KV
 
 	mu      sync.Mutex
 	tablets map[string]*fakeTablet // by address
@@ -115,6 +118,9 @@ func (e *env) newNode(id string, tweak func(*Config)) *node {
 	srv := httptest.NewServer(&h)
 	e.t.Cleanup(srv.Close)
 	cli := newClient(e.t)
+	if e.wrapKV != nil {
+		cli.KV = e.wrapKV(cli.KV)
+	}
 	store, err := meta.New(cli, e.prefix)
 	if err != nil {
 		e.t.Fatal(err)

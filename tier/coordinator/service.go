@@ -106,6 +106,9 @@ func (s *service) dropDatabase(ctx context.Context, m *tierv1.DropDatabaseReques
 		}
 	}
 	err = s.c.store.DropDatabase(ctx, t.guard, db, m.GetCascade())
+	if err != nil && m.GetCascade() && !errors.Is(err, meta.ErrNotFound) {
+		t.dropFailed() // a table's drop may have stopped between its steps
+	}
 	s.c.notifyDropped(t, gone) // whatever was dropped before an error, too
 	if errors.Is(err, meta.ErrNotFound) {
 		if m.GetIgnoreIfNotExists() {
@@ -220,6 +223,9 @@ func (s *service) dropTable(ctx context.Context, m *tierv1.DropTableRequest) err
 		return s.c.rpcError(ctx, what, err)
 	}
 	err = s.c.store.DropTableID(ctx, t.guard, db, name, cur.Value.ID)
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		t.dropFailed() // it may have stopped between its steps
+	}
 	s.c.notifyDropped(t, gone)
 	if errors.Is(err, meta.ErrNotFound) && m.GetIgnoreIfNotExists() {
 		return nil
@@ -417,6 +423,9 @@ func (s *service) dropPartition(ctx context.Context, m *tierv1.DropPartitionRequ
 		return s.c.rpcError(ctx, what, err)
 	}
 	err = s.c.store.DropPartitionID(ctx, t.guard, tv.Value.Database, tv.Value.Name, name, tv.Value.ID, cur.Value.ID)
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		t.dropFailed() // it may have stopped between its steps
+	}
 	s.c.notifyDropped(t, gone)
 	if errors.Is(err, meta.ErrNotFound) && m.GetIgnoreIfNotExists() {
 		return nil
