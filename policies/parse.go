@@ -715,7 +715,14 @@ func (p *parser) where(pol *Policy, n *yaml.Node) {
 				}
 				good := true
 				for i, item := range oe.val.Content {
-					v, ok := p.value(deref(item), fmt.Sprintf("%s[%d]", opath, i))
+					ipath := fmt.Sprintf("%s[%d]", opath, i)
+					v, ok := p.value(deref(item), ipath)
+					if j := slices.IndexFunc(c.Values, func(w string) bool { return compare(v, w) == 0 }); ok && j >= 0 {
+						// A typo, most likely ([eu, eu] for [eu, us]): it
+						// would leave partitions unselected without a word.
+						p.errAt(item, ipath, "duplicate entry %q (also at index %d)", v, j)
+						ok = false
+					}
 					good = good && ok
 					c.Values = append(c.Values, v)
 				}
@@ -725,6 +732,12 @@ func (p *parser) where(pol *Policy, n *yaml.Node) {
 			} else {
 				v, ok := p.value(oe.val, opath)
 				if !ok {
+					continue
+				}
+				if op != "eq" && op != "ne" && isNull(oe.val) {
+					// It compared as the text "null": lt: null selected
+					// every date.
+					p.errAt(oe.val, opath, "null has no order (use eq, ne, in or notIn)")
 					continue
 				}
 				c.Values = []string{v}

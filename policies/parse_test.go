@@ -71,6 +71,11 @@ func TestParseBad(t *testing.T) {
 		{"unknown op", doc("  selection:\n    partitions:\n      where:\n        region: {like: eu}\n"), "11:18", `unknown field "like" (want one of eq, ne, in, notIn, gt, gte, lt, lte)`},
 		{"in not a list", doc("  selection:\n    partitions:\n      where:\n        region: {in: eu}\n"), "11:22", "spec.selection.partitions.where.region.in: want a list of values, got a string"},
 		{"in empty list", doc("  selection:\n    partitions:\n      where:\n        region: {notIn: []}\n"), "11:25", "empty list"},
+		// A repeated entry is a typo ([eu, eu] for [eu, us]); 007 is 7.
+		{"in repeated entry", doc("  selection:\n    partitions:\n      where:\n        region: {in: [eu, eu]}\n"), "11:27", `where.region.in[1]: duplicate entry "eu" (also at index 0)`},
+		{"notIn repeated int", doc("  selection:\n    partitions:\n      where:\n        shard: {notIn: [7, 007]}\n"), "11:28", `duplicate entry "007" (also at index 0)`},
+		// It compared as the text "null": lt: null selected every date.
+		{"ordering against null", doc("  selection:\n    partitions:\n      where:\n        event_day: {lt: null}\n"), "11:25", "null has no order (use eq, ne, in or notIn)"},
 		// yaml.v3 reads these as integers, which compared as text.
 		{"where underscored int", doc("  selection:\n    partitions:\n      where:\n        shard: {gte: 1_000}\n"), "11:22", "integer 1_000: write it in decimal digits (or quote it"},
 		{"where hex int", doc("  selection:\n    partitions:\n      where:\n        shard: {in: [1, 0x10]}\n"), "11:25", "where.shard.in[1]: integer 0x10: write it in decimal digits"},
@@ -484,7 +489,7 @@ func TestParseValuesAsWritten(t *testing.T) {
     partitions:
       names: [2024-01-03, 007, 1e3, "x y"]
       where:
-        shard: {eq: 007, in: ["0x1F", ~, null, "null"]}
+        shard: {eq: 007, in: ["0x1F", ~], notIn: ["null"]}
 `)
 	pols, err := policies.Parse([]byte(y), "f")
 	if err != nil {
@@ -496,7 +501,8 @@ func TestParseValuesAsWritten(t *testing.T) {
 	}
 	want := []policies.Condition{
 		{Field: "shard", Op: "eq", Values: []string{"007"}},
-		{Field: "shard", Op: "in", Values: []string{"0x1F", "null", "null", "null"}},
+		{Field: "shard", Op: "in", Values: []string{"0x1F", "null"}},
+		{Field: "shard", Op: "notIn", Values: []string{"null"}},
 	}
 	if !reflect.DeepEqual(sel.Where, want) {
 		t.Errorf("where %q, want %q", sel.Where, want)
