@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -197,12 +198,16 @@ type Embedded struct {
 	logs    changelogProvider // nil with the Kafka changelog
 	hc      *http.Client
 	token   *internalToken // random, shared by the components
-	callers *callersFile   // coordinator.callers_file; nil: none
-	ihc     *http.Client   // hc presenting token: the components' own requests
-	tablets *tabletClients
-	gath    *gatherers
-	addr    string // advertised host:port
-	scheme  string // "http://" or "https://"
+	// uploadKey signs upload capabilities: THAW_UPLOAD_KEY, else random,
+	// shared by the embedded coordinators (a capability one issued stays
+	// good at the next leader).
+	uploadKey []byte
+	callers   *callersFile // coordinator.callers_file; nil: none
+	ihc       *http.Client // hc presenting token: the components' own requests
+	tablets   *tabletClients
+	gath      *gatherers
+	addr      string // advertised host:port
+	scheme    string // "http://" or "https://"
 
 	ctx      context.Context // lifetime of the components; cancelled by Close
 	cancel   context.CancelFunc
@@ -259,8 +264,16 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	if err != nil {
 		return nil, err
 	}
+	key, err := uploadKey()
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		key = make([]byte, 32)
+		rand.Read(key)
+	}
 	log := cfg.Logger
-	e := &Embedded{cfg: cfg, log: log, failed: make(chan struct{}), gath: newGatherers(cfg.Registry)}
+	e := &Embedded{cfg: cfg, log: log, failed: make(chan struct{}), gath: newGatherers(cfg.Registry), uploadKey: key}
 	e.mu.coords = make(map[string]*component)
 	e.mu.tablets = make(map[string]*component)
 	e.mu.mounts = make(map[string]*switchable)
@@ -576,6 +589,7 @@ func (e *Embedded) StartCoordinator(ctx context.Context, id string) error {
 		Objects:    e.objects,
 		Logger:     e.log.With("component", "coordinator"),
 		Registerer: e.gath.component("coordinator/"+id, prometheus.Labels{"coordinator": id}),
+		UploadKey:  e.uploadKey,
 	})
 	if err != nil {
 		return errors.Join(err, cli.Close())
