@@ -232,6 +232,16 @@ func (c PromoterTierConfig) validate(dataDir string) error {
 		if len(c.Etcd.Endpoints) > 0 {
 			errs = append(errs, errors.New("tier.etcd.endpoints: the embedded tier runs its own etcd; remove them or set tier.address"))
 		}
+		// Settings of an external tier the embedded one would ignore.
+		if e := c.Etcd; e.Prefix != "" && e.Prefix != DefaultPrefix || e.DialTimeout != 0 && e.DialTimeout != DefaultEtcdDialTimeout ||
+			e.Username != "" || e.TLS != (EtcdTLS{}) {
+			errs = append(errs, errors.New("tier.etcd: the embedded tier runs its own etcd (prefix /thaw, no TLS, no user); tier.etcd is for an external tier (tier.address)"))
+		}
+		for _, f := range []struct{ key, v string }{{"ca_file", c.CAFile}, {"cert_file", c.CertFile}, {"key_file", c.KeyFile}} {
+			if f.v != "" {
+				errs = append(errs, fmt.Errorf("tier.%s: for an external tier (tier.address); the embedded tier is reached in-process", f.key))
+			}
+		}
 		if dataDir == "" {
 			errs = append(errs, errors.New("data_dir is required with the embedded tier"))
 		}

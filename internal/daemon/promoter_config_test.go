@@ -122,6 +122,13 @@ policies: [p]
 catalogs: {default: {uri: /c.db}}
 tier: {etcd: {endpoints: ["http://x:2379"]}}
 `, []string{"runs its own etcd"}},
+		// An external tier's settings, which the embedded tier ignored.
+		{"embedded with external settings", `
+data_dir: /d
+policies: [p]
+catalogs: {default: {uri: /c.db}}
+tier: {ca_file: /ca.pem, key_file: /k.pem, etcd: {prefix: /other, tls: {ca_file: /ca.pem}}}
+`, []string{"tier.etcd: the embedded tier runs its own etcd", "tier.ca_file: for an external tier", "tier.key_file: for an external tier"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := decodePromoter(t, tc.text)
