@@ -214,21 +214,14 @@ func (q *queue) get(ctx context.Context) (Key, item, error) {
 }
 
 // acquire waits until k may start (it is not running and its policy is
-// under its limit), takes it out of the pending list if it is there, and
-// marks it running: the exclusion of a synchronous Promote.
+// under its limit) and marks it running: the exclusion of a synchronous
+// Promote or a resume. A queued item of k stays queued and runs after
+// (it dropped it: a request's stored record and waiters were never
+// settled, and the next start queued the request again).
 func (q *queue) acquire(ctx context.Context, k Key) error {
 	for {
 		q.mu.Lock()
 		if q.eligibleLocked(k) {
-			if _, ok := q.mu.pending[k]; ok {
-				delete(q.mu.pending, k)
-				for i, o := range q.mu.order {
-					if o == k {
-						q.mu.order = append(q.mu.order[:i:i], q.mu.order[i+1:]...)
-						break
-					}
-				}
-			}
 			q.startLocked(k)
 			q.mu.Unlock()
 			return nil

@@ -270,3 +270,22 @@ func TestQueueIDs(t *testing.T) {
 		t.Fatalf("ids() after a started and was queued again = %v, want %v", got, want)
 	}
 }
+
+// TestAcquireKeepsAQueuedRequest: a synchronous Promote (or a resume) of a
+// key whose request waits in the queue leaves the request queued, to run
+// (and be settled: its stored request deleted, its waiters told) after
+// it. acquire dropped it: nobody settled it, and the next start queued
+// the stored request again.
+func TestAcquireKeepsAQueuedRequest(t *testing.T) {
+	q := newQueue(func(string) int { return 0 })
+	k := Key{Policy: "p", Partition: "2024-01-01"}
+	q.add(k, item{requested: true, ids: []string{"p-req"}, rev: 7})
+	if err := q.acquire(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	q.done(k)
+	it, ok := q.queued(k)
+	if !ok || !it.requested || it.rev != 7 || len(it.ids) != 1 {
+		t.Fatalf("the request queued before the acquire: %+v %t", it, ok)
+	}
+}
