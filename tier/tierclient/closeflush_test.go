@@ -76,6 +76,21 @@ func closeServers(t *testing.T) (*closeTablet, string) {
 	return tab, strings.TrimPrefix(csrv.URL, "http://")
 }
 
+// closeWriter returns a Writer of db.x from c (New's result c, err),
+// closing c at the end of the test.
+func closeWriter(t *testing.T, c *Client, err error) *Writer {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // TestFlushAfterCloseDropped: a Flush waits; Close's ctx ends just as the
 // batch in flight is acknowledged (the sending goroutine finishing it,
 // before it takes the next: held there with the OnBatch hook). Close drops
@@ -95,14 +110,7 @@ func TestFlushAfterCloseDropped(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := closeWriter(t, c, err)
 	if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +146,7 @@ func TestOnBatchRunsBeforeFlushReturns(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // a hook that does a little work (a metrics push)
 			reported.Add(int64(bi.Rows))
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := closeWriter(t, c, err)
 	defer w.Close(t.Context())
 	if err := w.Write(t.Context(), kv.Row{int64(1), "a"}); err != nil {
 		t.Fatal(err)
