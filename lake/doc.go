@@ -47,9 +47,10 @@
 // iceberg-go, which honours sequence numbers (an equality delete removes only
 // rows of older data files); the position deletes of an unpartitioned spec,
 // which apply to every partition's data files, the scan pairs with them
-// itself (iceberg-go pairs position deletes by partition only). Files are decoded up to Concurrency at a time
-// ahead of the consumer, but batches are returned in file order; the scan
-// holds about Concurrency x the largest file's rows at most, and streams.
+// itself (iceberg-go pairs position deletes by partition only). Files are
+// decoded up to Concurrency at a time ahead of the consumer, but batches
+// are returned in file order; the scan holds about Concurrency x the
+// largest file's rows at most, and streams.
 //
 // Rows come with the scanned snapshot's schema (Iceberg's time-travel rule),
 // so a given (table, snapshot) always yields the same columns; MapSchema maps

@@ -286,8 +286,6 @@ func promotedStorage(a, b parquet.Type) bool {
 	return pair(parquet.Types.Int32, parquet.Types.Int64) || pair(parquet.Types.Float, parquet.Types.Double)
 }
 
-// parquetFieldTypes reads a Parquet file's footer: the physical type of
-// each primitive column that carries an Iceberg field id.
 // fieldName names field id of tbl's current schema for an error.
 func fieldName(tbl *table.Table, id int) string {
 	if f, ok := tbl.Schema().FindFieldByID(id); ok {
@@ -296,6 +294,8 @@ func fieldName(tbl *table.Table, id int) string {
 	return fmt.Sprintf("field %d", id)
 }
 
+// parquetFieldTypes reads a Parquet file's footer: the physical type of
+// each primitive column that carries an Iceberg field id.
 func parquetFieldTypes(fs icebergio.IO, f iceberg.DataFile) (map[int]parquet.Type, error) {
 	in, err := fs.Open(f.FilePath())
 	if err != nil {

@@ -262,9 +262,9 @@ type Record struct {
 	// counted when it begins (so that a crash leaves it counted) and
 	// taken back when it returns: the record of a build running now
 	// holds one more than the builds interrupted before it (`thaw
-	// status ID` subtracts it when the promoter it asks runs the build). A promotion with
-	// MaxInterruptedBuilds is failed (ErrInterrupted) instead of built
-	// again. A request of it clears it (one stored before the record's
+	// status ID` subtracts it when the promoter it asks runs the build).
+	// A promotion with MaxInterruptedBuilds is failed (ErrInterrupted)
+	// instead of built again. A request of it clears it (one stored before the record's
 	// last change does not: a crash leaves its request stored), and so
 	// does its commit; a lake change to the partition is a new promotion
 	// (count 0). Any other new attempt (a retry, a retriable failure

@@ -45,9 +45,10 @@
 // where the records compress), and Finish k-way merges the runs and the
 // in-memory chunks of each bucket. Each run the merge reads takes a read
 // buffer of at least 4 KiB and one stored (compressed) frame, and a
-// decoded frame (up to 64 KiB, or one record): when the runs are too many for that within the budget, or more
-// than 512, Finish first merges runs, consecutive in input order, into
-// larger ones (Stats.CompactedRuns), so the merge's memory and open files
+// decoded frame (up to 64 KiB, or one record): when the runs are too many
+// for that within the budget, or more than 512, Finish first merges runs,
+// consecutive in input order, into larger ones (Stats.CompactedRuns), so
+// the merge's memory and open files
 // do not grow with the input. (While Add runs, each run keeps its files
 // open: up to two per chunk spilled, half the budget of input each.)
 // The budget is
