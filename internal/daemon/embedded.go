@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -198,9 +197,8 @@ type Embedded struct {
 	logs    changelogProvider // nil with the Kafka changelog
 	hc      *http.Client
 	token   *internalToken // random, shared by the components
-	// uploadKey signs upload capabilities: THAW_UPLOAD_KEY, else random,
-	// shared by the embedded coordinators (a capability one issued stays
-	// good at the next leader).
+	// uploadKey signs upload capabilities: THAW_UPLOAD_KEY; nil: each
+	// coordinator signs with a random key of its own.
 	uploadKey []byte
 	callers   *callersFile // coordinator.callers_file; nil: none
 	ihc       *http.Client // hc presenting token: the components' own requests
@@ -267,10 +265,6 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (_ *Embedded, err er
 	key, err := uploadKey()
 	if err != nil {
 		return nil, err
-	}
-	if key == nil {
-		key = make([]byte, 32)
-		rand.Read(key)
 	}
 	log := cfg.Logger
 	e := &Embedded{cfg: cfg, log: log, failed: make(chan struct{}), gath: newGatherers(cfg.Registry), uploadKey: key}

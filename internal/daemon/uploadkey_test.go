@@ -12,8 +12,7 @@ import (
 // TestEmbeddedUploadKey: thaw server's coordinators take the upload
 // gateway's signing key from THAW_UPLOAD_KEY as thaw coordinator's do (they
 // never read it: a malformed key started, a valid one was ignored and each
-// coordinator signed with a random key of its own); without it they share
-// one random key.
+// coordinator signed with a random key of its own).
 func TestEmbeddedUploadKey(t *testing.T) {
 	start := func() (*Embedded, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
