@@ -392,6 +392,19 @@ func (s schemaDown) TableSchema(ctx context.Context, database, table string) (kv
 	return s.Tier.TableSchema(ctx, database, table)
 }
 
+// startTierUnreachable starts a promoter that finds the tier unreachable
+// (its Resume fails retriably, the record failed and retriable).
+func (ie *interruptEnv) startTierUnreachable(ctx context.Context) {
+	ie.t.Helper()
+	var down atomic.Bool
+	down.Store(true)
+	cfg := ie.configAt(ie.pols, ie.prefix)
+	cfg.Tier = schemaDown{Tier: cfg.Tier, down: &down}
+	if err := ie.promoter(cfg).Resume(ctx); !errors.Is(err, errUnreachable) {
+		ie.t.Fatalf("start with the tier unreachable: %v", err)
+	}
+}
+
 // TestRetriableFailureKeepsTheCount: a crash loop interrupted by a
 // retriable failure (a restart that found the tier unreachable: the
 // promotion failed, retriable, without a build) is planned again by the
@@ -402,17 +415,10 @@ func TestRetriableFailureKeepsTheCount(t *testing.T) {
 	ctx := t.Context()
 	first := ie.crashing()
 	ie.reconcile(ctx, t, first)
-	var down atomic.Bool
-	down.Store(true)
-	cfg := ie.configAt(ie.pols, ie.prefix)
-	cfg.Tier = schemaDown{Tier: cfg.Tier, down: &down}
-	if err := ie.promoter(cfg).Resume(ctx); !errors.Is(err, errUnreachable) {
-		t.Fatalf("start with the tier unreachable: %v", err)
-	}
+	ie.startTierUnreachable(ctx)
 	if r := ie.record(first); r.Phase != promoter.PhaseFailed || !r.Retriable || r.InterruptedBuilds != 1 {
 		t.Fatalf("after the start that found the tier unreachable: %+v", r)
 	}
-	down.Store(false)
 	again := ie.crashing()
 	ie.reconcile(ctx, t, again)
 	if r := ie.record(again); ie.crashes.Load() != 2 || r.InterruptedBuilds != 2 {
@@ -441,14 +447,7 @@ func TestRequestRestartsTheCount(t *testing.T) {
 	ie := newInterruptEnv(t, "interrupted_reqcount")
 	ctx := t.Context()
 	ie.crashLoop(ctx)
-	var down atomic.Bool
-	down.Store(true)
-	cfg := ie.configAt(ie.pols, ie.prefix)
-	cfg.Tier = schemaDown{Tier: cfg.Tier, down: &down}
-	if err := ie.promoter(cfg).Resume(ctx); !errors.Is(err, errUnreachable) {
-		t.Fatalf("start with the tier unreachable: %v", err)
-	}
-	down.Store(false)
+	ie.startTierUnreachable(ctx)
 	if r := ie.record(ie.crashing()); r.Phase != promoter.PhaseFailed || !r.Retriable || r.InterruptedBuilds != promoter.MaxInterruptedBuilds {
 		t.Fatalf("after the start that found the tier unreachable: %+v", r)
 	}
