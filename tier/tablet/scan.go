@@ -48,14 +48,21 @@ func (h *service) Scan(ctx context.Context, req *connect.Request[tierv1.ScanRequ
 			return nil, errInvalid("scan: the page token is for %s bucket %d", tok.key.target, tok.key.bucket)
 		}
 	} else if m.GetConsistent() {
-		view, err := rep.NewView()
-		if err != nil {
-			return nil, replicaErr("scan", err)
+		view, verr := rep.NewView()
+		if verr != nil {
+			return nil, replicaErr("scan", verr)
 		}
-		if tok.session, err = s.scans.add(r.key, view); err != nil {
+		if tok.session, verr = s.scans.add(r.key, view); verr != nil {
 			_ = view.Close()
-			return nil, err
+			return nil, verr
 		}
+		// A first page that fails leaves the client no token for the
+		// view: release it now, not after the idle timeout.
+		defer func() {
+			if err != nil {
+				s.scans.remove(tok.session)
+			}
+		}()
 	}
 	opts := replica.ScanOptions{Prefix: tok.prefix, StartAfter: tok.after, Limit: limit}
 	var page replica.Page
