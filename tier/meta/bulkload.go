@@ -155,7 +155,7 @@ func (s *Store) PutBulkLoad(ctx context.Context, g Guard, w BulkLoadWrite) (int6
 func (s *Store) adoptions(ctx context.Context, t Target, adopt []BulkLoadAdoption) ([]clientv3.Cmp, []clientv3.Op, error) {
 	keys := make([]string, len(adopt))
 	vals := make([][]byte, len(adopt))
-	reads := make([]clientv3.Op, len(adopt))
+	reads := make([]clientv3.Op, 2*len(adopt)) // the entries, then their buckets' id sequences
 	seen := make(map[string]bool, len(adopt))
 	for i, a := range adopt {
 		snap := a.Snapshot
@@ -178,6 +178,7 @@ func (s *Store) adoptions(ctx context.Context, t Target, adopt []BulkLoadAdoptio
 		}
 		seen[keys[i]] = true
 		reads[i] = clientv3.OpGet(keys[i])
+		reads[len(adopt)+i] = clientv3.OpGet(s.k.seqSnapshot(t, a.Bucket))
 	}
 	rresp, err := s.cli.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
@@ -185,7 +186,20 @@ func (s *Store) adoptions(ctx context.Context, t Target, adopt []BulkLoadAdoptio
 	}
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
-	for i, r := range rresp.Responses {
+	for i, r := range rresp.Responses[:len(adopt)] {
+		// Only an id the bucket's sequence handed out may be registered, as
+		// AddSnapshot requires: a higher one would be handed out again and
+		// would hide the newer snapshots taken before that.
+		seq := s.k.seqSnapshot(t, adopt[i].Bucket)
+		next := int64(1)
+		if kvs := rresp.Responses[len(adopt)+i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			if next, err = parseSeqValue(seq, kvs[0].Value); err != nil {
+				return nil, nil, err
+			}
+		}
+		if id := adopt[i].Snapshot.SnapshotID; id >= next {
+			return nil, nil, fmt.Errorf("%w: adopt snapshot %d of %s bucket %d: the id was never allocated", ErrInvalid, id, t, adopt[i].Bucket)
+		}
 		kvs := r.GetResponseRange().GetKvs()
 		switch {
 		case len(kvs) == 0:

@@ -229,3 +229,43 @@ func TestServerIncarnations(t *testing.T) {
 		}
 	}
 }
+
+// An adoption registers only a snapshot id its bucket's sequence handed
+// out, as AddSnapshot does: an id above the sequence would be allocated
+// again to the tablet server's own snapshot (a conflict), and, being the
+// highest, would hide every newer snapshot from LatestSnapshot.
+func TestAdoptUnallocatedSnapshotID(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.createDB("d")
+	tbl := e.createTable("d", "t", 1, false)
+	name := meta.TargetName{Database: "d", Table: "t"}
+	tgt := tbl.Value.Target()
+	rec := bulkRecord(t, txnA, tgt, name, 1)
+	rev, err := e.s.PutBulkLoad(ctx, e.g, meta.BulkLoadWrite{
+		Record:       rec,
+		Registration: &meta.BulkLoadRegistration{Target: name, Rev: tbl.Rev, State: meta.Loading, BulkLoadID: txnA},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := meta.BucketSnapshot{SnapshotID: 50, LogOffset: 0, MetadataPath: "file:///remote/old"}
+	// The same id through AddSnapshot: refused.
+	if _, err := e.s.AddSnapshot(ctx, e.g, tgt, 0, snap); !errors.Is(err, meta.ErrInvalid) {
+		t.Fatalf("AddSnapshot of an unallocated id: %v, want ErrInvalid", err)
+	}
+	_, err = e.s.PutBulkLoad(ctx, e.g, meta.BulkLoadWrite{Record: rec, ExpectRev: rev,
+		Adopt: []meta.BulkLoadAdoption{{Bucket: 0, Snapshot: snap}}})
+	if err == nil {
+		// Show the consequence: the tablet's own newer snapshot is hidden.
+		id, _ := e.s.NextSnapshotID(ctx, e.g, tgt, 0)
+		_, _ = e.s.AddSnapshot(ctx, e.g, tgt, 0, meta.BucketSnapshot{SnapshotID: id, LogOffset: 1000, MetadataPath: "file:///remote/new"})
+		latest, _ := e.s.LatestSnapshot(ctx, tgt, 0)
+		t.Fatalf("PutBulkLoad adopted snapshot id 50 that was never allocated (AddSnapshot refuses it); "+
+			"afterwards the tablet's newer snapshot %d (log offset 1000) is shadowed: LatestSnapshot = id %d, log offset %d, path %s",
+			id, latest.Value.SnapshotID, latest.Value.LogOffset, latest.Value.MetadataPath)
+	}
+	if !errors.Is(err, meta.ErrInvalid) {
+		t.Fatalf("adoption of an unallocated id: %v, want ErrInvalid", err)
+	}
+}
