@@ -34,6 +34,11 @@ import (
 // Any other error is etcd's or the context's: the outcome is then unknown
 // and the caller must re-read before deciding anything.
 func GuardedTxn(ctx context.Context, kv clientv3.KV, leaderKey string, epoch Epoch, cmps []clientv3.Cmp, then, els []clientv3.Op) (*clientv3.TxnResponse, error) {
+	if epoch <= 0 || leaderKey == "" {
+		// etcd reports an absent key's create revision as 0: epoch 0 (none)
+		// would pass the guard while no one leads.
+		return nil, fmt.Errorf("%w: guarded txn on %q at epoch %d: no term", ErrNotLeader, leaderKey, epoch)
+	}
 	resp, err := kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(leaderKey), "=", int64(epoch))).
 		Then(clientv3.OpTxn(cmps, then, els)).

@@ -99,3 +99,22 @@ func TestGuardedTxnPreconditionFailed(t *testing.T) {
 		t.Fatalf("data %q; want v2", got)
 	}
 }
+
+// Epoch 0 names no term: etcd reports an absent leader key's create
+// revision as 0, so without a check a caller that never won an election
+// (an epoch left zero) would write while no one leads.
+func TestGuardedTxnNoTerm(t *testing.T) {
+	cli := newClient(t)
+	prefix := "/" + t.Name()
+	key := prefix + "/data"
+	for _, leaderKey := range []string{prefix + "/election/none", ""} {
+		_, err := fencing.GuardedTxn(t.Context(), cli, leaderKey, 0, nil,
+			[]clientv3.Op{clientv3.OpPut(key, "written without leadership")}, nil)
+		if !errors.Is(err, fencing.ErrNotLeader) {
+			t.Fatalf("GuardedTxn on %q at epoch 0: %v, want ErrNotLeader", leaderKey, err)
+		}
+	}
+	if v := get(t, cli, key); v != "" {
+		t.Fatalf("GuardedTxn at epoch 0 wrote %q", v)
+	}
+}
