@@ -134,20 +134,29 @@ func (a *authn) authenticate(auth []string) (*Caller, error) {
 }
 
 // allowed checks that the authenticated caller of ctx may bulk load t;
-// with authentication off, everyone may.
+// with authentication off, everyone may. A no is counted as a refused
+// call: use it for a request about t, not to filter a listing.
 func (c *Coordinator) allowed(ctx context.Context, t bulkload.Target) error {
+	if err := c.mayBulkLoad(ctx, t); err != nil {
+		return c.refused(err)
+	}
+	return nil
+}
+
+// mayBulkLoad is allowed without counting.
+func (c *Coordinator) mayBulkLoad(ctx context.Context, t bulkload.Target) error {
 	if c.auth.Load() == nil {
 		return nil
 	}
 	caller, _ := ctx.Value(callerKey{}).(*Caller)
 	if caller == nil {
-		return c.refused(tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: no authenticated caller", nil))
+		return tierpb.NewError(tierpb.ReasonUnauthenticated, "coordinator: bulk load: no authenticated caller", nil)
 	}
 	if access.MatchAny(caller.Tables, t.Database, t.Table) {
 		return nil
 	}
-	return c.refused(tierpb.NewError(tierpb.ReasonPermissionDenied,
-		fmt.Sprintf("coordinator: bulk load: caller %s may not bulk load %s", caller.Name, t), nil))
+	return tierpb.NewError(tierpb.ReasonPermissionDenied,
+		fmt.Sprintf("coordinator: bulk load: caller %s may not bulk load %s", caller.Name, t), nil)
 }
 
 // refused counts a call refused for its caller and returns err.

@@ -262,7 +262,7 @@ func (s *bulkService) List(ctx context.Context, req *connect.Request[tierv1.List
 	resp := &tierv1.ListBulkLoadsResponse{}
 	for _, r := range mgr.runnersOf(nil) {
 		v := r.view()
-		if keep(v.rec) && (req.Msg.GetIncludeTerminal() || !v.rec.State.Terminal()) && s.c.allowed(ctx, v.rec.Target) == nil {
+		if keep(v.rec) && (req.Msg.GetIncludeTerminal() || !v.rec.State.Terminal()) && s.c.mayBulkLoad(ctx, v.rec.Target) == nil {
 			resp.Transactions = append(resp.Transactions, statusProto(v))
 		}
 	}
