@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/thawdb/thaw/internal/flagutil"
@@ -59,7 +60,15 @@ func commands() []command {
 
 // Main runs the command named by args[0] and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := dispatch(ctx, "thaw", commands(), args, stdout)
+	out := &output{w: stdout}
+	err := dispatch(ctx, "thaw", commands(), args, out)
+	if err == nil {
+		// A command whose answer could not be written (a full disk, a
+		// closed pipe) did not succeed, whether or not it checked.
+		if werr := out.failed(); werr != nil {
+			err = fmt.Errorf("write output: %w", werr)
+		}
+	}
 	// A command cut short by a signal ends in "context canceled"; say why
 	// ("interrupt signal received", the cause signal.NotifyContext gives).
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -83,6 +92,46 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printError(stderr, err)
 		return 1
 	}
+}
+
+// output is the standard output Main hands the commands: it keeps the
+// first write error.
+type output struct {
+	w  io.Writer
+	mu sync.Mutex
+	// err is the first write error; guarded by mu.
+	err error
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		o.mu.Lock()
+		if o.err == nil {
+			o.err = err
+		}
+		o.mu.Unlock()
+	}
+	return n, err
+}
+
+func (o *output) failed() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	if o, ok := w.(*output); ok {
+		w = o.w
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // stdoutClosed reports whether err is a write to a standard output whose

@@ -76,3 +76,29 @@ func TestHelpCommand(t *testing.T) {
 		t.Errorf("help nope: exit %d, %q", code, errOut)
 	}
 }
+
+// A command whose answer cannot be written to standard output (a full
+// disk, a closed pipe) does not exit 0, whether or not it checks its
+// writes itself (get, database list and table list did not).
+func TestFailedStdoutIsAnError(t *testing.T) {
+	e, _ := startTestTier(t)
+	srv := e.HostPort()
+	if code, _, errOut := run(t, "table", "create", "cli.items", "--column", "id BIGINT", "--column", "v STRING", "--primary-key", "id", "--server", srv); code != 0 {
+		t.Fatalf("create: %s", errOut)
+	}
+	if code, _, errOut := run(t, "put", "cli.items", `{"id":1,"v":"x"}`, "--server", srv); code != 0 {
+		t.Fatalf("put: %s", errOut)
+	}
+	for _, args := range [][]string{
+		{"get", "cli.items", "1", "--output", "json", "--server", srv},
+		{"database", "list", "--server", srv},
+		{"table", "list", "--server", srv},
+		{"table", "create", "cli.more", "--column", "id BIGINT", "--primary-key", "id", "--server", srv},
+		{"scan", "cli.items", "--output", "json", "--server", srv},
+	} {
+		var errOut bytes.Buffer
+		if code := Main(t.Context(), args, failWriter{}, &errOut); code != 1 || !strings.Contains(errOut.String(), "broken pipe") {
+			t.Errorf("thaw %s with a failing stdout: exit %d, stderr %q; want 1 and the write error", strings.Join(args, " "), code, errOut.String())
+		}
+	}
+}

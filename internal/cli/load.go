@@ -49,16 +49,6 @@ var plainProgressInterval = 5 * time.Second
 // user feature.
 const testHoldAfterPutEnv = "THAW_TEST_HOLD_AFTER_PUT"
 
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // progress reports how a build advances: a bar redrawn in place on a
 // terminal, plain lines otherwise. It is safe for concurrent use.
 type progress struct {

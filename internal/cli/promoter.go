@@ -23,14 +23,7 @@ var promoterLogOutput io.Writer = os.Stderr
 
 // promoterIsTerminal reports whether w is a terminal (a progress bar is
 // drawn there); tests replace it.
-var promoterIsTerminal = func(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+var promoterIsTerminal = isTerminal
 
 // defaultPromoter is where promote and status find the promoter when
 // neither --promoter nor THAW_PROMOTER says otherwise.

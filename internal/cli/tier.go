@@ -620,15 +620,16 @@ func parseColumn(spec string) (kv.Column, error) {
 	return col, nil
 }
 
-// readSchemaFile reads a schema file strictly (strictjson, unknown members
-// refused): a kv.TableSchema JSON document, or a `thaw table describe
-// --output json` document, whose schema it takes.
+// readSchemaFile reads a schema file strictly (strictjson, unknown and
+// null members refused: a null would read as its zero value, "nullable":
+// null as NOT NULL): a kv.TableSchema JSON document, or a `thaw table
+// describe --output json` document, whose schema it takes.
 func readSchemaFile(path string) (kv.TableSchema, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return kv.TableSchema{}, fmt.Errorf("read schema: %w", err)
 	}
-	members, err := strictjson.Check(b, strictjson.Options{})
+	members, err := strictjson.Check(b, strictjson.Options{NoNull: true})
 	if err == nil && members == nil {
 		err = errors.New("want a JSON object")
 	}

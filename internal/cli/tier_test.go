@@ -307,7 +307,14 @@ func TestReadSchemaFile(t *testing.T) {
 		{strings.Replace(string(described), `"table_id": 7`, `"table_id": 7, "owner": "x"`, 1), `unknown field "owner"`},
 		{`[]`, "want a JSON object"},
 		{"", "unexpected end of JSON input"},
+		// A null would read as its zero value: NOT NULL, 0 buckets.
+		{strings.Replace(string(doc), `"nullable":true`, `"nullable":null`, 1), `member "nullable" is null`},
+		{strings.Replace(string(doc), `"buckets":4`, `"buckets":null`, 1), `member "buckets" is null`},
+		{strings.Replace(string(described), `"replication_factor": 3`, `"replication_factor": null`, 1), `member "replication_factor" is null`},
 	} {
+		if !strings.Contains(tc.text, "null") && strings.Contains(tc.want, "null") {
+			t.Fatalf("case %q: the replacement missed", tc.want)
+		}
 		_, err := readSchemaFile(file("bad.json", tc.text))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("readSchemaFile(%s) = %v, want %q", tc.text, err, tc.want)
