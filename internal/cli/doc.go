@@ -3,7 +3,10 @@
 //
 // Every command is a function of (ctx, stdout, args) that returns an error;
 // Main prints the error to stderr and turns it into the exit code: 0 on
-// success, 2 for usage errors (unknown command, bad flags), 1 otherwise.
+// success, 2 for usage errors (unknown command, bad flags), 1 otherwise,
+// and 141 (as if SIGPIPE ended it) when the reader of standard output went
+// away. A command whose output could not be written is not a success even
+// if it did not check its writes: Main's stdout keeps the first write error.
 // Commands never call os.Exit themselves, so they can be tested in-process.
 //
 // docs/cli.md is every command's --help on one page. TestCLIReference
