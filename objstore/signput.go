@@ -61,8 +61,9 @@ func (SignedPut) MarshalJSON() ([]byte, error) {
 	return nil, errors.New("objstore: a signed PUT is never serialized")
 }
 
-// putSigner is a bucket that can sign uploads for others.
+// putSigner is a bucket that can sign uploads for others (when canSignPut).
 type putSigner interface {
+	canSignPut() bool
 	signPut(ctx context.Context, key string, size int64, sha string, ttl time.Duration) (SignedPut, error)
 }
 
@@ -93,7 +94,7 @@ func (s *Store) SignPut(ctx context.Context, key string, size int64, sha string,
 		return fail(fmt.Errorf("%w: lifetime %v not in 1s..%v", ErrInvalidRequest, ttl, MaxSignedPutTTL))
 	}
 	ps, ok := s.b.(putSigner)
-	if !ok {
+	if !ok || !ps.canSignPut() {
 		return fail(fmt.Errorf("%w: the store cannot sign uploads", errors.ErrUnsupported))
 	}
 	// An existing key is adopted or a conflict; only a missing one (the
@@ -106,6 +107,12 @@ func (s *Store) SignPut(ctx context.Context, key string, size int64, sha string,
 		return SignedPut{}, Object{}, err
 	}
 	return sp, Object{Key: key, Size: size, SHA256: sha}, nil
+}
+
+// canSignPut reports whether the bucket is an S3 one, whose client signs.
+func (b *gcBucket) canSignPut() bool {
+	var cl *s3.Client
+	return b.s3Bucket != "" && b.b.As(&cl)
 }
 
 // signPut presigns a PutObject with the bucket's own client. Buckets of

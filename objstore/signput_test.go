@@ -257,15 +257,26 @@ func TestVerifiedReadsSkipSDKChecksum(t *testing.T) {
 	}
 }
 
-// TestSignPutUnsupported: stores other than s3:// sign nothing.
+// TestSignPutUnsupported: stores other than s3:// sign nothing, and
+// say so before looking at the key: an existing one was adopted (read
+// whole) or a conflict there.
 func TestSignPutUnsupported(t *testing.T) {
+	body := []byte("existing object")
 	for _, u := range []string{"file://" + t.TempDir(), "mem://"} {
 		s, err := Open(context.Background(), u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.SignPut(t.Context(), "k", 1, sha([]byte("x")), time.Minute); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("%s: %v, want errors.ErrUnsupported", u, err)
+		if _, err := s.PutIfAbsent(t.Context(), "there", BytesSource(body)); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			key  string
+			body []byte
+		}{{"k", []byte("x")}, {"there", body}, {"there", []byte("other bytes, same..")}} {
+			if _, obj, err := s.SignPut(t.Context(), c.key, int64(len(c.body)), sha(c.body), time.Minute); !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("%s: sign a PUT of %q: %+v, %v; want errors.ErrUnsupported", u, c.key, obj, err)
+			}
 		}
 		s.Close()
 	}
