@@ -34,7 +34,9 @@ type Reader interface {
 	// error; from outside [start, end] is ErrOutOfRange.
 	Read(ctx context.Context, from int64, maxBytes int) ([]Record, error)
 	// Wait blocks until the record at offset is readable (end > offset) and
-	// returns the end offset, or returns ctx's error or ErrClosed.
+	// returns the end offset, or returns ctx's error or ErrClosed. If a
+	// ResetTo moves the end back while it waits, it returns ErrOutOfRange:
+	// the records that come next are another history's.
 	Wait(ctx context.Context, offset int64) (end int64, err error)
 	// Offsets returns the first retained offset and the end offset (the
 	// offset the next appended record gets). start == end: no records.

@@ -9,7 +9,7 @@ import (
 // ErrCorrupt.
 var (
 	// ErrOutOfRange: an offset lies outside [start, end] of the log (Read,
-	// TruncateBefore).
+	// TruncateBefore, a Wait across a reset that moved the end back).
 	ErrOutOfRange = errors.New("changelog: offset out of range")
 	// ErrCorrupt: the log's files hold bytes that are not what was
 	// appended, other than a torn tail.
@@ -44,6 +44,11 @@ func (e *CorruptError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// errMovedBack is Wait's answer when a reset moved the end back.
+func errMovedBack(offset, from, to int64) error {
+	return fmt.Errorf("%w: waiting for offset %d, the log's end moved back from %d to %d (a reset)", ErrOutOfRange, offset, from, to)
+}
 
 func outOfRange(offset, start, end int64) error {
 	return fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOutOfRange, offset, start, end)

@@ -162,15 +162,21 @@ func (l *SegmentLog) Wait(ctx context.Context, offset int64) (int64, error) {
 
 // wait is Wait that also gives up with ErrClosed when done is closed.
 func (l *SegmentLog) wait(ctx context.Context, offset int64, done <-chan struct{}) (int64, error) {
+	first := int64(-1) // the end when the wait began
 	for {
 		l.mu.Lock()
 		closed, end, notify := l.mu.closed, l.mu.end, l.mu.notify
 		l.mu.Unlock()
+		if first < 0 {
+			first = end
+		}
 		switch {
 		case closed:
 			return 0, ErrClosed
 		case end > offset:
 			return end, nil
+		case end < first:
+			return end, errMovedBack(offset, first, end)
 		}
 		select {
 		case <-notify:

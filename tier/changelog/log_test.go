@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // small makes segments of 1 KiB: with 100-byte records a one-record batch
@@ -478,10 +479,21 @@ func TestResetTo(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkOffsets(t, l, 50, 50)
+		// A follower waiting for offset 50 learns that the log moved back
+		// below it, rather than being handed the new history's records at
+		// 50 once it gets there.
+		waited := make(chan error, 1)
+		wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		go func() { _, err := l.Wait(wctx, 50); waited <- err }()
 		if err := l.ResetTo(t.Context(), 7); err != nil {
 			t.Fatal(err)
 		}
 		checkOffsets(t, l, 7, 7)
+		if err := <-waited; !errors.Is(err, ErrOutOfRange) {
+			t.Fatalf("wait for 50 across a reset to 7: %v, want ErrOutOfRange", err)
+		}
+
 		appendBatches(t, l, []int{1}, 10)
 		if n := len(segmentFiles(t, dir)); n != 1 {
 			t.Fatalf("%d segment files, want 1", n)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/thawdb/thaw/snapshot"
+	"github.com/thawdb/thaw/tier/changelog"
 )
 
 func TestWriteAndRead(t *testing.T) {
@@ -365,5 +367,60 @@ func TestRecordCodec(t *testing.T) {
 		if _, err := decodeRecord(bad); !errors.Is(err, ErrCorruptRecord) {
 			t.Fatalf("decodeRecord(%v) = %v", bad, err)
 		}
+	}
+}
+
+// A follower whose next offset lies past the end of a log that a reset
+// moved back (emptied by retention, then ResetTo a lower offset by a bulk
+// load's restore) stops with ErrOutOfRange, which the tablet server
+// answers by restoring it; it was left waiting, and once the new history
+// passed its offset it applied that history's records on top of its old
+// state. Nor is its state snapshotted while it lies past the log's end.
+func TestFollowAcrossLowerReset(t *testing.T) {
+	e := newEnv(t)
+	id := e.id(0)
+	leader := open(t, e.hostOnly(t), id, nil)
+	follower := open(t, e.hostOnly(t), id, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	followErr := make(chan error, 1)
+	go func() { followErr <- follower.Follow(ctx) }()
+
+	write(t, leader, upserts(0, 100, "old")) // offsets 0..99
+	waitApplied(t, follower, 99)
+	if err := leader.TruncateLog(t.Context(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.logs.Open(t.Context(), id.LogID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.ResetTo(t.Context(), 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := follower.Snapshot(t.Context(), 1, nil); !errors.Is(err, ErrLogGap) {
+		t.Fatalf("snapshot of a state past the log's end: %v, want ErrLogGap", err)
+	}
+	recs := make([][]byte, 0, 100)
+	for i := range 100 {
+		recs = append(recs, appendRecord(nil, Mutation{Op: OpUpsert, Key: []byte{'n', byte(i)}, Value: []byte("new")}))
+	}
+	if _, err := l.Append(t.Context(), recs); err != nil { // offsets 40..139
+		t.Fatal(err)
+	}
+	select {
+	case err := <-followErr:
+		if !errors.Is(err, changelog.ErrOutOfRange) {
+			t.Fatalf("Follow across a lower reset: %v, want ErrOutOfRange", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the follower did not stop: applied offset %d, rows %d", follower.AppliedOffset(), follower.RowCount())
+	}
+	if n := follower.RowCount(); n != 100 {
+		t.Fatalf("the follower holds %d rows, want its 100 old ones (nothing of the new history)", n)
 	}
 }

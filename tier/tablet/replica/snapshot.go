@@ -100,11 +100,15 @@ func (r *Replica) Snapshot(ctx context.Context, snapshotID int64, prev *snapshot
 	// A state the changelog no longer continues (truncated past it after a
 	// newer snapshot, while this replica lagged) would be restored by no
 	// one: refused. The log's start only grows, so checking after the
-	// checkpoint errs on the safe side.
-	if start, _, err := r.LogOffsets(ctx); err != nil {
+	// checkpoint errs on the safe side. So is a state past the log's end
+	// (a ResetTo moved the log back below it): its offset names records
+	// of another history.
+	if start, end, err := r.LogOffsets(ctx); err != nil {
 		return nil, "", err
 	} else if start > meta.next {
 		return nil, "", fmt.Errorf("%w: the state is at offset %d, the changelog starts at %d (the replica lags a newer snapshot)", ErrLogGap, meta.next, start)
+	} else if end < meta.next {
+		return nil, "", fmt.Errorf("%w: the state is at offset %d, the changelog ends at %d (it was moved back by a reset)", ErrLogGap, meta.next, end)
 	}
 	files, err := r.checkpointFiles(dir)
 	if err != nil {
