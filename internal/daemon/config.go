@@ -509,8 +509,13 @@ func (c CoordinatorOptions) validate() error {
 	if c.DroppedDataCleanInterval >= 0 && c.DroppedDataCleanInterval < time.Second {
 		errs = append(errs, fmt.Errorf("coordinator.dropped_data_clean_interval %v is shorter than 1s (negative disables it)", c.DroppedDataCleanInterval))
 	}
-	if c.DroppedDataGrace < 0 {
-		errs = append(errs, fmt.Errorf("coordinator.dropped_data_grace %v is negative", c.DroppedDataGrace))
+	// A zero in the file would become the default when the coordinator
+	// starts: refused rather than quietly replaced.
+	if c.DroppedDataGrace <= 0 {
+		errs = append(errs, fmt.Errorf("coordinator.dropped_data_grace %v must be positive (default %v)", c.DroppedDataGrace, coordinator.DefaultDroppedDataGrace))
+	}
+	if c.ServerGrace == 0 {
+		errs = append(errs, fmt.Errorf("coordinator.server_grace 0s would mean the default %v; a negative value replaces the absent servers at once", coordinator.DefaultServerGrace))
 	}
 	if c.DefaultReplicationFactor < 1 || c.DefaultReplicationFactor > 16 {
 		errs = append(errs, fmt.Errorf("coordinator.default_replication_factor %d not in 1..16", c.DefaultReplicationFactor))
@@ -935,6 +940,10 @@ func (c *TabletConfig) Validate() error {
 		// (t7-b3): opening, replacing or dropping the replica, or the
 		// start's cleanup of stale replicas, would delete the log.
 		errs = append(errs, fmt.Errorf("changelog.dir %s is inside the replicas' directory {data_dir}/replicas", c.Changelog.Dir))
+	}
+	if c.Changelog.Dir != "" && c.DataDir != "" && within(c.Changelog.Dir, c.DataDir) && within(c.DataDir, c.Changelog.Dir) {
+		// Both hold a LOCK file of their own: one directory cannot.
+		errs = append(errs, fmt.Errorf("changelog.dir %s is data_dir; use a directory of its own (such as {data_dir}/changelog)", c.Changelog.Dir))
 	}
 	return errors.Join(errs...)
 }

@@ -125,6 +125,9 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"tablet needs data dir", "id: ts-1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\n", &TabletConfig{}, []string{"data_dir is required"}},
 		{"tablet unknown section", "id: ts-1\ncoordinator:\n  lease_ttl: 1s\n", &TabletConfig{}, []string{"line 2", "coordinator"}},
 		{"dropped data cleaned too often", "data_dir: /d\ncoordinator:\n  dropped_data_clean_interval: 1ms\n", &ServerConfig{}, []string{"coordinator.dropped_data_clean_interval 1ms is shorter than 1s"}},
+		// A zero would become the default at the start (1m, 10s).
+		{"zero dropped data grace", "data_dir: /d\ncoordinator:\n  dropped_data_grace: 0s\n", &ServerConfig{}, []string{"coordinator.dropped_data_grace 0s must be positive (default 1m0s)"}},
+		{"zero server grace", "id: c1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\ncoordinator:\n  server_grace: 0s\n", &CoordinatorConfig{}, []string{"coordinator.server_grace 0s would mean the default 10s"}},
 		{"tls without a key", "data_dir: /d\ntls:\n  cert_file: /c.pem\n", &ServerConfig{}, []string{"tls: cert_file and key_file are required"}},
 		{"tls unknown key", "id: ts-1\ntls:\n  cert: /c.pem\n", &TabletConfig{}, []string{"line 3", "cert"}},
 		{"authorize ddl without callers", "data_dir: /d\ncoordinator:\n  authorize_ddl: true\n", &ServerConfig{}, []string{"coordinator.authorize_ddl needs coordinator.callers"}},
