@@ -81,7 +81,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	var c config
 	fs := flagutil.New("thaw bench build", "", stdout)
 	fs.Int64Var(&c.rows, "rows", 1_000_000, "number of input rows")
-	fs.IntVar(&c.keyBytes, "key-bytes", 16, "bytes of the (BYTES) primary key column")
+	fs.IntVar(&c.keyBytes, "key-bytes", 16, "bytes of the (BYTES) primary key column, at least 8")
 	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the (BYTES) value column")
 	fs.IntVar(&c.buckets, "buckets", 4, "bucket count of the table")
 	fs.IntVar(&c.workers, "workers", 0, "buckets built concurrently in (c); write streams of (a') (0: GOMAXPROCS)")
@@ -119,8 +119,12 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	switch {
 	case c.rows < 1:
 		return c, errors.New("bench build: --rows must be at least 1")
-	case c.keyBytes < 1 || c.keyBytes > 1<<20:
-		return c, errors.New("bench build: --key-bytes must be in [1, 1MiB]")
+	case c.keyBytes < 8 || c.keyBytes > 1<<20:
+		// Shorter keys cannot be both unique and random: the build would
+		// get fewer rows than (a) wrote, or (a) keys out of order.
+		return c, errors.New("bench build: --key-bytes must be in [8, 1MiB]")
+	case c.memory < snapshotbuild.MinMemoryBudget:
+		return c, fmt.Errorf("bench build: --memory must be at least %s", benchutil.FmtBytes(snapshotbuild.MinMemoryBudget))
 	case c.valueBytes < 0 || c.valueBytes > 16<<20:
 		return c, errors.New("bench build: --value-bytes must be in [0, 16MiB]")
 	case c.buckets < 1 || c.buckets > 4096:
@@ -138,6 +142,9 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	}
 	if c.workers == 0 {
 		c.workers = runtime.GOMAXPROCS(0)
+	}
+	if c.compare && c.workers < 2 {
+		return c, fmt.Errorf("bench build: --compare-workers compares 1 worker with --workers, which is %d: want at least 2", c.workers)
 	}
 	return c, nil
 }
@@ -256,7 +263,7 @@ func Run(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	benchutil.ResetPeakRSS()
 	// (c), and with --compare-workers (c1) before it, --pairs times: the
 	// table shows the last pair, the speedup line the median of all.
-	compare := cfg.compare && cfg.workers > 1
+	compare := cfg.compare
 	rounds := 1
 	if compare {
 		rounds = cfg.pairs
@@ -631,8 +638,8 @@ func traceCores(start time.Time, stop <-chan struct{}) {
 }
 
 // generator makes the synthetic data, deterministic for a seed: row i has
-// a pseudo-random key of key-bytes bytes (unique for key-bytes >= 8: the
-// first 8 bytes are a bijection of i) and a value of value-bytes bytes, 40
+// a pseudo-random key of key-bytes (at least 8) bytes (unique: the first
+// 8 bytes are a bijection of i) and a value of value-bytes bytes, 40
 // pseudo-random then a repeating pattern (compressible like real rows). The
 // values come from a pool of distinct values, so generating is cheap.
 type generator struct {
@@ -724,15 +731,11 @@ func (g *generator) rowKey(dst []byte, i int64) []byte {
 // (uvarint length + key-bytes bytes), strictly ascending in i, and as
 // random as the build's sorted keys: the first 8 bytes are i*step plus a
 // random offset below step (step = 2^64/rows), so neighbours share the same
-// few leading bytes as sorted random keys do; the rest is random. (Keys
-// shorter than 8 bytes are a plain counter.)
+// few leading bytes as sorted random keys do; the rest is random (keys
+// have at least 8 bytes: parseArgs).
 func (g *generator) sortedKey(dst []byte, i int64) []byte {
 	dst = binary.AppendUvarint(dst, uint64(g.cfg.keyBytes))
 	var w [8]byte
-	if g.cfg.keyBytes < 8 {
-		binary.BigEndian.PutUint64(w[:], uint64(i))
-		return append(dst, w[8-g.cfg.keyBytes:]...)
-	}
 	step := math.MaxUint64 / uint64(g.cfg.rows)
 	x := benchutil.SplitMix(uint64(i) ^ g.cfg.seed*0xd1342543de82ef95)
 	binary.BigEndian.PutUint64(w[:], uint64(i)*step+x%step)

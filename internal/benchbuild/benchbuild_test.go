@@ -115,6 +115,22 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%q: no error", args)
 		}
 	}
+	// Accepted, these measured something else than they said: short keys
+	// collided (fewer rows built than counted) or came out of order, a
+	// zero budget printed 0 B and built with the default, a comparison
+	// with one worker compared nothing.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rows", "10", "--key-bytes", "4"}, "--key-bytes must be in [8, 1MiB]"},
+		{[]string{"--rows", "10", "--memory", "0"}, "--memory must be at least 64.0 KiB"},
+		{[]string{"--rows", "10", "--compare-workers", "--workers", "1"}, "want at least 2"},
+	} {
+		if err := Run(t.Context(), &bytes.Buffer{}, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
 	for in, want := range map[string]int64{"123": 123, "64KiB": 64 << 10, "256MiB": 256 << 20, "1GiB": 1 << 30, "2M": 2 << 20} {
 		if got, err := parseBytes(in); err != nil || got != want {
 			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)

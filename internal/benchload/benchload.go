@@ -76,7 +76,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	mem := fs.String("memory", "256MiB", "bulk path: memory budget of the build session (e.g. 256MiB, 1GiB, bytes)")
 	fs.IntVar(&c.workers, "workers", 0, "bulk path: buckets built concurrently (0: GOMAXPROCS)")
 	fs.DurationVar(&c.commitBudget, "commit-budget", 30*time.Minute, "bulk path: how long Commit may retry")
-	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier and the build's temporary files (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier and the build's temporary files, new or empty (default: a new temporary directory, removed afterwards)")
 	fs.IntVar(&c.tablets, "tablets", daemon.DefaultTabletServers, "tablet servers of the embedded tier")
 	fs.IntVar(&c.replication, "replication", 0, "replication factor of both tables (0: the tier's default)")
 	fs.IntVar(&c.sample, "verify-sample", 1000, "rows of each table read back with Get and compared")

@@ -1,11 +1,14 @@
 package benchutil
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thawdb/thaw/kv"
 )
 
 func TestFormats(t *testing.T) {
@@ -79,5 +82,52 @@ func TestMedian(t *testing.T) {
 	}
 	if got := FmtRatios([]float64{1, 2.346, 17.18}); got != "1.00 2.35 17.18" {
 		t.Errorf("FmtRatios: %q", got)
+	}
+}
+
+// TestShortKeys: keys of fewer than 8 bytes are unique over the rows
+// their width allows and come in a scattered order, as the harnesses
+// promise; they were the row number, so every bucket loaded in ascending
+// key order, which is cheaper for both paths than random.
+func TestShortKeys(t *testing.T) {
+	row := make(kv.Row, 2)
+	for n := 1; n < 8; n++ {
+		rows := min(int64(1)<<(8*n), 20000)
+		if err := (RowGenConfig{Buckets: 8, KeyBytes: n, ValueBytes: 10, Seed: 1}).Validate(rows); err != nil {
+			t.Fatal(err)
+		}
+		g := NewRowGen(RowGenConfig{Buckets: 8, KeyBytes: n, ValueBytes: 10, Seed: 1})
+		seen := make(map[string]bool, rows)
+		ascending := 0
+		var prev []byte
+		for i := range rows {
+			g.Row(row, i)
+			k := row[0].([]byte)
+			if len(k) != n || seen[string(k)] {
+				t.Fatalf("--key-bytes %d: row %d has key %x (length %d, seen before: %v)", n, i, k, len(k), seen[string(k)])
+			}
+			seen[string(k)] = true
+			if prev != nil && bytes.Compare(prev, k) < 0 {
+				ascending++
+			}
+			prev = k
+		}
+		if n > 1 && ascending > int(rows)*3/4 {
+			t.Errorf("--key-bytes %d: %d of %d consecutive keys ascend", n, ascending, rows-1)
+		}
+	}
+}
+
+// TestStartTierRefusesUsedDir: a --data-dir that holds an earlier run's
+// tier is refused; the run reopened it and measured on a tier with the
+// earlier run's tables, replicas and compactions.
+func TestStartTierRefusesUsedDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "tier"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err := StartTier(t.Context(), "bench test", dir, 1)
+	if err == nil || !strings.Contains(err.Error(), "is there already") {
+		t.Fatalf("StartTier on a used data dir: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ func (g *RowGen) Row(r kv.Row, i int64) {
 		var w [8]byte
 		binary.BigEndian.PutUint64(w[:], x)
 		if g.cfg.KeyBytes < 8 {
-			binary.BigEndian.PutUint64(w[:], uint64(i)) // a plain counter: unique for short keys
+			binary.BigEndian.PutUint64(w[:], shortKey(uint64(i), g.cfg.KeyBytes))
 			copy(k, w[8-g.cfg.KeyBytes:])
 		} else {
 			copy(k, w[:])
@@ -151,4 +151,16 @@ func (c RowGenConfig) Validate(rows int64) error {
 		return errors.New("--value-bytes must be in [0, 1MiB]")
 	}
 	return nil
+}
+
+// shortKey maps i < 2^(8n) to a key of n < 8 bytes one to one, in a
+// scattered order (a counter would load every bucket in ascending key
+// order, which is cheaper for both paths than the random order promised):
+// an odd multiplier and an xorshift, each a bijection modulo 2^(8n).
+func shortKey(i uint64, n int) uint64 {
+	bits := uint(8 * n)
+	mask := uint64(1)<<bits - 1
+	x := (i * 0x9E3779B97F4A7C15) & mask
+	x ^= x >> (bits/2 + 1)
+	return (x * 0xBF58476D1CE4E5B9) & mask
 }

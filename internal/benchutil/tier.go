@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -94,6 +95,10 @@ func StartTier(ctx context.Context, name, dataDir string, tablets int, mods ...f
 			return nil, "", nil, fmt.Errorf("%s: %w", name, err)
 		}
 		removeDir = func() error { return os.RemoveAll(dir) }
+	} else if _, serr := os.Lstat(filepath.Join(dir, "tier")); serr == nil || !errors.Is(serr, fs.ErrNotExist) {
+		// An earlier run's tier would be measured along (its tables,
+		// replicas and compactions): refused.
+		return nil, "", nil, fmt.Errorf("%s: %s is there already (an earlier run's tier?): give --data-dir a new or empty directory", name, filepath.Join(dir, "tier"))
 	}
 	ec := daemon.EmbeddedConfig{
 		DataDir:       filepath.Join(dir, "tier"),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -52,7 +53,7 @@ func parseArgs(stdout io.Writer, args []string) (config, error) {
 	fs.IntVar(&c.perBucket, "inflight-per-bucket", tierclient.DefaultMaxInFlightPerBucket, "most write requests in flight per bucket (1 keeps per-key order)")
 	fs.IntVar(&c.keyBytes, "key-bytes", 8, "key bytes: 8 makes a BIGINT id, other sizes a BYTES key")
 	fs.IntVar(&c.valueBytes, "value-bytes", 100, "bytes of the STRING payload column")
-	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier (default: a new temporary directory, removed afterwards)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "data directory of the embedded tier, new or empty (default: a new temporary directory, removed afterwards)")
 	fs.StringVar(&c.server, "server", "", "HOST:PORT of a running tier's coordinator (default: start an embedded tier in the process)")
 	fs.IntVar(&c.tablets, "tablets", daemon.DefaultTabletServers, "tablet servers of the embedded tier")
 	fs.IntVar(&c.replication, "replication", 0, "replication factor of the table (0: the tier's default)")
@@ -268,7 +269,10 @@ func (l *latencies) percentiles() (p50, p99, pmax time.Duration) {
 		return 0, 0, 0
 	}
 	slices.Sort(l.d)
-	at := func(q float64) time.Duration { return l.d[min(len(l.d)-1, int(q*float64(len(l.d))))] }
+	// Nearest rank: the smallest value with at least q of them at or below it.
+	at := func(q float64) time.Duration {
+		return l.d[max(0, int(math.Ceil(q*float64(len(l.d))))-1)]
+	}
 	return at(0.50), at(0.99), l.d[len(l.d)-1]
 }
 

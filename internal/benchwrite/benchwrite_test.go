@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thawdb/thaw/internal/benchutil"
 	"github.com/thawdb/thaw/internal/daemon"
@@ -104,5 +105,28 @@ func TestServerLeftAsItWas(t *testing.T) {
 	}
 	if _, err := tc.Table(ctx, "bench", "keep"); err != nil {
 		t.Fatalf("the table bench.keep: %v", err)
+	}
+}
+
+// TestPercentiles: nearest rank, the smallest latency with at least q of
+// them at or below it; the index int(q*n) was one rank high (p99 of 100
+// batches was the maximum, p50 of two the larger).
+func TestPercentiles(t *testing.T) {
+	var l latencies
+	for i := 100; i >= 1; i-- {
+		l.add(tierclient.BatchInfo{Latency: time.Duration(i) * time.Millisecond})
+	}
+	if p50, p99, pmax := l.percentiles(); p50 != 50*time.Millisecond || p99 != 99*time.Millisecond || pmax != 100*time.Millisecond {
+		t.Fatalf("1..100 ms: p50 %v, p99 %v, max %v; want 50ms, 99ms, 100ms", p50, p99, pmax)
+	}
+	var two latencies
+	two.add(tierclient.BatchInfo{Latency: time.Second})
+	two.add(tierclient.BatchInfo{Latency: time.Millisecond})
+	if p50, p99, _ := two.percentiles(); p50 != time.Millisecond || p99 != time.Second {
+		t.Fatalf("{1ms, 1s}: p50 %v, p99 %v; want 1ms, 1s", p50, p99)
+	}
+	var none latencies
+	if p50, p99, pmax := none.percentiles(); p50 != 0 || p99 != 0 || pmax != 0 {
+		t.Fatalf("no batches: %v %v %v", p50, p99, pmax)
 	}
 }
