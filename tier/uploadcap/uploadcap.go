@@ -208,11 +208,15 @@ type payload struct {
 var b64 = base64.RawURLEncoding
 
 // Mint returns the token of c. The transaction id must be valid and the
-// expiry after now and at most MaxTTL away.
+// expiry, which the token keeps in whole milliseconds (rounded down),
+// after now and at most MaxTTL away.
 func (s *Signer) Mint(c Capability, now time.Time) (Token, error) {
 	if err := bulkload.ValidateTxnID(c.TxnID); err != nil {
 		return "", fmt.Errorf("uploadcap: mint: %w", err)
 	}
+	// Checked as the token will carry it: a sub-millisecond expiry after
+	// now could round down to an expired token.
+	c.Expires = time.UnixMilli(c.Expires.UnixMilli())
 	if !c.Expires.After(now) || c.Expires.Sub(now) > MaxTTL {
 		return "", fmt.Errorf("uploadcap: mint: expiry %s is not within (now, now+%s]", c.Expires.UTC().Format(time.RFC3339Nano), MaxTTL)
 	}

@@ -63,12 +63,15 @@ func TestMintVerify(t *testing.T) {
 func TestMintRejects(t *testing.T) {
 	s := signer(t, 1)
 	for name, c := range map[string]Capability{
-		"bad txn":      {TxnID: "not-a-uuid", Expires: now.Add(time.Minute)},
-		"upper txn":    {TxnID: strings.ToUpper(txn), Expires: now.Add(time.Minute)},
-		"past":         {TxnID: txn, Expires: now.Add(-time.Millisecond)},
-		"now":          {TxnID: txn, Expires: now},
-		"beyond ttl":   {TxnID: txn, Expires: now.Add(MaxTTL + time.Millisecond)},
-		"zero expires": {TxnID: txn},
+		"bad txn":   {TxnID: "not-a-uuid", Expires: now.Add(time.Minute)},
+		"upper txn": {TxnID: strings.ToUpper(txn), Expires: now.Add(time.Minute)},
+		"past":      {TxnID: txn, Expires: now.Add(-time.Millisecond)},
+		"now":       {TxnID: txn, Expires: now},
+		// The token keeps whole milliseconds: this one would be expired
+		// at the instant it was minted.
+		"same millisecond": {TxnID: txn, Expires: now.Add(900 * time.Microsecond)},
+		"beyond ttl":       {TxnID: txn, Expires: now.Add(MaxTTL + time.Millisecond)},
+		"zero expires":     {TxnID: txn},
 	} {
 		if tok, err := s.Mint(c, now); err == nil {
 			t.Errorf("%s: minted %d bytes", name, len(tok.Reveal()))
