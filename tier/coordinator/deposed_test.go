@@ -2,7 +2,7 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,10 +32,11 @@ func (b *blockingObjects) Delete(ctx context.Context, key string) error {
 }
 
 // TestRetentionDeletesStopWithTheTerm: a coordinator whose term ends while
-// retention deletes a pruned snapshot's files stops deleting (what is left
-// waits for a sweep): object deletes cannot be fenced, and a successor may
-// register, meanwhile, a snapshot that references one of those files. It
-// went on deleting every file after its term had ended.
+// retention deletes a pruned snapshot's files stops deleting: object
+// deletes cannot be fenced, and a successor may register, meanwhile, a
+// snapshot that references one of those files. It went on deleting every
+// file after its term had ended. What it leaves keeps its _METADATA and
+// its registry entry, so the next retention pass deletes it.
 func TestRetentionDeletesStopWithTheTerm(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
@@ -79,9 +80,9 @@ func TestRetentionDeletesStopWithTheTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := w.write(t, 0, id2, 200, []string{"y.sst"}, 1)
-	// Retention of snapshot 1 (pushed out by 2) blocks on its _METADATA,
-	// deleted first; then the term ends.
-	blk.suffix = fmt.Sprintf("/snap-%d/%s", id1, snapshot.MetadataFileName)
+	// Retention of snapshot 1 (pushed out by 2) blocks on its shared
+	// file; then the term ends.
+	blk.suffix = "/shared/x.sst"
 	done2 := make(chan error, 1)
 	go func() { done2 <- report(id2, 200, p2) }()
 	select {
@@ -96,9 +97,11 @@ func TestRetentionDeletesStopWithTheTerm(t *testing.T) {
 	n1.done <- stopped // for the cleanup, which waits for it too
 	close(blk.release)
 	<-done2
-	for _, f := range files1[1:] {
-		if !w.exists(t, f) {
-			t.Errorf("%s was deleted after the term had ended", f)
-		}
+	if !w.exists(t, files1[0]) {
+		t.Errorf("%s was deleted after the term had ended", files1[0])
+	}
+	vs, err := e.store.ListSnapshots(ctx, tgt, 0)
+	if err != nil || !slices.ContainsFunc(vs, func(v meta.Versioned[meta.BucketSnapshot]) bool { return v.Value.SnapshotID == id1 }) {
+		t.Errorf("the registry entry of snapshot %d, whose files were not all deleted, is gone: %v, %v", id1, vs, err)
 	}
 }

@@ -85,14 +85,16 @@
 // one and that the _METADATA there describes exactly the reported
 // snapshot, registers it (meta.AddSnapshot; idempotent), then applies
 // retention: the Config.SnapshotRetention newest registry entries stay;
-// older entries are removed from the registry first, then their _METADATA,
-// then every file of theirs that no retained snapshot references and that
-// lies inside the bucket's directory (replica.Retain decides; files of a
-// bulk-loaded snapshot belong to it alone and go with it). Nothing a
+// for the older ones, every file that no retained snapshot references and
+// that lies inside the bucket's directory is deleted first (replica.Retain
+// decides; files of a bulk-loaded snapshot belong to it alone and go with
+// it), then their _METADATA, and last their registry entries. Nothing a
 // retained snapshot references is deleted; if a retained snapshot's
 // document cannot be read, no file is deleted at all. An object that
-// cannot be deleted is left (logged, counted in
-// thaw_coordinator_snapshot_files_leaked_total) for a later sweep. The
+// cannot be deleted (counted in
+// thaw_coordinator_snapshot_files_leaked_total) leaves its snapshot's
+// _METADATA and registry entry, so the bucket's next retention pass, of
+// this leader or the next, deletes what is left. The
 // response carries the oldest retained log offset, below which the leader
 // may truncate the bucket's changelog. Reports of one bucket are
 // serialized. TriggerSnapshot asks each addressed bucket's leader to take

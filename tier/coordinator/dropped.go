@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -151,8 +150,8 @@ func (c *Coordinator) cleanDropped(ctx context.Context, t *term) error {
 }
 
 // deleteUnder deletes every object under dir (a directory URI without a
-// trailing slash), _METADATA objects first, and returns how many it
-// deleted.
+// trailing slash), _METADATA objects last (deleteObjects), and returns how
+// many it deleted.
 func (c *Coordinator) deleteUnder(ctx context.Context, dir string) (int, error) {
 	prefix, err := c.bulkObjects.Key(dir)
 	if err != nil {
@@ -166,15 +165,5 @@ func (c *Coordinator) deleteUnder(ctx context.Context, dir string) (int, error) 
 		}
 		uris = append(uris, dir+"/"+strings.TrimPrefix(a.Key, prefix))
 	}
-	// deleteObjects wants the _METADATA objects first.
-	slices.SortStableFunc(uris, func(a, b string) int {
-		switch ma, mb := isMetadataURI(a), isMetadataURI(b); {
-		case ma == mb:
-			return 0
-		case ma:
-			return -1
-		}
-		return 1
-	})
 	return c.deleteObjects(ctx, uris)
 }

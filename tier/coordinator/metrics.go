@@ -86,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		filesLeaked: f.NewCounter(prometheus.CounterOpts{
 			Name: "thaw_coordinator_snapshot_files_leaked_total",
-			Help: "Snapshot objects retention could not delete (left for a sweep).",
+			Help: "Snapshot objects a retention pass could not delete (the bucket's next pass tries again).",
 		}),
 		droppedFilesDeleted: f.NewCounter(prometheus.CounterOpts{
 			Name: "thaw_coordinator_dropped_files_deleted_total",

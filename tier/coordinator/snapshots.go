@@ -203,21 +203,21 @@ func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, buck
 	}
 	retainedDocs, removedDocs := docs[:len(retained)], docs[len(retained):]
 	objects, skipped := garbage(bucketDir, retainedDocs, removedDocs)
-
-	// The registry first: from now on nobody restores from them.
-	for i, e := range removed {
-		if err := c.store.DeleteSnapshot(ctx, t.guard, tgt, bucket, e.ID); err != nil && !errors.Is(err, meta.ErrNotFound) {
-			c.m.snapshotsPruned.Add(float64(i))
-			return nil, err
-		}
-	}
-	c.m.snapshotsPruned.Add(float64(len(removed)))
 	if skipped > 0 {
 		log.Warn("coordinator leaves files of pruned snapshots: a snapshot document could not be read", "snapshots", skipped)
 	}
-	// Object deletes cannot be fenced: they stop with the term (the rest
-	// is left, as on any failure), so that a deposed coordinator does not
-	// go on deleting while its successor registers snapshots.
+	// The files first, each pruned snapshot's _METADATA after them, the
+	// registry entries last: a delete that fails, or stops with the term,
+	// leaves the entries, and the bucket's next retention pass (this
+	// leader's or a successor's) reads the documents again and deletes
+	// what is left. With the entries gone first, nothing ever found those
+	// objects again. A pruned snapshot is never restored (the latest is),
+	// and one that a leader's next snapshot builds on while its files go
+	// is refused at that report (a shared file is missing).
+	//
+	// Object deletes cannot be fenced: they stop with the term, so that a
+	// deposed coordinator does not go on deleting while its successor
+	// registers snapshots.
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(t.l.Context(), cancel)()
@@ -225,8 +225,16 @@ func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, buck
 	c.m.filesDeleted.Add(float64(deleted))
 	if err != nil {
 		c.m.filesLeaked.Add(float64(len(objects) - deleted))
-		log.Warn("coordinator could not delete files of pruned snapshots; they are left for a sweep", "deleted", deleted, "left", len(objects)-deleted, "err", err)
+		log.Warn("coordinator could not delete every file of pruned snapshots; their next retention pass tries again", "deleted", deleted, "left", len(objects)-deleted, "err", err)
+		return retained, nil
 	}
+	for i, e := range removed {
+		if err := c.store.DeleteSnapshot(ctx, t.guard, tgt, bucket, e.ID); err != nil && !errors.Is(err, meta.ErrNotFound) {
+			c.m.snapshotsPruned.Add(float64(i))
+			return nil, err
+		}
+	}
+	c.m.snapshotsPruned.Add(float64(len(removed)))
 	log.Info("coordinator pruned snapshots", "pruned", len(removed), "kept", len(retained), "deleted_files", deleted)
 	return retained, nil
 }
@@ -263,11 +271,11 @@ func (c *Coordinator) readDocs(ctx context.Context, log *slog.Logger, entries []
 	return docs
 }
 
-// deleteObjects deletes the objects in the order garbage lists them: the
-// _METADATA objects one by one (stopping at the first failure, so that no
-// file of a snapshot goes while its _METADATA is still there), then the
-// files Fanout at a time. A missing object counts as deleted. It returns
-// how many it deleted.
+// deleteObjects deletes the objects of uris, each pruned snapshot's files
+// Fanout at a time, then (only if every file went) the _METADATA objects
+// one by one, stopping at the first failure: a snapshot's document stays
+// until its files are gone, so a later pass can list them again. A
+// missing object counts as deleted. It returns how many it deleted.
 func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, error) {
 	del := func(ctx context.Context, uri string) error {
 		if err := ctx.Err(); err != nil {
@@ -282,17 +290,17 @@ func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, er
 		}
 		return nil
 	}
-	n := 0
-	for n < len(uris) && isMetadataURI(uris[n]) {
-		if err := del(ctx, uris[n]); err != nil {
-			return n, err
+	var metas, files []string
+	for _, uri := range uris {
+		if isMetadataURI(uri) {
+			metas = append(metas, uri)
+		} else {
+			files = append(files, uri)
 		}
-		n++
 	}
-	files := uris[n:]
 	var (
 		mu      sync.Mutex
-		deleted = n
+		deleted int
 		errs    []error
 	)
 	g, gctx := errgroup.WithContext(ctx)
@@ -311,7 +319,16 @@ func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, er
 		})
 	}
 	_ = g.Wait() // the goroutines return nil
-	return deleted, errors.Join(errs...)
+	if len(errs) > 0 {
+		return deleted, errors.Join(errs...)
+	}
+	for _, uri := range metas {
+		if err := del(ctx, uri); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
 }
 
 func isMetadataURI(uri string) bool {
