@@ -163,6 +163,15 @@ func UnmarshalBuildContext(b []byte) (*BuildContext, error) {
 	if err := checkMembers(members, contextMembers, nil); err != nil {
 		return fail("%v", err)
 	}
+	// A null element reads as snapshot id 0 (scanJSON checks members).
+	var ids []*int64
+	if err := json.Unmarshal(members["snapshot_ids"], &ids); err == nil {
+		for b, id := range ids {
+			if id == nil {
+				return fail("snapshot id of bucket %d is null", b)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var w wireContext
@@ -315,11 +324,49 @@ func checkMembers(members map[string]json.RawMessage, required, optional []strin
 const maxJSONDepth = 16
 
 // scanJSON checks what encoding/json does not (strictjson.Check): member
-// names then match exactly, and repeated members, invalid UTF-8, deep
-// nesting and trailing data are errors.
+// names then match exactly, and repeated members, null members at any
+// depth (encoding/json reads them as zero values: "nullable": null as NOT
+// NULL, "bucket_key": null as the default bucket key), invalid UTF-8,
+// deep nesting and trailing data are errors.
 func scanJSON(b []byte) error {
-	_, err := strictjson.Check(b, strictjson.Options{MaxDepth: maxJSONDepth})
+	_, err := strictjson.Check(b, strictjson.Options{MaxDepth: maxJSONDepth, NoNull: true})
 	return err
+}
+
+// Members every schema and column document the tier writes has: one
+// missing would read as its zero value (a NOT NULL column, 0 buckets).
+// partition_keys and bucket_key are left out when empty.
+var (
+	schemaMembers = []string{"schema_id", "columns", "primary_key", "buckets", "bucketing"}
+	columnMembers = []string{"name", "type", "nullable"}
+)
+
+// checkSchemaMembers refuses a schema document (checked by scanJSON) that
+// lacks one of schemaMembers, or a column one of columnMembers.
+func checkSchemaMembers(b []byte) error {
+	var top struct {
+		Columns []map[string]json.RawMessage `json:"columns"`
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	for _, k := range schemaMembers {
+		if _, ok := members[k]; !ok {
+			return fmt.Errorf("no member %q", k)
+		}
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		return err
+	}
+	for i, c := range top.Columns {
+		for _, k := range columnMembers {
+			if _, ok := c[k]; !ok {
+				return fmt.Errorf("column %d: no member %q", i, k)
+			}
+		}
+	}
+	return nil
 }
 
 // fromTargetInfo builds a context from Begin's target info.
@@ -372,6 +419,9 @@ func (bc *BuildContext) init() error {
 	// The schema strictly too: a member this client does not know may
 	// change the encoding, so it is an error, not ignored.
 	if err := scanJSON(bc.schemaJSON); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	if err := checkSchemaMembers(bc.schemaJSON); err != nil {
 		return fmt.Errorf("schema: %w", err)
 	}
 	var s kv.TableSchema

@@ -43,7 +43,7 @@ func badContexts() []badDoc {
 		{"no version", replaced(g, `"version":1,`, ``), "no version"},
 		{"wrong version", replaced(g, `"version":1`, `"version":2`), "version 2, want 1"},
 		{"version not an integer", replaced(g, `"version":1`, `"version":"1"`), "version \"1\" is not an integer"},
-		{"version null", replaced(g, `"version":1`, `"version":null`), "version null is not an integer"},
+		{"version null", replaced(g, `"version":1`, `"version":null`), `member "version" is null`},
 		{"version fraction", replaced(g, `"version":1`, `"version":1.0`), "version 1.0 is not an integer"},
 		{"missing build deadline", replaced(g, `,"build_deadline_ms":1780000000123`, ``), `missing member "build_deadline_ms"`},
 		{"missing partition", replaced(g, `"partition":"",`, ``), `missing member "partition"`},
@@ -55,6 +55,13 @@ func badContexts() []badDoc {
 		{"bucket count zero", replaced(replaced(g, `"buckets":4,"bucketing":"fluss","remote`, `"buckets":0,"bucketing":"fluss","remote`), `[3,0,5,1]`, `[]`), "bucket count 0"},
 		{"negative table id", replaced(g, `"table_id":7`, `"table_id":-7`), "table id -7 not positive"},
 		{"negative snapshot id", replaced(g, `[3,0,5,1]`, `[3,0,-5,1]`), "negative snapshot id -5 of bucket 2"},
+		// Nulls and missing members below the top read as zero values: a
+		// NOT NULL column, snapshot id 0, the default bucket key.
+		{"null snapshot id", replaced(g, `[3,0,5,1]`, `[3,null,5,1]`), "snapshot id of bucket 1 is null"},
+		{"null schema member", replaced(g, `"type":"STRING","nullable":false`, `"type":"STRING","nullable":null`), `member "nullable" is null`},
+		{"null bucket key", replaced(g, `"primary_key":["id"]`, `"primary_key":["id"],"bucket_key":null`), `member "bucket_key" is null`},
+		{"column without nullable", replaced(g, `"type":"STRING","nullable":false`, `"type":"STRING"`), `schema: column 1: no member "nullable"`},
+		{"schema without buckets", replaced(g, `,"buckets":4,"bucketing":"fluss"}`, `,"bucketing":"fluss"}`), `schema: no member "buckets"`},
 		{"too few snapshot ids", replaced(g, `[3,0,5,1]`, `[3,0,5]`), "3 snapshot ids for 4 buckets"},
 		{"bad txn id", replaced(g, `"txn_id":"0f1e`, `"txn_id":"XX1e`), "XX1e"},
 		{"database escapes the layout", replaced(g, `"database":"shop"`, `"database":"../shop"`), `database name "../shop"`},
