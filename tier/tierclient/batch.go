@@ -2,6 +2,7 @@ package tierclient
 
 import (
 	"context"
+	"slices"
 
 	"connectrpc.com/connect"
 
@@ -82,6 +83,13 @@ func (c *Client) sendMutations(ctx context.Context, b *batch, muts []*tierv1.Mut
 		}))
 		return err
 	})
+	if err != nil && !slices.ContainsFunc(muts, func(m *tierv1.Mutation) bool { return m.GetOp() != tierv1.MutationOp_MUTATION_OP_DELETE }) {
+		// Deletes of a partition dropped meanwhile delete nothing, as
+		// those of a partition that never existed.
+		if gone, gerr := c.partitionGone(ctx, b.entry, b.enc, err); gone || gerr != nil {
+			return attempts, gerr
+		}
+	}
 	if err == nil || classify(err) != split || len(muts) < 2 {
 		return attempts, err
 	}

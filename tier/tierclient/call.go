@@ -2,6 +2,7 @@ package tierclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"connectrpc.com/connect"
@@ -63,7 +64,7 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 			case rerr != nil:
 				// The target is gone, or the coordinator cannot say.
 				c.forgetChanged(e, rerr)
-				return r.attempt, rerr
+				return r.attempt, markGone(rerr)
 			}
 			// A table created again with fewer buckets has no such
 			// bucket: the next round reports the target changed.
@@ -80,7 +81,7 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 			cancel()
 			if rerr != nil && tierpb.ReasonOf(rerr) == tierpb.ReasonNotFound {
 				c.forgetChanged(e, rerr)
-				return r.attempt, rerr
+				return r.attempt, markGone(rerr)
 			}
 			st = e.state.Load()
 			c.opts.logger.Debug("tierclient: retry", "target", e.target.String(), "bucket", bucket, "attempt", r.attempt, "err", err)
@@ -94,6 +95,40 @@ func (c *Client) call(ctx context.Context, e *targetEntry, bucket int, enc *targ
 		st = e.state.Load()
 		c.opts.logger.Debug("tierclient: retry", "target", e.target.String(), "bucket", bucket, "attempt", r.attempt, "err", err)
 	}
+}
+
+// goneError is the coordinator's NOT_FOUND for a target a call had
+// located: it was dropped meanwhile (its text and reason are the error's).
+type goneError struct{ error }
+
+func (e goneError) Unwrap() error { return e.error }
+
+// markGone marks a refresh's NOT_FOUND as a goneError.
+func markGone(err error) error {
+	if tierpb.ReasonOf(err) == tierpb.ReasonNotFound {
+		return goneError{err}
+	}
+	return err
+}
+
+// partitionGone reports whether err, of a call to e's bucket with keys
+// encoded for enc, says that e's partition was dropped while the table it
+// belongs to is still that one: then the partition holds no row, as one
+// that never existed. A table dropped and created again meanwhile is
+// ErrTargetChanged.
+func (c *Client) partitionGone(ctx context.Context, e *targetEntry, enc *targetState, err error) (bool, error) {
+	if !errors.As(err, new(goneError)) || e.target.Partition == "" {
+		return false, nil
+	}
+	cur, rerr := c.RefreshTable(ctx, e.target.Database, e.target.Table)
+	switch {
+	case rerr != nil:
+		return false, rerr
+	case cur.ID != enc.id.GetTableId():
+		return false, fmt.Errorf("%w: table %s.%s was dropped and created again (id %d, now %d)",
+			ErrTargetChanged, e.target.Database, e.target.Table, enc.id.GetTableId(), cur.ID)
+	}
+	return true, nil
 }
 
 // forgetChanged forgets what the client cached about e's table when the

@@ -372,6 +372,13 @@ func (c *Client) entry(ctx context.Context, t Target) (*targetEntry, error) {
 		return e, nil
 	}
 	if _, err := c.refresh(ctx, e, nil); err != nil {
+		// An entry that never located anything (a partition or table that
+		// does not exist) is not kept: each such call added one for good.
+		c.mu.Lock()
+		if c.mu.targets[t] == e && e.state.Load() == nil {
+			delete(c.mu.targets, t)
+		}
+		c.mu.Unlock()
 		return nil, err
 	}
 	return e, nil

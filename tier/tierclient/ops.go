@@ -217,6 +217,9 @@ func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, er
 				}
 				return err
 			})
+			if gone, gerr := c.partitionGone(ctx, g.e, g.enc, err); gone || gerr != nil {
+				return attempts, gerr // a dropped partition holds no row
+			}
 			if err != nil {
 				return attempts, err
 			}
@@ -244,7 +247,10 @@ func (c *Client) Get(ctx context.Context, t Target, keys []kv.Row) ([]kv.Row, er
 // equal the prefix row's (a row of the table in which only the bucket-key
 // and partition-key columns are read), in key order: Fluss's prefix
 // lookup. The table's bucket key must be a leading part of its primary key
-// without the partition keys.
+// without the partition keys. One prefix's rows come in one response, so
+// a prefix holding more rows or bytes than a tablet server answers at once
+// (10,000 rows; tablet.max_batch_bytes, 4 MiB by default) fails with
+// BATCH_TOO_LARGE: this client has no prefix scan yet.
 func (c *Client) PrefixGet(ctx context.Context, t Target, prefixes []kv.Row) ([][]kv.Row, error) {
 	groups, err := c.groupKeys(ctx, "prefix get", t, prefixes, func(st *targetState, row kv.Row) ([]byte, int, error) {
 		pt, err := c.prefixTable(st.table)
@@ -274,6 +280,9 @@ func (c *Client) PrefixGet(ctx context.Context, t Target, prefixes []kv.Row) ([]
 				}
 				return err
 			})
+			if gone, gerr := c.partitionGone(ctx, g.e, g.enc, err); gone || gerr != nil {
+				return attempts, gerr // a dropped partition holds no row
+			}
 			if err != nil {
 				return attempts, err
 			}

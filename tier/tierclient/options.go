@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -164,8 +165,8 @@ func (o *options) validate() error {
 	if r.MaxAttempts == 0 && r.Timeout == 0 {
 		bad("retry policy %+v: MaxAttempts or Timeout must bound the retries", r)
 	}
-	if o.scanPageRows < 1 {
-		bad("scan page rows %d: must be at least 1", o.scanPageRows)
+	if o.scanPageRows < 1 || o.scanPageRows > math.MaxInt32 { // sent as an int32 limit
+		bad("scan page rows %d: must be in 1..%d", o.scanPageRows, math.MaxInt32)
 	}
 	if o.bearer != "" {
 		if err := bulkload.ValidateBearerToken(o.bearer); err != nil {

@@ -31,6 +31,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"protocol", WithProtocol(9), "unknown protocol"},
 		{"logger", WithLogger(nil), "nil logger"},
 		{"scan", WithScanPageRows(0), "scan page rows 0"},
+		{"scan above int32", WithScanPageRows(1 << 31), "scan page rows 2147483648: must be in 1..2147483647"},
 		{"backoff", WithRetryPolicy(RetryPolicy{Timeout: time.Second, MinBackoff: time.Second, MaxBackoff: time.Millisecond}), "retry policy"},
 		{"unbounded", WithRetryPolicy(RetryPolicy{MinBackoff: time.Millisecond, MaxBackoff: time.Second}), "must bound the retries"},
 	} {
