@@ -1,6 +1,9 @@
 package coordinator
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // BucketPlacement is where one bucket lives: its replicas (tablet server
 // ids, no duplicates; the order is the preference order), its leader (one of
@@ -116,14 +119,17 @@ type PlacementResult struct {
 //     more than its least loaded one, move one replica from the former to
 //     the latter, preferring a follower (the
 //     first in target and bucket order whose bucket the least loaded server
-//     does not hold yet), which keeps its position in the replica list. A
-//     leader is moved only if no follower can be: it goes to the end of the
-//     list and the first remaining replica leads, with the epoch
+//     does not hold yet); the new replica goes to the end of the replica
+//     list, so a failover prefers replicas that held the bucket before it.
+//     A leader is moved only if no follower can be: it goes to the end of
+//     the list and the first remaining replica leads, with the epoch
 //     incremented. Such a move always exists while the loads differ by two
 //     or more, so repeated rounds reach a spread of at most one. Replicas of
 //     pinned targets are never moved for balance (they still count in the
-//     loads, and are still repaired), so with pinned targets the spread may
-//     stay wider until they are unpinned.
+//     loads, and are still repaired): when the most loaded server can give
+//     up only pinned replicas, the next pair of servers whose loads differ
+//     by two or more is tried, so with pinned targets only their servers'
+//     spread may stay wider until they are unpinned.
 //
 // Loads count replicas, not leaders; leaders are spread only when buckets
 // are first placed.
@@ -475,15 +481,44 @@ func (p *placer) balanced() bool {
 func (p *placer) rebalance(targets []TargetPlacement, maxMoves int) int {
 	moves := 0
 	for _, l := range p.groups() {
-		for moves < maxMoves && !p.balancedIn(l) {
-			from, to := p.extremes(l)
-			if !p.moveOne(targets, from, to) {
-				break // only pinned replicas could move
-			}
+		for moves < maxMoves && !p.balancedIn(l) && p.moveAny(targets, l) {
 			moves++
 		}
 	}
 	return moves
+}
+
+// moveAny moves one replica between two live servers of changelog log's
+// group whose loads differ by at least two, trying the most loaded source
+// and the least loaded destination first (ties: the smallest id); it
+// reports whether it moved one. Each move narrows the spread of loads.
+// Only the most and the least loaded were tried: when all the most loaded
+// one could give up belonged to a pinned target (a bulk load holds it),
+// no other server was balanced either, for as long as the load ran.
+func (p *placer) moveAny(targets []TargetPlacement, log string) bool {
+	byLoad := func(desc bool) []string {
+		s := slices.Clone(p.group(log))
+		slices.SortFunc(s, func(a, b string) int {
+			c := cmp.Compare(p.load[a], p.load[b])
+			if desc {
+				c = -c
+			}
+			return cmp.Or(c, cmp.Compare(a, b))
+		})
+		return s
+	}
+	sources, dests := byLoad(true), byLoad(false)
+	for _, from := range sources {
+		for _, to := range dests {
+			if p.load[from]-p.load[to] < 2 {
+				break
+			}
+			if p.moveOne(targets, from, to) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // moveOne moves one replica from server from to server to, preferring a
@@ -503,7 +538,10 @@ func (p *placer) moveOne(targets []TargetPlacement, from, to string) bool {
 				p.load[from]--
 				p.load[to]++
 				if !leaders {
-					bp.Replicas[j] = to
+					// Last in the preference order: a failover picks a
+					// replica that held the bucket before this one, which
+					// restores first.
+					bp.Replicas = append(slices.Delete(bp.Replicas, j, j+1), to)
 					return true
 				}
 				bp.Replicas = append(slices.Delete(bp.Replicas, j, j+1), to)

@@ -270,7 +270,7 @@ func TestPlacement(t *testing.T) {
 			servers:  []string{"a", "b", "c", "d"},
 			targets:  []TargetPlacement{target(3, "a,b,c@a#0", "b,c,a@b#0", "c,a,b@c#0", "a,c,b@a#1")},
 			maxMoves: 10,
-			want:     []string{"a,d,c@a#0 b,c,d@b#0 c,a,b@c#0 a,d,b@a#1"},
+			want:     []string{"a,c,d@a#0 b,c,d@b#0 c,a,b@c#0 a,b,d@a#1"},
 			changed:  []bool{true}, moves: 3, balanced: true,
 		},
 		{
@@ -296,6 +296,16 @@ func TestPlacement(t *testing.T) {
 			maxMoves: 10,
 			want:     []string{"a@a#0 a@a#0 a@a#0 b@b#3", "c@c#0"},
 			changed:  []bool{true, false}, repairs: 1, leaderChanges: 1, balanced: false,
+		},
+		{
+			// Only the most and the least loaded server were tried: a
+			// bulk load on the most loaded one stopped every move.
+			name:     "a pinned target on the most loaded server leaves the others to balance",
+			servers:  []string{"a", "b", "c"},
+			targets:  []TargetPlacement{pinned(target(1, "a@a#0", "a@a#0", "a@a#0", "a@a#0", "a@a#0", "a@a#0")), target(1, "b@b#0", "b@b#0", "b@b#0", "b@b#0", "b@b#0", "b@b#0")},
+			maxMoves: 16,
+			want:     []string{"a@a#0 a@a#0 a@a#0 a@a#0 a@a#0 a@a#0", "c@c#1 c@c#1 c@c#1 b@b#0 b@b#0 b@b#0"},
+			changed:  []bool{false, true}, moves: 3, leaderChanges: 3, balanced: false,
 		},
 		{
 			name:     "zero maxMoves repairs but never rebalances",
