@@ -706,3 +706,21 @@ func checkAwaited(t *testing.T, live []Server, awaited []string, in []TargetPlac
 		}
 	}
 }
+
+// TestFailoverAfterMovePrefersOlderReplicas: a follower moved for balance
+// goes last in the replica list, so when the leader dies next the replica
+// that held the bucket before the move leads, not the one still
+// restoring; the moved one kept its predecessor's position.
+func TestFailoverAfterMovePrefersOlderReplicas(t *testing.T) {
+	round1 := Placement(servers("a", "b", "c", "d"), []TargetPlacement{
+		target(3, "a,b,c@a#1"),
+		target(1, "b@b#0", "b@b#0"),
+	}, 16)
+	if got := render(round1.Targets)[0]; got != "a,c,d@a#1" {
+		t.Fatalf("after the rebalance: %s, want b's follower moved to d, last", got)
+	}
+	round2 := Placement(servers("b", "c", "d"), round1.Targets, 16) // a dies
+	if y := round2.Targets[0].Buckets[0]; y.Leader != "c" {
+		t.Fatalf("after a died: %v, want c, the replica from before the move, to lead", y)
+	}
+}
