@@ -3,6 +3,7 @@ package tablet_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -168,6 +169,25 @@ func TestSnapshotAfterRefusedReportUploadsEverything(t *testing.T) {
 	c.coord.refuseNext.Store(true)
 	if _, err := take(); err == nil {
 		t.Fatal("the refused report: no error")
+	}
+	// What the refused snapshot uploaded is deleted: no retention pass
+	// would ever find it (it is not registered).
+	reports := c.coord.reportList()
+	refused := reports[len(reports)-1]
+	dir, _, _ := strings.Cut(refused.GetMetadataPath(), "/snap-")
+	prefix, err := c.objects.Key(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := fmt.Sprintf("-s%d.sst", refused.GetSnapshotId())
+	ownDir := fmt.Sprintf("/snap-%d/", refused.GetSnapshotId())
+	for a, err := range c.objects.List(t.Context(), prefix+"/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(a.Key, own) || strings.Contains(a.Key, ownDir) {
+			t.Errorf("%s of the refused snapshot %d is still in the store", a.Key, refused.GetSnapshotId())
+		}
 	}
 	// No writes from here on: no flush or compaction changes the SSTs, so
 	// snapshot 2's shared files are still the replica's (three L0 files,

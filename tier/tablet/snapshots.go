@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,6 +17,7 @@ import (
 	"github.com/thawdb/thaw/snapshot"
 	"github.com/thawdb/thaw/tier/meta"
 	"github.com/thawdb/thaw/tier/tablet/replica"
+	"github.com/thawdb/thaw/tier/tierpb"
 )
 
 // snapshotLoop takes a snapshot of e every SnapshotInterval while e's
@@ -123,6 +125,7 @@ func (s *Server) takeSnapshot(ctx context.Context, e *replicaEntry, epoch int32,
 				// longer holds): the next one uploads every file.
 				e.snap.full = true
 			}
+			s.dropRefused(ctx, e, id, md, path, err)
 			return nil, err // the coordinator's own reason (STALE_EPOCH, TARGET_LOADING, ...)
 		}
 		return nil, errUnavailable("snapshot %d of %v: report to the coordinator: %v", id, e.rid, err)
@@ -138,6 +141,42 @@ func (s *Server) takeSnapshot(ctx context.Context, e *replicaEntry, epoch int32,
 	log.Info("tablet snapshot registered", "snapshot", id, "log_offset", md.LogOffset, "epoch", epoch,
 		"uploaded_bytes", md.IncrementalSize, "trigger", trigger)
 	return &tierv1.BucketSnapshot{Bucket: e.key.bucket, SnapshotId: id, LogOffset: md.LogOffset, MetadataPath: path}, nil
+}
+
+// dropRefused deletes what snapshot id uploaded (its _METADATA, its
+// private files, the shared files named after it: no other snapshot
+// references those) when the coordinator refused its report before
+// registering it (stale epoch, loading target, refused as built) and the
+// registry confirms it is not there: no retention pass would ever find
+// them. Failures are logged; the objects are then left.
+func (s *Server) dropRefused(ctx context.Context, e *replicaEntry, id int64, md *snapshot.Metadata, path string, refusal error) {
+	switch tierpb.ReasonOf(refusal) {
+	case tierpb.ReasonStaleEpoch, tierpb.ReasonTargetLoading, tierpb.ReasonInvalidArgument:
+	default:
+		return
+	}
+	log := s.log.With(logAttrs(e.key)...).With("snapshot", id)
+	vs, err := s.deps.Meta.ListSnapshots(ctx, e.key.target, int(e.key.bucket))
+	if err != nil {
+		log.Warn("tablet leaves the files of a refused snapshot: the registry cannot be read", "err", err)
+		return
+	}
+	if slices.ContainsFunc(vs, func(v meta.Versioned[meta.BucketSnapshot]) bool { return v.Value.SnapshotID == id }) {
+		return
+	}
+	own := fmt.Sprintf("-s%d.sst", id)
+	var uris []string
+	for _, f := range md.PrivateFiles {
+		uris = append(uris, f.Handle.Path)
+	}
+	for _, f := range md.SharedFiles {
+		if strings.HasSuffix(f.Handle.Path, own) {
+			uris = append(uris, f.Handle.Path)
+		}
+	}
+	if err := replica.DeleteFiles(ctx, s.deps.Objects, append(uris, path)); err != nil {
+		log.Warn("tablet could not delete the files of a refused snapshot", "err", err)
+	}
 }
 
 // incrementalBase returns the snapshot a new snapshot of e builds on (its
