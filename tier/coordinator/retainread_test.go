@@ -18,6 +18,9 @@ type getFailer struct {
 	ObjectStore
 	key   atomic.Value
 	armed atomic.Bool
+	// delKey, while delArmed, is a key whose Delete fails.
+	delKey   atomic.Value
+	delArmed atomic.Bool
 }
 
 func (g *getFailer) Get(ctx context.Context, key string) ([]byte, error) {
@@ -25,6 +28,13 @@ func (g *getFailer) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, errors.New("injected: transient read error")
 	}
 	return g.ObjectStore.Get(ctx, key)
+}
+
+func (g *getFailer) Delete(ctx context.Context, key string) error {
+	if g.delArmed.Load() && g.delKey.Load() == key {
+		return errors.New("injected: transient delete error")
+	}
+	return g.ObjectStore.Delete(ctx, key)
 }
 
 // TestRetentionKeepsWhatItCannotRead: a failure to read one retained
