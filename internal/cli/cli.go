@@ -121,6 +121,16 @@ func (o *output) failed() error {
 	return o.err
 }
 
+// unchecked returns w with Main's check of its writes off, for output
+// that is only progress and notes (thaw load's, a daemon's "serving on"
+// line): a closed output must not fail a command once its work is done.
+func unchecked(w io.Writer) io.Writer {
+	if o, ok := w.(*output); ok {
+		return o.w
+	}
+	return w
+}
+
 // isTerminal reports whether w is a terminal (a character device).
 func isTerminal(w io.Writer) bool {
 	if o, ok := w.(*output); ok {

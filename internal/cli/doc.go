@@ -6,7 +6,9 @@
 // success, 2 for usage errors (unknown command, bad flags), 1 otherwise,
 // and 141 (as if SIGPIPE ended it) when the reader of standard output went
 // away. A command whose output could not be written is not a success even
-// if it did not check its writes: Main's stdout keeps the first write error.
+// if it did not check its writes: Main's stdout keeps the first write error
+// (except for output that is only progress, such as thaw load's: a closed
+// one does not fail a load that committed).
 // Commands never call os.Exit themselves, so they can be tested in-process.
 //
 // docs/cli.md is every command's --help on one page. TestCLIReference

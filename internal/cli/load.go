@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/bits"
 	"os"
 	"strings"
 	"sync"
@@ -32,6 +34,18 @@ import (
 // thaw load: Parquet files into an empty table or partition, in one bulk-load
 // transaction (Begin, one build session for every bucket, Commit; Abort on
 // any failure before Commit).
+
+// shareOf is size*part/whole (whole at least 1) without overflowing: the
+// bytes of a file of size bytes that part of its whole rows stand for.
+func shareOf(size, part, whole int64) int64 {
+	hi, lo := bits.Mul64(uint64(size), uint64(part))
+	q, _ := bits.Div64(hi%uint64(max(whole, 1)), lo, uint64(max(whole, 1)))
+	hq := hi / uint64(max(whole, 1))
+	if hq > 0 || q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
 
 // progressOutput receives the progress and notes of commands whose stdout
 // carries data (thaw bulkload begin and build, thaw lake scan --json).
@@ -236,7 +250,7 @@ func buildInput(ctx context.Context, bc *bulkloadclient.BuildContext, in *parque
 		add := func(rec arrow.RecordBatch) error {
 			first := read
 			read += rec.NumRows()
-			b := f.size * read / max(f.rows, 1)
+			b := shareOf(f.size, read, f.rows)
 			prog.advance(rec.NumRows(), b-sent, false)
 			sent = b
 			if err := s.Add(ctx, rec); err != nil {
@@ -544,7 +558,9 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	if err := checkStoreDir(lf.build.store, "a bulk load of "+name.String(), info.RemoteDataDir); err != nil {
 		return err
 	}
-	prog := newProgress(stdout, in)
+	// thaw load's output is only progress and notes: a closed one does
+	// not stop the load, nor fail it once it is done (unchecked).
+	prog := newProgress(unchecked(stdout), in)
 	prog.printf("loading %s (%s) from %s into %s", plural(in.rows, "row", "rows"), humanBytes(in.bytes), plural(len(in.files), "file", "files"), target)
 
 	c, err := bulkClient(ctx, lf.server, lf.build.scoped, lf.build.store)

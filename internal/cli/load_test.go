@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -679,4 +680,44 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("load of an existing partition with --create-partition: %v\n%s", err, out.String())
 	}
 	checkRows(t, scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "sales", Partition: "2024-01-05"}, 1), lastWins(day5), true)
+}
+
+// TestShareOf: a file's bytes read so far, size*part/whole, without the
+// int64 overflow that printed negative byte counts for large files (a
+// 10 GiB file after 860 M rows).
+func TestShareOf(t *testing.T) {
+	for _, c := range []struct{ size, part, whole, want int64 }{
+		{100, 1, 4, 25},
+		{100, 0, 0, 0},
+		{7, 3, 0, 21}, // a file whose row count is not known: whole counts as 1
+		{10 << 30, 860_000_000, 1_000_000_000, 9234179686},
+		{15 << 40, 573_440, 700_000, 13510798882111},
+		{math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64, 2, 1, math.MaxInt64},
+	} {
+		if got := shareOf(c.size, c.part, c.whole); got != c.want {
+			t.Errorf("shareOf(%d, %d, %d) = %d, want %d", c.size, c.part, c.whole, got, c.want)
+		}
+	}
+}
+
+// TestLoadClosedOutputExitsZero: a load whose output pipe closed (thaw
+// load ... | head -1) runs to its end and exits 0 (docs/bulkload-cli.md),
+// not 141 as a command whose answer was lost.
+func TestLoadClosedOutputExitsZero(t *testing.T) {
+	e, tc := startTestTier(t)
+	ctx := t.Context()
+	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.CreateTable(ctx, "shop", "items", itemsTable(t, false), 2); err != nil {
+		t.Fatal(err)
+	}
+	f1 := filepath.Join(t.TempDir(), "1.parquet")
+	writeParquet(t, f1, makeItems("", 1, 300), parquetLayout{})
+	var errOut bytes.Buffer
+	code := Main(ctx, []string{"load", "--table", "shop.items", "--server", e.HostPort(), "--temp-dir", t.TempDir(), f1}, closedStdout{}, &errOut)
+	if got := scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0); len(got) != 300 || code != 0 {
+		t.Fatalf("thaw load with a closed output: exit %d, %d rows (stderr %q); want 0 and 300", code, len(got), errOut.String())
+	}
 }

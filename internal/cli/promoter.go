@@ -62,7 +62,7 @@ func runPromoter(ctx context.Context, stdout io.Writer, args []string) error {
 		tier = "embedded tier in " + cfg.DataDir + "/tier"
 	}
 	return daemon.RunPromoter(ctx, cfg, daemon.PromoterOptions{RunOptions: daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw promoter: serving on %s%s (%s)\n", cfg.TLS.Scheme(), addr, tier)
+		fmt.Fprintf(unchecked(stdout), "thaw promoter: serving on %s%s (%s)\n", cfg.TLS.Scheme(), addr, tier)
 	}}, ConfigFile: *config})
 }
 

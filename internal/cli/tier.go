@@ -82,7 +82,7 @@ func runServer(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunServer(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw server: serving on %s%s (data in %s, %d tablet servers)\n", cfg.TLS.Scheme(), addr, cfg.DataDir, cfg.Tablets)
+		fmt.Fprintf(unchecked(stdout), "thaw server: serving on %s%s (data in %s, %d tablet servers)\n", cfg.TLS.Scheme(), addr, cfg.DataDir, cfg.Tablets)
 	}})
 }
 
@@ -136,7 +136,7 @@ func runCoordinator(ctx context.Context, stdout io.Writer, args []string) error 
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunCoordinator(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw coordinator %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
+		fmt.Fprintf(unchecked(stdout), "thaw coordinator %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
 	}})
 }
 
@@ -171,7 +171,7 @@ func runTablet(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	log := daemon.NewLogger(tierLogOutput, cfg.Log)
 	return daemon.RunTablet(ctx, cfg, daemon.RunOptions{Logger: log, OnReady: func(addr string) {
-		fmt.Fprintf(stdout, "thaw tablet %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
+		fmt.Fprintf(unchecked(stdout), "thaw tablet %s: serving on %s%s\n", cfg.ID, cfg.TLS.Scheme(), addr)
 	}})
 }
 
