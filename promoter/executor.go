@@ -280,20 +280,19 @@ func (p *Promoter) drive(ctx context.Context, src *source, r Record, resumed boo
 		resumed = false
 		policy := src.pol.Name()
 		if err == nil {
-			p.m.promotions.WithLabelValues(policy, outcomeCommitted).Inc()
-			p.m.seconds.WithLabelValues(policy, outcomeCommitted).Observe(time.Since(start).Seconds())
-			p.m.rows.WithLabelValues(policy).Add(float64(r.Rows))
-			return r, nil
+			return r, nil // committed counted it
 		}
 		if halts(err) || errors.Is(err, errPending) || errors.Is(err, errAbortFailed) || ctx.Err() != nil {
 			return r, err
 		}
-		if errors.Is(err, bulkload.ErrTokenAborted) && spent < maxSpentTokens {
+		if errors.Is(err, bulkload.ErrTokenAborted) && !errors.Is(err, bulkload.ErrTargetNotEmpty) && spent < maxSpentTokens {
 			// The tier remembers this attempt's token as aborted: a Begin
 			// of it that was never recorded, or an earlier record of this
 			// promotion, pruned from the ledger while the tier still kept
 			// its transactions (which reset the attempt count). Nothing
-			// failed: the next attempt starts at once, not as a retry.
+			// failed: the next attempt starts at once, not as a retry. (A
+			// Begin that found data spent its token too, but a new one
+			// would find the same data.)
 			spent++
 			p.logger(r).Info("caller token spent by an aborted transaction; next attempt", "token", r.CallerToken)
 			if r, err = p.nextAttempt(ctx, r); err != nil {
@@ -591,6 +590,13 @@ func (p *Promoter) committed(ctx context.Context, r Record) (Record, error) {
 		p.logger(r).Error("the commit could not be recorded; the promotion is left committing for resume", "txn", r.TxnID, "err", err)
 		return r, fmt.Errorf("%w: record the commit of %s: %w", errPending, r.TxnID, err)
 	}
+	// Counted here, where every path that records a commit passes (a
+	// resume, an expired outcome, a released policy's record too), once.
+	p.m.promotions.WithLabelValues(c.Policy, outcomeCommitted).Inc()
+	if c.BegunAt != nil {
+		p.m.seconds.WithLabelValues(c.Policy, outcomeCommitted).Observe(now.Sub(*c.BegunAt).Seconds())
+	}
+	p.m.rows.WithLabelValues(c.Policy).Add(float64(c.Rows))
 	p.logger(c).Info("promotion phase", "phase", string(PhaseCommitted), "txn", c.TxnID, "rows", c.Rows, "bytes", c.Bytes)
 	return c, p.hook(ctx, c)
 }
