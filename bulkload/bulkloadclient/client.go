@@ -270,14 +270,40 @@ func mapErr(ctx context.Context, op string, err error) error {
 	if sentinel == nil {
 		return fmt.Errorf("bulkloadclient: %s: %w", op, err)
 	}
-	return fmt.Errorf("bulkloadclient: %s: %w", op, &reasonError{sentinel: sentinel, err: err})
+	return fmt.Errorf("bulkloadclient: %s: %w", op, &reasonError{sentinel: sentinel, also: alsoSentinels(err, sentinel), err: err})
+}
+
+// alsoSentinels returns the sentinels besides its reason's that an RPC
+// error's transaction metadata implies: one reason crosses the wire, while
+// a Begin whose transaction found data aborted it (NOT_EMPTY, state
+// ABORTED: the token is spent too, ErrTokenAborted), and a transaction
+// aborted at a deadline is ErrDeadlineExceeded whatever the reason.
+func alsoSentinels(err, sentinel error) []error {
+	md := tierpb.MetadataOf(err)
+	if md[tierpb.KeyState] != bulkload.Aborted.String() {
+		return nil
+	}
+	var also []error
+	if sentinel == bulkload.ErrTargetNotEmpty {
+		also = append(also, bulkload.ErrTokenAborted)
+	}
+	switch md[tierpb.KeyAbortReason] {
+	case bulkload.BuildDeadlineExceeded.String(), bulkload.CommitDecisionDeadlineExceeded.String():
+		if sentinel != bulkload.ErrDeadlineExceeded {
+			also = append(also, bulkload.ErrDeadlineExceeded)
+		}
+	}
+	return also
 }
 
 // reasonError is an RPC error that also is its reason's sentinel. Its text
 // is the server's message without the RPC code (the sentinel says it),
 // followed by the sentinel in parentheses when the message does not
 // already name it (the coordinator's messages usually start with it).
-type reasonError struct{ sentinel, err error }
+type reasonError struct {
+	sentinel, err error
+	also          []error // more sentinels it is (alsoSentinels)
+}
 
 func (e *reasonError) Error() string {
 	msg := e.err.Error()
@@ -290,7 +316,7 @@ func (e *reasonError) Error() string {
 	return msg + " (" + e.sentinel.Error() + ")"
 }
 
-func (e *reasonError) Unwrap() []error { return []error{e.sentinel, e.err} }
+func (e *reasonError) Unwrap() []error { return append([]error{e.sentinel, e.err}, e.also...) }
 
 // sentinelOf returns the bulkload sentinel of an RPC error's reason, nil
 // for none.
