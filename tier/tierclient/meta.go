@@ -215,6 +215,12 @@ func (c *Client) DropEmptyDatabase(ctx context.Context, database string) error {
 // CreateTable creates a table (replicationFactor 0: the tier's default).
 // A table of that name that exists is an ALREADY_EXISTS error.
 func (c *Client) CreateTable(ctx context.Context, database, table string, schema kv.TableSchema, replicationFactor int) (*TableInfo, error) {
+	if replicationFactor < 0 || replicationFactor > tierpb.MaxReplicationFactor {
+		return nil, fmt.Errorf("%w: create table %s.%s: replication factor %d not in 0..%d", ErrInvalidArgument, database, table, replicationFactor, tierpb.MaxReplicationFactor)
+	}
+	if _, err := kv.NewTable(schema); err != nil {
+		return nil, fmt.Errorf("%w: create table %s.%s: %w", ErrInvalidArgument, database, table, err)
+	}
 	resp, err := coordCall(ctx, c, connect.NewRequest(&tierv1.CreateTableRequest{
 		Path:              &tierv1.TablePath{Database: database, Table: table},
 		Schema:            SchemaToProto(schema),

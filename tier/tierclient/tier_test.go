@@ -930,3 +930,31 @@ func TestCreateTableAfterAnotherClientDropped(t *testing.T) {
 		t.Fatalf("read of the new row by another client: %v %v", got, err)
 	}
 }
+
+// TestCreateTableChecksArguments: a schema kv refuses or a replication
+// factor out of range is refused before the coordinator is asked; the
+// wire's int32 fields truncated them (buckets 1<<32+8 created 8 buckets,
+// replication 1<<32+3 became 3).
+func TestCreateTableChecksArguments(t *testing.T) {
+	e := startTier(t, daemon.EmbeddedConfig{TabletServers: 1})
+	c := newClient(t, e.HostPort())
+	if err := c.CreateDatabase(t.Context(), "db"); err != nil {
+		t.Fatal(err)
+	}
+	wide := simpleSchema(1)
+	wide.Buckets = 1<<32 + 8
+	for name, call := range map[string]func() error{
+		"buckets":     func() error { _, err := c.CreateTable(t.Context(), "db", "wide", wide, 1); return err },
+		"replication": func() error { _, err := c.CreateTable(t.Context(), "db", "rf", simpleSchema(1), 1<<32+3); return err },
+		"negative":    func() error { _, err := c.CreateTable(t.Context(), "db", "neg", simpleSchema(1), -1); return err },
+	} {
+		if err := call(); !errors.Is(err, tierclient.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	for _, name := range []string{"wide", "rf", "neg"} {
+		if _, err := c.RefreshTable(t.Context(), "db", name); tierpb.ReasonOf(err) != tierpb.ReasonNotFound {
+			t.Errorf("table %s after its refused create: %v, want NOT_FOUND", name, err)
+		}
+	}
+}

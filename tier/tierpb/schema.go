@@ -9,18 +9,27 @@ import (
 	"github.com/thawdb/thaw/kv"
 )
 
-// SchemaToProto converts a kv table schema to its wire form.
 // MaxReplicationFactor bounds a table's replication factor (the
 // coordinator refuses more; clients check it before they ask).
 const MaxReplicationFactor = 16
 
+// narrow is n as an int32, or -1 (which no schema accepts) when it does
+// not fit: a truncation could turn an invalid count into a valid one.
+func narrow(n int) int32 {
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return -1
+	}
+	return int32(n)
+}
+
+// SchemaToProto converts a kv table schema to its wire form.
 func SchemaToProto(s kv.TableSchema) *tierv1.TableSchema {
 	p := &tierv1.TableSchema{
 		SchemaId:      int32(s.SchemaID),
 		PrimaryKey:    s.PrimaryKey,
 		PartitionKeys: s.PartitionKeys,
 		BucketKey:     s.BucketKey,
-		Buckets:       int32(s.Buckets),
+		Buckets:       narrow(s.Buckets),
 		Bucketing:     s.Bucketing.String(),
 	}
 	for _, c := range s.Columns {

@@ -2,6 +2,7 @@ package tierpb
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -55,5 +56,18 @@ func TestSchemaFromProtoErrors(t *testing.T) {
 	_, err := SchemaFromProto(&tierv1.TableSchema{Columns: []*tierv1.Column{{Name: "x", Type: "MAP<INT,INT>"}}})
 	if !errors.Is(err, kv.ErrNestedType) {
 		t.Errorf("nested type: %v, want kv.ErrNestedType", err)
+	}
+}
+
+// TestSchemaToProtoNarrowsSafely: a bucket count beyond int32 goes out as
+// -1, which no schema accepts; it was truncated (1<<32+8 became a valid 8).
+func TestSchemaToProtoNarrowsSafely(t *testing.T) {
+	for _, n := range []int{1<<32 + 8, -(1<<32 + 8), math.MaxInt64} {
+		if got := SchemaToProto(kv.TableSchema{Buckets: n}).GetBuckets(); got != -1 {
+			t.Errorf("buckets %d went out as %d, want -1", n, got)
+		}
+	}
+	if got := SchemaToProto(kv.TableSchema{Buckets: 4096}).GetBuckets(); got != 4096 {
+		t.Errorf("buckets 4096 went out as %d", got)
 	}
 }
