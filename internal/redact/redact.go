@@ -4,6 +4,7 @@ package redact
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -19,8 +20,11 @@ import (
 func URL(raw string) string { return userinfo(query(raw)) }
 
 // secretParams are substrings of the (lower-cased) query parameter names
-// whose values are redacted; "sig" and "pass" only as whole names.
-var secretParams = []string{"password", "passwd", "passphrase", "pwd", "secret", "token", "signature", "credential", "apikey", "api_key", "api-key"}
+// whose values are redacted; wholeSecretParams only as whole names.
+var (
+	secretParams      = []string{"password", "passwd", "passphrase", "pwd", "secret", "token", "signature", "credential", "apikey", "api_key", "api-key", "access_key", "accesskey", "access-key"}
+	wholeSecretParams = []string{"sig", "pass", "key", "auth"}
+)
 
 // query redacts the values of raw's query parameters that are secrets.
 func query(raw string) string {
@@ -47,7 +51,9 @@ func query(raw string) string {
 		if err != nil {
 			val = v
 		}
-		if secretParam(strings.ToLower(name)) || userinfo(val) != val {
+		// A value that is a URL is redacted whole if it carries a secret
+		// (a password, or a credential in its own query).
+		if secretParam(strings.ToLower(name)) || userinfo(val) != val || (strings.Contains(val, "://") && query(val) != val) {
 			parts[i], changed = k+"=xxxxx", true
 		}
 	}
@@ -58,7 +64,7 @@ func query(raw string) string {
 }
 
 func secretParam(name string) bool {
-	if name == "sig" || name == "pass" {
+	if slices.Contains(wholeSecretParams, name) {
 		return true
 	}
 	for _, s := range secretParams {

@@ -42,7 +42,12 @@ func TestURL(t *testing.T) {
 		// information: raw's host and path stay.
 		{"s3://bucket/p?endpoint=http://user:SECRET@minio:9000&x=1", "s3://bucket/p?endpoint=xxxxx&x=1"},
 		{"https://catalog.example/v1?proxy=http://u:SECRET@proxy:3128", "https://catalog.example/v1?proxy=xxxxx"},
-		{"https://h/p?api_key=SECRET&apiKey=SECRET&sslpassphrase=SECRET&key=k1", "https://h/p?api_key=xxxxx&apiKey=xxxxx&sslpassphrase=xxxxx&key=k1"},
+		{"https://h/p?api_key=SECRET&apiKey=SECRET&sslpassphrase=SECRET&keys=k1", "https://h/p?api_key=xxxxx&apiKey=xxxxx&sslpassphrase=xxxxx&keys=k1"},
+		// A key (a GCS API key), an access key, an auth value, and a URL
+		// whose own query carries a secret.
+		{"https://storage.example/b/o?key=SECRET&access_key=SECRET&AccessKey=SECRET&auth=SECRET&region=us", "https://storage.example/b/o?key=xxxxx&access_key=xxxxx&AccessKey=xxxxx&auth=xxxxx&region=us"},
+		{"s3://bucket/p?endpoint=https%3A%2F%2Fminio%3A9000%3Fsecret_key%3DSECRET&x=1", "s3://bucket/p?endpoint=xxxxx&x=1"},
+		{"s3://bucket/p?endpoint=https%3A%2F%2Fminio%3A9000%3Fregion%3Dus", "s3://bucket/p?endpoint=https%3A%2F%2Fminio%3A9000%3Fregion%3Dus"},
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
