@@ -567,6 +567,11 @@ func openChangelog(dir string, o ChangelogOptions, log *slog.Logger) (changelogP
 	return changelog.NewLocalProvider(dir,
 		changelog.WithSegmentBytes(int64(o.SegmentBytes)),
 		changelog.WithMaxBatchBytes(int64(o.MaxBatchBytes)),
+		// A row as large as a write may be (tablet.max_batch_bytes, below
+		// changelog.max_batch_bytes) is one record: the default 1 MiB
+		// record limit refused rows between it and a write's limit, for
+		// good (BATCH_TOO_LARGE, and a single row cannot be split).
+		changelog.WithMaxRecordBytes(changelog.RecordRoom(int64(o.MaxBatchBytes))),
 		changelog.WithTailRepairHook(func(r changelog.TailRepair) {
 			log.Warn("changelog torn tail repaired", "segment", r.Segment, "pos", r.Pos, "dropped", r.Dropped, "reason", r.Reason)
 		}))

@@ -46,8 +46,15 @@ func WithMaxBatchBytes(n int64) Option { return func(o *options) { o.maxBatchByt
 
 // WithMaxRecordBytes limits one record's payload. Unset, the limit is
 // DefaultMaxRecordBytes, or what a smaller max batch leaves room for.
+// RecordRoom(maxBatchBytes) is the largest a batch of that size holds.
 func WithMaxRecordBytes(n int64) Option {
 	return func(o *options) { o.maxRecordBytes, o.recordBytesSet = n, true }
+}
+
+// RecordRoom is the largest record payload a batch of at most
+// maxBatchBytes holds (alone).
+func RecordRoom(maxBatchBytes int64) int64 {
+	return max(0, maxBatchBytes-frameHeaderLen-recordHeaderLen)
 }
 
 // WithIndexIntervalBytes sets how densely the in-memory sparse index
@@ -83,7 +90,7 @@ func buildOptions(opts []Option) (options, error) {
 	if !o.recordBytesSet {
 		// (A max batch below 1 MiB took every start: the default record
 		// limit did not fit it.)
-		o.maxRecordBytes = max(0, min(o.maxRecordBytes, o.maxBatchBytes-frameHeaderLen-recordHeaderLen))
+		o.maxRecordBytes = min(o.maxRecordBytes, RecordRoom(o.maxBatchBytes))
 	}
 	var errs []error
 	if o.segmentBytes < minSegmentBytes || o.segmentBytes > maxSegmentBytes {
