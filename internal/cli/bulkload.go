@@ -624,6 +624,9 @@ func runBulkloadBegin(ctx context.Context, stdout io.Writer, args []string) erro
 	defer cancel()
 	bc, err := beginRetrying(ctx, c, "", target, tok, bulkloadclient.BeginOptions{BuildTimeout: *buildTimeout})
 	if err != nil {
+		if *token == "" {
+			return abandonBegin(ctx, sf.server, target, tok, sf.timeout, err)
+		}
 		return err
 	}
 	b, err := bc.Marshal()

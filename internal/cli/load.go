@@ -385,6 +385,37 @@ func beginRetrying(ctx context.Context, c *bulkloadclient.Client, createFlag str
 	}
 }
 
+// abandonBegin follows a Begin with a caller token this process made up
+// whose outcome is unknown (its answer lost, the time or an interrupt ran
+// out): nobody else knows the token, so a transaction it began would hold
+// target, fenced, until its build deadline. It looks for that transaction
+// by its token, on a detached context bounded by timeout, and aborts it;
+// the error it returns says what it did, or names the token. A Begin
+// refused for good began nothing: err as it is.
+func abandonBegin(ctx context.Context, server string, target bulkload.Target, token string, timeout time.Duration, err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !bulkloadclient.IsRetriable(err) {
+		return err
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	bl := dialBulkLoad(server)
+	resp, lerr := bulkDo(actx, bl, &tierv1.ListBulkLoadsRequest{}, tierv1connect.BulkLoadServiceClient.List)
+	if lerr != nil {
+		return fmt.Errorf("%w (a bulk load of caller token %s may hold %s until its build deadline: see thaw bulkload list)", err, token, target)
+	}
+	for _, st := range resp.GetTransactions() {
+		if st.GetCallerToken() != token {
+			continue
+		}
+		id := st.GetHandle().GetTxnId()
+		if _, aerr := bulkDo(actx, bl, &tierv1.AbortBulkLoadRequest{Handle: st.GetHandle()}, tierv1connect.BulkLoadServiceClient.Abort); aerr != nil {
+			return fmt.Errorf("%w (bulk load %s of caller token %s holds %s until its build deadline: thaw bulkload abort %s; %v)", err, id, token, target, id, aerr)
+		}
+		return fmt.Errorf("%w (the bulk load it began, %s, is aborted: %s is as it was)", err, id, target)
+	}
+	return fmt.Errorf("%w (no bulk load of caller token %s was found; one that appears later is aborted with thaw bulkload abort)", err, token)
+}
+
 // checkLoadTarget checks that a partition is named for a partitioned
 // table and only for one, before anything is read or begun.
 func checkLoadTarget(tbl *kv.Table, name tableName, partition string) error {
@@ -582,6 +613,9 @@ func runLoad(ctx context.Context, stdout io.Writer, args []string) (err error) {
 	bc, err := beginRetrying(beginCtx, c, "thaw load --create-partition", target, token, bulkloadclient.BeginOptions{BuildTimeout: lf.buildTimeout})
 	cancel()
 	if err != nil {
+		if lf.token == "" {
+			err = abandonBegin(ctx, lf.server, target, token, lf.timeout, err)
+		}
 		return fmt.Errorf("load %s: %w", target, err)
 	}
 	txn := bc.Handle().TxnID
