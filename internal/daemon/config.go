@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/thawdb/thaw/objstore"
+	"github.com/thawdb/thaw/tier/changelog"
 	"github.com/thawdb/thaw/tier/changelog/kafkalog"
 	"github.com/thawdb/thaw/tier/coordinator"
 	"github.com/thawdb/thaw/tier/meta"
@@ -622,8 +623,11 @@ func (c TabletOptions) validate() error {
 
 // validateBatchBytes checks that a write batch fits a changelog append.
 func validateBatchBytes(t TabletOptions, l ChangelogOptions) error {
-	if t.MaxBatchBytes >= l.MaxBatchBytes {
-		return fmt.Errorf("tablet.max_batch_bytes %v must be below changelog.max_batch_bytes %v", t.MaxBatchBytes, l.MaxBatchBytes)
+	// A single row as large as a write may be is one record: it must fit a
+	// changelog batch with its headers.
+	if room := changelog.RecordRoom(int64(l.MaxBatchBytes)); int64(t.MaxBatchBytes) > room {
+		return fmt.Errorf("tablet.max_batch_bytes %v must be at most changelog.max_batch_bytes %v less %d bytes of headers (%d)",
+			t.MaxBatchBytes, l.MaxBatchBytes, int64(l.MaxBatchBytes)-room, room)
 	}
 	return nil
 }

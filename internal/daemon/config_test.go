@@ -125,6 +125,9 @@ func TestLoadConfigStrict(t *testing.T) {
 		{"tablet needs data dir", "id: ts-1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\n", &TabletConfig{}, []string{"data_dir is required"}},
 		{"tablet unknown section", "id: ts-1\ncoordinator:\n  lease_ttl: 1s\n", &TabletConfig{}, []string{"line 2", "coordinator"}},
 		{"dropped data cleaned too often", "data_dir: /d\ncoordinator:\n  dropped_data_clean_interval: 1ms\n", &ServerConfig{}, []string{"coordinator.dropped_data_clean_interval 1ms is shorter than 1s"}},
+		// A row as large as a write may be must fit a changelog batch with
+		// its 24 bytes of headers (it was refused, for good, by the log).
+		{"tablet batch too close to the changelog's", "data_dir: /d\nchangelog:\n  max_batch_bytes: 131072\ntablet:\n  max_batch_bytes: 131060\n", &ServerConfig{}, []string{"tablet.max_batch_bytes 131060 must be at most changelog.max_batch_bytes 128KiB less 24 bytes of headers (131048)"}},
 		// A zero would become the default at the start (1m, 10s).
 		{"zero dropped data grace", "data_dir: /d\ncoordinator:\n  dropped_data_grace: 0s\n", &ServerConfig{}, []string{"coordinator.dropped_data_grace 0s must be positive (default 1m0s)"}},
 		{"zero server grace", "id: c1\nobject_store: file:///x\netcd:\n  endpoints: [http://e:2379]\ncoordinator:\n  server_grace: 0s\n", &CoordinatorConfig{}, []string{"coordinator.server_grace 0s would mean the default 10s"}},
