@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -221,21 +222,54 @@ func (c *Coordinator) retain(ctx context.Context, t *term, tgt meta.Target, buck
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(t.l.Context(), cancel)()
-	deleted, err := c.deleteObjects(dctx, objects)
-	c.m.filesDeleted.Add(float64(deleted))
-	if err != nil {
-		c.m.filesLeaked.Add(float64(len(objects) - deleted))
-		log.Warn("coordinator could not delete every file of pruned snapshots; their next retention pass tries again", "deleted", deleted, "left", len(objects)-deleted, "err", err)
-		return retained, nil
-	}
-	for i, e := range removed {
-		if err := c.store.DeleteSnapshot(ctx, t.guard, tgt, bucket, e.ID); err != nil && !errors.Is(err, meta.ErrNotFound) {
-			c.m.snapshotsPruned.Add(float64(i))
-			return nil, err
+	var files []string
+	metas := map[string]bool{}
+	for _, uri := range objects {
+		if isMetadataURI(uri) {
+			metas[uri] = true
+		} else {
+			files = append(files, uri)
 		}
 	}
-	c.m.snapshotsPruned.Add(float64(len(removed)))
-	log.Info("coordinator pruned snapshots", "pruned", len(removed), "kept", len(retained), "deleted_files", deleted)
+	deleted, failed := c.deleteEach(dctx, files)
+	// Snapshot by snapshot: one whose files all went loses its _METADATA,
+	// then its registry entry; one a file of which is left keeps both, and
+	// so does nothing else.
+	pruned, left := 0, 0
+	for _, d := range removedDocs {
+		if d.doc != nil {
+			kept := false
+			for _, f := range snapshot.Files(d.doc) {
+				kept = kept || failed[f.Handle.Path] != nil
+			}
+			if md := d.entry.MetadataPath; !kept && metas[md] {
+				if err := c.deleteObject(dctx, md); err != nil {
+					failed[md] = err
+					kept = true
+				} else {
+					deleted++
+				}
+			}
+			if kept {
+				left++
+				continue
+			}
+		}
+		if err := c.store.DeleteSnapshot(ctx, t.guard, tgt, bucket, d.entry.ID); err != nil && !errors.Is(err, meta.ErrNotFound) {
+			c.m.snapshotsPruned.Add(float64(pruned))
+			c.m.filesDeleted.Add(float64(deleted))
+			return nil, err
+		}
+		pruned++
+	}
+	c.m.snapshotsPruned.Add(float64(pruned))
+	c.m.filesDeleted.Add(float64(deleted))
+	if len(failed) > 0 {
+		c.m.filesLeaked.Add(float64(len(failed)))
+		log.Warn("coordinator could not delete every file of pruned snapshots; the bucket's next retention pass tries again",
+			"deleted", deleted, "failed", len(failed), "snapshots_left", left, "err", errors.Join(slices.Collect(maps.Values(failed))...))
+	}
+	log.Info("coordinator pruned snapshots", "pruned", pruned, "kept", len(retained), "deleted_files", deleted)
 	return retained, nil
 }
 
@@ -271,25 +305,12 @@ func (c *Coordinator) readDocs(ctx context.Context, log *slog.Logger, entries []
 	return docs
 }
 
-// deleteObjects deletes the objects of uris, each pruned snapshot's files
-// Fanout at a time, then (only if every file went) the _METADATA objects
-// one by one, stopping at the first failure: a snapshot's document stays
-// until its files are gone, so a later pass can list them again. A
-// missing object counts as deleted. It returns how many it deleted.
+// deleteObjects deletes the objects of uris, the files Fanout at a time,
+// then (only if every file went) the _METADATA objects one by one,
+// stopping at the first failure: a document stays until the files it
+// lists are gone, so a later pass can list them again. A missing object
+// counts as deleted. It returns how many it deleted.
 func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, error) {
-	del := func(ctx context.Context, uri string) error {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("coordinator: delete %s: %w", uri, err)
-		}
-		key, err := c.objects.Key(uri)
-		if err != nil {
-			return err
-		}
-		if err := c.objects.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return fmt.Errorf("coordinator: delete %s: %w", uri, err)
-		}
-		return nil
-	}
 	var metas, files []string
 	for _, uri := range uris {
 		if isMetadataURI(uri) {
@@ -298,20 +319,36 @@ func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, er
 			files = append(files, uri)
 		}
 	}
+	deleted, failed := c.deleteEach(ctx, files)
+	if len(failed) > 0 {
+		return deleted, errors.Join(slices.Collect(maps.Values(failed))...)
+	}
+	for _, uri := range metas {
+		if err := c.deleteObject(ctx, uri); err != nil {
+			return deleted, err
+		}
+		deleted++
+	}
+	return deleted, nil
+}
+
+// deleteEach deletes uris Fanout at a time; it returns how many went and
+// the error of each that did not.
+func (c *Coordinator) deleteEach(ctx context.Context, uris []string) (int, map[string]error) {
 	var (
 		mu      sync.Mutex
 		deleted int
-		errs    []error
 	)
+	failed := map[string]error{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.cfg.Fanout)
-	for _, uri := range files {
+	for _, uri := range uris {
 		g.Go(func() error {
-			err := del(gctx, uri)
+			err := c.deleteObject(gctx, uri)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
+				failed[uri] = err
 			} else {
 				deleted++
 			}
@@ -319,16 +356,22 @@ func (c *Coordinator) deleteObjects(ctx context.Context, uris []string) (int, er
 		})
 	}
 	_ = g.Wait() // the goroutines return nil
-	if len(errs) > 0 {
-		return deleted, errors.Join(errs...)
+	return deleted, failed
+}
+
+// deleteObject deletes the object at uri; a missing one counts as deleted.
+func (c *Coordinator) deleteObject(ctx context.Context, uri string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("coordinator: delete %s: %w", uri, err)
 	}
-	for _, uri := range metas {
-		if err := del(ctx, uri); err != nil {
-			return deleted, err
-		}
-		deleted++
+	key, err := c.objects.Key(uri)
+	if err != nil {
+		return err
 	}
-	return deleted, nil
+	if err := c.objects.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("coordinator: delete %s: %w", uri, err)
+	}
+	return nil
 }
 
 func isMetadataURI(uri string) bool {
