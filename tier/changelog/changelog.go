@@ -43,6 +43,15 @@ type Reader interface {
 	Offsets(ctx context.Context) (start, end int64, err error)
 }
 
+// SeenWaiter is a Reader whose end a ResetTo can move back (the local
+// segment log; a Kafka log's never moves back). WaitSeen is Wait that also
+// returns ErrOutOfRange when the end is below seen, an end the caller saw
+// earlier (a follower that applied up to offset n saw an end of n+1 or
+// more): a reset that happened before the wait began is found too.
+type SeenWaiter interface {
+	WaitSeen(ctx context.Context, offset, seen int64) (end int64, err error)
+}
+
 // Log is one bucket's changelog as its replica holds it.
 type Log interface {
 	Appender

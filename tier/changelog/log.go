@@ -157,12 +157,19 @@ func (l *SegmentLog) Read(ctx context.Context, from int64, maxBytes int) ([]Reco
 
 // Wait implements Reader.
 func (l *SegmentLog) Wait(ctx context.Context, offset int64) (int64, error) {
-	return l.wait(ctx, offset, nil)
+	return l.wait(ctx, offset, -1, nil)
 }
 
-// wait is Wait that also gives up with ErrClosed when done is closed.
-func (l *SegmentLog) wait(ctx context.Context, offset int64, done <-chan struct{}) (int64, error) {
-	first := int64(-1) // the end when the wait began
+// WaitSeen implements SeenWaiter.
+func (l *SegmentLog) WaitSeen(ctx context.Context, offset, seen int64) (int64, error) {
+	return l.wait(ctx, offset, seen, nil)
+}
+
+// wait is Wait that also gives up with ErrClosed when done is closed; an
+// end below seen (or, when seen is negative, below the end when the wait
+// began) is ErrOutOfRange.
+func (l *SegmentLog) wait(ctx context.Context, offset, seen int64, done <-chan struct{}) (int64, error) {
+	first := seen
 	for {
 		l.mu.Lock()
 		closed, end, notify := l.mu.closed, l.mu.end, l.mu.notify

@@ -395,10 +395,14 @@ func (h *handle) Read(ctx context.Context, from int64, maxBytes int) ([]Record, 
 }
 
 func (h *handle) Wait(ctx context.Context, offset int64) (int64, error) {
+	return h.WaitSeen(ctx, offset, -1)
+}
+
+func (h *handle) WaitSeen(ctx context.Context, offset, seen int64) (int64, error) {
 	if h.closed.Load() {
 		return 0, ErrClosed
 	}
-	return h.s.log.wait(ctx, offset, h.done)
+	return h.s.log.wait(ctx, offset, seen, h.done)
 }
 
 func (h *handle) Offsets(ctx context.Context) (int64, int64, error) {

@@ -170,7 +170,15 @@ func (r *Replica) encode(muts []Mutation) ([][]byte, error) {
 // once, in offset order, whoever reads them first.
 func (r *Replica) Follow(ctx context.Context) error {
 	for {
-		if _, err := r.log.Wait(ctx, r.applied.Load()+1); err != nil {
+		// Applied up to next-1, the replica saw an end of next or more: a
+		// lower one is another history (a reset moved the log back), even
+		// if the reset came before this wait.
+		next := r.applied.Load() + 1
+		wait := r.log.Wait
+		if sw, ok := r.log.(changelog.SeenWaiter); ok {
+			wait = func(ctx context.Context, offset int64) (int64, error) { return sw.WaitSeen(ctx, offset, offset) }
+		}
+		if _, err := wait(ctx, next); err != nil {
 			switch {
 			case ctx.Err() != nil:
 				return nil

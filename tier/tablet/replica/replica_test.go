@@ -424,3 +424,42 @@ func TestFollowAcrossLowerReset(t *testing.T) {
 		t.Fatalf("the follower holds %d rows, want its 100 old ones (nothing of the new history)", n)
 	}
 }
+
+// TestFollowStartedAfterLowerReset: a follower that was not waiting when
+// the reset moved the log back below its next offset (between two
+// iterations, or before Follow started again) stops with ErrOutOfRange
+// too; its Wait took the lowered end for the start and waited on.
+func TestFollowStartedAfterLowerReset(t *testing.T) {
+	e := newEnv(t)
+	id := e.id(0)
+	leader := open(t, e.hostOnly(t), id, nil)
+	follower := open(t, e.hostOnly(t), id, nil)
+	write(t, leader, upserts(0, 100, "old")) // offsets 0..99
+	fctx, fcancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- follower.Follow(fctx) }()
+	waitApplied(t, follower, 99)
+	fcancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.TruncateLog(t.Context(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.logs.Open(t.Context(), id.LogID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.ResetTo(t.Context(), 40); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := follower.Follow(ctx); !errors.Is(err, changelog.ErrOutOfRange) {
+		t.Fatalf("Follow started after a lower reset: %v, want ErrOutOfRange", err)
+	}
+}
