@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"policy", "outcome"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "thaw_promoter_promotion_seconds",
-			Help:    "Duration of promotion attempts, from Begin to the outcome.",
+			Help:    "Duration of promotion attempts: a committed one from its Begin to the recorded commit (across a restart when another promoter settles it), the others from the attempt's start to the outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
 		}, []string{"policy", "outcome"}),
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
