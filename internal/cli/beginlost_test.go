@@ -13,6 +13,8 @@ import (
 
 	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
 	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/internal/daemon"
+	"github.com/thawdb/thaw/tier/tierclient"
 )
 
 // beginLostProxy forwards everything to the tier, but the answer of
@@ -31,6 +33,13 @@ func beginLostProxy(t *testing.T, hostPort string) string {
 		}
 		rp.ServeHTTP(w, r)
 	})
+	return serveH2C(t, h)
+}
+
+// serveH2C serves h over HTTP/1 and unencrypted HTTP/2 (the tier's
+// protocols) until the test ends, and returns its host:port.
+func serveH2C(t *testing.T, h http.Handler) string {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -41,6 +50,22 @@ func beginLostProxy(t *testing.T, hostPort string) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
+// itemsLoad starts a test tier with an empty table shop.items and writes n
+// rows of it to a Parquet file, whose path it returns.
+func itemsLoad(t *testing.T, n int) (*daemon.Embedded, *tierclient.Client, string) {
+	t.Helper()
+	e, tc := startTestTier(t)
+	if err := tc.CreateDatabase(t.Context(), "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.CreateTable(t.Context(), "shop", "items", itemsTable(t, false), 2); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "1.parquet")
+	writeParquet(t, f, makeItems("", 1, n), parquetLayout{})
+	return e, tc, f
+}
+
 // TestBeginOutcomeUnknownAborts: thaw load and thaw bulkload begin
 // without --token whose Begin reached the coordinator but whose answer did
 // not come back within --timeout abort the transaction it began (found by
@@ -48,16 +73,8 @@ func beginLostProxy(t *testing.T, hostPort string) string {
 // 1 naming neither the transaction nor the token, and the target stayed
 // fenced until the build deadline.
 func TestBeginOutcomeUnknownAborts(t *testing.T) {
-	e, tc := startTestTier(t)
+	e, _, f1 := itemsLoad(t, 100)
 	ctx := t.Context()
-	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tc.CreateTable(ctx, "shop", "items", itemsTable(t, false), 2); err != nil {
-		t.Fatal(err)
-	}
-	f1 := filepath.Join(t.TempDir(), "1.parquet")
-	writeParquet(t, f1, makeItems("", 1, 100), parquetLayout{})
 	proxy := beginLostProxy(t, e.HostPort())
 	for name, run := range map[string]func() error{
 		"thaw load": func() error {

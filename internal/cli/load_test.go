@@ -705,18 +705,9 @@ func TestShareOf(t *testing.T) {
 // load ... | head -1) runs to its end and exits 0 (docs/bulkload-cli.md),
 // not 141 as a command whose answer was lost.
 func TestLoadClosedOutputExitsZero(t *testing.T) {
-	e, tc := startTestTier(t)
-	ctx := t.Context()
-	if err := tc.CreateDatabase(ctx, "shop"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tc.CreateTable(ctx, "shop", "items", itemsTable(t, false), 2); err != nil {
-		t.Fatal(err)
-	}
-	f1 := filepath.Join(t.TempDir(), "1.parquet")
-	writeParquet(t, f1, makeItems("", 1, 300), parquetLayout{})
+	e, tc, f1 := itemsLoad(t, 300)
 	var errOut bytes.Buffer
-	code := Main(ctx, []string{"load", "--table", "shop.items", "--server", e.HostPort(), "--temp-dir", t.TempDir(), f1}, closedStdout{}, &errOut)
+	code := Main(t.Context(), []string{"load", "--table", "shop.items", "--server", e.HostPort(), "--temp-dir", t.TempDir(), f1}, closedStdout{}, &errOut)
 	if got := scanTarget(t, tc, tierclient.Target{Database: "shop", Table: "items"}, 0); len(got) != 300 || code != 0 {
 		t.Fatalf("thaw load with a closed output: exit %d, %d rows (stderr %q); want 0 and 300", code, len(got), errOut.String())
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
@@ -76,16 +75,10 @@ func TestLoadLeavesACommitInProgress(t *testing.T) {
 		}
 		rp.ServeHTTP(w, r)
 	})
-	srv := httptest.NewUnstartedServer(h)
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &protos
-	srv.Start()
-	t.Cleanup(srv.Close)
+	proxy := serveH2C(t, h)
 
 	var out bytes.Buffer
-	err := runLoad(ctx, &out, []string{"--table", "shop.items", "--server=" + strings.TrimPrefix(srv.URL, "http://"),
+	err := runLoad(ctx, &out, []string{"--table", "shop.items", "--server=" + proxy,
 		"--budget", "1s", "--temp-dir", t.TempDir(), f1})
 	if aborted.Load() {
 		t.Fatalf("thaw load aborted a transaction whose Commit was pending at the coordinator (BEGUN, phase validating, manifest frozen): %v\n%s\nseen %v", err, out.String(), seen)

@@ -388,20 +388,7 @@ func TestFollowAcrossLowerReset(t *testing.T) {
 
 	write(t, leader, upserts(0, 100, "old")) // offsets 0..99
 	waitApplied(t, follower, 99)
-	if err := leader.TruncateLog(t.Context(), 100); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l, err := e.logs.Open(t.Context(), id.LogID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.ResetTo(t.Context(), 40); err != nil {
-		t.Fatal(err)
-	}
+	l := resetLower(t, e, leader, 100, 40)
 	if _, _, err := follower.Snapshot(t.Context(), 1, nil); !errors.Is(err, ErrLogGap) {
 		t.Fatalf("snapshot of a state past the log's end: %v, want ErrLogGap", err)
 	}
@@ -425,6 +412,29 @@ func TestFollowAcrossLowerReset(t *testing.T) {
 	}
 }
 
+// resetLower empties the log leader writes below end (a snapshot, then
+// retention) and moves it back to offset to (a bulk load's restore, say),
+// with leader closed; it returns a handle of the log.
+func resetLower(t *testing.T, e *env, leader *Replica, end, to int64) changelog.Log {
+	t.Helper()
+	if err := leader.TruncateLog(t.Context(), end); err != nil {
+		t.Fatal(err)
+	}
+	id := leader.id
+	if err := leader.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.logs.Open(t.Context(), id.LogID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	if err := l.ResetTo(t.Context(), to); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestFollowStartedAfterLowerReset: a follower that was not waiting when
 // the reset moved the log back below its next offset (between two
 // iterations, or before Follow started again) stops with ErrOutOfRange
@@ -443,20 +453,7 @@ func TestFollowStartedAfterLowerReset(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := leader.TruncateLog(t.Context(), 100); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l, err := e.logs.Open(t.Context(), id.LogID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.ResetTo(t.Context(), 40); err != nil {
-		t.Fatal(err)
-	}
+	resetLower(t, e, leader, 100, 40)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := follower.Follow(ctx); !errors.Is(err, changelog.ErrOutOfRange) {
