@@ -479,13 +479,14 @@ func TestResetTo(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkOffsets(t, l, 50, 50)
-		// A follower waiting for offset 50 learns that the log moved back
-		// below it, rather than being handed the new history's records at
-		// 50 once it gets there.
+		// A follower waiting for offset 50 (it saw the end at 50) learns
+		// that the log moved back below it, whether the reset comes
+		// during its wait or before it, rather than being handed the new
+		// history's records at 50 once it gets there.
 		waited := make(chan error, 1)
 		wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		go func() { _, err := l.Wait(wctx, 50); waited <- err }()
+		go func() { _, err := l.WaitSeen(wctx, 50, 50); waited <- err }()
 		if err := l.ResetTo(t.Context(), 7); err != nil {
 			t.Fatal(err)
 		}
