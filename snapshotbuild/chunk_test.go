@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
@@ -207,31 +208,45 @@ func sameAsChunk(t *testing.T, src *runSource, c *chunk, b int) {
 }
 
 // TestRunCorrupt: a spill file changed under the build (a frame's kind, its
-// length, its compressed bytes, a record's lengths) makes the source fail
-// with errCorruptRun or a short read, never a panic or wrong pairs
-// reported as right.
+// length, its checksum, its stored bytes, a record's lengths) makes the
+// source fail with errCorruptRun or a short read, never a panic or wrong
+// pairs reported as right. The cases marked resum write the first frame's
+// checksum anew after the change, so the checks behind the checksum are
+// tested too.
 func TestRunCorrupt(t *testing.T) {
-	c := runChunk(t, 1, 2000, true)
-	defer c.free()
+	snappy := runChunk(t, 1, 2000, true)
+	defer snappy.free()
+	raw := runChunk(t, 1, 2000, false) // random values: stored as is
+	defer raw.free()
 	for _, tc := range []struct {
-		name string
-		// corrupt changes the part file's bytes; first is the first
-		// frame's offset.
+		name  string
+		c     *chunk
+		kind  byte // the first frame's kind before the change
+		resum bool
+		// corrupt changes the part file's bytes; the first frame starts
+		// at 0.
 		corrupt func(b []byte)
 	}{
-		{"kind", func(b []byte) { b[0] = 9 }},
-		{"zero-length", func(b []byte) { binary.LittleEndian.PutUint32(b[1:], 0) }},
-		{"length-past-the-section", func(b []byte) { binary.LittleEndian.PutUint32(b[1:], uint32(len(b))) }},
-		{"length-beyond-any-frame", func(b []byte) { binary.LittleEndian.PutUint32(b[1:], 1<<31) }},
-		{"snappy-bytes", func(b []byte) {
+		{"kind", snappy, frameSnappy, false, func(b []byte) { b[0] = 9 }},
+		{"zero-length", snappy, frameSnappy, false, func(b []byte) { binary.LittleEndian.PutUint32(b[1:], 0) }},
+		{"length-past-the-section", snappy, frameSnappy, false, func(b []byte) { binary.LittleEndian.PutUint32(b[1:], uint32(len(b))) }},
+		{"length-beyond-any-frame", snappy, frameSnappy, false, func(b []byte) { binary.LittleEndian.PutUint32(b[1:], 1<<31) }},
+		{"checksum", snappy, frameSnappy, false, func(b []byte) { b[5] ^= 1 }},
+		{"snappy-bytes", snappy, frameSnappy, false, func(b []byte) { b[frameHeader+40] ^= 0x10 }},
+		{"snappy-bytes-resummed", snappy, frameSnappy, true, func(b []byte) {
 			for i := frameHeader; i < frameHeader+64; i++ {
 				b[i] ^= 0xff
 			}
 		}},
-		{"record-lengths-in-a-raw-frame", func(b []byte) {
+		// A value byte of a frame stored as is: only the checksum
+		// tells.
+		{"value-byte-in-a-raw-frame", raw, frameRaw, false, func(b []byte) {
+			b[frameHeader+int(binary.LittleEndian.Uint32(b[1:]))-1] ^= 0xff
+		}},
+		{"record-lengths-in-a-raw-frame", snappy, frameSnappy, true, func(b []byte) {
 			b[0] = frameRaw // the compressed bytes read as records
 		}},
-		{"record-lengths-that-overflow", func(b []byte) {
+		{"record-lengths-that-overflow", snappy, frameSnappy, true, func(b []byte) {
 			b[0] = frameRaw
 			h := binary.AppendUvarint(nil, 1<<63)
 			h = binary.AppendUvarint(h, 1<<63) // the sum wraps to 0
@@ -239,6 +254,7 @@ func TestRunCorrupt(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
 			r, err := writeRun(filepath.Join(t.TempDir(), "run"), 0, c, 1, 1, maxFrameSize)
 			if err != nil {
 				t.Fatal(err)
@@ -248,10 +264,14 @@ func TestRunCorrupt(t *testing.T) {
 			if _, err := r.files[0].ReadAt(data, 0); err != nil {
 				t.Fatal(err)
 			}
-			if data[0] != frameSnappy {
-				t.Fatalf("first frame of kind %d", data[0])
+			if data[0] != tc.kind {
+				t.Fatalf("first frame of kind %d, want %d", data[0], tc.kind)
 			}
 			tc.corrupt(data)
+			if tc.resum {
+				n := binary.LittleEndian.Uint32(data[1:])
+				binary.LittleEndian.PutUint32(data[5:], crc32.Checksum(data[frameHeader:frameHeader+n], castagnoli))
+			}
 			if _, err := r.files[0].WriteAt(data, 0); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/bits"
 	"os"
@@ -23,9 +24,10 @@ import (
 // the build's temp directory.
 //
 // A part is a sequence of frames, each holding whole records: a header of
-// a kind byte and the stored length (4 bytes, little-endian), then the
-// stored bytes, Snappy-compressed (frameSnappy) or, where compression saves
-// less than an eighth, as they are (frameRaw). A frame holds about
+// a kind byte, the stored length (4 bytes, little-endian) and the CRC-32C
+// of the stored bytes (4 bytes, little-endian), then the stored bytes,
+// Snappy-compressed (frameSnappy) or, where compression saves less than an
+// eighth, as they are (frameRaw). A frame holds about
 // frameSize bytes of records (more only for a single larger record) and
 // never spans sections. Compression is the spill's cheapest saving: every
 // spilled byte is written into the page cache and read back once, and on
@@ -49,7 +51,7 @@ type section struct {
 const (
 	frameRaw    = 1
 	frameSnappy = 2
-	frameHeader = 5
+	frameHeader = 9 // kind, stored length, CRC-32C of the stored bytes
 
 	// maxFrameSize is the frame size of builds with a large budget: the
 	// merge holds one decoded frame per run it reads, and Snappy's own
@@ -267,6 +269,7 @@ func (w *frameWriter) endFrame() error {
 	w.out = w.out[:h+frameHeader+len(stored)]
 	w.out[h] = kind
 	binary.LittleEndian.PutUint32(w.out[h+1:], uint32(len(stored)))
+	binary.LittleEndian.PutUint32(w.out[h+5:], crc32.Checksum(stored, castagnoli))
 	w.rawSize += int64(len(w.raw))
 	w.maxFrame = max(w.maxFrame, len(w.raw))
 	w.raw = w.raw[:0]
@@ -434,6 +437,10 @@ func (s *runSource) release() {
 	}
 }
 
+// castagnoli is the CRC-32C table of the frames' checksums (computed with
+// the CPU's CRC instruction where it has one).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // errCorruptRun reports a spill file whose bytes do not parse: the build's
 // own temporary file was changed under it, or the disk returned other bytes.
 var errCorruptRun = errors.New("corrupt spill run")
@@ -484,8 +491,12 @@ func (s *runSource) nextFrame() error {
 	if err := s.fill(frameHeader + int(n)); err != nil {
 		return err
 	}
+	sum := binary.LittleEndian.Uint32(s.buf[s.pos+5:])
 	stored := s.buf[s.pos+frameHeader : s.pos+frameHeader+int(n)]
 	s.pos += frameHeader + int(n)
+	if crc32.Checksum(stored, castagnoli) != sum {
+		return fmt.Errorf("%w: a frame of %d bytes does not match its checksum", errCorruptRun, n)
+	}
 	switch kind {
 	case frameRaw:
 		s.recs = stored
