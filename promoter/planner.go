@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,22 @@ import (
 // assumes (Parquet in, snapshots out, on one or two cores): a rough guide
 // for operators, not a promise.
 const estimatedBuildRate = 32 << 20
+
+// estimateBuild is the build time PlanItem.EstimatedBuild gives a target of
+// the given lake bytes, rounded to the millisecond. It divides before it
+// multiplies (bytes times a second overflows from about 8.6 GiB) and
+// saturates at the largest Duration.
+func estimateBuild(bytes int64) time.Duration {
+	if bytes <= 0 {
+		return 0
+	}
+	secs := bytes / estimatedBuildRate
+	if secs >= int64(math.MaxInt64/time.Second) {
+		return math.MaxInt64
+	}
+	rest := time.Duration(bytes%estimatedBuildRate) * time.Second / estimatedBuildRate
+	return (time.Duration(secs)*time.Second + rest).Round(time.Millisecond)
+}
 
 // source is what building one policy's targets needs besides the plan item:
 // the lake, the mapped tier schema and the partition mapping at the scan
@@ -616,7 +633,7 @@ func (p *Promoter) planItem(ctx context.Context, ps *planState, g *group, d poli
 		Rows:             d.Candidate.Rows,
 		Bytes:            d.Candidate.Bytes,
 		Action:           ActionSkip,
-		EstimatedBuild:   (time.Duration(d.Candidate.Bytes) * time.Second / estimatedBuildRate).Round(time.Millisecond),
+		EstimatedBuild:   estimateBuild(d.Candidate.Bytes),
 	}
 	it.PromotionID = PromotionID(plan.Catalog, plan.LakeTable, plan.Database+"."+plan.Table, g.name, it.SourceSnapshotID)
 	if !d.Selected && !asker.forced {

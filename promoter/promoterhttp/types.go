@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -123,7 +124,9 @@ func PlanOf(p *promoter.Plan) Plan {
 		out.Promote++
 		out.Rows += it.Rows
 		out.Bytes += it.Bytes
-		out.EstimatedBuild += Duration(it.EstimatedBuild)
+		// Saturating: each item's estimate may be the largest
+		// Duration already.
+		out.EstimatedBuild = Duration(min(uint64(out.EstimatedBuild)+uint64(it.EstimatedBuild), math.MaxInt64))
 	}
 	return out
 }
