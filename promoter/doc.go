@@ -95,13 +95,14 @@
 // which resumes the BEGUN transaction, or fails with the token aborted, and
 // the next attempt starts — and rebuild (the build is deterministic, so the
 // objects an earlier attempt uploaded are adopted); committing records ask
-// Status: COMMITTED is recorded, COMMITTING awaited, BEGUN rebuilt and
+// Status: COMMITTED is recorded, COMMITTING and BEGUN with its manifest
+// frozen (a Commit being decided) awaited, other BEGUN rebuilt and
 // committed, ABORTED retried as a new attempt; a transaction the tier no
 // longer knows (bulkload.ErrNotFound: the coordinator forgets a finished
 // one after its result retention) is decided by the target — rows in it:
 // committed; empty: aborted and retried as a new attempt; unreadable: left
 // committing. A record whose policy is gone is released (its transaction
-// aborted). A reconcile also enqueues the
+// aborted, unless its commit is decided or being decided). A reconcile also enqueues the
 // unsettled records of its policy that no worker runs. Because Begin takes
 // the record's token and a new attempt starts only after the previous
 // attempt's transaction is aborted (or the tier aborted it), one key never

@@ -47,6 +47,12 @@ func (e *crashError) Unwrap() error { return e.err }
 // reconcile) settles it through Status; nothing else may touch the target.
 var errPending = errors.New("promoter: commit outcome pending")
 
+// errDecisionPending is the (retriable) cause with which a record is
+// awaited whose transaction Status reports BEGUN with its manifest frozen:
+// a Commit reached the coordinator, which is still deciding it, and an
+// Abort would end a commit that may succeed.
+var errDecisionPending = errors.New("promoter: the commit is being decided (BEGUN, manifest frozen)")
+
 // errOutcomeExpired reports a committing record whose transaction the tier
 // forgot (its result retention passed) while its target is empty: the
 // transaction did not commit, and the attempt is recorded aborted
@@ -658,11 +664,12 @@ func (p *Promoter) awaitCommit(ctx context.Context, r Record, h bulkload.Handle,
 				}
 				return p.abortAttempt(ctx, r, nil, fmt.Errorf("promoter: %s: %s: %w", h.TxnID, reason, cause))
 			case bulkload.Begun:
-				if !st.ManifestFrozen || !bulkloadclient.IsRetriable(cause) {
+				if !st.ManifestFrozen || !(bulkloadclient.IsRetriable(cause) || errors.Is(cause, errDecisionPending)) {
 					return p.abortAttempt(ctx, r, &h, cause)
 				}
 				// The Commit's budget ran out while the coordinator still
-				// decides it (validating): wait, do not abort it.
+				// decides it (validating), or Resume found it deciding:
+				// wait, do not abort it.
 			}
 		}
 		if serr := sleep(wctx, bulkloadclient.CommitRetryInterval); serr != nil {

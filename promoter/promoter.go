@@ -927,10 +927,12 @@ func (p *Promoter) resumeRecord(ctx context.Context, pol *policies.Policy, r Rec
 				return p.committed(ctx, r)
 			case st.State == bulkload.Committing:
 				return p.awaitCommit(ctx, r, h, errors.New("promoter: resumed while committing"))
+			case st.State == bulkload.Begun && st.ManifestFrozen:
+				return p.awaitCommit(ctx, r, h, errDecisionPending)
 			}
-			// BEGUN: rebuild and commit again (Begin with the token resumes
-			// it); ABORTED: Begin fails with the token aborted, and the next
-			// attempt starts.
+			// BEGUN without a frozen manifest: rebuild and commit again
+			// (Begin with the token resumes it); ABORTED: Begin fails with
+			// the token aborted, and the next attempt starts.
 		}
 		src, _, err := p.openSource(ctx, pol, &r.ScanSnapshotID)
 		if err == nil && expired {
@@ -1011,13 +1013,17 @@ func (p *Promoter) release(ctx context.Context, r Record, h bulkload.Handle) (Re
 	if err != nil {
 		return r, fmt.Errorf("promoter: status of %s: %w", r.TxnID, err)
 	}
-	switch st.State {
-	case bulkload.Committed:
+	switch {
+	case st.State == bulkload.Committed:
 		return p.committed(ctx, r)
-	case bulkload.Committing:
+	case st.State == bulkload.Committing:
 		return p.awaitCommit(ctx, r, h, cause)
-	case bulkload.Aborted:
+	case st.State == bulkload.Aborted:
 		return p.abortAttempt(ctx, r, nil, cause)
+	case st.ManifestFrozen:
+		// A Commit is being decided: the policy's removal does not undo
+		// the commit decision.
+		return p.awaitCommit(ctx, r, h, errDecisionPending)
 	}
 	return p.abortAttempt(ctx, r, &h, cause)
 }
