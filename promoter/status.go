@@ -18,9 +18,14 @@ const StatusEventVersion = 1
 // StatusEventType is StatusEvent.Type.
 const StatusEventType = "promotion"
 
-// MaxStatusEventBytes bounds one status event's JSON (its error message is
-// the only member without a small bound of its own).
-const MaxStatusEventBytes = 64 << 10
+// MaxStatusEventBytes bounds one status event's JSON. Its lake partitions
+// have no small bound (a tier table without partitions promoted from a
+// lake table partitioned by hour holds every hour's name: a year is 8,760
+// names, about 250 KB), so the bound is what Kafka takes by default: a
+// broker's message.max.bytes and franz-go's batch limit are about 1 MB.
+// Marshal refuses a larger event (its record is near etcd's 1.5 MiB limit
+// on the ledger record itself).
+const MaxStatusEventBytes = 960 << 10
 
 // maxEventError is where an event's error message is cut, so that an
 // event stays far below MaxStatusEventBytes.
@@ -90,11 +95,17 @@ func StatusEventOf(r Record) StatusEvent {
 // events of one promotion stay in order in one topic partition.
 func (e StatusEvent) Key() string { return e.Promotion }
 
-// Marshal returns the event's JSON, members in the order of the struct.
+// Marshal returns the event's JSON, members in the order of the struct; an
+// event larger than MaxStatusEventBytes, which ParseStatusEvent would
+// refuse, is an error.
 func (e StatusEvent) Marshal() ([]byte, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("promoter: status event: %w", err)
+	}
+	if len(b) > MaxStatusEventBytes {
+		return nil, fmt.Errorf("promoter: status event of %s: %d bytes (%d lake partitions), more than %d",
+			e.Promotion, len(b), len(e.LakePartitions), MaxStatusEventBytes)
 	}
 	return b, nil
 }

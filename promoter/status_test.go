@@ -184,7 +184,7 @@ func TestParseStatusEventRejects(t *testing.T) {
 		{edit(`"retriable":false`, `"retriable":true`), "retriable without an error"},
 		{edit(`"rows":10`, `"rows":"10"`), "cannot unmarshal string"},
 		{edit(`"updated_at":"0001-01-01T00:00:00Z"`, `"updated_at":"yesterday"`), "cannot parse"},
-		{edit(`"rows":10`, `"rows":10,"pad":"`+strings.Repeat("x", promoter.MaxStatusEventBytes)+`"`), "more than 65536"},
+		{edit(`"rows":10`, `"rows":10,"pad":"`+strings.Repeat("x", promoter.MaxStatusEventBytes)+`"`), "more than 983040"},
 	} {
 		_, err := promoter.ParseStatusEvent([]byte(tc.doc))
 		if !errors.Is(err, promoter.ErrInvalidStatusEvent) || !strings.Contains(err.Error(), tc.want) {

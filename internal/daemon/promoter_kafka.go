@@ -207,6 +207,7 @@ func (s statusSink) Publish(e promoter.StatusEvent) {
 	b, err := e.Marshal()
 	if err != nil {
 		s.log.Warn("status event not published", "promotion", e.Promotion, "err", err)
+		s.pub.Failed()
 		return
 	}
 	s.pub.Publish(e.Key(), b)

@@ -110,7 +110,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	var err error
 	if p.events, err = promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "thaw_promoter_status_events_total",
-		Help: "Status events by outcome: published (acknowledged by the brokers), failed (refused or undeliverable), dropped (the buffer was full).",
+		Help: "Status events by outcome: published (acknowledged by the brokers), failed (not encoded, refused or undeliverable), dropped (the buffer was full).",
 	}, []string{"outcome"})); err != nil {
 		return nil, fmt.Errorf("kafka: metrics: %w", err)
 	}
@@ -160,6 +160,10 @@ func (p *Publisher) Publish(key string, value []byte) {
 	p.cl.TryProduce(context.Background(), r, p.delivered)
 	p.buffered.Set(float64(p.cl.BufferedProduceRecords()))
 }
+
+// Failed counts an event its caller could not publish (it did not encode)
+// as failed; the caller logs why.
+func (p *Publisher) Failed() { p.events.WithLabelValues("failed").Inc() }
 
 // delivered is the records' promise: franz-go calls it once per record,
 // serially.
