@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/thawdb/thaw/internal/redact"
@@ -52,6 +54,26 @@ func (s Secret) String() string { return s.display() }
 
 // GoString keeps %#v from printing the value.
 func (s Secret) GoString() string { return fmt.Sprintf("lake.Secret(%q)", s.display()) }
+
+// Format prints what String and GoString give under every verb: without
+// it, a verb neither serves (%d, %t, ...) prints the value itself.
+func (s Secret) Format(f fmt.State, verb rune) { formatRedacted(f, verb, s.display(), s.GoString()) }
+
+// MarshalText writes "[redacted]" (for encoders that take text).
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.display()), nil }
+
+// formatRedacted writes str (quoted for %q) or, for %#v, gostr: what a
+// redacting String and GoString give, whatever the verb.
+func formatRedacted(f fmt.State, verb rune, str, gostr string) {
+	switch {
+	case verb == 'v' && f.Flag('#'):
+		_, _ = io.WriteString(f, gostr)
+	case verb == 'q':
+		_, _ = io.WriteString(f, strconv.Quote(str))
+	default:
+		_, _ = io.WriteString(f, str)
+	}
+}
 
 // MarshalJSON writes "[redacted]", so a marshalled Config is safe to show.
 func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.display()) }
@@ -291,6 +313,11 @@ func (c Config) MarshalJSON() ([]byte, error) {
 
 // GoString is String, for %#v.
 func (c Config) GoString() string { return "lake.Config" + c.String() }
+
+// Format prints String (GoString for %#v) under every verb: without it, a
+// verb String does not serve (%d, %t, ...) prints every field, the URIs'
+// passwords included.
+func (c Config) Format(f fmt.State, verb rune) { formatRedacted(f, verb, c.String(), c.GoString()) }
 
 // LogValue keeps log/slog from printing a secret.
 func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }

@@ -219,6 +219,19 @@ func TestSecretsNeverPrint(t *testing.T) {
 		"String": cfg.String(), "%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg),
 		"%#v": fmt.Sprintf("%#v", cfg), "json": string(js), "slog": logBuf.String(),
 	}
+	// Every verb, not only those String serves: fmt prints the fields of a
+	// value under %d, %t, ... (it printed them, the secrets included).
+	for _, verb := range []string{"%s", "%q", "%x", "%d", "%t", "%c", "%08.3f"} {
+		outputs[verb] = fmt.Sprintf(verb, cfg)
+		outputs[verb+" pointer"] = fmt.Sprintf(verb, &cfg)
+		outputs[verb+" storage"] = fmt.Sprintf(verb, cfg.Storage)
+		outputs[verb+" secret"] = fmt.Sprintf(verb, cfg.Password)
+	}
+	text, err := cfg.Password.MarshalText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs["MarshalText"] = string(text)
 	for how, out := range outputs {
 		for _, secret := range []string{"cred-secret", "tok-secret", "pw-secret", "hdr-secret", "glue-secret", "glue-token",
 			"s3-secret", "s3-token", "gcs-secret", "az-secret", "sas-secret", "prop-secret"} {
