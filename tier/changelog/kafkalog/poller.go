@@ -41,11 +41,15 @@ func newPoller(p *Provider) *poller {
 }
 
 // register returns a channel closed once l's partition holds records at or
-// past Kafka offset k (or the poller cannot tell, or stops).
+// past Kafka offset k (or the poller cannot tell, or stops, or l is
+// closed).
 func (pl *poller) register(l *kafkaLog, k int64) <-chan struct{} {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if pl.stopped {
+	// A handle closed since its Wait looked (Close cancels l.ctx before it
+	// forgets l) is not registered again: it would stay, polled, until its
+	// topic grew.
+	if pl.stopped || l.ctx.Err() != nil {
 		ch := make(chan struct{})
 		close(ch)
 		return ch

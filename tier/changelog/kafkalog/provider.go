@@ -53,13 +53,17 @@ type Config struct {
 	// ClientOptions are added to the franz-go client's options (TLS, SASL,
 	// logging, timeouts). The provider's own settings win over them: its
 	// seed brokers, partitioner, acknowledgements (all in-sync replicas),
-	// batching and compression.
+	// batching and compression; kgo.DisableIdempotentWrite is refused.
 	ClientOptions []kgo.Opt
 	// Logger (slog.Default()).
 	Logger *slog.Logger
 }
 
-var prefixRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,200}$`)
+var prefixRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// maxTopicPrefix is the longest topic prefix: with the longest log name
+// after it Kafka's limit of 249 characters on a topic name holds.
+const maxTopicPrefix = 249 - len(".t9223372036854775807.p9223372036854775807.b2147483647")
 
 // Validate checks c as New would, defaults applied.
 func (c Config) Validate() error { return c.defaults() }
@@ -72,8 +76,8 @@ func (c *Config) defaults() error {
 	if c.TopicPrefix == "" {
 		c.TopicPrefix = DefaultTopicPrefix
 	}
-	if !prefixRE.MatchString(c.TopicPrefix) {
-		errs = append(errs, fmt.Errorf("kafkalog: topic prefix %q: want 1 to 200 of [a-zA-Z0-9._-]", c.TopicPrefix))
+	if !prefixRE.MatchString(c.TopicPrefix) || len(c.TopicPrefix) > maxTopicPrefix {
+		errs = append(errs, fmt.Errorf("kafkalog: topic prefix %q: want 1 to %d of [a-zA-Z0-9._-] (a topic name has at most 249 characters)", c.TopicPrefix, maxTopicPrefix))
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
@@ -111,9 +115,8 @@ type Provider struct {
 
 	mu struct {
 		sync.Mutex
-		closed  bool
-		open    map[changelog.BucketLogID]int // handles open in this process
-		checked map[string]bool               // existing topics whose settings were checked
+		closed bool
+		open   map[changelog.BucketLogID]int // handles open in this process
 	}
 }
 
@@ -140,9 +143,15 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkalog: client: %w", err)
 	}
+	if off, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); off {
+		// A produce the client retries after the broker appended it would
+		// land twice, and the append's verdict (ErrConflict: nothing
+		// written) would be wrong about the first copy.
+		cl.Close()
+		return nil, errors.New("kafkalog: client options: the producer must be idempotent (kgo.DisableIdempotentWrite is refused)")
+	}
 	p := &Provider{cfg: cfg, cl: cl, maxMessage: maxMessage}
 	p.mu.open = make(map[changelog.BucketLogID]int)
-	p.mu.checked = make(map[string]bool)
 	p.poll = newPoller(p)
 	ctx, stop := context.WithCancel(context.Background())
 	p.stopPoll = stop
@@ -184,7 +193,7 @@ func (p *Provider) Identity(ctx context.Context) (string, error) {
 }
 
 // maxIdentityName bounds the cluster part of an identity, so that with
-// "kafka:", "/" and a topic prefix (at most 200 bytes) it stays well inside
+// "kafka:", "/" and a topic prefix (at most 195 bytes) it stays well inside
 // the registry's limit on changelog identities (512 bytes).
 const maxIdentityName = 256
 
@@ -392,18 +401,14 @@ func (p *Provider) createTopic(ctx context.Context, topic string) error {
 // Fix the topic's settings (or delete it while its table holds no data).
 var ErrTopicSettings = errors.New("kafkalog: topic settings unfit for a bucket log")
 
-// checkTopic checks, once per provider, that an existing topic holds a
-// log safely: Kafka must never delete a record the tier has not truncated
+// checkTopic checks, at every Open that finds the topic existing, that it
+// holds a log safely: Kafka must never delete a record the tier has not truncated
 // (cleanup.policy delete, retention.ms and retention.bytes -1), and a
 // batch must fit a message (max.message.bytes). Its one partition is
 // checked where the log looks it up.
 func (p *Provider) checkTopic(ctx context.Context, topic string) error {
-	p.mu.Lock()
-	ok := p.mu.checked[topic]
-	p.mu.Unlock()
-	if ok {
-		return nil
-	}
+	// Not remembered: a topic deleted and created again since (by a broker
+	// that auto-creates topics, an operator) has the new settings.
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	r := kmsg.NewDescribeConfigsRequestResource()
 	r.ResourceType = kmsg.ConfigResourceTypeTopic
@@ -443,8 +448,5 @@ func (p *Provider) checkTopic(ctx context.Context, topic string) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s has %s", ErrTopicSettings, topic, strings.Join(bad, ", "))
 	}
-	p.mu.Lock()
-	p.mu.checked[topic] = true
-	p.mu.Unlock()
 	return nil
 }
