@@ -39,7 +39,7 @@ var ErrUnsupportedArrowType = errors.New("snapshotbuild: unsupported arrow type"
 //
 //	BOOLEAN          bool
 //	TINYINT..BIGINT  int8, int16, int32, int64 (exactly)
-//	FLOAT, DOUBLE    float32, float64
+//	FLOAT, DOUBLE    float32, float64 (every NaN stored as Java's, kv.NaN)
 //	DECIMAL(p,s)     decimal32/64/128/256 with scale s (values checked against p)
 //	CHAR, STRING     utf8, large_utf8, utf8_view
 //	BINARY, BYTES    binary, large_binary, binary_view, fixed_size_binary
@@ -651,9 +651,24 @@ func (r *arrowRow) Int32(i int) int32 {
 	}
 }
 
-func (r *arrowRow) Int64(i int) int64     { return r.c.cols[i].i64[r.i] }
-func (r *arrowRow) Float32(i int) float32 { return r.c.cols[i].f32[r.i] }
-func (r *arrowRow) Float64(i int) float64 { return r.c.cols[i].f64[r.i] }
+func (r *arrowRow) Int64(i int) int64 { return r.c.cols[i].i64[r.i] }
+
+// Float32 and Float64 give every NaN as Java's (kv.NaN): a NaN's bits are
+// part of a key, and a key "NaN" (parsed to Java's) must find the row
+// whatever NaN its writer stored (Go's math.NaN(), x86's 0/0 are others).
+func (r *arrowRow) Float32(i int) float32 {
+	if v := r.c.cols[i].f32[r.i]; v == v {
+		return v
+	}
+	return float32(kv.NaN())
+}
+
+func (r *arrowRow) Float64(i int) float64 {
+	if v := r.c.cols[i].f64[r.i]; v == v {
+		return v
+	}
+	return kv.NaN()
+}
 
 func (r *arrowRow) Bytes(i int) []byte {
 	ac := &r.c.cols[i]
