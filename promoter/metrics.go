@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		promotions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "thaw_promoter_promotions_total",
-			Help: "Promotion attempts ended, by policy and outcome (committed, aborted, failed, retried).",
+			Help: "Promotion events by policy and outcome: committed and aborted count attempts as they end; retried counts aborted attempts followed by another attempt, failed promotions given up (not exclusive: an attempt that is retried counts aborted and retried).",
 		}, []string{"policy", "outcome"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "thaw_promoter_promotion_seconds",
