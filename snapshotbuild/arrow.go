@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 
@@ -27,8 +28,57 @@ var ErrSchemaMismatch = errors.New("snapshotbuild: arrow schema does not match t
 var ErrWrongPartition = errors.New("snapshotbuild: row belongs to another partition")
 
 // ErrUnsupportedArrowType reports an Arrow type with no kv mapping
-// (dictionary, nested, interval, ...).
+// (nested, interval, unsigned, ...).
 var ErrUnsupportedArrowType = errors.New("snapshotbuild: unsupported arrow type")
+
+// plainBatch returns rec with its extension columns as their storage and
+// its dictionary columns decoded into their value type (a Parquet column
+// written from a pandas category or any Arrow dictionary reads back as one,
+// a Parquet UUID as the arrow.uuid extension), and a release for what it
+// made; a batch without such columns is returned as it is.
+func plainBatch(rec arrow.RecordBatch) (arrow.RecordBatch, func(), error) {
+	plain := func(dt arrow.DataType) bool {
+		id := dt.ID()
+		return id != arrow.EXTENSION && id != arrow.DICTIONARY
+	}
+	if !slices.ContainsFunc(rec.Schema().Fields(), func(f arrow.Field) bool { return !plain(f.Type) }) {
+		return rec, func() {}, nil
+	}
+	var made []arrow.Array
+	release := func() {
+		for _, a := range made {
+			a.Release()
+		}
+	}
+	fields := slices.Clone(rec.Schema().Fields())
+	cols := slices.Clone(rec.Columns())
+	for i := range cols {
+		// An extension's storage may be a dictionary, a dictionary's
+		// values an extension: a few rounds, then the type is refused
+		// as it stands.
+		for range 4 {
+			switch col := cols[i].(type) {
+			case array.ExtensionArray:
+				cols[i] = col.Storage()
+			case *array.Dictionary:
+				vals, err := compute.TakeArray(context.Background(), col.Dictionary(), col.Indices())
+				if err != nil {
+					release()
+					return nil, nil, fmt.Errorf("%w: column %q: decode dictionary %s: %v", ErrUnsupportedArrowType, fields[i].Name, col.DataType(), err)
+				}
+				made = append(made, vals)
+				cols[i] = vals
+			}
+		}
+		fields[i].Type = cols[i].DataType()
+	}
+	md := rec.Schema().Metadata()
+	out := array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, rec.NumRows())
+	return out, func() {
+		out.Release()
+		release()
+	}, nil
+}
 
 // Add routes, encodes and buffers every row of rec. Columns are matched to
 // the table's columns by name; every table column must be present and no
@@ -48,6 +98,8 @@ var ErrUnsupportedArrowType = errors.New("snapshotbuild: unsupported arrow type"
 //	TIMESTAMP        timestamp[any unit] without time zone
 //	TIMESTAMP_LTZ    timestamp[any unit] with a time zone
 //
+// A dictionary column is read as its value type and an extension column
+// (arrow.uuid, ...) as its storage type.
 // A row that cannot be encoded fails the build with a *RowError naming the
 // batch, row and column. Add does not retain rec.
 func (b *Builder) Add(ctx context.Context, rec arrow.RecordBatch) error {
@@ -111,6 +163,11 @@ func NewRowEncoder(t *kv.Table, partition string) *RowEncoder {
 // the batch number errors report. An invalid row stops Encode with a
 // *RowError; an error from fn stops it and is returned as is.
 func (e *RowEncoder) Encode(rec arrow.RecordBatch, batch int64, fn func(row, bucket int, key, value []byte) error) error {
+	rec, release, err := plainBatch(rec)
+	if err != nil {
+		return fmt.Errorf("batch %d: %w", batch, err)
+	}
+	defer release()
 	conv := e.conv
 	if conv == nil || !conv.schema.Equal(rec.Schema()) {
 		c, err := newArrowConverter(e.t, rec.Schema(), e.partition)
