@@ -100,3 +100,57 @@ func TestDocsYAMLDecodes(t *testing.T) {
 		t.Errorf("found %d yaml blocks in the docs, want at least 10: the scan is broken", blocks)
 	}
 }
+
+// metricName finds a metric's name where the code declares it: a
+// collector's Opts (Name: "thaw_...") or a custom collector's
+// prometheus.NewDesc("thaw_...".
+var metricName = regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(thaw_[a-z0-9_]+)"`)
+
+// TestDocsListEveryMetric: every metric a thaw component exports is named
+// in the documentation (docs/tier.md's list, docs/bulkload.md,
+// docs/promoter.md), so an operator building alerts from the docs finds it
+// (thaw_tablet_replicas, the only count of restoring or failed replicas,
+// was in none).
+func TestDocsListEveryMetric(t *testing.T) {
+	var docs strings.Builder
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("docs pages: %v %v", pages, err)
+	}
+	for _, p := range append(pages, "../../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(b)
+	}
+	found := 0
+	err = filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range metricName.FindAllStringSubmatch(string(src), -1) {
+			found++
+			if !regexp.MustCompile(`\b` + m[1] + `\b`).MatchString(docs.String()) {
+				t.Errorf("%s exports %s, which no page of docs/ names", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 50 {
+		t.Fatalf("found %d metric declarations: the pattern no longer matches how metrics are declared", found)
+	}
+}
