@@ -619,5 +619,15 @@ func (r Record) validate() error {
 			return fmt.Errorf("txn_id: %w", err)
 		}
 	}
+	if r.LakePartitions != nil && len(r.LakePartitions) == 0 {
+		return errors.New("lake_partitions [] (an empty list is written as nothing)")
+	}
+	for i, ref := range r.LakePartitions {
+		// "spec/path" (partitionRefString); a null element decodes as "".
+		spec, _, ok := strings.Cut(ref, "/")
+		if n, err := strconv.Atoi(spec); !ok || err != nil || n < 0 || strconv.Itoa(n) != spec {
+			return fmt.Errorf("lake_partitions[%d] %q is not spec/path", i, abbreviate(ref))
+		}
+	}
 	return nil
 }

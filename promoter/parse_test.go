@@ -115,6 +115,12 @@ func badRecords() []badRecord {
 		{"negative interrupted_builds", id, edit(goldenRecordV2, `"interrupted_builds":2`, `"interrupted_builds":-1`), "interrupted_builds -1 negative"},
 		{"fractional interrupted_builds", id, edit(goldenRecordV2, `"interrupted_builds":2`, `"interrupted_builds":1.5`), `member "interrupted_builds": number 1.5 is not int`},
 		{"null interrupted_builds", id, edit(goldenRecordV2, `"interrupted_builds":2`, `"interrupted_builds":null`), `member "interrupted_builds" is null`},
+		// A null element decoded as "" and [] as an empty list (written as
+		// nothing: it came back nil).
+		{"null lake partition", id, edit(g, `"lake_partitions":["0/event_day=2024-01-05",`, `"lake_partitions":[null,`), `lake_partitions[0] "" is not spec/path`},
+		{"empty lake partitions", id, edit(g, `"lake_partitions":["0/event_day=2024-01-05","1/event_day=2024-01-05/region=eu"]`, `"lake_partitions":[]`), `lake_partitions []`},
+		{"lake partition without a spec", id, edit(g, `"1/event_day=2024-01-05/region=eu"`, `"event_day=2024-01-05"`), `lake_partitions[1] "event_day=2024-01-05" is not spec/path`},
+		{"lake partition with a signed spec", id, edit(g, `"1/event_day=2024-01-05/region=eu"`, `"+1/x"`), `lake_partitions[1] "+1/x" is not spec/path`},
 	}
 }
 
