@@ -115,3 +115,22 @@ func TestFractionDigitsBeyondNanos(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneOffsetsOfRFC3339: a TIMESTAMP_LTZ's zone offset has hours 00-23
+// (RFC 3339); time.Parse took +24:00 and beyond, an instant a day or more
+// away from the wall time written. 23:59 still reads.
+func TestZoneOffsetsOfRFC3339(t *testing.T) {
+	tbl := testTable(t)
+	for _, off := range []string{"+24:00", "-24:00", "+99:00"} {
+		in := `{"dt":"a","id":1,"must":"x","ltz":"2024-01-31T13:45:00` + off + `"}`
+		if _, err := rowFromJSON(tbl, []byte(in), 1, false); err == nil {
+			t.Errorf("%s: accepted", in)
+		}
+	}
+	for _, off := range []string{"+23:59", "-23:59", "Z"} {
+		in := `{"dt":"a","id":1,"must":"x","ltz":"2024-01-31T13:45:00` + off + `"}`
+		if _, err := rowFromJSON(tbl, []byte(in), 1, false); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+}

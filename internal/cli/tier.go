@@ -1505,6 +1505,11 @@ func valueFromJSON(typ kv.Type, raw json.RawMessage) (any, error) {
 			if ts, err = time.Parse(time.RFC3339Nano, s); err != nil {
 				return nil, fmt.Errorf("%q is not an RFC 3339 instant like 2024-01-31T13:45:00Z", s)
 			}
+			// time.Parse takes offsets of 24 hours and more, which RFC
+			// 3339 does not (hours 00-23).
+			if _, off := ts.Zone(); off <= -24*3600 || off >= 24*3600 {
+				return nil, fmt.Errorf("%q: a zone offset of 24 hours or more is not RFC 3339", s)
+			}
 		} else {
 			if ts, err = time.Parse("2006-01-02T15:04:05.999999999", strings.Replace(s, " ", "T", 1)); err != nil {
 				return nil, fmt.Errorf("%q is not a timestamp like 2024-01-31T13:45:00.123 (no zone)", s)
