@@ -264,7 +264,9 @@ type BatchInfo struct {
 }
 
 // WithOnBatch calls fn for every write request once it is acknowledged or
-// given up, from the goroutine that sent it: fn must be quick and safe for
-// concurrent use. A Flush or Close returns only after fn has returned for
-// every request it waited for (fn must not call Flush or Close itself).
+// given up, from the goroutine that sent it (which hands the bucket's next
+// requests to another first): fn must be quick and safe for concurrent
+// use, and may Write. A Flush or Close returns only after fn has returned
+// for every request it waited for (fn must not call Flush or Close
+// itself).
 func WithOnBatch(fn func(BatchInfo)) Opt { return func(o *options) { o.onBatch = fn } }

@@ -324,12 +324,17 @@ func (w *Writer) drain(q *bucketQueue) {
 
 		start := time.Now()
 		attempts, err := w.c.sendWrite(w.ctx, b)
-		w.finish(q, b, attempts, time.Since(start), err)
+		if w.finish(q, b, attempts, time.Since(start), err) {
+			return
+		}
 	}
 }
 
-// finish accounts for a batch acknowledged or given up.
-func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Duration, err error) {
+// finish accounts for a batch acknowledged or given up. With WithOnBatch
+// it hands q's sending over to another goroutine before it runs fn (fn may
+// Write, and a Write into a full buffer waits for q's next batches to be
+// sent) and reports true: the caller stops draining q.
+func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Duration, err error) (handedOver bool) {
 	info := BatchInfo{Target: b.entry.target, Bucket: b.bucket, Rows: b.n, Bytes: b.bytes, Attempts: attempts, Latency: latency, Err: err}
 	w.mu.Lock()
 	w.mu.buffered -= int64(b.bytes)
@@ -351,6 +356,9 @@ func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Dur
 	}
 	if w.c.opts.onBatch != nil {
 		w.mu.reporting++
+		q.sending--
+		w.kickLocked(q)
+		handedOver = true
 	}
 	w.changedLocked()
 	w.mu.Unlock()
@@ -368,6 +376,7 @@ func (w *Writer) finish(q *bucketQueue, b *batch, attempts int, latency time.Dur
 		w.c.opts.logger.Warn("tierclient: write given up", "target", info.Target.String(), "bucket", info.Bucket, "rows", info.Rows, "attempts", attempts, "err", err)
 	}
 	w.c.putBatch(b)
+	return handedOver
 }
 
 // changedLocked wakes whoever waits for the Writer's state to change.
@@ -456,7 +465,9 @@ func (w *Writer) waitLocked(ctx context.Context, ok func() bool) error {
 // Flush sends every buffered row and waits until each is acknowledged:
 // durable in its bucket's changelog and applied by the bucket's leader, so
 // that a Get sees it. Rows written while Flush waits are waited for too.
-// It returns the Writer's error if it failed, or ctx's. Flush does not
+// It returns the Writer's error if it failed, or ctx's. A failed Writer's
+// Flush (and Close) first waits, within ctx, for its requests still in
+// flight, so that the error names every bucket that failed. Flush does not
 // close the Writer.
 func (w *Writer) Flush(ctx context.Context) error {
 	w.mu.Lock()
@@ -468,25 +479,44 @@ func (w *Writer) Flush(ctx context.Context) error {
 }
 
 func (w *Writer) flushLocked(ctx context.Context) error {
-	if w.mu.err != nil {
-		return w.mu.err
+	idle := func() bool { return w.mu.buffered == 0 && w.mu.reporting == 0 }
+	if w.mu.err == nil {
+		w.mu.hold = false
+		for _, q := range w.mu.queues {
+			w.sealLocked(q)
+			w.kickLocked(q)
+		}
+		if err := w.waitLocked(ctx, idle); err != nil && w.mu.err == nil {
+			return err
+		}
 	}
-	w.mu.hold = false
-	for _, q := range w.mu.queues {
-		w.sealLocked(q)
-		w.kickLocked(q)
+	if w.mu.err == nil {
+		return nil
 	}
-	if err := w.waitLocked(ctx, func() bool { return w.mu.buffered == 0 && w.mu.reporting == 0 }); err != nil {
-		return err
+	// Failed: the rows not sent were dropped, and the requests still in
+	// flight end by themselves (written, or given up after their retries).
+	// Wait for them too, so that the error names every bucket that failed
+	// and Close does not abandon a request it need not.
+	for !idle() {
+		ch := w.mu.change
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		w.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			return errors.Join(w.mu.err, fmt.Errorf("tierclient: waiting for the requests still in flight: %w", err))
+		}
 	}
-	return w.mu.err // a batch that failed last leaves nothing buffered
+	return w.mu.err
 }
 
 // Close flushes the Writer (see Flush), then releases it. If ctx ends
 // first, the requests in flight are abandoned: their rows may or may not
-// be written; the rows not yet sent are dropped, and a Flush or Write
-// waiting meanwhile fails with ErrClosed. Close returns the Writer's error,
-// if any; closing again returns nil.
+// be written (the error names their buckets); the rows not yet sent are
+// dropped, and a Flush or Write waiting meanwhile fails with ErrClosed.
+// Close returns the Writer's error, if any; closing again returns nil.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if w.mu.closed {
@@ -505,6 +535,15 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Unlock()
 	w.cancel()
 	w.wg.Wait()
+	if err != nil && ctx.Err() != nil {
+		// The requests abandoned above have failed by now: their buckets
+		// are named too (w.mu.err joins every failed bucket's error).
+		w.mu.Lock()
+		if len(w.mu.failed) > 0 {
+			err = errors.Join(w.mu.err, fmt.Errorf("tierclient: requests in flight abandoned: %w", ctx.Err()))
+		}
+		w.mu.Unlock()
+	}
 	if err != nil {
 		return fmt.Errorf("tierclient: close writer to %v: %w", w.r.base, err)
 	}

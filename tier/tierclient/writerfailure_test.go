@@ -1,0 +1,220 @@
+package tierclient
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	tierv1 "github.com/thawdb/thaw/gen/thaw/tier/v1"
+	"github.com/thawdb/thaw/gen/thaw/tier/v1/tierv1connect"
+	"github.com/thawdb/thaw/kv"
+	"github.com/thawdb/thaw/tier/tierpb"
+)
+
+func twoBucketSchema() kv.TableSchema {
+	s := closeSchema()
+	s.Buckets = 2
+	return s
+}
+
+// twoBucketCoord: db.x with two buckets, both led at tablet.
+type twoBucketCoord struct {
+	tierv1connect.UnimplementedCoordinatorServiceHandler
+	tablet string
+}
+
+func (f *twoBucketCoord) GetLeader(context.Context, *connect.Request[tierv1.GetLeaderRequest]) (*connect.Response[tierv1.GetLeaderResponse], error) {
+	return connect.NewResponse(&tierv1.GetLeaderResponse{CoordinatorId: "fake", Epoch: 1}), nil
+}
+
+func (f *twoBucketCoord) GetTable(context.Context, *connect.Request[tierv1.GetTableRequest]) (*connect.Response[tierv1.GetTableResponse], error) {
+	return connect.NewResponse(&tierv1.GetTableResponse{Table: &tierv1.TableInfo{TableId: 7,
+		Path: &tierv1.TablePath{Database: "db", Table: "x"}, Schema: SchemaToProto(twoBucketSchema()),
+		DataState: tierv1.DataState_DATA_STATE_ACTIVE}}), nil
+}
+
+func (f *twoBucketCoord) GetTargetLocations(context.Context, *connect.Request[tierv1.GetTargetLocationsRequest]) (*connect.Response[tierv1.GetTargetLocationsResponse], error) {
+	return connect.NewResponse(&tierv1.GetTargetLocationsResponse{TargetId: &tierv1.TargetId{TableId: 7},
+		Schema: SchemaToProto(twoBucketSchema()), DataState: tierv1.DataState_DATA_STATE_ACTIVE,
+		Buckets: []*tierv1.BucketLocation{
+			{Bucket: 0, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1},
+			{Bucket: 1, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1},
+		}}), nil
+}
+
+// failOneTablet: bucket 0's writes fail at once (INVALID_ARGUMENT, not
+// retried); bucket 1's are held until release, and record whether their
+// client went away meanwhile.
+type failOneTablet struct {
+	tierv1connect.UnimplementedTabletServiceHandler
+	release   chan struct{}
+	b1Started chan struct{}
+	cancelled atomic.Bool
+}
+
+func (f *failOneTablet) Write(ctx context.Context, req *connect.Request[tierv1.WriteRequest]) (*connect.Response[tierv1.WriteResponse], error) {
+	if req.Msg.GetBucket() == 0 {
+		return nil, tierpb.NewError(tierpb.ReasonInvalidArgument, "fake: bad batch", nil)
+	}
+	close(f.b1Started)
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+		f.cancelled.Store(true)
+		return nil, ctx.Err()
+	}
+	return connect.NewResponse(&tierv1.WriteResponse{Count: int32(len(req.Msg.GetMutations()))}), nil
+}
+
+// TestCloseAfterFailureWaitsForOtherBuckets: bucket 0 fails while bucket
+// 1 has a request in flight. Close, its ctx not done, waits for bucket 1's
+// request instead of cancelling it (Close returned at once and cancelled
+// it, its rows then maybe written, maybe not); when its ctx ends first,
+// the request is abandoned and the error names bucket 1 as well as bucket
+// 0 (it named only bucket 0, though bucket 1's row was given up too).
+func TestCloseAfterFailureWaitsForOtherBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release bool // the server answers bucket 1 while Close waits
+	}{{"answered", true}, {"ctx-ends", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := &failOneTablet{release: make(chan struct{}), b1Started: make(chan struct{})}
+			_, th := tierv1connect.NewTabletServiceHandler(tab)
+			tsrv := httptest.NewServer(th)
+			defer tsrv.Close()
+			released := false
+			defer func() {
+				if !released {
+					close(tab.release)
+				}
+			}()
+			_, ch := tierv1connect.NewCoordinatorServiceHandler(&twoBucketCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
+			csrv := httptest.NewServer(ch)
+			defer csrv.Close()
+			c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
+				WithRetryPolicy(RetryPolicy{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tbl, _ := kv.NewTable(twoBucketSchema())
+			var b0, b1 kv.Row
+			for id := int64(0); b0 == nil || b1 == nil; id++ {
+				r := kv.Row{id, "v"}
+				switch b, _ := tbl.Bucket(r); b {
+				case 0:
+					b0 = r
+				case 1:
+					b1 = r
+				}
+			}
+			if err := w.Write(t.Context(), b1); err != nil {
+				t.Fatal(err)
+			}
+			<-tab.b1Started // bucket 1's request is in flight, held by the server
+			if err := w.Write(t.Context(), b0); err != nil {
+				t.Fatal(err)
+			}
+			for w.Stats().FailedRows == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			timeout := 5 * time.Second
+			if tc.release {
+				released = true
+				time.AfterFunc(200*time.Millisecond, func() { close(tab.release) })
+			} else {
+				timeout = 300 * time.Millisecond
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), timeout)
+			defer cancel()
+			cerr := w.Close(ctx)
+			st := w.Stats()
+			t.Logf("Close: %v; stats %+v", cerr, st)
+			named := map[int]bool{}
+			var walk func(error)
+			walk = func(err error) {
+				if be, ok := err.(*BucketError); ok {
+					named[be.Bucket] = true
+				}
+				switch u := err.(type) {
+				case interface{ Unwrap() []error }:
+					for _, e := range u.Unwrap() {
+						walk(e)
+					}
+				case interface{ Unwrap() error }:
+					walk(u.Unwrap())
+				}
+			}
+			walk(cerr)
+			if !named[0] {
+				t.Errorf("Close's error does not name bucket 0: %v", cerr)
+			}
+			if tc.release {
+				if tab.cancelled.Load() || named[1] || st.AckedRows != 1 || st.FailedRows != 1 {
+					t.Errorf("Close did not wait for bucket 1's request: cancelled %v, bucket 1 named %v, stats %+v",
+						tab.cancelled.Load(), named[1], st)
+				}
+				return
+			}
+			if !named[1] || st.FailedRows != 2 {
+				t.Errorf("Close abandoned bucket 1's request; its error names bucket 1: %v, want true (stats %+v)", named[1], st)
+			}
+		})
+	}
+}
+
+// TestOnBatchWriteBehindQueuedRows: WithOnBatch's fn writes to a full
+// Writer whose rows queued behind the acknowledged batch fill the buffer.
+// The Write waited for space only the bucket's one sending goroutine could
+// free, and that goroutine was the one running fn: the bucket made no
+// progress until fn's ctx ended. The sending is handed over before fn.
+func TestOnBatchWriteBehindQueuedRows(t *testing.T) {
+	tab := &closeTablet{release: make(chan struct{})}
+	_, th := tierv1connect.NewTabletServiceHandler(tab)
+	tsrv := httptest.NewServer(th)
+	defer tsrv.Close()
+	_, ch := tierv1connect.NewCoordinatorServiceHandler(&closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
+	csrv := httptest.NewServer(ch)
+	defer csrv.Close()
+	var w *Writer
+	var once atomic.Bool
+	werr := make(chan error, 1)
+	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"), WithMaxBatchRows(1), WithMaxBatchBytes(64), WithMaxBufferedBytes(80),
+		WithOnBatch(func(BatchInfo) {
+			if once.CompareAndSwap(false, true) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				werr <- w.Write(ctx, kv.Row{int64(4), "x"})
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if w, err = c.NewWriter(t.Context(), Target{Database: "db", Table: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// Row 1 is small and held in flight; rows 2 and 3 queue behind it
+	// (each Write finds the buffer below its maximum).
+	for _, r := range []kv.Row{{int64(1), "a"}, {int64(2), strings.Repeat("v", 40)}, {int64(3), strings.Repeat("v", 40)}} {
+		if err := w.Write(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(tab.release)
+	if err := <-werr; err != nil {
+		t.Errorf("Write from the OnBatch fn of a full Writer: %v (stats %+v)", err, w.Stats())
+	}
+	if err := w.Close(t.Context()); err != nil {
+		t.Log(err)
+	}
+}
