@@ -8,10 +8,12 @@ import (
 	"github.com/thawdb/thaw/objstore"
 )
 
-// DeleteFiles deletes the objects at the given URIs in order, as Retain
-// lists them. An object that is already gone counts as deleted, so a
-// repeated call finishes an interrupted one. It stops at the first other
-// error, leaving the rest (so no file goes before its _METADATA).
+// DeleteFiles deletes the objects at the given URIs in order. An object
+// that is already gone counts as deleted, so a repeated call finishes an
+// interrupted one. It stops at the first other error, leaving the rest:
+// callers list a snapshot's data files before its _METADATA, so that an
+// interrupted deletion leaves the _METADATA naming what is left (as the
+// coordinator's retention deletes).
 func DeleteFiles(ctx context.Context, store *objstore.Store, uris []string) error {
 	for _, uri := range uris {
 		key, err := store.Key(uri)
