@@ -133,7 +133,11 @@ func MapType(icebergType string) (kv.Type, error) {
 		if !ok || err1 != nil || err2 != nil {
 			return kv.Type{}, fmt.Errorf("%w: malformed type %q", ErrUnmappable, t)
 		}
-		return kv.Type{Kind: kv.KindDecimal, Precision: p, Scale: s}, nil
+		d := kv.Type{Kind: kv.KindDecimal, Precision: p, Scale: s}
+		if err := d.Validate(); err != nil {
+			return kv.Type{}, fmt.Errorf("%w: type %q: %v", ErrUnmappable, t, err)
+		}
+		return d, nil
 	}
 	if inner, ok := cutWrapped(t, "fixed[", "]"); ok {
 		n, err := strconv.Atoi(inner)
