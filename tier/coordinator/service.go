@@ -179,9 +179,16 @@ func (s *service) createTable(ctx context.Context, m *tierv1.CreateTableRequest)
 		spec.Buckets = cl.placeNew(rf, schema.Buckets)
 	}
 	v, err := s.c.store.CreateTable(ctx, t.guard, spec)
-	if errors.Is(err, meta.ErrExists) && m.GetIgnoreIfExists() {
+	if errors.Is(err, meta.ErrExists) {
 		cur, gerr := s.c.store.GetTable(ctx, db, name)
-		if gerr == nil && !cur.Value.Dropping {
+		switch {
+		case gerr == nil && cur.Value.Dropping:
+			// Not there for every read, and here until the drop
+			// finishes: retriable, not ALREADY_EXISTS (which a client
+			// asking with ignore_if_exists took for its table).
+			t.dropFailed()
+			return nil, unavailable("%s: table %s.%s is being dropped; retry once the drop has finished", what, db, name)
+		case gerr == nil && m.GetIgnoreIfExists():
 			return tableInfo(cur), nil
 		}
 	}
@@ -375,9 +382,14 @@ func (s *service) createPartition(ctx context.Context, m *tierv1.CreatePartition
 	}
 	buckets := cl.placeNew(tv.Value.ReplicationFactor, tv.Value.Schema.Buckets)
 	v, err := s.c.store.CreatePartition(ctx, t.guard, tv.Value.Database, tv.Value.Name, name, buckets)
-	if errors.Is(err, meta.ErrExists) && m.GetIgnoreIfExists() {
+	if errors.Is(err, meta.ErrExists) {
 		cur, gerr := s.c.store.GetPartition(ctx, tv.Value.ID, name)
-		if gerr == nil && !cur.Value.Dropping {
+		switch {
+		case gerr == nil && cur.Value.Dropping:
+			// As for a table being dropped (createTable).
+			t.dropFailed()
+			return nil, unavailable("%s: the partition is being dropped; retry once the drop has finished", what)
+		case gerr == nil && m.GetIgnoreIfExists():
 			return partitionInfo(cur.Value), nil
 		}
 	}
