@@ -1821,6 +1821,24 @@ func runPut(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		rows[i] = row
 	}
+	if *createParts && df.partition != "" && info.Partitioned() {
+		// The rows name the partition by --partition, not by their
+		// values, so the client's partition creation (per row) does not
+		// see it: create it here, once every row is known to belong to
+		// it (a refused put creates nothing).
+		for i, row := range rows {
+			p, err := info.KV.PartitionName(row)
+			if err != nil {
+				return fmt.Errorf("put %s: row %d: %w", name, raw.num[i], err)
+			}
+			if p != df.partition {
+				return fmt.Errorf("put %s: row %d belongs to partition %q, not %q", name, raw.num[i], p, df.partition)
+			}
+		}
+		if err := c.CreatePartition(ctx, name.db, name.table, df.partition); err != nil {
+			return wrapTier("put "+df.target(name).String(), err)
+		}
+	}
 	if err := c.Upsert(ctx, df.target(name), rows); err != nil {
 		err = raw.wrapRows("put "+df.target(name).String(), err)
 		if tierpb.ReasonOf(err) == tierpb.ReasonNotFound && info.Partitioned() && !*createParts {
