@@ -495,6 +495,9 @@ func runStatus(ctx context.Context, stdout io.Writer, args []string) error {
 	if len(pos) > 1 {
 		return usageError("thaw status takes at most one promotion id")
 	}
+	if len(pos) == 1 && *policy != "" {
+		return usageError("thaw status: --policy selects promotions of the list; with a promotion id, leave it out")
+	}
 	c, err := promoterIDClient("thaw status", pos, *output, *addr)
 	if err != nil {
 		return err
