@@ -561,9 +561,20 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 	enc := json.NewEncoder(stdout)
 	printed := 0
 	total := int64(0)
+	more := false // a row past --limit was seen
 	for rec, err := range batches {
 		if err != nil {
 			return err
+		}
+		if *limit > 0 && printed >= *limit {
+			// The limit was reached at the end of the last batch: "first"
+			// only if another row follows.
+			more = rec.NumRows() > 0
+			rec.Release()
+			if more {
+				break
+			}
+			continue
 		}
 		total += rec.NumRows()
 		printed, err = printRows(w, enc, rec, printed, *limit)
@@ -571,7 +582,8 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 		if err != nil {
 			return err
 		}
-		if *limit > 0 && printed >= *limit {
+		if *limit > 0 && printed >= *limit && total > int64(printed) {
+			more = true
 			break
 		}
 	}
@@ -579,7 +591,7 @@ func runLakeScan(ctx context.Context, stdout io.Writer, args []string) (err erro
 		if err := w.flush(); err != nil {
 			return err
 		}
-		if *limit > 0 && printed >= *limit {
+		if more {
 			fmt.Fprintf(stdout, "(first %s)\n", plural(printed, "row", "rows"))
 		} else {
 			fmt.Fprintf(stdout, "(%s)\n", plural(total, "row", "rows"))
