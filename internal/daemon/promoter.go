@@ -348,9 +348,26 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 			return nil, fmt.Errorf("daemon: %w", err)
 		}
 	}
-	d.pp, err = openPromoterParts(ctx, cfg, opts)
+	// The API's key pair, callers file and address first, as every role
+	// binds its address before etcd and the tier: a mistake there, or an
+	// address in use, fails at once (not after the embedded tier started,
+	// nor never, behind an etcd that does not answer).
+	serverTLS, _, err := cfg.TLS.load(d.log.With("component", "tls"))
 	if err != nil {
 		return nil, err
+	}
+	apiCallers, err := readAPICallers(cfg.APICallersFile, d.log.With("component", "api"))
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: listen: %w", err)
+	}
+	d.addr = advertised("", ln.Addr())
+	d.pp, err = openPromoterParts(ctx, cfg, opts)
+	if err != nil {
+		return nil, errors.Join(err, ln.Close())
 	}
 	// A promoter killed during a build left its spill and SST files (not
 	// thaw plan's to remove: it changes nothing).
@@ -363,21 +380,8 @@ func StartPromoter(ctx context.Context, cfg PromoterConfig, opts PromoterOptions
 	// refuses (e.g. two policies of one lake table). This instance only
 	// checks: it runs nothing and its ledger cannot write.
 	if _, err := promoter.New(d.pp.promoterConfig(cfg, opts, promoter.NewEtcdLedger(d.pp.etcd, cfg.Prefix, nil), prometheus.NewRegistry())); err != nil {
-		return nil, errors.Join(fmt.Errorf("daemon: promoter: %w", err), d.pp.close())
+		return nil, errors.Join(fmt.Errorf("daemon: promoter: %w", err), ln.Close(), d.pp.close())
 	}
-	serverTLS, _, err := cfg.TLS.load(d.log.With("component", "tls"))
-	if err != nil {
-		return nil, errors.Join(err, d.pp.close())
-	}
-	apiCallers, err := readAPICallers(cfg.APICallersFile, d.log.With("component", "api"))
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("daemon: %w", err), d.pp.close())
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("daemon: listen: %w", err), d.pp.close())
-	}
-	d.addr = advertised("", ln.Addr())
 	if d.statusTo != nil {
 		pc := *d.statusTo
 		pc.Logger, pc.Registerer = d.log.With("component", "kafka"), opts.Registry
