@@ -497,7 +497,7 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 	// flight end by themselves (written, or given up after their retries).
 	// Wait for them too, so that the error names every bucket that failed
 	// and Close does not abandon a request it need not.
-	for !idle() {
+	for !idle() && !w.mu.closed {
 		ch := w.mu.change
 		w.mu.Unlock()
 		select {
@@ -508,6 +508,12 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return errors.Join(w.mu.err, fmt.Errorf("tierclient: waiting for the requests still in flight: %w", err))
 		}
+	}
+	if w.mu.closed && !errors.Is(w.mu.err, ErrClosed) {
+		// A Flush waiting while Close abandons the requests in flight
+		// fails with ErrClosed (the abandoned requests' errors replace
+		// the Writer's, which Close's set to ErrClosed).
+		return errors.Join(fmt.Errorf("%w: closed while this call waited", ErrClosed), w.mu.err)
 	}
 	return w.mu.err
 }

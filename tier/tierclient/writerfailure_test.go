@@ -2,6 +2,7 @@ package tierclient
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -216,5 +217,58 @@ func TestOnBatchWriteBehindQueuedRows(t *testing.T) {
 	}
 	if err := w.Close(t.Context()); err != nil {
 		t.Log(err)
+	}
+}
+
+// TestFlushDuringCloseFailsWithErrClosed: a Flush waiting while Close's
+// ctx ends fails with ErrClosed, as Close's doc says, although the request
+// Close abandons fails meanwhile (its bucket's error replaced the Writer's
+// ErrClosed, and the Flush, waiting for the requests in flight of a failed
+// Writer, returned that).
+func TestFlushDuringCloseFailsWithErrClosed(t *testing.T) {
+	tab := &failOneTablet{release: make(chan struct{}), b1Started: make(chan struct{})}
+	defer close(tab.release)
+	_, th := tierv1connect.NewTabletServiceHandler(tab)
+	tsrv := httptest.NewServer(th)
+	defer tsrv.Close()
+	_, ch := tierv1connect.NewCoordinatorServiceHandler(&twoBucketCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
+	csrv := httptest.NewServer(ch)
+	defer csrv.Close()
+	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
+		WithRetryPolicy(RetryPolicy{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, _ := kv.NewTable(twoBucketSchema())
+	var b1 kv.Row
+	for id := int64(0); b1 == nil; id++ {
+		r := kv.Row{id, "v"}
+		if b, _ := tbl.Bucket(r); b == 1 {
+			b1 = r
+		}
+	}
+	if err := w.Write(t.Context(), b1); err != nil {
+		t.Fatal(err)
+	}
+	<-tab.b1Started
+	ferr := make(chan error, 1)
+	go func() { ferr <- w.Flush(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // the Flush waits
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	cerr := w.Close(ctx)
+	t.Logf("Close: %v", cerr)
+	select {
+	case err := <-ferr:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("the Flush waiting while Close's ctx ended returned %v; want ErrClosed (as Close's doc says)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Flush waiting while Close's ctx ended did not return")
 	}
 }
