@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -32,23 +31,7 @@ func TestCreateTableBeingDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first step of a drop, as a coordinator that died between the steps left it.
-	key := e.prefix + "/tables/shop/orders"
-	resp, err := e.cli.Get(ctx, key)
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("get %s: %v %v", key, resp, err)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
-		t.Fatal(err)
-	}
-	rec["dropping"] = true
-	b, _ := json.Marshal(rec)
-	if _, err := e.cli.Put(ctx, key, string(b)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.cli.Delete(ctx, fmt.Sprintf("%s/assignment/%d", e.prefix, ct.Msg.GetTable().GetTableId())); err != nil {
-		t.Fatal(err)
-	}
+	e.markDropping(t, e.prefix+"/tables/shop/orders", fmt.Sprintf("%s/assignment/%d", e.prefix, ct.Msg.GetTable().GetTableId()))
 
 	_, gerr := cl.GetTable(ctx, req(&tierv1.GetTableRequest{Path: path}))
 	if tierpb.ReasonOf(gerr) != tierpb.ReasonNotFound {
@@ -90,23 +73,7 @@ func TestCreatePartitionBeingDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	tid, pid := et.Msg.GetTable().GetTableId(), cp.Msg.GetPartition().GetPartitionId()
-	key := fmt.Sprintf("%s/partitions/%d/%s", e.prefix, tid, part)
-	resp, err := e.cli.Get(ctx, key)
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("get %s: %v %v", key, resp, err)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
-		t.Fatal(err)
-	}
-	rec["dropping"] = true
-	b, _ := json.Marshal(rec)
-	if _, err := e.cli.Put(ctx, key, string(b)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.cli.Delete(ctx, fmt.Sprintf("%s/assignment/%d/p%d", e.prefix, tid, pid)); err != nil {
-		t.Fatal(err)
-	}
+	e.markDropping(t, fmt.Sprintf("%s/partitions/%d/%s", e.prefix, tid, part), fmt.Sprintf("%s/assignment/%d/p%d", e.prefix, tid, pid))
 	part2 := part
 	if _, lerr := cl.GetTargetLocations(ctx, req(&tierv1.GetTargetLocationsRequest{Target: &tierv1.TargetPath{Database: "shop", Table: "events", Partition: &part2}})); tierpb.ReasonOf(lerr) != tierpb.ReasonNotFound {
 		t.Fatalf("GetTargetLocations of a partition being dropped: %v, want NOT_FOUND", lerr)

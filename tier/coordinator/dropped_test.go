@@ -173,31 +173,9 @@ func TestFinishInterruptedDrops(t *testing.T) {
 	<-n1.done
 	n1.done <- nil // for the cleanup
 	// The first step of both drops, as the dead coordinator left them.
-	markDropping := func(key, assignment string) {
-		t.Helper()
-		resp, err := e.cli.Get(ctx, key)
-		if err != nil || len(resp.Kvs) != 1 {
-			t.Fatalf("get %s: %v %v", key, resp, err)
-		}
-		var rec map[string]any
-		if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
-			t.Fatal(err)
-		}
-		rec["dropping"] = true
-		b, err := json.Marshal(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.cli.Put(ctx, key, string(b)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.cli.Delete(ctx, assignment); err != nil {
-			t.Fatal(err)
-		}
-	}
 	tableID, eventsID, partID := ct.Msg.GetTable().GetTableId(), et.Msg.GetTable().GetTableId(), cp.Msg.GetPartition().GetPartitionId()
-	markDropping(e.prefix+"/tables/shop/orders", fmt.Sprintf("%s/assignment/%d", e.prefix, tableID))
-	markDropping(fmt.Sprintf("%s/partitions/%d/2026-11-29$7", e.prefix, eventsID), fmt.Sprintf("%s/assignment/%d/p%d", e.prefix, eventsID, partID))
+	e.markDropping(t, e.prefix+"/tables/shop/orders", fmt.Sprintf("%s/assignment/%d", e.prefix, tableID))
+	e.markDropping(t, fmt.Sprintf("%s/partitions/%d/2026-11-29$7", e.prefix, eventsID), fmt.Sprintf("%s/assignment/%d/p%d", e.prefix, eventsID, partID))
 
 	n2 := e.startNode("c-2", nil)
 	e.awaitLeader(n2)
@@ -304,5 +282,32 @@ func TestFinishFailedDropInTerm(t *testing.T) {
 			t.Fatalf("create after a drop that failed midway, in the same term: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// markDropping leaves a drop at its first step, as a coordinator that died
+// after it left it: the table's or partition's record at key marked
+// dropping and its assignment deleted.
+func (e *env) markDropping(t *testing.T, key, assignment string) {
+	t.Helper()
+	ctx := t.Context()
+	resp, err := e.cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v %v", key, resp, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["dropping"] = true
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cli.Put(ctx, key, string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cli.Delete(ctx, assignment); err != nil {
+		t.Fatal(err)
 	}
 }

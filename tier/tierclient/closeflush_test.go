@@ -27,9 +27,18 @@ func closeSchema() kv.TableSchema {
 	}
 }
 
+// closeCoord serves db.x (closeSchema with buckets buckets, 1 when 0), every
+// bucket led at tablet.
 type closeCoord struct {
 	tierv1connect.UnimplementedCoordinatorServiceHandler
-	tablet string
+	tablet  string
+	buckets int
+}
+
+func (f *closeCoord) schema() kv.TableSchema {
+	s := closeSchema()
+	s.Buckets = max(1, f.buckets)
+	return s
 }
 
 func (f *closeCoord) GetLeader(context.Context, *connect.Request[tierv1.GetLeaderRequest]) (*connect.Response[tierv1.GetLeaderResponse], error) {
@@ -38,14 +47,18 @@ func (f *closeCoord) GetLeader(context.Context, *connect.Request[tierv1.GetLeade
 
 func (f *closeCoord) GetTable(context.Context, *connect.Request[tierv1.GetTableRequest]) (*connect.Response[tierv1.GetTableResponse], error) {
 	return connect.NewResponse(&tierv1.GetTableResponse{Table: &tierv1.TableInfo{TableId: 7,
-		Path: &tierv1.TablePath{Database: "db", Table: "x"}, Schema: SchemaToProto(closeSchema()),
+		Path: &tierv1.TablePath{Database: "db", Table: "x"}, Schema: SchemaToProto(f.schema()),
 		DataState: tierv1.DataState_DATA_STATE_ACTIVE}}), nil
 }
 
 func (f *closeCoord) GetTargetLocations(context.Context, *connect.Request[tierv1.GetTargetLocationsRequest]) (*connect.Response[tierv1.GetTargetLocationsResponse], error) {
+	s := f.schema()
+	locs := make([]*tierv1.BucketLocation, s.Buckets)
+	for b := range locs {
+		locs[b] = &tierv1.BucketLocation{Bucket: int32(b), LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1}
+	}
 	return connect.NewResponse(&tierv1.GetTargetLocationsResponse{TargetId: &tierv1.TargetId{TableId: 7},
-		Schema: SchemaToProto(closeSchema()), DataState: tierv1.DataState_DATA_STATE_ACTIVE,
-		Buckets: []*tierv1.BucketLocation{{Bucket: 0, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1}}}), nil
+		Schema: SchemaToProto(s), DataState: tierv1.DataState_DATA_STATE_ACTIVE, Buckets: locs}), nil
 }
 
 type closeTablet struct {

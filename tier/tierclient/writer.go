@@ -448,18 +448,24 @@ func (w *Writer) waitLocked(ctx context.Context, ok func() bool) error {
 		if w.mu.err != nil {
 			return w.mu.err
 		}
-		ch := w.mu.change
-		w.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		w.mu.Lock()
-		if err := ctx.Err(); err != nil {
+		if err := w.awaitChangeLocked(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// awaitChangeLocked waits, unlocking meanwhile, until the Writer's state
+// changes or ctx is done (then it returns ctx's error).
+func (w *Writer) awaitChangeLocked(ctx context.Context) error {
+	ch := w.mu.change
+	w.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	return ctx.Err()
 }
 
 // Flush sends every buffered row and waits until each is acknowledged:
@@ -498,14 +504,7 @@ func (w *Writer) flushLocked(ctx context.Context) error {
 	// Wait for them too, so that the error names every bucket that failed
 	// and Close does not abandon a request it need not.
 	for !idle() && !w.mu.closed {
-		ch := w.mu.change
-		w.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		w.mu.Lock()
-		if err := ctx.Err(); err != nil {
+		if err := w.awaitChangeLocked(ctx); err != nil {
 			return errors.Join(w.mu.err, fmt.Errorf("tierclient: waiting for the requests still in flight: %w", err))
 		}
 	}

@@ -17,37 +17,6 @@ import (
 	"github.com/thawdb/thaw/tier/tierpb"
 )
 
-func twoBucketSchema() kv.TableSchema {
-	s := closeSchema()
-	s.Buckets = 2
-	return s
-}
-
-// twoBucketCoord: db.x with two buckets, both led at tablet.
-type twoBucketCoord struct {
-	tierv1connect.UnimplementedCoordinatorServiceHandler
-	tablet string
-}
-
-func (f *twoBucketCoord) GetLeader(context.Context, *connect.Request[tierv1.GetLeaderRequest]) (*connect.Response[tierv1.GetLeaderResponse], error) {
-	return connect.NewResponse(&tierv1.GetLeaderResponse{CoordinatorId: "fake", Epoch: 1}), nil
-}
-
-func (f *twoBucketCoord) GetTable(context.Context, *connect.Request[tierv1.GetTableRequest]) (*connect.Response[tierv1.GetTableResponse], error) {
-	return connect.NewResponse(&tierv1.GetTableResponse{Table: &tierv1.TableInfo{TableId: 7,
-		Path: &tierv1.TablePath{Database: "db", Table: "x"}, Schema: SchemaToProto(twoBucketSchema()),
-		DataState: tierv1.DataState_DATA_STATE_ACTIVE}}), nil
-}
-
-func (f *twoBucketCoord) GetTargetLocations(context.Context, *connect.Request[tierv1.GetTargetLocationsRequest]) (*connect.Response[tierv1.GetTargetLocationsResponse], error) {
-	return connect.NewResponse(&tierv1.GetTargetLocationsResponse{TargetId: &tierv1.TargetId{TableId: 7},
-		Schema: SchemaToProto(twoBucketSchema()), DataState: tierv1.DataState_DATA_STATE_ACTIVE,
-		Buckets: []*tierv1.BucketLocation{
-			{Bucket: 0, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1},
-			{Bucket: 1, LeaderId: "ts", LeaderAddress: f.tablet, LeaderEpoch: 1},
-		}}), nil
-}
-
 // failOneTablet: bucket 0's writes fail at once (INVALID_ARGUMENT, not
 // retried); bucket 1's are held until release, and record whether their
 // client went away meanwhile.
@@ -72,6 +41,40 @@ func (f *failOneTablet) Write(ctx context.Context, req *connect.Request[tierv1.W
 	return connect.NewResponse(&tierv1.WriteResponse{Count: int32(len(req.Msg.GetMutations()))}), nil
 }
 
+// failOneWriter serves tab behind a two-bucket closeCoord and returns a
+// Writer to db.x that tries each request once, and a row of each bucket.
+// The servers and the client close with the test; tab.release does not.
+func failOneWriter(t *testing.T, tab *failOneTablet) (w *Writer, rows [2]kv.Row) {
+	t.Helper()
+	_, th := tierv1connect.NewTabletServiceHandler(tab)
+	tsrv := httptest.NewServer(th)
+	t.Cleanup(tsrv.Close)
+	coord := &closeCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://"), buckets: 2}
+	_, ch := tierv1connect.NewCoordinatorServiceHandler(coord)
+	csrv := httptest.NewServer(ch)
+	t.Cleanup(csrv.Close)
+	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
+		WithRetryPolicy(RetryPolicy{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if w, err = c.NewWriter(t.Context(), Target{Database: "db", Table: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := kv.NewTable(coord.schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(0); rows[0] == nil || rows[1] == nil; id++ {
+		r := kv.Row{id, "v"}
+		if b, _ := tbl.Bucket(r); rows[b] == nil {
+			rows[b] = r
+		}
+	}
+	return w, rows
+}
+
 // TestCloseAfterFailureWaitsForOtherBuckets: bucket 0 fails while bucket
 // 1 has a request in flight. Close, its ctx not done, waits for bucket 1's
 // request instead of cancelling it (Close returned at once and cancelled
@@ -85,39 +88,14 @@ func TestCloseAfterFailureWaitsForOtherBuckets(t *testing.T) {
 	}{{"answered", true}, {"ctx-ends", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tab := &failOneTablet{release: make(chan struct{}), b1Started: make(chan struct{})}
-			_, th := tierv1connect.NewTabletServiceHandler(tab)
-			tsrv := httptest.NewServer(th)
-			defer tsrv.Close()
 			released := false
 			defer func() {
 				if !released {
 					close(tab.release)
 				}
 			}()
-			_, ch := tierv1connect.NewCoordinatorServiceHandler(&twoBucketCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
-			csrv := httptest.NewServer(ch)
-			defer csrv.Close()
-			c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
-				WithRetryPolicy(RetryPolicy{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tbl, _ := kv.NewTable(twoBucketSchema())
-			var b0, b1 kv.Row
-			for id := int64(0); b0 == nil || b1 == nil; id++ {
-				r := kv.Row{id, "v"}
-				switch b, _ := tbl.Bucket(r); b {
-				case 0:
-					b0 = r
-				case 1:
-					b1 = r
-				}
-			}
+			w, rows := failOneWriter(t, tab)
+			b0, b1 := rows[0], rows[1]
 			if err := w.Write(t.Context(), b1); err != nil {
 				t.Fatal(err)
 			}
@@ -228,31 +206,8 @@ func TestOnBatchWriteBehindQueuedRows(t *testing.T) {
 func TestFlushDuringCloseFailsWithErrClosed(t *testing.T) {
 	tab := &failOneTablet{release: make(chan struct{}), b1Started: make(chan struct{})}
 	defer close(tab.release)
-	_, th := tierv1connect.NewTabletServiceHandler(tab)
-	tsrv := httptest.NewServer(th)
-	defer tsrv.Close()
-	_, ch := tierv1connect.NewCoordinatorServiceHandler(&twoBucketCoord{tablet: strings.TrimPrefix(tsrv.URL, "http://")})
-	csrv := httptest.NewServer(ch)
-	defer csrv.Close()
-	c, err := New(t.Context(), strings.TrimPrefix(csrv.URL, "http://"),
-		WithRetryPolicy(RetryPolicy{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	w, err := c.NewWriter(t.Context(), Target{Database: "db", Table: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, _ := kv.NewTable(twoBucketSchema())
-	var b1 kv.Row
-	for id := int64(0); b1 == nil; id++ {
-		r := kv.Row{id, "v"}
-		if b, _ := tbl.Bucket(r); b == 1 {
-			b1 = r
-		}
-	}
-	if err := w.Write(t.Context(), b1); err != nil {
+	w, rows := failOneWriter(t, tab)
+	if err := w.Write(t.Context(), rows[1]); err != nil {
 		t.Fatal(err)
 	}
 	<-tab.b1Started
