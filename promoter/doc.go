@@ -102,8 +102,8 @@
 // one after its result retention) is decided by the target — rows in it:
 // committed; empty: aborted and retried as a new attempt; unreadable: left
 // committing. A record whose policy is gone is released (its transaction
-// aborted, unless its commit is decided or being decided). A reconcile also enqueues the
-// unsettled records of its policy that no worker runs. Because Begin takes
+// aborted, unless its commit is decided or being decided). A reconcile
+// also enqueues the unsettled records of its policy that no worker runs. Because Begin takes
 // the record's token and a new attempt starts only after the previous
 // attempt's transaction is aborted (or the tier aborted it), one key never
 // has two transactions at once.

@@ -402,10 +402,10 @@ func (p *Provider) createTopic(ctx context.Context, topic string) error {
 var ErrTopicSettings = errors.New("kafkalog: topic settings unfit for a bucket log")
 
 // checkTopic checks, at every Open that finds the topic existing, that it
-// holds a log safely: Kafka must never delete a record the tier has not truncated
-// (cleanup.policy delete, retention.ms and retention.bytes -1), and a
-// batch must fit a message (max.message.bytes). Its one partition is
-// checked where the log looks it up.
+// holds a log safely: Kafka must never delete a record the tier has not
+// truncated (cleanup.policy delete, retention.ms and retention.bytes -1),
+// and a batch must fit a message (max.message.bytes). Its one partition
+// is checked where the log looks it up.
 func (p *Provider) checkTopic(ctx context.Context, topic string) error {
 	// Not remembered: a topic deleted and created again since (by a broker
 	// that auto-creates topics, an operator) has the new settings.
