@@ -780,7 +780,9 @@ func progressLine(pr promoterhttp.Promotion, width int) string {
 	}
 	frac := 0.0
 	if n := len(p.Buckets); n > 0 {
-		frac = float64(p.BucketsDone) / float64(n)
+		// Within 0..1 whatever the promoter answered (a count past the
+		// buckets made the bar's padding negative: a panic).
+		frac = min(max(float64(p.BucketsDone)/float64(n), 0), 1)
 	}
 	fill := int(frac * float64(width))
 	return fmt.Sprintf("[%s%s] %3.0f%% %s", strings.Repeat("#", fill), strings.Repeat(".", width-fill), frac*100, progressText(p))

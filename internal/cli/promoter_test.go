@@ -421,6 +421,15 @@ func TestProgressLine(t *testing.T) {
 	if got, want := progressLine(planned, 8), "[........]   0% planned"; got != want {
 		t.Fatalf("planned: got %q, want %q", got, want)
 	}
+	// A count outside 0..buckets (a promoter's bug, a proxy's garbage)
+	// draws a full or empty bar: it panicked on a negative padding.
+	for done, bar := range map[int]string{5: "[########] 100%", -3: "[........]   0%"} {
+		odd := pr
+		odd.Progress = &promoterhttp.Progress{Phase: "building", BucketsDone: done, Buckets: pr.Progress.Buckets}
+		if got := progressLine(odd, 8); !strings.HasPrefix(got, bar) {
+			t.Errorf("%d of 4 buckets done: %q, want %q...", done, got, bar)
+		}
+	}
 }
 
 // TestStatusDuration: a promotion's duration is its first attempt's from
