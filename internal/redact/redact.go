@@ -9,9 +9,10 @@ import (
 )
 
 // URL returns raw with its credentials replaced by "xxxxx": any password
-// in its user information, and the values of query parameters that name a
-// credential (password, token, secret, signature, credential, ...: a
-// libpq "?password=", a presigned URL's X-Amz-Signature) or that hold a
+// in its user information, and the values of query (and fragment)
+// parameters that name a credential (password, token, secret, signature,
+// credential, ...: a libpq "?password=", a presigned URL's
+// X-Amz-Signature, an OAuth redirect's "#access_token=") or that hold a
 // URL with a password. The rest stays as written.
 //
 // The query goes first: a URL with a password in a query value would
@@ -26,17 +27,24 @@ var (
 	wholeSecretParams = []string{"sig", "pass", "key", "auth"}
 )
 
-// query redacts the values of raw's query parameters that are secrets.
+// query redacts the values of raw's query parameters that are secrets,
+// and of its fragment's when the fragment is parameters too (an OAuth
+// redirect's "#access_token=...").
 func query(raw string) string {
-	q := strings.IndexByte(raw, '?')
-	if q < 0 {
-		return raw
+	base, frag, hasFrag := strings.Cut(raw, "#")
+	if q := strings.IndexByte(base, '?'); q >= 0 {
+		base = base[:q+1] + params(base[q+1:])
 	}
-	rest, frag := raw[q+1:], ""
-	if h := strings.IndexByte(rest, '#'); h >= 0 {
-		rest, frag = rest[:h], rest[h:]
+	if !hasFrag {
+		return base
 	}
-	parts := strings.Split(rest, "&")
+	return base + "#" + params(frag)
+}
+
+// params returns the "&"-separated parameters ps with the values of those
+// that are secrets replaced by "xxxxx" (ps as it is when none is).
+func params(ps string) string {
+	parts := strings.Split(ps, "&")
 	changed := false
 	for i, p := range parts {
 		k, v, ok := strings.Cut(p, "=")
@@ -58,9 +66,9 @@ func query(raw string) string {
 		}
 	}
 	if !changed {
-		return raw
+		return ps
 	}
-	return raw[:q+1] + strings.Join(parts, "&") + frag
+	return strings.Join(parts, "&")
 }
 
 func secretParam(name string) bool {

@@ -48,6 +48,13 @@ func TestURL(t *testing.T) {
 		{"https://storage.example/b/o?key=SECRET&access_key=SECRET&AccessKey=SECRET&auth=SECRET&region=us", "https://storage.example/b/o?key=xxxxx&access_key=xxxxx&AccessKey=xxxxx&auth=xxxxx&region=us"},
 		{"s3://bucket/p?endpoint=https%3A%2F%2Fminio%3A9000%3Fsecret_key%3DSECRET&x=1", "s3://bucket/p?endpoint=xxxxx&x=1"},
 		{"s3://bucket/p?endpoint=https%3A%2F%2Fminio%3A9000%3Fregion%3Dus", "s3://bucket/p?endpoint=https%3A%2F%2Fminio%3A9000%3Fregion%3Dus"},
+		// A fragment of parameters (an OAuth redirect's) is redacted as a
+		// query is (it was left as written); other fragments stay.
+		{"https://app.example/cb#access_token=SECRET&state=x", "https://app.example/cb#access_token=xxxxx&state=x"},
+		{"https://h/p?x=1#token=SECRET", "https://h/p?x=1#token=xxxxx"},
+		{"https://h/p?password=SECRET#id_token=SECRET&x=1", "https://h/p?password=xxxxx#id_token=xxxxx&x=1"},
+		{"https://h/doc#section-2", "https://h/doc#section-2"},
+		{"https://h/doc?a=1#b=2", "https://h/doc?a=1#b=2"},
 	} {
 		got := URL(c.in)
 		if got != c.want || strings.Contains(got, "SECRET") || strings.Contains(got, "pw@") {
