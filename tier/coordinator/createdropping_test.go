@@ -18,13 +18,8 @@ import (
 func TestCreateTableBeingDropped(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.register(e.cli, "ts-1", 10*time.Second)
-	n1 := e.startNode("c-1", nil)
-	e.awaitLeader(n1)
+	n1 := e.shopLeader(t)
 	cl := n1.client
-	if _, err := cl.CreateDatabase(ctx, req(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
-		t.Fatal(err)
-	}
 	path := &tierv1.TablePath{Database: "shop", Table: "orders"}
 	ct, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: path, Schema: ordersSchema(2), ReplicationFactor: 1}))
 	if err != nil {
@@ -55,13 +50,8 @@ func TestCreateTableBeingDropped(t *testing.T) {
 func TestCreatePartitionBeingDropped(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.register(e.cli, "ts-1", 10*time.Second)
-	n1 := e.startNode("c-1", nil)
-	e.awaitLeader(n1)
+	n1 := e.shopLeader(t)
 	cl := n1.client
-	if _, err := cl.CreateDatabase(ctx, req(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
-		t.Fatal(err)
-	}
 	path := &tierv1.TablePath{Database: "shop", Table: "events"}
 	et, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: path, Schema: eventsSchema(2), ReplicationFactor: 1}))
 	if err != nil {

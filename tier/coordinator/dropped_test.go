@@ -148,13 +148,8 @@ func TestCleanDropped(t *testing.T) {
 func TestFinishInterruptedDrops(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	e.register(e.cli, "ts-1", 10*time.Second)
-	n1 := e.startNode("c-1", nil)
-	e.awaitLeader(n1)
+	n1 := e.shopLeader(t)
 	cl := n1.client
-	if _, err := cl.CreateDatabase(ctx, req(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
-		t.Fatal(err)
-	}
 	ct, err := cl.CreateTable(ctx, req(&tierv1.CreateTableRequest{Path: &tierv1.TablePath{Database: "shop", Table: "orders"}, Schema: ordersSchema(2), ReplicationFactor: 1}))
 	if err != nil {
 		t.Fatal(err)
@@ -310,4 +305,17 @@ func (e *env) markDropping(t *testing.T, key, assignment string) {
 	if _, err := e.cli.Delete(ctx, assignment); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// shopLeader starts coordinator c-1 with tablet server ts-1 registered,
+// waits until it leads and creates database shop.
+func (e *env) shopLeader(t *testing.T) *node {
+	t.Helper()
+	e.register(e.cli, "ts-1", 10*time.Second)
+	n := e.startNode("c-1", nil)
+	e.awaitLeader(n)
+	if _, err := n.client.CreateDatabase(t.Context(), req(&tierv1.CreateDatabaseRequest{Database: "shop"})); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
